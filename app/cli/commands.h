@@ -1,0 +1,11 @@
+// commands: each group of `stoker` subcommands registers itself on the app.
+// Handlers report problems by throwing stoker::Error; main() maps them to
+// the exit status and the one-line message the CLI contract fixes.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace stoker {
+void addCkptCommands(CLI::App& app, int& exitCode);
+void addDatasetCommands(CLI::App& app, int& exitCode);
+}  // namespace stoker

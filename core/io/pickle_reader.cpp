@@ -1,0 +1,298 @@
+#include "io/pickle_reader.h"
+
+#include <cstring>
+#include <map>
+
+#include "util/error.h"
+
+namespace stoker {
+namespace {
+
+using Kind = PyValue::Kind;
+
+const std::map<std::string, Dtype>& storageClasses() {
+  static const std::map<std::string, Dtype> k = {
+      {"FloatStorage", Dtype::F32},   {"DoubleStorage", Dtype::F64}, {"HalfStorage", Dtype::F16},
+      {"BFloat16Storage", Dtype::BF16}, {"LongStorage", Dtype::I64}, {"IntStorage", Dtype::I32},
+      {"ShortStorage", Dtype::I16},   {"CharStorage", Dtype::I8},    {"ByteStorage", Dtype::U8},
+      {"BoolStorage", Dtype::BOOL},   {"ComplexFloatStorage", Dtype::C64},
+  };
+  return k;
+}
+
+PyRef make(Kind k) {
+  auto v = std::make_shared<PyValue>();
+  v->kind = k;
+  return v;
+}
+
+class Unpickler {
+ public:
+  Unpickler(const std::uint8_t* data, std::size_t n, const std::string& subject)
+      : p_(data), n_(n), subject_(subject) {}
+
+  PyRef run() {
+    while (true) {
+      std::uint8_t op = u8();
+      switch (op) {
+        case 0x80: u8(); break;                      // PROTO
+        case 0x95: bytes(8); break;                  // FRAME
+        case '.':                                    // STOP
+          if (stack_.size() != 1 || !marks_.empty()) fail("stack not balanced at STOP");
+          return stack_.back();
+        case '(': marks_.push_back(stack_.size()); break;
+        case ')': push(make(Kind::Tuple)); break;
+        case 't': push(sequence(Kind::Tuple, popMark())); break;
+        case 0x85: case 0x86: case 0x87: {           // TUPLE1..3
+          std::size_t k = op - 0x84u;
+          need(k);
+          std::vector<PyRef> items(stack_.end() - static_cast<std::ptrdiff_t>(k), stack_.end());
+          stack_.resize(stack_.size() - k);
+          push(sequence(Kind::Tuple, std::move(items)));
+          break;
+        }
+        case ']': push(make(Kind::List)); break;
+        case 'l': push(sequence(Kind::List, popMark())); break;
+        case 'a': { auto v = pop(); listTop()->items.push_back(v); break; }
+        case 'e': { auto items = popMark(); auto l = listTop(); l->items.insert(l->items.end(), items.begin(), items.end()); break; }
+        case '}': push(make(Kind::Dict)); break;
+        case 'd': { auto items = popMark(); auto d = make(Kind::Dict); setItems(d, items); push(d); break; }
+        case 's': { auto v = pop(); auto k = pop(); setItems(dictTop(), {k, v}); break; }
+        case 'u': { auto items = popMark(); setItems(dictTop(), items); break; }
+        case 'N': push(make(Kind::None)); break;
+        case 0x88: case 0x89: { auto v = make(Kind::Bool); v->boolean = op == 0x88; push(v); break; }
+        case 'J': { std::int32_t x; std::memcpy(&x, bytes(4), 4); pushInt(x); break; }
+        case 'K': pushInt(u8()); break;
+        case 'M': { auto b = bytes(2); pushInt(b[0] | (b[1] << 8)); break; }
+        case 0x8a: pushInt(longLE(u8())); break;     // LONG1
+        case 0x8b: pushInt(longLE(u32())); break;    // LONG4
+        case 'G': {                                  // BINFLOAT, big-endian
+          auto b = bytes(8);
+          std::uint64_t bits = 0;
+          for (int i = 0; i < 8; ++i) bits = (bits << 8) | b[i];
+          auto v = make(Kind::Float);
+          std::memcpy(&v->real, &bits, 8);
+          push(v);
+          break;
+        }
+        case 'X': pushText(Kind::String, u32()); break;
+        case 0x8c: pushText(Kind::String, u8()); break;
+        case 0x8d: pushText(Kind::String, u64()); break;
+        case 'B': pushText(Kind::Bytes, u32()); break;
+        case 'C': pushText(Kind::Bytes, u8()); break;
+        case 0x8e: pushText(Kind::Bytes, u64()); break;
+        case 'q': memo(u8()); break;
+        case 'r': memo(u32()); break;
+        case 0x94: memo(memo_.size()); break;        // MEMOIZE
+        case 'h': push(recall(u8())); break;
+        case 'j': push(recall(u32())); break;
+        case 'c': {                                  // GLOBAL "module\nname\n"
+          std::string module = line(), name = line();
+          push(global(module, name));
+          break;
+        }
+        case 0x93: {                                 // STACK_GLOBAL
+          auto name = pop(), module = pop();
+          if (module->kind != Kind::String || name->kind != Kind::String) fail("STACK_GLOBAL needs strings");
+          push(global(module->text, name->text));
+          break;
+        }
+        case 'R': { auto args = pop(); auto fn = pop(); push(reduce(fn, args)); break; }
+        case 0x81: fail("NEWOBJ creates arbitrary objects; not allowed in a state dict");
+        case 'b': pop(); need(1); break;             // BUILD: object state (e.g. OrderedDict._metadata) is not needed
+        case 'Q': { auto pid = pop(); push(persistent(pid)); break; }
+        default: {
+          char hex[8];
+          std::snprintf(hex, sizeof hex, "0x%02x", op);
+          fail(std::string("pickle opcode ") + hex + " is not supported in a state dict");
+        }
+      }
+    }
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& why) { throwBadInput(subject_, "data.pkl: " + why); }
+
+  const std::uint8_t* bytes(std::size_t k) {
+    if (k > n_ - pos_) fail("truncated pickle");
+    const std::uint8_t* b = p_ + pos_;
+    pos_ += k;
+    return b;
+  }
+  std::uint8_t u8() { return *bytes(1); }
+  std::uint32_t u32() { auto b = bytes(4); return b[0] | (b[1] << 8) | (b[2] << 16) | (std::uint32_t(b[3]) << 24); }
+  std::uint64_t u64() {
+    auto b = bytes(8);
+    std::uint64_t v = 0;
+    for (int i = 7; i >= 0; --i) v = (v << 8) | b[i];
+    return v;
+  }
+  std::int64_t longLE(std::size_t k) {
+    if (k > 8) fail("integer wider than 64 bits");
+    auto b = bytes(k);
+    if (k == 0) return 0;
+    std::uint64_t v = 0;
+    for (std::size_t i = k; i-- > 0;) v = (v << 8) | b[i];
+    if (k < 8 && (b[k - 1] & 0x80)) v |= ~0ull << (8 * k);  // sign-extend
+    return static_cast<std::int64_t>(v);
+  }
+  std::string line() {
+    std::size_t start = pos_;
+    while (pos_ < n_ && p_[pos_] != '\n') ++pos_;
+    if (pos_ >= n_) fail("truncated GLOBAL");
+    return std::string(reinterpret_cast<const char*>(p_ + start), pos_++ - start);
+  }
+
+  void push(PyRef v) {
+    if (stack_.size() > (1u << 24)) fail("pickle stack too deep");
+    stack_.push_back(std::move(v));
+  }
+  void pushInt(std::int64_t x) { auto v = make(Kind::Int); v->integer = x; push(v); }
+  void pushText(Kind k, std::uint64_t len) {
+    if (len > n_ - pos_) fail("truncated string");
+    auto v = make(k);
+    auto b = bytes(static_cast<std::size_t>(len));
+    v->text.assign(reinterpret_cast<const char*>(b), static_cast<std::size_t>(len));
+    push(v);
+  }
+  void need(std::size_t k) {
+    std::size_t floor = marks_.empty() ? 0 : marks_.back();
+    if (stack_.size() < floor + k) fail("stack underflow");
+  }
+  PyRef pop() { need(1); auto v = stack_.back(); stack_.pop_back(); return v; }
+  std::vector<PyRef> popMark() {
+    if (marks_.empty()) fail("no MARK on the stack");
+    std::size_t m = marks_.back();
+    marks_.pop_back();
+    std::vector<PyRef> items(stack_.begin() + static_cast<std::ptrdiff_t>(m), stack_.end());
+    stack_.resize(m);
+    return items;
+  }
+  PyRef sequence(Kind k, std::vector<PyRef> items) { auto v = make(k); v->items = std::move(items); return v; }
+  PyRef listTop() { need(1); if (stack_.back()->kind != Kind::List) fail("APPEND to a non-list"); return stack_.back(); }
+  PyRef dictTop() { need(1); if (stack_.back()->kind != Kind::Dict) fail("SETITEM on a non-dict"); return stack_.back(); }
+  void setItems(const PyRef& d, const std::vector<PyRef>& kv) {
+    if (kv.size() % 2) fail("odd number of items for a dict");
+    for (std::size_t i = 0; i < kv.size(); i += 2) d->dict.emplace_back(kv[i], kv[i + 1]);
+  }
+  void memo(std::size_t index) {
+    need(1);
+    if (index > (1u << 26)) fail("memo index too large");
+    if (memo_.size() <= index) memo_.resize(index + 1);
+    memo_[index] = stack_.back();
+  }
+  PyRef recall(std::size_t index) {
+    if (index >= memo_.size() || !memo_[index]) fail("memo slot " + std::to_string(index) + " is empty");
+    return memo_[index];
+  }
+
+  PyRef global(const std::string& module, const std::string& name) {
+    static const char* kAllowed[] = {
+        "collections.OrderedDict", "torch._utils._rebuild_tensor_v2",
+        "torch._utils._rebuild_parameter", "torch._utils._rebuild_parameter_with_state",
+    };
+    std::string full = module + "." + name;
+    bool ok = module == "torch" && storageClasses().count(name);
+    for (const char* a : kAllowed) ok = ok || full == a;
+    if (!ok)
+      fail("refuses to call " + full +
+           " (only state dicts of tensors are read, as torch.load(weights_only=True) does)");
+    auto v = make(Kind::Global);
+    v->text = full;
+    return v;
+  }
+
+  std::int64_t intArg(const PyRef& v, const char* what) {
+    if (v->kind != Kind::Int) fail(std::string(what) + " is not an integer");
+    return v->integer;
+  }
+  std::vector<std::int64_t> intTuple(const PyRef& v, const char* what) {
+    if (v->kind != Kind::Tuple && v->kind != Kind::List) fail(std::string(what) + " is not a tuple");
+    std::vector<std::int64_t> out;
+    for (auto& x : v->items) out.push_back(intArg(x, what));
+    return out;
+  }
+
+  PyRef persistent(const PyRef& pid) {
+    // ('storage', torch.<Type>Storage, key, location, numel)
+    if (pid->kind != Kind::Tuple || pid->items.size() < 5 || pid->items[0]->kind != Kind::String ||
+        pid->items[0]->text != "storage" || pid->items[1]->kind != Kind::Global)
+      fail("unsupported persistent id (expected a torch storage)");
+    auto cls = pid->items[1]->text.substr(pid->items[1]->text.rfind('.') + 1);
+    auto v = make(Kind::Storage);
+    v->tensor.dtype = storageClasses().at(cls);
+    if (pid->items[2]->kind != Kind::String || pid->items[3]->kind != Kind::String)
+      fail("storage key or location is not a string");
+    v->tensor.storageKey = pid->items[2]->text;
+    v->tensor.location = pid->items[3]->text;
+    v->tensor.storageNumel = intArg(pid->items[4], "storage size");
+    if (v->tensor.storageNumel < 0) fail("negative storage size");
+    return v;
+  }
+
+  PyRef reduce(const PyRef& fn, const PyRef& args) {
+    if (fn->kind != Kind::Global) fail("REDUCE of a non-callable");
+    if (args->kind != Kind::Tuple) fail("REDUCE arguments are not a tuple");
+    const auto& a = args->items;
+    const std::string& f = fn->text;
+    if (f == "collections.OrderedDict") {
+      auto d = make(Kind::Dict);
+      if (!a.empty() && a[0]->kind == Kind::List)
+        for (auto& pair : a[0]->items)
+          if (pair->kind == Kind::Tuple && pair->items.size() == 2)
+            d->dict.emplace_back(pair->items[0], pair->items[1]);
+      return d;
+    }
+    if (f == "torch._utils._rebuild_tensor_v2") {
+      if (a.size() < 4 || a[0]->kind != Kind::Storage) fail("_rebuild_tensor_v2 needs (storage, offset, size, stride, ...)");
+      auto t = make(Kind::Tensor);
+      t->tensor = a[0]->tensor;
+      t->tensor.offset = intArg(a[1], "storage offset");
+      t->tensor.size = intTuple(a[2], "tensor size");
+      t->tensor.stride = intTuple(a[3], "tensor stride");
+      checkBounds(t->tensor);
+      return t;
+    }
+    // _rebuild_parameter(data, requires_grad, hooks[, state]): the data is the tensor
+    if (a.empty() || a[0]->kind != Kind::Tensor) fail(f + " needs a tensor");
+    return a[0];
+  }
+
+  void checkBounds(const PyTensorRef& t) {
+    if (t.size.size() != t.stride.size()) fail("tensor size and stride differ in length");
+    if (t.offset < 0) fail("negative storage offset");
+    std::int64_t last = t.offset;
+    for (std::size_t i = 0; i < t.size.size(); ++i) {
+      if (t.size[i] < 0 || t.stride[i] < 0) fail("negative size or stride");
+      if (t.size[i] == 0) return;  // empty tensor touches no storage
+      std::int64_t span = 0;
+      if (__builtin_mul_overflow(t.size[i] - 1, t.stride[i], &span) || __builtin_add_overflow(last, span, &last))
+        fail("tensor extent overflows");
+    }
+    if (last >= t.storageNumel)
+      fail("tensor reaches element " + std::to_string(last) + " of a storage of " +
+           std::to_string(t.storageNumel));
+  }
+
+  const std::uint8_t* p_;
+  std::size_t n_;
+  std::size_t pos_ = 0;
+  std::string subject_;
+  std::vector<PyRef> stack_;
+  std::vector<std::size_t> marks_;
+  std::vector<PyRef> memo_;
+};
+
+}  // namespace
+
+PyRef unpickle(const std::uint8_t* data, std::size_t n, const std::string& subject) {
+  return Unpickler(data, n, subject).run();
+}
+
+std::string torchStorageClass(Dtype d) {
+  for (const auto& [name, dtype] : storageClasses())
+    if (dtype == d) return name;
+  return {};
+}
+
+}  // namespace stoker

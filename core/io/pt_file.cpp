@@ -1,0 +1,222 @@
+#include "io/pt_file.h"
+
+#include <ATen/ATen.h>
+#include <caffe2/serialize/inline_container.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "util/atomic_file.h"
+#include "util/error.h"
+
+namespace stoker {
+namespace {
+
+using Kind = PyValue::Kind;
+constexpr int kMaxNesting = 64;
+
+std::string describeScalar(const PyValue& v) {
+  switch (v.kind) {
+    case Kind::None: return "None";
+    case Kind::Bool: return v.boolean ? "True" : "False";
+    case Kind::Int: return std::to_string(v.integer);
+    case Kind::Float: {
+      std::ostringstream out;
+      out.precision(17);
+      out << v.real;
+      return out.str();
+    }
+    case Kind::String: return v.text;
+    case Kind::Bytes: return "<" + std::to_string(v.text.size()) + " bytes>";
+    default: return "<object>";
+  }
+}
+
+std::string keyText(const PyValue& k, const std::string& subject) {
+  if (k.kind == Kind::String) return k.text;
+  if (k.kind == Kind::Int) return std::to_string(k.integer);
+  throwBadInput(subject, "state dict has a key that is neither a string nor an integer");
+}
+
+void flatten(const PyRef& v, const std::string& prefix, int depth, const std::string& subject,
+             std::vector<PtTensorInfo>& tensors, std::map<std::string, std::string>& extras) {
+  if (depth > kMaxNesting) throwBadInput(subject, "state dict nests deeper than 64 levels");
+  auto join = [&](const std::string& k) { return prefix.empty() ? k : prefix + "." + k; };
+  switch (v->kind) {
+    case Kind::Tensor: tensors.push_back({prefix, v->tensor}); return;
+    case Kind::Dict:
+      for (auto& [k, val] : v->dict) flatten(val, join(keyText(*k, subject)), depth + 1, subject, tensors, extras);
+      return;
+    case Kind::List: case Kind::Tuple:
+      for (std::size_t i = 0; i < v->items.size(); ++i)
+        flatten(v->items[i], join(std::to_string(i)), depth + 1, subject, tensors, extras);
+      return;
+    default: extras[prefix] = describeScalar(*v);
+  }
+}
+
+[[noreturn]] void rethrowTorch(const std::string& path, const c10::Error& e, const std::string& what) {
+  throwBadInput(path, what + ": " + e.what_without_backtrace());
+}
+
+std::string pickleHeaderCheck(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throwIo(path, "cannot open", errno);
+  char head[4] = {};
+  in.read(head, 4);
+  if (in.gcount() == 4 && std::memcmp(head, "PK\x03\x04", 4) == 0) return {};
+  if (static_cast<unsigned char>(head[0]) == 0x80)
+    return "legacy (pre-1.6) torch.save format; re-save it with a current torch.save";
+  return "not a PyTorch .pt archive (no zip signature)";
+}
+
+// --- protocol-2 pickle writer for an OrderedDict of tensors -----------------
+class PickleBuilder {
+ public:
+  std::string out = "\x80\x02";
+  void global(const char* module, const char* name) { out += 'c'; out += module; out += '\n'; out += name; out += '\n'; }
+  void text(const std::string& s) { out += 'X'; u32(static_cast<std::uint32_t>(s.size())); out += s; }
+  void integer(std::int64_t v) {
+    if (v >= INT32_MIN && v <= INT32_MAX) {
+      out += 'J';
+      u32(static_cast<std::uint32_t>(static_cast<std::int32_t>(v)));
+    } else {
+      out += '\x8a';
+      out += '\x08';
+      for (int i = 0; i < 8; ++i) out += static_cast<char>(static_cast<std::uint64_t>(v) >> (8 * i));
+    }
+  }
+  void intTuple(const std::vector<std::int64_t>& v) {
+    out += '(';
+    for (auto x : v) integer(x);
+    out += 't';
+  }
+  void emptyOrderedDict() { global("collections", "OrderedDict"); out += ")R"; }
+
+ private:
+  void u32(std::uint32_t v) { for (int i = 0; i < 4; ++i) out += static_cast<char>(v >> (8 * i)); }
+};
+
+}  // namespace
+
+std::uint64_t PtTensorInfo::nbytes() const {
+  std::uint64_t n = 1;
+  for (auto s : ref.size) n *= static_cast<std::uint64_t>(s);
+  return n * dtypeBits(ref.dtype) / 8;
+}
+
+PtFile PtFile::open(const std::string& path) {
+  if (auto problem = pickleHeaderCheck(path); !problem.empty()) throwBadInput(path, problem);
+  PtFile f;
+  f.path_ = path;
+  try {
+    f.reader_ = std::make_shared<caffe2::serialize::PyTorchStreamReader>(path);
+    if (f.reader_->hasRecord("byteorder")) {
+      auto [ptr, size] = f.reader_->getRecord("byteorder");
+      std::string order(static_cast<const char*>(ptr.get()), size);
+      if (order != "little") throwBadInput(path, "big-endian .pt files are not supported");
+    }
+    if (!f.reader_->hasRecord("data.pkl")) throwBadInput(path, "archive has no data.pkl");
+    auto [pkl, size] = f.reader_->getRecord("data.pkl");
+    PyRef root = unpickle(static_cast<const std::uint8_t*>(pkl.get()), size, path);
+    if (root->kind != Kind::Dict) throwBadInput(path, "top-level object is not a dict (state dict)");
+    flatten(root, "", 0, path, f.tensors_, f.extras_);
+  } catch (const c10::Error& e) {
+    rethrowTorch(path, e, "corrupt .pt archive");
+  }
+  return f;
+}
+
+HostTensor PtFile::load(const PtTensorInfo& info) const {
+  const auto& r = info.ref;
+  const std::size_t elem = dtypeBits(r.dtype) / 8;
+  try {
+    auto [ptr, size] = reader_->getRecord("data/" + r.storageKey);
+    if (size != static_cast<std::size_t>(r.storageNumel) * elem)
+      throwBadInput(path_, "storage record data/" + r.storageKey + " holds " + std::to_string(size) +
+                               " bytes, expected " + std::to_string(r.storageNumel * elem));
+    auto storage = std::make_shared<at::DataPtr>(std::move(ptr));
+    HostTensor probe;
+    probe.dtype = r.dtype;
+    probe.shape = {r.storageNumel};
+    probe.data = static_cast<const std::uint8_t*>(storage->get());
+    probe.nbytes = size;
+    probe.owner = storage;
+    at::Tensor flat = probe.toTorch();
+    at::Tensor t = flat.as_strided(r.size, r.stride, r.offset).contiguous();
+    if (t.storage().is_alias_of(flat.storage())) {
+      // Already contiguous: serve the bytes of the record without copying.
+      HostTensor h;
+      h.dtype = r.dtype;
+      h.shape = r.size;
+      h.data = probe.data + static_cast<std::uint64_t>(r.offset) * elem;
+      h.nbytes = info.nbytes();
+      h.owner = storage;
+      return h;
+    }
+    return hostTensorFromTorch(t);
+  } catch (const c10::Error& e) {
+    rethrowTorch(path_, e, "cannot read tensor \"" + info.name + "\"");
+  }
+}
+
+void writePt(const std::string& path, const std::vector<std::pair<std::string, HostTensor>>& tensors) {
+  PickleBuilder p;
+  p.emptyOrderedDict();
+  p.out += '(';
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const auto& [name, t] = tensors[i];
+    std::string cls = torchStorageClass(t.dtype);
+    if (cls.empty())
+      throwBadInput(path, "tensor \"" + name + "\" has dtype " + std::string(dtypeName(t.dtype)) +
+                              ", which torch.save (1.13) cannot store");
+    std::vector<std::int64_t> stride(t.shape.size(), 1);
+    for (std::size_t k = t.shape.size(); k-- > 1;) stride[k - 1] = stride[k] * std::max<std::int64_t>(t.shape[k], 1);
+    p.text(name);
+    p.global("torch._utils", "_rebuild_tensor_v2");
+    p.out += '(';
+    p.out += '(';  // persistent id ('storage', cls, key, 'cpu', numel)
+    p.text("storage");
+    p.global("torch", cls.c_str());
+    p.text(std::to_string(i));
+    p.text("cpu");
+    p.integer(static_cast<std::int64_t>(t.elementCount()));
+    p.out += "tQ";
+    p.integer(0);
+    p.intTuple(t.shape);
+    p.intTuple(stride);
+    p.out += '\x89';  // requires_grad=False
+    p.emptyOrderedDict();
+    p.out += "tR";
+  }
+  p.out += "u.";
+
+  AtomicFile file(path);
+  std::unique_ptr<Error> writeError;
+  auto sink = [&](const void* data, std::size_t n) -> std::size_t {
+    if (writeError) return n;  // let the zip writer finish quietly; the temp file is discarded
+    try {
+      file.write(data, n);
+    } catch (const Error& e) {
+      writeError = std::make_unique<Error>(e);
+      return 0;
+    }
+    return n;
+  };
+  try {
+    caffe2::serialize::PyTorchStreamWriter zip(sink);
+    zip.writeRecord("data.pkl", p.out.data(), p.out.size());
+    for (std::size_t i = 0; i < tensors.size(); ++i)
+      zip.writeRecord("data/" + std::to_string(i), tensors[i].second.data, tensors[i].second.nbytes);
+    zip.writeRecord("byteorder", "little", 6);
+    zip.writeEndOfFile();
+  } catch (const c10::Error& e) {
+    if (writeError) throw *writeError;
+    throw Error(ErrorKind::Io, path, std::string("cannot write .pt archive: ") + e.what_without_backtrace());
+  }
+  if (writeError) throw *writeError;
+  file.commit();
+}
+
+}  // namespace stoker

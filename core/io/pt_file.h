@@ -1,0 +1,53 @@
+// io/pt_file: PyTorch .pt state dicts (the torch.save zip format) without
+// running pickle code. Opening reads only data.pkl, so listing the tensors of
+// a large file is cheap; load() reads one tensor's storage record. Nested
+// dicts and lists are flattened to dotted names ("model.layer.0.weight");
+// non-tensor leaves (epoch counters, hyper-parameters) are kept as text.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "io/host_tensor.h"
+#include "io/pickle_reader.h"
+
+namespace caffe2::serialize {
+class PyTorchStreamReader;
+}
+
+namespace stoker {
+
+struct PtTensorInfo {
+  std::string name;
+  PyTensorRef ref;
+  std::uint64_t nbytes() const;
+};
+
+class PtFile {
+ public:
+  // Throws Error(BadInput) for non-zip, legacy (pre-1.6) and malformed files.
+  static PtFile open(const std::string& path);
+
+  const std::string& path() const { return path_; }
+  const std::vector<PtTensorInfo>& tensors() const { return tensors_; }
+  const std::map<std::string, std::string>& extras() const { return extras_; }
+
+  // The tensor's values, C-contiguous (views of shared storages are gathered).
+  HostTensor load(const PtTensorInfo& info) const;
+
+ private:
+  std::string path_;
+  std::shared_ptr<caffe2::serialize::PyTorchStreamReader> reader_;
+  std::vector<PtTensorInfo> tensors_;
+  std::map<std::string, std::string> extras_;
+};
+
+// Writes an OrderedDict state dict that torch.load reads; one storage record
+// per tensor, streamed one at a time, renamed into place when complete.
+// Throws Error(BadInput) for dtypes torch.save cannot express.
+void writePt(const std::string& path, const std::vector<std::pair<std::string, HostTensor>>& tensors);
+
+}  // namespace stoker

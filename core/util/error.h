@@ -1,0 +1,40 @@
+// util/error: the one exception type the core throws, with a kind the CLI maps
+// to its exit status (bad input -> 2) and a message "<subject>: <reason>".
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace stoker {
+
+enum class ErrorKind {
+  BadInput,   // the user's file, option or request is invalid
+  Io,         // the system refused: missing file, permission, disk full
+  Cancelled,  // a cancel token stopped the work
+  Internal,   // a bug in Stoker
+};
+
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorKind kind, const std::string& subject, const std::string& reason)
+      : std::runtime_error(subject.empty() ? reason : subject + ": " + reason),
+        kind_(kind), subject_(subject), reason_(reason) {}
+
+  ErrorKind kind() const { return kind_; }
+  const std::string& subject() const { return subject_; }
+  const std::string& reason() const { return reason_; }
+
+ private:
+  ErrorKind kind_;
+  std::string subject_;
+  std::string reason_;
+};
+
+[[noreturn]] inline void throwBadInput(const std::string& subject, const std::string& reason) {
+  throw Error(ErrorKind::BadInput, subject, reason);
+}
+
+// Throws ErrorKind::Io with strerror(errnum) appended to `what`.
+[[noreturn]] void throwIo(const std::string& subject, const std::string& what, int errnum);
+
+}  // namespace stoker

@@ -1,0 +1,61 @@
+#include "test_support.h"
+
+#include <QElapsedTimer>
+#include <QFile>
+
+namespace stoker::test {
+
+bool writeFile(const QString& path, const QByteArray& bytes) {
+  QFile f(path);
+  if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate)) return false;
+  return f.write(bytes) == bytes.size();
+}
+
+QByteArray readFile(const QString& path) {
+  QFile f(path);
+  return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+QByteArray safetensorsBytes(const QByteArray& header, const QByteArray& data) {
+  QByteArray out(8, '\0');
+  quint64 n = static_cast<quint64>(header.size());
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  return out + header + data;
+}
+
+ProcessResult run(const QString& program, const QStringList& args, const QByteArray& stdinData) {
+  ProcessResult r;
+  QProcess p;
+  QElapsedTimer timer;
+  timer.start();
+  p.start(program, args);
+  if (!p.waitForStarted(10000)) {
+    r.err = "cannot start " + program.toUtf8();
+    return r;
+  }
+  if (!stdinData.isEmpty()) p.write(stdinData);
+  p.closeWriteChannel();
+  p.waitForFinished(120000);
+  r.elapsedMs = timer.elapsed();
+  r.crashed = p.exitStatus() == QProcess::CrashExit;
+  r.exitCode = p.exitCode();
+  r.out = p.readAllStandardOutput();
+  r.err = p.readAllStandardError();
+  return r;
+}
+
+ProcessResult runStoker(const QStringList& args) { return run(QStringLiteral(STOKER_CLI_PATH), args); }
+
+ProcessResult runPython(const QString& script, const QStringList& args) {
+  return run(QStringLiteral(STOKER_PYTHON), QStringList{"-c", script} + args);
+}
+
+bool pythonTorchAvailable() {
+  static int cached = -1;
+  if (cached < 0) cached = runPython("import torch, numpy").exitCode == 0 ? 1 : 0;
+  return cached == 1;
+}
+
+QString samplesDir() { return QStringLiteral(STOKER_TEST_DATA "/safetensors-samples"); }
+
+}  // namespace stoker::test

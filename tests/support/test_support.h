@@ -1,0 +1,41 @@
+// test_support: small helpers shared by the Qt Test suites -- temporary
+// files, hand-built safetensors bytes, running the CLI and Debian's python3.
+#pragma once
+
+#include <QByteArray>
+#include <QProcess>
+#include <QString>
+#include <QStringList>
+#include <QTemporaryDir>
+
+#include <cstdint>
+#include <string>
+
+namespace stoker::test {
+
+// Writes `bytes` to `path`; QVERIFY-friendly (returns false on failure).
+bool writeFile(const QString& path, const QByteArray& bytes);
+QByteArray readFile(const QString& path);
+
+// 8-byte little-endian length + header + data: a safetensors file as raw bytes.
+QByteArray safetensorsBytes(const QByteArray& header, const QByteArray& data);
+
+struct ProcessResult {
+  int exitCode = -1;
+  bool crashed = false;
+  QByteArray out, err;
+  qint64 elapsedMs = 0;
+};
+
+// Runs a program to completion (timeout 120 s) and captures its output.
+ProcessResult run(const QString& program, const QStringList& args, const QByteArray& stdinData = {});
+// The `stoker` CLI built alongside the tests.
+ProcessResult runStoker(const QStringList& args);
+// Debian's python3 (the one with python3-torch), running `script`.
+ProcessResult runPython(const QString& script, const QStringList& args = {});
+// Whether Debian's python3 can import torch (the set-up installs it).
+bool pythonTorchAvailable();
+
+QString samplesDir();  // the official safetensors sample files
+
+}  // namespace stoker::test
