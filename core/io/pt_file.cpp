@@ -3,9 +3,9 @@
 #include <ATen/ATen.h>
 #include <caffe2/serialize/inline_container.h>
 
+#include <charconv>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 
 #include "util/atomic_file.h"
 #include "util/error.h"
@@ -22,10 +22,9 @@ std::string describeScalar(const PyValue& v) {
     case Kind::Bool: return v.boolean ? "True" : "False";
     case Kind::Int: return std::to_string(v.integer);
     case Kind::Float: {
-      std::ostringstream out;
-      out.precision(17);
-      out << v.real;
-      return out.str();
+      char buf[32];
+      auto end = std::to_chars(buf, buf + sizeof buf, v.real).ptr;  // shortest round-trip form
+      return std::string(buf, end);
     }
     case Kind::String: return v.text;
     case Kind::Bytes: return "<" + std::to_string(v.text.size()) + " bytes>";

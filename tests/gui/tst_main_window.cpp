@@ -1,0 +1,54 @@
+// The workbench shell: its four workspaces, switching between them, and the
+// offscreen --screenshot path that docs and checks rely on.
+#include <QtTest>
+
+#include <QImage>
+#include <QListWidget>
+#include <QStackedWidget>
+
+#include "main_window.h"
+#include "test_support.h"
+
+class TestMainWindow : public QObject {
+  Q_OBJECT
+  QTemporaryDir dir_;
+
+ private Q_SLOTS:
+  void initTestCase() {
+    QCoreApplication::setOrganizationName("StokerTest");
+    QStandardPaths::setTestModeEnabled(true);  // keep QSettings away from the user's
+  }
+
+  void hasFourWorkspacesAndSwitches() {
+    stoker::MainWindow w;
+    QCOMPARE(stoker::MainWindow::workspaceIds(), (QStringList{"loader", "planner", "checkpoints", "monitor"}));
+    auto* stack = w.findChild<QStackedWidget*>();
+    QVERIFY(stack);
+    QCOMPARE(stack->count(), 4);
+    QVERIFY(w.showWorkspace("checkpoints"));
+    QCOMPARE(stack->currentIndex(), 2);
+    QCOMPARE(w.currentWorkspace(), QString("checkpoints"));
+    QVERIFY(!w.showWorkspace("nonsense"));
+    QCOMPARE(w.currentWorkspace(), QString("checkpoints"));
+    auto* nav = w.findChild<QListWidget*>();
+    nav->setCurrentRow(3);
+    QCOMPARE(w.currentWorkspace(), QString("monitor"));
+  }
+
+  void screenshotEachWorkspace() {
+    for (const QString& id : stoker::MainWindow::workspaceIds()) {
+      const QString png = dir_.filePath(id + ".png");
+      auto r = stoker::test::run(STOKER_WORKBENCH_PATH, {"--workspace", id, "--screenshot", png});
+      QVERIFY2(r.exitCode == 0, r.err.constData());
+      QImage image(png);
+      QVERIFY2(!image.isNull(), qPrintable("no image for " + id));
+      QVERIFY(image.width() >= 800 && image.height() >= 500);
+    }
+    auto bad = stoker::test::run(STOKER_WORKBENCH_PATH, {"--workspace", "nope", "--screenshot", dir_.filePath("x.png")});
+    QCOMPARE(bad.exitCode, 2);
+    QVERIFY(bad.err.contains("unknown workspace"));
+  }
+};
+
+QTEST_MAIN(TestMainWindow)
+#include "tst_main_window.moc"
