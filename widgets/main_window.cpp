@@ -43,6 +43,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   }
   nav_->setMaximumWidth(180);
   split->setStretchFactor(1, 1);
+  split->setSizes({160, 940});
   setCentralWidget(split);
   connect(nav_, &QListWidget::currentRowChanged, stack_, &QStackedWidget::setCurrentIndex);
   nav_->setCurrentRow(0);

@@ -18,7 +18,8 @@ WorkspacePage::WorkspacePage(const QString& title, const QString& purpose, QWidg
   layout->addWidget(heading);
   layout->addWidget(blurb);
   body_ = new QVBoxLayout();
-  layout->addLayout(body_, 1);
+  layout->addLayout(body_);
+  layout->addStretch(1);  // keep the header at the top while the body is small
 }
 
 }  // namespace stoker
