@@ -35,13 +35,13 @@ class HeaderSax {
 
   bool null() {
     if (state_ == State::ExpectMetadata) return to(State::Root);  // "__metadata__": null is allowed
-    return scalar("null");
+    return unexpected("null");
   }
-  bool boolean(bool) { return scalar("a boolean"); }
+  bool boolean(bool) { return unexpected("a boolean"); }
   bool number_integer(json::number_integer_t v) {
     if (v < 0 && (state_ == State::InShape || state_ == State::InOffsets))
       return fail(fieldSubject() + " holds a negative number (" + std::to_string(v) + ")");
-    return scalar("a number");
+    return unexpected("a number");
   }
   bool number_unsigned(json::number_unsigned_t v) {
     if (state_ == State::InShape) {
@@ -51,15 +51,16 @@ class HeaderSax {
       return true;
     }
     if (state_ == State::InOffsets) {
+      if (offsets_.size() == 2) return fail(tensorSubject() + ": data_offsets has more than 2 entries");
       offsets_.push_back(v);
       return true;
     }
-    return scalar("a number");
+    return unexpected("a number");
   }
   bool number_float(json::number_float_t, const std::string& text) {
     if (state_ == State::InShape || state_ == State::InOffsets)
       return fail(fieldSubject() + " holds " + text + ", not a non-negative integer");
-    return scalar("a number");
+    return unexpected("a number");
   }
   bool string(std::string& s) {
     switch (state_) {
@@ -72,10 +73,8 @@ class HeaderSax {
       case State::ExpectMetadataString:
         header.metadata[metadataKey_] = std::move(s);
         return to(State::InMetadata);
-      case State::ExpectMetadata:
-        return fail("__metadata__ is not an object of strings");
       default:
-        return scalar("a string");
+        return unexpected("a string");
     }
   }
   bool binary(json::binary_t&) { return fail("header holds binary data"); }
@@ -91,7 +90,7 @@ class HeaderSax {
         return to(State::InTensor);
       case State::ExpectMetadata: return to(State::InMetadata);
       case State::Skip: return deeper();
-      default: return nested("an object");
+      default: return unexpected("an object");
     }
   }
   bool end_object() {
@@ -108,7 +107,7 @@ class HeaderSax {
       case State::ExpectShape: return to(State::InShape);
       case State::ExpectOffsets: return to(State::InOffsets);
       case State::Skip: return deeper();
-      default: return nested("an array");
+      default: return unexpected("an array");
     }
   }
   bool end_array() {
@@ -183,36 +182,23 @@ class HeaderSax {
   std::string tensorSubject() const { return "tensor " + inQuotes(name_); }
   std::string fieldSubject() const { return tensorSubject() + ": " + field_; }
 
-  bool scalar(const char* what) {
+  // A value of kind `what` ("a number", "an array", ...) where the state
+  // expects something else; inside a skipped unknown field anything goes.
+  bool unexpected(const char* what) {
+    const std::string is = std::string(" is ") + what;
     switch (state_) {
       case State::Start: return fail("header is not a JSON object");
-      case State::ExpectTensor: return fail(tensorSubject() + ": entry is " + what + ", not an object");
+      case State::ExpectTensor: return fail(tensorSubject() + ": entry" + is + ", not an object");
       case State::ExpectMetadataString:
-        return fail("__metadata__ value for " + inQuotes(metadataKey_) + " is " + what + ", not a string");
-      case State::ExpectMetadata: return fail("__metadata__ is " + std::string(what) + ", not an object");
-      case State::ExpectDtype: return fail(tensorSubject() + ": dtype is " + what + ", not a string");
-      case State::ExpectShape: case State::ExpectOffsets:
-        return fail(fieldSubject() + " is " + what + ", not an array");
+        return fail("__metadata__ value for " + inQuotes(metadataKey_) + is + ", not a string");
+      case State::ExpectMetadata: return fail("__metadata__" + is + ", not an object of strings");
+      case State::ExpectDtype: return fail(tensorSubject() + ": dtype" + is + ", not a string");
+      case State::ExpectShape: case State::ExpectOffsets: return fail(fieldSubject() + is + ", not an array");
       case State::InShape: case State::InOffsets:
         return fail(fieldSubject() + " holds " + what + ", not a non-negative integer");
       case State::Skip:
-        if (skipDepth_ == 0) return to(State::InTensor);
+        if (skipDepth_ == 0) return to(State::InTensor);  // scalar value of an unknown field
         return true;
-      default: return fail(std::string("unexpected ") + what);
-    }
-  }
-  bool nested(const char* what) {
-    switch (state_) {
-      case State::Start: return fail("header is not a JSON object");
-      case State::ExpectTensor: return fail(tensorSubject() + ": entry is " + what + ", not an object");
-      case State::ExpectMetadataString:
-        return fail("__metadata__ value for " + inQuotes(metadataKey_) + " is " + what + ", not a string");
-      case State::ExpectMetadata: return fail("__metadata__ is not an object of strings");
-      case State::ExpectDtype: return fail(tensorSubject() + ": dtype is " + what + ", not a string");
-      case State::ExpectShape: case State::ExpectOffsets:
-        return fail(fieldSubject() + " is " + what + ", not an array");
-      case State::InShape: case State::InOffsets:
-        return fail(fieldSubject() + " holds " + what + ", not a non-negative integer");
       default: return fail(std::string("unexpected ") + what);
     }
   }

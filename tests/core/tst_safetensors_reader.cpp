@@ -118,7 +118,7 @@ class TestSafetensorsReader : public QObject {
     QTest::newRow("shape fractional") << st(R"({"a":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}})", f32x2) << "holds 2.5, not a non-negative integer";
     QTest::newRow("shape not an array") << st(R"({"a":{"dtype":"F32","shape":"2","data_offsets":[0,8]}})", f32x2) << "shape is a string, not an array";
     QTest::newRow("shape of arrays") << st(R"({"a":{"dtype":"F32","shape":[[2]],"data_offsets":[0,8]}})", f32x2) << "shape holds an array";
-    QTest::newRow("offsets arity 3") << st(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4,8]}})", f32x2) << "has 3 entries, expected 2";
+    QTest::newRow("offsets arity 3") << st(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4,8]}})", f32x2) << "data_offsets has more than 2 entries";
     QTest::newRow("offsets arity 1") << st(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8]}})", f32x2) << "has 1 entries, expected 2";
     QTest::newRow("offsets negative") << st(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[-8,0]}})", f32x2) << "data_offsets holds a negative number";
     QTest::newRow("offsets fractional") << st(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8.0]}})", f32x2) << "not a non-negative integer";
@@ -136,7 +136,8 @@ class TestSafetensorsReader : public QObject {
     QTest::newRow("duplicate field") << st(R"({"a":{"dtype":"U8","dtype":"U8","shape":[1],"data_offsets":[0,1]}})", QByteArray(1, 0)) << "duplicate field \"dtype\"";
     QTest::newRow("metadata value not a string") << st(R"({"__metadata__":{"epoch":3}})") << "value for \"epoch\" is a number, not a string";
     QTest::newRow("metadata value an object") << st(R"({"__metadata__":{"cfg":{"a":"b"}}})") << "value for \"cfg\" is an object, not a string";
-    QTest::newRow("metadata not an object") << st(R"({"__metadata__":"x"})") << "__metadata__ is not an object";
+    QTest::newRow("metadata not an object") << st(R"({"__metadata__":"x"})") << "__metadata__ is a string, not an object of strings";
+    QTest::newRow("metadata an array") << st(R"({"__metadata__":["x"]})") << "__metadata__ is an array, not an object of strings";
     QTest::newRow("tensor entry not an object") << st(R"({"a":[1]})") << "entry is an array, not an object";
     QTest::newRow("200,000 nested brackets") << st("{\"a\":" + QByteArray(200000, '[') + QByteArray(200000, ']') + "}") << "entry is an array";
     QTest::newRow("200,000 nested in unknown field") << st("{\"a\":{\"x\":" + QByteArray(200000, '[') + QByteArray(200000, ']') + "}}") << "nests deeper than 128 levels";
