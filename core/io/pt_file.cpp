@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cstring>
 #include <fstream>
+#include <set>
 
 #include "util/atomic_file.h"
 #include "util/error.h"
@@ -161,6 +162,9 @@ HostTensor PtFile::load(const PtTensorInfo& info) const {
 }
 
 void writePt(const std::string& path, const std::vector<std::pair<std::string, HostTensor>>& tensors) {
+  std::set<std::string> names;
+  for (const auto& entry : tensors)
+    if (!names.insert(entry.first).second) throwBadInput(path, "tensor \"" + entry.first + "\" appears twice");
   PickleBuilder p;
   p.emptyOrderedDict();
   p.out += '(';

@@ -204,6 +204,9 @@ class TestPtInterop : public QObject {
       QVERIFY(QString(e.what()).contains("cannot store"));
     }
     QVERIFY(!QFile::exists(path("u16.pt")));
+    HostTensor a = hostTensorFromTorch(at::ones({1}));
+    QVERIFY_THROWS_EXCEPTION(Error, writePt(path("dup.pt").toStdString(), {{"x", a}, {"x", a}}));
+    QVERIFY(!QFile::exists(path("dup.pt")));
   }
 };
 
