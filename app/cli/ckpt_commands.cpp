@@ -22,7 +22,7 @@ void addCkptCommands(CLI::App& app, int& exitCode) {
   inspect->callback([args, &exitCode] {
     CheckpointInfo info = inspectCheckpoint(args->path);
     if (args->json)
-      std::printf("%s\n", checkpointJson(info).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+      printJson(checkpointJson(info));
     else
       printCheckpointTable(info);
     exitCode = 0;

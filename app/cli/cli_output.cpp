@@ -40,6 +40,10 @@ nlohmann::json checkpointJson(const CheckpointInfo& info) {
   return doc;
 }
 
+void printJson(const nlohmann::json& doc) {
+  std::printf("%s\n", doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+}
+
 void printCheckpointTable(const CheckpointInfo& info) {
   std::size_t nameWidth = 4;
   for (const auto& t : info.tensors) nameWidth = std::max(nameWidth, t.name.size());

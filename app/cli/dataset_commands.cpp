@@ -55,7 +55,7 @@ void addDatasetCommands(CLI::App& app, int& exitCode) {
                             {"labels", {{"dtype", "I64"}, {"shape", d.labels.shape}}},
                             {"label_counts", histogram},
                             {"bytes", d.images.nbytes + d.labels.nbytes}};
-      std::printf("%s\n", doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+      printJson(doc);
     } else {
       std::printf("%s (%s): %lld samples, images F32 %s, labels I64 %s, %s in memory\n",
                   args->spec.c_str(), args->split.c_str(), static_cast<long long>(d.images.shape[0]),
