@@ -10,6 +10,9 @@
 
 namespace stoker {
 struct CheckpointInfo;
+struct ReshardPlan;
+struct ConvertOptions;
+struct ConvertReport;
 
 std::string humanBytes(std::uint64_t n);
 std::string shapeString(const std::vector<std::int64_t>& shape);
@@ -17,4 +20,9 @@ nlohmann::json checkpointJson(const CheckpointInfo& info);
 // Prints one JSON document on stdout; invalid UTF-8 from hostile files is replaced, never thrown.
 void printJson(const nlohmann::json& doc);
 void printCheckpointTable(const CheckpointInfo& info);
+nlohmann::json planJson(const CheckpointInfo& source, const ReshardPlan& plan, const ConvertOptions& options);
+void printPlanTable(const CheckpointInfo& source, const ReshardPlan& plan, const ConvertOptions& options);
+nlohmann::json convertJson(const CheckpointInfo& source, const ReshardPlan& plan, const std::string& dst,
+                           const ConvertReport& report);
+void printConvertSummary(const ReshardPlan& plan, const std::string& dst, const ConvertReport& report);
 }  // namespace stoker

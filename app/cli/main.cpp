@@ -1,6 +1,7 @@
 // stoker: the command line. Exit status is the contract of DESIGN.md:
 // 0 success, 1 the operation found a problem, 2 bad input or usage with one
 // line "error: <what>: <why>" on stderr -- never a crash or a stack trace.
+// A conversion stopped by Ctrl-C exits 130 after cleaning up.
 #include <cstdio>
 #include <exception>
 #include <new>
@@ -41,6 +42,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return fail(std::string("usage: ") + e.what() + " (see --help)");
   } catch (const stoker::Error& e) {
+    if (e.kind() == stoker::ErrorKind::Cancelled) {
+      std::fprintf(stderr, "cancelled: %s\n", e.what());
+      return 130;  // what a shell reports for Ctrl-C
+    }
     return fail(e.what());
   } catch (const c10::Error& e) {
     return fail(std::string("libtorch: ") + e.what_without_backtrace());

@@ -1,10 +1,14 @@
-// ckpt/inspect: what a checkpoint path holds -- format, logical tensors and
-// metadata -- without reading tensor data. Directory layouts (ranks, HF) are
-// added by the reshard engine.
+// ckpt/inspect: what a checkpoint path holds -- its format, the logical
+// (unsharded) tensors, where each tensor's bytes physically live, and every
+// consistency problem found -- without reading tensor data.
+// Formats: one .safetensors file, a PyTorch .pt state dict, a ranks directory
+// (metadata.json + rank_<r>.safetensors, the ferrotorch schema) and an HF
+// sharded directory (model.safetensors.index.json + model-0000i-of-0000n).
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,28 +17,55 @@
 
 namespace stoker {
 
-enum class CheckpointFormat { Safetensors, Pt };
+class PtFile;
+
+enum class CheckpointFormat { Safetensors, Pt, Ranks, Hf };
+
+// One stored block of a logical tensor: a row-major box of it, held
+// contiguously in one file.
+struct TensorPiece {
+  int file = 0;                      // index into CheckpointInfo::files
+  std::uint64_t dataOffset = 0;      // byte offset of the block in that file
+  std::vector<std::int64_t> start;   // box origin in the logical tensor
+  std::vector<std::int64_t> shape;   // box extent
+  // A .pt tensor that is a strided view of its storage cannot be read in
+  // place; it is loaded (gathered) by name instead.
+  bool loadFromPt = false;
+  std::size_t ptIndex = 0;           // into PtFile::tensors()
+};
 
 struct LogicalTensor {
   std::string name;
   Dtype dtype = Dtype::F32;
-  std::vector<std::int64_t> shape;
+  std::vector<std::int64_t> shape;   // full, unsharded shape
   std::uint64_t nbytes = 0;
+  std::optional<int> shardDim;       // ranks layout: split dimension (none = replicated)
+  std::vector<std::int64_t> shardSizes;
+  std::vector<TensorPiece> pieces;   // tile the tensor exactly; empty if it has problems
 };
 
 struct CheckpointInfo {
   std::string path;
   CheckpointFormat format = CheckpointFormat::Safetensors;
   std::optional<int> worldSize;         // ranks layouts only
-  std::vector<LogicalTensor> tensors;   // name order for safetensors, dict order for .pt
+  std::vector<std::string> files;       // the data files, as paths
+  std::vector<LogicalTensor> tensors;   // name order (.pt: the state dict's order)
   std::map<std::string, std::string> metadata;
+  std::vector<std::string> problems;    // contradictions between metadata and files
+  std::shared_ptr<PtFile> pt;           // .pt sources: the opened archive
+
   std::uint64_t totalBytes() const;
+  const LogicalTensor* find(const std::string& name) const;
 };
 
 std::string formatName(CheckpointFormat f);
 
-// Detects the format by content (zip signature = .pt) and extension, then
-// validates it. Throws Error(BadInput) naming the path and the problem.
+// Detects the format by content and layout, validates every file (throws
+// Error(BadInput) naming the file for malformed ones) and records
+// contradictions between metadata and files in `problems`.
 CheckpointInfo inspectCheckpoint(const std::string& path);
+
+// Throws Error(BadInput) with the first problem (and how many more) if any.
+void requireConsistent(const CheckpointInfo& info);
 
 }  // namespace stoker

@@ -14,6 +14,9 @@ namespace {
 #define STOKER_TORCH_AT_LEAST(maj, min) \
   (TORCH_VERSION_MAJOR > (maj) || (TORCH_VERSION_MAJOR == (maj) && TORCH_VERSION_MINOR >= (min)))
 
+
+}  // namespace
+
 std::optional<c10::ScalarType> torchType(Dtype d) {
   switch (d) {
     case Dtype::BOOL: return c10::ScalarType::Bool;
@@ -39,8 +42,6 @@ std::optional<c10::ScalarType> torchType(Dtype d) {
     default: return std::nullopt;
   }
 }
-
-}  // namespace
 
 std::uint64_t HostTensor::elementCount() const {
   std::uint64_t n = 1;

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,8 @@ struct HostTensor {
   at::Tensor toTorch() const;
 };
 
+// The libtorch scalar type of `d`, if the linked libtorch has one.
+std::optional<c10::ScalarType> torchType(Dtype d);
 // Whether the linked libtorch has a scalar type for `d`.
 bool torchSupports(Dtype d);
 // The Stoker dtype of a libtorch scalar type; throws for ones with no

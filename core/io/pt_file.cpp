@@ -3,11 +3,13 @@
 #include <ATen/ATen.h>
 #include <caffe2/serialize/inline_container.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <fstream>
 #include <set>
 
+#include "io/safetensors_writer.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 
@@ -128,6 +130,52 @@ PtFile PtFile::open(const std::string& path) {
   return f;
 }
 
+std::optional<std::uint64_t> PtFile::inPlaceOffset(const PtTensorInfo& info) const {
+  const auto& r = info.ref;
+  if (dtypeBits(r.dtype) % 8 != 0) return std::nullopt;
+  const std::uint64_t elem = dtypeBits(r.dtype) / 8;
+  // C-contiguous? (dimensions of size 1 may carry any stride)
+  std::int64_t expect = 1;
+  for (std::size_t k = r.size.size(); k-- > 0;) {
+    if (r.size[k] != 1 && r.stride[k] != expect) return std::nullopt;
+    expect *= r.size[k];
+  }
+  try {
+    const std::string record = "data/" + r.storageKey;
+    if (!reader_->hasRecord(record)) return std::nullopt;
+    const std::uint64_t dataAt = reader_->getRecordOffset(record);
+    // The zip local header sits right before the data: find it to learn the
+    // compression method (0 = stored) and that it really belongs to `record`.
+    std::ifstream in(path_, std::ios::binary);
+    const std::uint64_t back = std::min<std::uint64_t>(dataAt, 30 + 1024 + 256);
+    std::string buf(back, '\0');
+    in.seekg(static_cast<std::streamoff>(dataAt - back));
+    in.read(buf.data(), static_cast<std::streamsize>(back));
+    if (in.gcount() != static_cast<std::streamsize>(back)) return std::nullopt;
+    const std::string suffix = "/" + record;
+    for (std::size_t at = back; at-- > 0;) {
+      if (at + 30 > back || buf.compare(at, 4, "PK\x03\x04") != 0) continue;
+      auto u16 = [&](std::size_t o) {
+        return static_cast<unsigned>(static_cast<unsigned char>(buf[at + o])) |
+               (static_cast<unsigned>(static_cast<unsigned char>(buf[at + o + 1])) << 8);
+      };
+      const std::size_t nameLen = u16(26), extraLen = u16(28);
+      if (at + 30 + nameLen + extraLen != back || at + 30 + nameLen > back) continue;
+      const std::string name = buf.substr(at + 30, nameLen);
+      if (name.size() < suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+        continue;
+      if (u16(8) != 0) return std::nullopt;  // compressed
+      const std::uint64_t begin = dataAt + static_cast<std::uint64_t>(r.offset) * elem;
+      const std::uint64_t end = begin + info.nbytes();
+      const std::uint64_t recordEnd = dataAt + static_cast<std::uint64_t>(r.storageNumel) * elem;
+      if (end > recordEnd) return std::nullopt;
+      return begin;
+    }
+  } catch (const c10::Error&) {
+  }
+  return std::nullopt;
+}
+
 HostTensor PtFile::load(const PtTensorInfo& info) const {
   const auto& r = info.ref;
   const std::size_t elem = dtypeBits(r.dtype) / 8;
@@ -162,21 +210,30 @@ HostTensor PtFile::load(const PtTensorInfo& info) const {
 }
 
 void writePt(const std::string& path, const std::vector<std::pair<std::string, HostTensor>>& tensors) {
+  std::vector<TensorSpec> specs;
+  for (const auto& [name, t] : tensors) specs.push_back({name, t.dtype, t.shape});
+  writePtStreaming(path, specs, [&](std::size_t i) { return tensors[i].second; });
+}
+
+void writePtStreaming(const std::string& path, const std::vector<TensorSpec>& specs,
+                      const std::function<HostTensor(std::size_t)>& produce) {
   std::set<std::string> names;
-  for (const auto& entry : tensors)
-    if (!names.insert(entry.first).second) throwBadInput(path, "tensor \"" + entry.first + "\" appears twice");
+  for (const auto& spec : specs)
+    if (!names.insert(spec.name).second) throwBadInput(path, "tensor \"" + spec.name + "\" appears twice");
   PickleBuilder p;
   p.emptyOrderedDict();
   p.out += '(';
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    const auto& [name, t] = tensors[i];
-    std::string cls = torchStorageClass(t.dtype);
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const auto& spec = specs[i];
+    std::string cls = torchStorageClass(spec.dtype);
     if (cls.empty())
-      throwBadInput(path, "tensor \"" + name + "\" has dtype " + std::string(dtypeName(t.dtype)) +
+      throwBadInput(path, "tensor \"" + spec.name + "\" has dtype " + std::string(dtypeName(spec.dtype)) +
                               ", which torch.save (1.13) cannot store");
-    std::vector<std::int64_t> stride(t.shape.size(), 1);
-    for (std::size_t k = t.shape.size(); k-- > 1;) stride[k - 1] = stride[k] * std::max<std::int64_t>(t.shape[k], 1);
-    p.text(name);
+    std::vector<std::int64_t> stride(spec.shape.size(), 1);
+    for (std::size_t k = spec.shape.size(); k-- > 1;) stride[k - 1] = stride[k] * std::max<std::int64_t>(spec.shape[k], 1);
+    std::int64_t numel = 1;
+    for (auto d : spec.shape) numel *= d;
+    p.text(spec.name);
     p.global("torch._utils", "_rebuild_tensor_v2");
     p.out += '(';
     p.out += '(';  // persistent id ('storage', cls, key, 'cpu', numel)
@@ -184,10 +241,10 @@ void writePt(const std::string& path, const std::vector<std::pair<std::string, H
     p.global("torch", cls.c_str());
     p.text(std::to_string(i));
     p.text("cpu");
-    p.integer(static_cast<std::int64_t>(t.elementCount()));
+    p.integer(numel);
     p.out += "tQ";
     p.integer(0);
-    p.intTuple(t.shape);
+    p.intTuple(spec.shape);
     p.intTuple(stride);
     p.out += '\x89';  // requires_grad=False
     p.emptyOrderedDict();
@@ -210,8 +267,13 @@ void writePt(const std::string& path, const std::vector<std::pair<std::string, H
   try {
     caffe2::serialize::PyTorchStreamWriter zip(sink);
     zip.writeRecord("data.pkl", p.out.data(), p.out.size());
-    for (std::size_t i = 0; i < tensors.size(); ++i)
-      zip.writeRecord("data/" + std::to_string(i), tensors[i].second.data, tensors[i].second.nbytes);
+    for (std::size_t i = 0; i < specs.size() && !writeError; ++i) {
+      HostTensor t = produce(i);
+      auto expected = dtypeBytesFor(specs[i].dtype, static_cast<std::uint64_t>(t.elementCount()));
+      if (t.dtype != specs[i].dtype || !expected || *expected != t.nbytes)
+        throw Error(ErrorKind::Internal, path, "tensor \"" + specs[i].name + "\" does not match its spec");
+      zip.writeRecord("data/" + std::to_string(i), t.data, t.nbytes);
+    }
     zip.writeRecord("byteorder", "little", 6);
     zip.writeEndOfFile();
   } catch (const c10::Error& e) {

@@ -5,7 +5,9 @@
 // non-tensor leaves (epoch counters, hyper-parameters) are kept as text.
 #pragma once
 
+#include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -38,6 +40,11 @@ class PtFile {
   // The tensor's values, C-contiguous (views of shared storages are gathered).
   HostTensor load(const PtTensorInfo& info) const;
 
+  // Where the tensor's bytes start in the file when they can be read in place:
+  // a C-contiguous view of an uncompressed storage record (what torch.save
+  // writes). Empty for strided views and compressed records: load() those.
+  std::optional<std::uint64_t> inPlaceOffset(const PtTensorInfo& info) const;
+
  private:
   std::string path_;
   std::shared_ptr<caffe2::serialize::PyTorchStreamReader> reader_;
@@ -49,5 +56,11 @@ class PtFile {
 // per tensor, streamed one at a time, renamed into place when complete.
 // Throws Error(BadInput) for dtypes torch.save cannot express.
 void writePt(const std::string& path, const std::vector<std::pair<std::string, HostTensor>>& tensors);
+
+// The same, asking `produce(i)` for tensor i's bytes only when its record is
+// written, so one tensor at a time is in memory. `specs` give name, dtype, shape.
+struct TensorSpec;
+void writePtStreaming(const std::string& path, const std::vector<TensorSpec>& specs,
+                      const std::function<HostTensor(std::size_t)>& produce);
 
 }  // namespace stoker

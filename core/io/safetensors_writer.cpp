@@ -102,6 +102,13 @@ void SafetensorsWriter::append(const void* data, std::size_t n) {
   written_ += n;
 }
 
+void SafetensorsWriter::appendFrom(int fd, std::uint64_t offset, std::uint64_t n) {
+  if (written_ + n > dataBytes_)
+    throw Error(ErrorKind::Internal, path_, "more tensor bytes than the header declares");
+  out_->copyFrom(fd, offset, n);
+  written_ += n;
+}
+
 void SafetensorsWriter::write(const std::string& name, const void* data, std::size_t n) {
   auto it = index_.find(name);
   if (it == index_.end())

@@ -1,8 +1,10 @@
 #include "util/atomic_file.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <cstdlib>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -13,6 +15,16 @@ namespace {
 
 constexpr std::size_t kBufferBytes = 4 << 20;  // large writes go straight through
 std::atomic<unsigned> gTempCounter{0};
+std::atomic<std::uint64_t> gFaultWritten{0};
+
+// Returns how many of `n` bytes may still be written before the fault hook fires.
+std::size_t allowedByFaultHook(std::size_t n) {
+  static const std::uint64_t budget = faultEnospcBudget();
+  if (budget == UINT64_MAX) return n;
+  std::uint64_t before = gFaultWritten.fetch_add(n);
+  if (before >= budget) return 0;
+  return static_cast<std::size_t>(std::min<std::uint64_t>(n, budget - before));
+}
 
 std::string directoryOf(const std::string& path) {
   auto slash = path.find_last_of('/');
@@ -27,6 +39,14 @@ std::string baseNameOf(const std::string& path) {
 }
 
 }  // namespace
+
+std::uint64_t faultEnospcBudget() {
+  const char* v = std::getenv("STOKER_FAULT_ENOSPC_AFTER");
+  if (!v || !*v) return UINT64_MAX;
+  char* end = nullptr;
+  unsigned long long n = std::strtoull(v, &end, 10);
+  return (end && *end == 0) ? n : UINT64_MAX;
+}
 
 AtomicFile::AtomicFile(std::string finalPath) : finalPath_(std::move(finalPath)) {
   tempPath_ = directoryOf(finalPath_) + "/." + baseNameOf(finalPath_) + ".stoker-tmp-" +
@@ -43,6 +63,15 @@ AtomicFile::~AtomicFile() {
 
 void AtomicFile::writeAll(const void* data, std::size_t n) {
   auto* p = static_cast<const std::uint8_t*>(data);
+  const std::size_t allowed = allowedByFaultHook(n);
+  if (allowed < n) {
+    if (allowed > 0 && ::write(fd_, p, allowed) < 0) throwIo(finalPath_, "write failed", errno);
+    throwIo(finalPath_, "write failed", ENOSPC);
+  }
+  writeRaw(p, n);
+}
+
+void AtomicFile::writeRaw(const std::uint8_t* p, std::size_t n) {
   while (n > 0) {
     ssize_t w = ::write(fd_, p, n);
     if (w < 0) {
@@ -72,6 +101,32 @@ void AtomicFile::write(const void* data, std::size_t n) {
   }
   auto* p = static_cast<const std::uint8_t*>(data);
   buffer_.insert(buffer_.end(), p, p + n);
+  written_ += n;
+}
+
+void AtomicFile::copyFrom(int srcFd, std::uint64_t offset, std::uint64_t n) {
+  if (committed_) throw Error(ErrorKind::Internal, finalPath_, "write after commit");
+  flushBuffer();
+  if (allowedByFaultHook(n) < n) throwIo(finalPath_, "write failed", ENOSPC);
+  auto in = static_cast<off64_t>(offset);
+  std::uint64_t left = n;
+  while (left > 0) {
+    ssize_t w = ::copy_file_range(srcFd, &in, fd_, nullptr, left, 0);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;  // unsupported here or a short source: finish with read/write
+    left -= static_cast<std::uint64_t>(w);
+  }
+  std::vector<std::uint8_t> chunk;
+  while (left > 0) {
+    chunk.resize(static_cast<std::size_t>(std::min<std::uint64_t>(left, 1 << 20)));
+    ssize_t r = ::pread(srcFd, chunk.data(), chunk.size(), in);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) throwIo(finalPath_, "read failed while copying", errno);
+    if (r == 0) throw Error(ErrorKind::Io, finalPath_, "source file ended early while copying");
+    writeRaw(chunk.data(), static_cast<std::size_t>(r));
+    in += r;
+    left -= static_cast<std::uint64_t>(r);
+  }
   written_ += n;
 }
 

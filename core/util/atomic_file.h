@@ -21,6 +21,9 @@ class AtomicFile {
 
   // Buffered append; throws Error(Io) on failure (ENOSPC included).
   void write(const void* data, std::size_t n);
+  // Appends `n` bytes of another file starting at `offset`, inside the kernel
+  // (copy_file_range; read/write where the file systems cannot).
+  void copyFrom(int srcFd, std::uint64_t offset, std::uint64_t n);
   std::uint64_t bytesWritten() const { return written_; }
 
   // Flushes, fsyncs, renames to the final name and fsyncs the directory.
@@ -32,6 +35,7 @@ class AtomicFile {
  private:
   void flushBuffer();
   void writeAll(const void* data, std::size_t n);
+  void writeRaw(const std::uint8_t* data, std::size_t n);  // no fault hook
 
   std::string finalPath_;
   std::string tempPath_;
@@ -40,5 +44,10 @@ class AtomicFile {
   std::uint64_t written_ = 0;
   std::vector<std::uint8_t> buffer_;
 };
+
+// Test hook: with STOKER_FAULT_ENOSPC_AFTER=<bytes> in the environment, every
+// AtomicFile in the process fails with ENOSPC ("No space left on device") once
+// that many bytes were written in total -- a full disk, without a full disk.
+std::uint64_t faultEnospcBudget();
 
 }  // namespace stoker

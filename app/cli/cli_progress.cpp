@@ -1,0 +1,66 @@
+#include "cli_progress.h"
+
+#include <csignal>
+#include <cstdio>
+#include <unistd.h>
+
+#include "cli_output.h"
+
+namespace stoker {
+namespace {
+
+CancelToken* gToken = nullptr;
+
+extern "C" void onInterrupt(int sig) {
+  if (gToken && !gToken->cancelled()) {
+    gToken->cancel();  // a relaxed atomic store: async-signal-safe
+    return;
+  }
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+std::string duration(double s) {
+  char buf[32];
+  if (s < 0) return "?";
+  if (s < 60) std::snprintf(buf, sizeof buf, "%.0fs", s);
+  else if (s < 3600) std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  else std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s) / 3600, static_cast<int>(s) / 60 % 60);
+  return buf;
+}
+
+}  // namespace
+
+TerminalProgress::TerminalProgress(std::string verb, bool quiet)
+    : verb_(std::move(verb)), quiet_(quiet), tty_(::isatty(STDERR_FILENO) == 1) {}
+
+TerminalProgress::~TerminalProgress() {
+  if (drawn_ && tty_) std::fprintf(stderr, "\n");
+}
+
+void TerminalProgress::progress(const ProgressUpdate& u) {
+  if (quiet_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (!tty_ && !u.finished && now - lastLine_ < std::chrono::seconds(5)) return;
+  lastLine_ = now;
+  const double pct = u.total ? 100.0 * static_cast<double>(u.done) / static_cast<double>(u.total) : 100.0;
+  std::string item = u.item.size() > 40 ? "..." + u.item.substr(u.item.size() - 37) : u.item;
+  std::fprintf(stderr, "%s%s %5.1f%%  %s / %s  %s/s  ETA %s  %s%s", tty_ ? "\r\033[K" : "", verb_.c_str(), pct,
+               humanBytes(u.done).c_str(), humanBytes(u.total).c_str(),
+               humanBytes(static_cast<std::uint64_t>(u.perSecond)).c_str(),
+               u.finished ? "0s" : duration(u.etaSeconds).c_str(), item.c_str(), tty_ ? "" : "\n");
+  std::fflush(stderr);
+  drawn_ = true;
+}
+
+void TerminalProgress::note(const std::string& text) {
+  std::fprintf(stderr, "%s%s\n", drawn_ && tty_ ? "\r\033[K" : "", text.c_str());
+}
+
+void cancelOnInterrupt(CancelToken& token) {
+  gToken = &token;
+  std::signal(SIGINT, onInterrupt);
+  std::signal(SIGTERM, onInterrupt);
+}
+
+}  // namespace stoker

@@ -1,0 +1,32 @@
+// cli_progress: the progress line of long commands on stderr (redrawn in
+// place on a terminal, one line every few seconds otherwise) and Ctrl-C as
+// a cooperative cancel.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "util/progress.h"
+
+namespace stoker {
+
+class TerminalProgress : public ProgressSink {
+ public:
+  explicit TerminalProgress(std::string verb, bool quiet = false);
+  ~TerminalProgress() override;
+  void progress(const ProgressUpdate& u) override;
+  void note(const std::string& text) override;
+
+ private:
+  std::string verb_;
+  bool quiet_;
+  bool tty_;
+  bool drawn_ = false;
+  std::chrono::steady_clock::time_point lastLine_{};
+};
+
+// The first SIGINT/SIGTERM cancels `token` (work stops at a safe point); a
+// second one ends the process the usual way.
+void cancelOnInterrupt(CancelToken& token);
+
+}  // namespace stoker

@@ -1,0 +1,317 @@
+#include "ckpt/convert.h"
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <algorithm>
+#include <exception>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "ckpt/convert_journal.h"
+#include "ckpt/tensor_stream.h"
+#include "io/pt_file.h"
+#include "io/safetensors_writer.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+#include "util/progress.h"
+
+namespace stoker {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Fixed per job on top of the streaming buffers: the output file's write buffer.
+constexpr std::uint64_t kWriterBufferBytes = 4ull << 20;
+constexpr std::uint64_t kMinJobBytes = 8ull << 20;
+
+std::string mib(std::uint64_t bytes) {
+  return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB";
+}
+
+class WriterSink : public ByteSink {
+ public:
+  explicit WriterSink(SafetensorsWriter& w) : w_(w) {}
+  void append(const void* data, std::size_t n) override { w_.append(data, n); }
+  void appendFrom(int fd, std::uint64_t offset, std::uint64_t n) override { w_.appendFrom(fd, offset, n); }
+
+ private:
+  SafetensorsWriter& w_;
+};
+
+class MemorySink : public ByteSink {
+ public:
+  std::vector<std::uint8_t> bytes;
+  void append(const void* data, std::size_t n) override {
+    auto* p = static_cast<const std::uint8_t*>(data);
+    bytes.insert(bytes.end(), p, p + n);
+  }
+};
+
+bool isInside(const fs::path& child, const fs::path& parent) {
+  auto c = child.begin(), p = parent.begin();
+  for (; p != parent.end(); ++p, ++c)
+    if (c == child.end() || *c != *p) return false;
+  return true;
+}
+
+bool looksLikeOurOutput(const std::string& name) {
+  auto endsWith = [&](const char* suffix) {
+    const std::string s(suffix);
+    return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+  };
+  return (name.rfind("rank_", 0) == 0 && endsWith(".safetensors")) ||
+         (name.rfind("model", 0) == 0 && endsWith(".safetensors")) || name == "model.safetensors.index.json" ||
+         name == "metadata.json" || name == "model.pt" || name == ".stoker-journal" ||
+         name.find(".stoker-tmp-") != std::string::npos;
+}
+
+// Temporary files of conversions that died (their process is gone).
+void removeStaleTemporaries(const std::string& dst) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dst, ec)) {
+    const std::string name = entry.path().filename().string();
+    const auto at = name.find(".stoker-tmp-");
+    if (at == std::string::npos) continue;
+    const std::string rest = name.substr(at + 12);
+    const auto dash = rest.find('-');
+    pid_t pid = 0;
+    try {
+      pid = static_cast<pid_t>(std::stol(rest.substr(0, dash)));
+    } catch (const std::exception&) {
+      continue;
+    }
+    if (pid > 0 && (::kill(pid, 0) == 0 || errno != ESRCH)) continue;
+    fs::remove(entry.path(), ec);
+  }
+}
+
+}  // namespace
+
+void validateConvertOptions(const CheckpointInfo& source, const ReshardPlan& plan, const ConvertOptions& o) {
+  if (o.jobs < 1 || o.jobs > 256) throwBadInput("--jobs " + std::to_string(o.jobs), "must be from 1 to 256");
+  if (o.worldSize < 1) throwBadInput("--world-size " + std::to_string(o.worldSize), "must be at least 1");
+  if (o.rank < 0 || o.rank >= o.worldSize)
+    throwBadInput("--rank " + std::to_string(o.rank), "must be from 0 to world size - 1 (" +
+                                                          std::to_string(o.worldSize - 1) + ")");
+  if (o.force && o.worldSize > 1)
+    throwBadInput("--force", "cannot be combined with --world-size > 1 (one process would delete another's "
+                             "work); empty DST first");
+  if (o.force && o.resume) throwBadInput("--force", "cannot be combined with --resume");
+  const std::uint64_t needed = kMinJobBytes * static_cast<std::uint64_t>(o.jobs);
+  if (o.memoryBudget < needed)
+    throwBadInput("--memory-budget " + mib(o.memoryBudget),
+                  "is too small for --jobs " + std::to_string(o.jobs) + ": needs at least " + mib(needed) +
+                      " (8 MiB per job)");
+  // Tensors that must sit whole in memory: every tensor of a .pt output, and
+  // strided .pt views in the source.
+  std::uint64_t whole = 0;
+  std::string wholeName;
+  if (plan.target.kind == TargetKind::Pt)
+    for (const auto& f : plan.files)
+      for (const auto& t : f.tensors)
+        if (t.nbytes > whole) whole = t.nbytes, wholeName = t.name;
+  for (const auto& t : source.tensors)
+    for (const auto& p : t.pieces)
+      if (p.loadFromPt && t.nbytes > whole) whole = t.nbytes, wholeName = t.name;
+  if (whole + kMinJobBytes > o.memoryBudget)
+    throwBadInput("--memory-budget " + mib(o.memoryBudget),
+                  "is too small: tensor \"" + wholeName + "\" must be held whole in memory (" + mib(whole) +
+                      (plan.target.kind == TargetKind::Pt ? ", a .pt record is written in one piece" :
+                                                            ", it is a strided view in the .pt source") +
+                      "); raise it to at least " + mib(whole + kMinJobBytes) +
+                      (plan.target.kind == TargetKind::Pt ? " or convert --to single" : ""));
+}
+
+namespace {
+
+// Decides whether DST may be written and prepares it. Nothing is written
+// before every check passed.
+void prepareDestination(const CheckpointInfo& source, const std::string& dst, const std::string& fingerprint,
+                        const ConvertOptions& o, ConvertJournal& journal) {
+  std::error_code ec;
+  const fs::path dstPath = fs::weakly_canonical(fs::absolute(dst), ec);
+  for (const auto& file : source.files) {
+    const fs::path src = fs::weakly_canonical(fs::absolute(file), ec);
+    if (isInside(src, dstPath))
+      throwBadInput(dst, "contains the source file " + file + "; choose a directory of its own");
+  }
+  if (fs::is_directory(source.path)) {
+    const fs::path srcDir = fs::weakly_canonical(fs::absolute(source.path), ec);
+    if (isInside(dstPath, srcDir)) throwBadInput(dst, "is inside the source checkpoint " + source.path);
+  }
+  const bool exists = fs::exists(dst, ec);
+  if (!exists) {
+    if (o.resume) throwBadInput(dst, "does not exist: there is no conversion to resume");
+    fs::create_directories(dst, ec);
+    if (ec) throwIo(dst, "cannot create the directory", ec.value());
+    return;
+  }
+  if (!fs::is_directory(dst, ec)) throwBadInput(dst, "exists and is not a directory");
+  const std::string recorded = journal.recordedFingerprint();
+  if (o.resume) {
+    if (recorded.empty()) throwBadInput(dst, "has no journal: there is no interrupted conversion to resume");
+    if (recorded != fingerprint)
+      throwBadInput(dst, "holds an interrupted conversion of a different source or target; resume it with the "
+                         "same SRC and --to/--dtype, or pass --force to start over");
+    removeStaleTemporaries(dst);
+    return;
+  }
+  if (o.worldSize > 1 && recorded == fingerprint) return;  // a cooperating process started it
+  if (o.force) {
+    for (const auto& entry : fs::directory_iterator(dst, ec))
+      if (looksLikeOurOutput(entry.path().filename().string())) fs::remove_all(entry.path(), ec);
+    return;
+  }
+  if (fs::is_empty(dst, ec)) return;
+  if (!recorded.empty())
+    throwBadInput(dst, "holds an interrupted conversion; pass --resume to finish it or --force to start over");
+  throwBadInput(dst, "already exists; pass --force to replace the checkpoint files in it");
+}
+
+}  // namespace
+
+std::uint64_t perJobBufferBytes(const ConvertOptions& o) {
+  const std::uint64_t perJob = o.memoryBudget / static_cast<std::uint64_t>(std::max(o.jobs, 1));
+  // Reading buffer + converted buffer + libtorch temporaries ~ 4 buffers; more
+  // than 16 MiB buys no speed.
+  const std::uint64_t b = perJob > kWriterBufferBytes ? (perJob - kWriterBufferBytes) / 4 : 0;
+  return std::clamp<std::uint64_t>(b, 256 << 10, 16ull << 20);
+}
+
+ConvertReport convertCheckpoint(const CheckpointInfo& source, const ReshardPlan& plan, const std::string& dst,
+                                const ConvertOptions& o) {
+  const auto started = std::chrono::steady_clock::now();
+  requireConsistent(source);
+  validateConvertOptions(source, plan, o);
+  const std::string fingerprint = conversionFingerprint(source, plan);
+  ConvertJournal journal(dst);
+  prepareDestination(source, dst, fingerprint, o, journal);
+  journal.start(fingerprint, source.path + " -> " + targetName(plan.target));
+
+  ConvertReport report;
+  const auto finished = journal.finishedFiles();
+  std::vector<const PlannedFile*> mine;
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < plan.files.size(); ++i) {
+    const PlannedFile& f = plan.files[i];
+    if (finished.count(f.name)) {
+      report.alreadyDone.push_back(f.name);
+    } else if (static_cast<int>(i % static_cast<std::size_t>(o.worldSize)) == o.rank) {
+      mine.push_back(&f);
+      total += f.dataBytes();
+    } else {
+      report.leftToOthers.push_back(f.name);
+    }
+  }
+
+  SourceFiles files(source);
+  ProgressMeter meter(o.progress, total);
+  const std::size_t bufferBytes = perJobBufferBytes(o);
+  std::atomic<std::size_t> nextFile{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr firstError;
+  std::mutex mutex;
+  CancelToken stopOthers;  // set when one job fails, so the rest stop early
+
+  auto worker = [&] {
+    try {
+      for (;;) {
+        const std::size_t i = nextFile++;
+        if (i >= mine.size() || failed.load()) return;
+        const PlannedFile& f = *mine[i];
+        const std::string path = (fs::path(dst) / f.name).string();
+        std::map<std::string, F16Overflow> overflow;
+        // A job stops within one buffer on the user's cancel, and before its
+        // next tensor when another job failed (stopOthers).
+        TensorStreamer streamer(files, bufferBytes, o.cancel, &meter);
+        if (plan.target.kind == TargetKind::Pt) {
+          std::vector<TensorSpec> specs;
+          for (const auto& t : f.tensors) specs.push_back({t.name, t.dtype, t.box.shape});
+          MemorySink memory;
+          writePtStreaming(path, specs, [&](std::size_t k) {
+            stopOthers.throwIfCancelled("conversion");
+            memory.bytes.clear();
+            memory.bytes.shrink_to_fit();
+            memory.bytes.reserve(f.tensors[k].nbytes);
+            streamer.stream(f.tensors[k], memory, &overflow[f.tensors[k].name]);
+            HostTensor h;
+            h.dtype = f.tensors[k].dtype;
+            h.shape = f.tensors[k].box.shape;
+            h.data = memory.bytes.data();
+            h.nbytes = memory.bytes.size();
+            return h;
+          });
+        } else {
+          std::vector<TensorSpec> specs;
+          std::map<std::string, const PlannedTensor*> byName;
+          for (const auto& t : f.tensors) {
+            specs.push_back({t.name, t.dtype, t.box.shape});
+            byName[t.name] = &t;
+          }
+          SafetensorsWriter writer(path, std::move(specs), f.metadata);
+          WriterSink sink(writer);
+          for (const auto& spec : writer.writeOrder()) {
+            stopOthers.throwIfCancelled("conversion");
+            streamer.stream(*byName.at(spec.name), sink, &overflow[spec.name]);
+          }
+          writer.finish();
+        }
+        std::error_code ec;
+        const std::uint64_t size = fs::file_size(path, ec);
+        std::lock_guard<std::mutex> lock(mutex);
+        journal.markDone(f.name, size);
+        report.written.push_back(f.name);
+        report.bytesWritten += size;
+        for (const auto& [name, count] : overflow)
+          if (count.count > 0) report.f16Overflows.emplace_back(f.name + ": " + name, count);
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!firstError) firstError = std::current_exception();
+      failed = true;
+      stopOthers.cancel();
+    }
+  };
+  const int jobs = std::max(1, std::min<int>(o.jobs, static_cast<int>(mine.size())));
+  std::vector<std::thread> threads;
+  for (int j = 1; j < jobs; ++j) threads.emplace_back(worker);
+  worker();
+  for (auto& t : threads) t.join();
+  meter.finish();
+
+  if (firstError) {
+    try {
+      std::rethrow_exception(firstError);
+    } catch (const Error& e) {
+      const std::string kept = std::to_string(report.written.size() + report.alreadyDone.size()) +
+                               " finished file(s) kept, rerun with --resume to complete the conversion";
+      if (e.kind() == ErrorKind::Io) throw Error(ErrorKind::Io, e.subject(), e.reason() + "; " + kept);
+      if (e.kind() == ErrorKind::Cancelled) throw Error(ErrorKind::Cancelled, dst, "conversion cancelled; " + kept);
+      throw;
+    }
+  }
+
+  // The index goes last, by whichever process sees every file finished.
+  const auto nowFinished = journal.finishedFiles();
+  bool all = true;
+  for (const auto& f : plan.files) all = all && nowFinished.count(f.name);
+  if (all) {
+    if (!plan.indexName.empty()) {
+      AtomicFile index((fs::path(dst) / plan.indexName).string());
+      index.write(plan.indexContent.data(), plan.indexContent.size());
+      index.commit();
+      report.indexWritten = true;
+    }
+    journal.remove();
+    report.complete = true;
+    report.leftToOthers.clear();
+  }
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return report;
+}
+
+}  // namespace stoker

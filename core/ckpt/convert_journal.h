@@ -1,0 +1,49 @@
+// ckpt/convert_journal: what lets `--resume` finish an interrupted conversion
+// and lets several processes (--rank/--world-size) share one. It lives in
+// DST/.stoker-journal/: `plan` holds the fingerprint of the conversion
+// (source files, target, every output's layout); each process appends
+// "<bytes> <file>" lines to its own `done-*` log after the file is fsynced and
+// renamed into place. A file counts as done when a log lists it and it has
+// exactly that size on disk.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "ckpt/reshard_plan.h"
+
+namespace stoker {
+
+// Identifies a conversion: changes when the source files (size, mtime),
+// the target or the planned layout change.
+std::string conversionFingerprint(const CheckpointInfo& source, const ReshardPlan& plan);
+
+class ConvertJournal {
+ public:
+  static std::string directory(const std::string& dst);  // DST/.stoker-journal
+
+  explicit ConvertJournal(std::string dst);
+  ~ConvertJournal();
+  ConvertJournal(const ConvertJournal&) = delete;
+  ConvertJournal& operator=(const ConvertJournal&) = delete;
+
+  // The fingerprint recorded in DST, or "" when there is none.
+  std::string recordedFingerprint() const;
+  // Records the fingerprint (atomically; every process writes the same bytes).
+  void start(const std::string& fingerprint, const std::string& description);
+  // Files every process has finished, verified against their size on disk.
+  std::map<std::string, std::uint64_t> finishedFiles() const;
+  // Appends to this process's log and fsyncs it.
+  void markDone(const std::string& file, std::uint64_t bytes);
+  // Removes the journal once the conversion is complete.
+  void remove();
+
+ private:
+  std::string dst_;
+  std::string dir_;
+  int logFd_ = -1;
+  std::string logName_;
+};
+
+}  // namespace stoker

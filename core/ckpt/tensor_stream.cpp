@@ -1,0 +1,187 @@
+#include "ckpt/tensor_stream.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "io/pt_file.h"
+#include "util/error.h"
+#include "util/progress.h"
+
+namespace stoker {
+namespace {
+
+constexpr std::uint64_t kKernelCopyMin = 64 << 10;   // shorter runs are batched through memory
+constexpr std::uint64_t kProgressStep = 64ull << 20;  // long runs are split to report and cancel
+
+void preadAll(int fd, void* dst, std::uint64_t n, std::uint64_t offset, const std::string& path) {
+  auto* p = static_cast<std::uint8_t*>(dst);
+  while (n > 0) {
+    ssize_t r = ::pread(fd, p, n, static_cast<off_t>(offset));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) throwIo(path, "read failed", errno);
+    if (r == 0) throw Error(ErrorKind::Io, path, "file ended early (was it changed during the conversion?)");
+    p += r;
+    n -= static_cast<std::uint64_t>(r);
+    offset += static_cast<std::uint64_t>(r);
+  }
+}
+
+}  // namespace
+
+SourceFiles::SourceFiles(const CheckpointInfo& info) : info_(info), fds_(info.files.size(), -1) {
+  // Many ranks means many open files: lift the soft limit to the hard one.
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < info.files.size() + 256) {
+    lim.rlim_cur = lim.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &lim);
+  }
+}
+
+SourceFiles::~SourceFiles() {
+  for (int fd : fds_)
+    if (fd >= 0) ::close(fd);
+}
+
+int SourceFiles::fd(int file) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int& fd = fds_.at(static_cast<std::size_t>(file));
+  if (fd < 0) {
+    fd = ::open(info_.files[file].c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throwIo(info_.files[file], "cannot open", errno);
+  }
+  return fd;
+}
+
+void ByteSink::appendFrom(int fd, std::uint64_t offset, std::uint64_t n) {
+  scratch_.resize(static_cast<std::size_t>(std::min<std::uint64_t>(n, 4 << 20)));
+  while (n > 0) {
+    const std::uint64_t chunk = std::min<std::uint64_t>(n, scratch_.size());
+    preadAll(fd, scratch_.data(), chunk, offset, "source file");
+    append(scratch_.data(), static_cast<std::size_t>(chunk));
+    offset += chunk;
+    n -= chunk;
+  }
+}
+
+TensorStreamer::TensorStreamer(SourceFiles& files, std::size_t bufferBytes, const CancelToken* cancel,
+                               ProgressMeter* meter)
+    : files_(files), bufferBytes_(std::max<std::size_t>(bufferBytes & ~std::size_t{7}, 64)),
+      cancel_(cancel), meter_(meter) {}
+
+void TensorStreamer::check() {
+  if (cancel_) cancel_->throwIfCancelled("conversion");
+}
+
+const std::uint8_t* TensorStreamer::loadedPiece(const TensorPiece& piece) {
+  if (loadedIndex_ != piece.ptIndex) {
+    loaded_ = HostTensor{};
+    loaded_ = files_.info().pt->load(files_.info().pt->tensors()[piece.ptIndex]);
+    loadedIndex_ = piece.ptIndex;
+  }
+  return loaded_.data;
+}
+
+void TensorStreamer::readRun(const CopyRun& run, std::uint8_t* dst) {
+  if (run.piece->loadFromPt) {
+    std::memcpy(dst, loadedPiece(*run.piece) + run.pieceOffset, run.length);
+    return;
+  }
+  preadAll(files_.fd(run.piece->file), dst, run.length, run.piece->dataOffset + run.pieceOffset,
+           files_.info().files[run.piece->file]);
+}
+
+void TensorStreamer::flushSmall(ByteSink& sink) {
+  if (used_ == 0) return;
+  sink.append(buffer_.data(), used_);
+  if (meter_) meter_->add(used_, item_);
+  used_ = 0;
+  check();
+}
+
+// Keep-dtype path: big runs go file to file, small ones are batched.
+void TensorStreamer::emit(const CopyRun& run, ByteSink& sink) {
+  if (run.piece->loadFromPt) {
+    flushSmall(sink);
+    const std::uint8_t* data = loadedPiece(*run.piece) + run.pieceOffset;
+    for (std::uint64_t done = 0; done < run.length;) {
+      const std::uint64_t n = std::min<std::uint64_t>(run.length - done, kProgressStep);
+      sink.append(data + done, static_cast<std::size_t>(n));
+      done += n;
+      if (meter_) meter_->add(n, item_);
+      check();
+    }
+    return;
+  }
+  if (run.length >= kKernelCopyMin || run.length > bufferBytes_) {
+    flushSmall(sink);
+    const int fd = files_.fd(run.piece->file);
+    for (std::uint64_t done = 0; done < run.length;) {
+      const std::uint64_t n = std::min<std::uint64_t>(run.length - done, kProgressStep);
+      sink.appendFrom(fd, run.piece->dataOffset + run.pieceOffset + done, n);
+      done += n;
+      if (meter_) meter_->add(n, item_);
+      check();
+    }
+    return;
+  }
+  if (used_ + run.length > bufferBytes_) flushSmall(sink);
+  buffer_.resize(bufferBytes_);
+  readRun(run, buffer_.data() + used_);
+  used_ += run.length;
+}
+
+void TensorStreamer::flushConvert(const PlannedTensor& t, ByteSink& sink, F16Overflow* overflow) {
+  if (used_ == 0) return;
+  const std::size_t elem = dtypeBits(t.source->dtype) / 8;
+  convertFloats(buffer_.data(), t.source->dtype, t.dtype, used_ / elem, converted_, overflow);
+  sink.append(converted_.data(), converted_.size());
+  if (meter_) meter_->add(converted_.size(), item_);
+  used_ = 0;
+  check();
+}
+
+void TensorStreamer::stream(const PlannedTensor& t, ByteSink& sink, F16Overflow* overflow) {
+  item_ = t.name;
+  check();
+  RunCursor cursor(t);
+  CopyRun run, pending;
+  bool havePending = false;
+  const bool convert = t.converts();
+  auto take = [&](const CopyRun& r) {
+    if (!convert) return emit(r, sink);
+    // Split long runs on element boundaries (bufferBytes_ is a multiple of 8).
+    buffer_.resize(bufferBytes_);
+    for (std::uint64_t done = 0; done < r.length;) {
+      if (used_ == bufferBytes_) flushConvert(t, sink, overflow);
+      const std::uint64_t n = std::min<std::uint64_t>(r.length - done, bufferBytes_ - used_);
+      CopyRun part{r.piece, r.pieceOffset + done, n};
+      readRun(part, buffer_.data() + used_);
+      used_ += n;
+      done += n;
+    }
+  };
+  while (cursor.next(run)) {
+    // Coalesce runs that continue each other in the same piece.
+    if (havePending && run.piece == pending.piece && pending.pieceOffset + pending.length == run.pieceOffset) {
+      pending.length += run.length;
+      continue;
+    }
+    if (havePending) take(pending);
+    pending = run;
+    havePending = true;
+  }
+  if (havePending) take(pending);
+  if (convert)
+    flushConvert(t, sink, overflow);
+  else
+    flushSmall(sink);
+  if (loadedIndex_ != SIZE_MAX) {  // a loaded .pt view is not needed by the next tensor
+    loaded_ = HostTensor{};
+    loadedIndex_ = SIZE_MAX;
+  }
+}
+
+}  // namespace stoker

@@ -1,0 +1,79 @@
+// ckpt/tensor_stream: reads a planned tensor's bytes from the source files in
+// output order and pushes them into a sink -- a safetensors writer, a memory
+// buffer, a hash. Copies without conversion go file-to-file in the kernel
+// where the sink allows; conversions go through a bounded buffer.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ckpt/dtype_convert.h"
+#include "ckpt/reshard_plan.h"
+#include "io/host_tensor.h"
+
+namespace stoker {
+
+class CancelToken;
+class ProgressMeter;
+
+// File descriptors of a checkpoint's data files, opened on first use and
+// shared by all threads (pread needs no lock).
+class SourceFiles {
+ public:
+  explicit SourceFiles(const CheckpointInfo& info);
+  ~SourceFiles();
+  SourceFiles(const SourceFiles&) = delete;
+  SourceFiles& operator=(const SourceFiles&) = delete;
+  int fd(int file);
+  const CheckpointInfo& info() const { return info_; }
+
+ private:
+  const CheckpointInfo& info_;
+  std::vector<int> fds_;
+  std::mutex mutex_;
+};
+
+class ByteSink {
+ public:
+  virtual ~ByteSink() = default;
+  virtual void append(const void* data, std::size_t n) = 0;
+  // Default: pread into a scratch buffer and append().
+  virtual void appendFrom(int fd, std::uint64_t offset, std::uint64_t n);
+  virtual bool prefersKernelCopy() const { return false; }
+
+ protected:
+  std::vector<std::uint8_t> scratch_;
+};
+
+// Reads pieces in place with pread; .pt views that are not contiguous in their
+// storage are loaded whole once and served from memory. One per thread.
+class TensorStreamer {
+ public:
+  TensorStreamer(SourceFiles& files, std::size_t bufferBytes, const CancelToken* cancel, ProgressMeter* meter);
+  // Streams `t` into `sink`; with a dtype change, converts on the way and
+  // accumulates F16 overflow into `overflow`.
+  void stream(const PlannedTensor& t, ByteSink& sink, F16Overflow* overflow);
+
+ private:
+  void emit(const CopyRun& run, ByteSink& sink);
+  void flushSmall(ByteSink& sink);
+  void flushConvert(const PlannedTensor& t, ByteSink& sink, F16Overflow* overflow);
+  const std::uint8_t* loadedPiece(const TensorPiece& piece);
+  void readRun(const CopyRun& run, std::uint8_t* dst);
+  void check();
+
+  SourceFiles& files_;
+  std::size_t bufferBytes_;
+  const CancelToken* cancel_;
+  ProgressMeter* meter_;
+  std::string item_;
+  std::vector<std::uint8_t> buffer_, converted_;
+  std::size_t used_ = 0;
+  std::size_t loadedIndex_ = SIZE_MAX;
+  HostTensor loaded_;
+};
+
+}  // namespace stoker

@@ -1,0 +1,13 @@
+// util/byte_size: sizes on the command line ("512MiB", "5GB", "2KB", "1048576").
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace stoker {
+
+// Decimal (KB, MB, GB, TB) and binary (KiB, MiB, GiB, TiB) units, case-insensitive,
+// optional "B"; plain numbers are bytes. Throws Error(BadInput) naming `what`.
+std::uint64_t parseByteSize(const std::string& text, const std::string& what);
+
+}  // namespace stoker

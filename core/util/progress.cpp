@@ -1,0 +1,45 @@
+#include "util/progress.h"
+
+#include "util/error.h"
+
+namespace stoker {
+
+void CancelToken::throwIfCancelled(const std::string& subject) const {
+  if (cancelled()) throw Error(ErrorKind::Cancelled, subject, "cancelled");
+}
+
+ProgressMeter::ProgressMeter(ProgressSink* sink, std::uint64_t total, std::uint64_t alreadyDone)
+    : sink_(sink), total_(total), startDone_(alreadyDone), done_(alreadyDone),
+      start_(std::chrono::steady_clock::now()), lastEmit_(start_) {}
+
+void ProgressMeter::add(std::uint64_t n, const std::string& item) {
+  done_ += n;
+  if (!sink_) return;
+  auto now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (now - lastEmit_ < std::chrono::milliseconds(50)) return;
+    lastEmit_ = now;
+  }
+  emit(item, false);
+}
+
+void ProgressMeter::finish() {
+  if (sink_) emit("", true);
+}
+
+void ProgressMeter::emit(const std::string& item, bool finished) {
+  ProgressUpdate u;
+  u.done = done_.load();
+  u.total = total_;
+  u.item = item;
+  u.finished = finished;
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  // The rate counts only this run's work, so a resumed conversion's ETA is honest.
+  if (seconds > 0) u.perSecond = static_cast<double>(u.done - startDone_) / seconds;
+  if (u.perSecond > 0 && u.total >= u.done) u.etaSeconds = static_cast<double>(u.total - u.done) / u.perSecond;
+  std::lock_guard<std::mutex> lock(mutex_);
+  sink_->progress(u);
+}
+
+}  // namespace stoker
