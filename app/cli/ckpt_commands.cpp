@@ -96,7 +96,7 @@ void addConvert(CLI::App& ckpt, int& exitCode) {
     }
     CancelToken cancel;
     cancelOnInterrupt(cancel);
-    TerminalProgress progress("converting", args->json);
+    TerminalProgress progress("converting");
     options.progress = &progress;
     options.cancel = &cancel;
     ConvertReport report = convertCheckpoint(info, plan, args->dst, options);
@@ -129,7 +129,7 @@ void addVerify(CLI::App& ckpt, int& exitCode) {
     CheckpointInfo b = inspectCheckpoint(args->b);
     CancelToken cancel;
     cancelOnInterrupt(cancel);
-    TerminalProgress progress("verifying", args->json);
+    TerminalProgress progress("verifying");
     VerifyOptions options{args->jobs, &progress, &cancel};
     VerifyResult r = verifyCheckpoints(a, b, options);
     if (args->json) {

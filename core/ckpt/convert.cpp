@@ -209,7 +209,7 @@ ConvertReport convertCheckpoint(const CheckpointInfo& source, const ReshardPlan&
   }
 
   SourceFiles files(source);
-  ProgressMeter meter(o.progress, total);
+  ProgressMeter meter(o.progress, total, 0, std::chrono::milliseconds(o.progressIntervalMs));
   const std::size_t bufferBytes = perJobBufferBytes(o);
   std::atomic<std::size_t> nextFile{0};
   std::atomic<bool> failed{false};

@@ -26,6 +26,7 @@ struct ConvertOptions {
   int rank = 0;         // this process writes outputs i with i % worldSize == rank
   int worldSize = 1;
   ProgressSink* progress = nullptr;
+  int progressIntervalMs = 50;  // the most often progress is reported
   const CancelToken* cancel = nullptr;
 };
 

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <csignal>
 #include <cstdlib>
 #include <fcntl.h>
 #include <unistd.h>
@@ -17,11 +18,23 @@ constexpr std::size_t kBufferBytes = 4 << 20;  // large writes go straight throu
 std::atomic<unsigned> gTempCounter{0};
 std::atomic<std::uint64_t> gFaultWritten{0};
 
-// Returns how many of `n` bytes may still be written before the fault hook fires.
+std::uint64_t envBytes(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return UINT64_MAX;
+  char* end = nullptr;
+  unsigned long long n = std::strtoull(v, &end, 10);
+  return (end && *end == 0) ? n : UINT64_MAX;
+}
+
+// Returns how many of `n` bytes may still be written before the fault hook
+// fires (ENOSPC), or kills the process (a crash: no destructor, no cleanup).
 std::size_t allowedByFaultHook(std::size_t n) {
   static const std::uint64_t budget = faultEnospcBudget();
-  if (budget == UINT64_MAX) return n;
+  static const std::uint64_t crashAt = envBytes("STOKER_FAULT_CRASH_AFTER");
+  if (budget == UINT64_MAX && crashAt == UINT64_MAX) return n;
   std::uint64_t before = gFaultWritten.fetch_add(n);
+  if (before + n > crashAt) ::raise(SIGKILL);
+  if (budget == UINT64_MAX) return n;
   if (before >= budget) return 0;
   return static_cast<std::size_t>(std::min<std::uint64_t>(n, budget - before));
 }
@@ -40,13 +53,7 @@ std::string baseNameOf(const std::string& path) {
 
 }  // namespace
 
-std::uint64_t faultEnospcBudget() {
-  const char* v = std::getenv("STOKER_FAULT_ENOSPC_AFTER");
-  if (!v || !*v) return UINT64_MAX;
-  char* end = nullptr;
-  unsigned long long n = std::strtoull(v, &end, 10);
-  return (end && *end == 0) ? n : UINT64_MAX;
-}
+std::uint64_t faultEnospcBudget() { return envBytes("STOKER_FAULT_ENOSPC_AFTER"); }
 
 AtomicFile::AtomicFile(std::string finalPath) : finalPath_(std::move(finalPath)) {
   tempPath_ = directoryOf(finalPath_) + "/." + baseNameOf(finalPath_) + ".stoker-tmp-" +

@@ -48,6 +48,8 @@ class AtomicFile {
 // Test hook: with STOKER_FAULT_ENOSPC_AFTER=<bytes> in the environment, every
 // AtomicFile in the process fails with ENOSPC ("No space left on device") once
 // that many bytes were written in total -- a full disk, without a full disk.
+// STOKER_FAULT_CRASH_AFTER=<bytes> kills the process with SIGKILL instead: a
+// crash that leaves its temporary files behind, as a power cut would.
 std::uint64_t faultEnospcBudget();
 
 }  // namespace stoker

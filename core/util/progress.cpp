@@ -8,8 +8,9 @@ void CancelToken::throwIfCancelled(const std::string& subject) const {
   if (cancelled()) throw Error(ErrorKind::Cancelled, subject, "cancelled");
 }
 
-ProgressMeter::ProgressMeter(ProgressSink* sink, std::uint64_t total, std::uint64_t alreadyDone)
-    : sink_(sink), total_(total), startDone_(alreadyDone), done_(alreadyDone),
+ProgressMeter::ProgressMeter(ProgressSink* sink, std::uint64_t total, std::uint64_t alreadyDone,
+                             std::chrono::milliseconds interval)
+    : sink_(sink), total_(total), startDone_(alreadyDone), interval_(interval), done_(alreadyDone),
       start_(std::chrono::steady_clock::now()), lastEmit_(start_) {}
 
 void ProgressMeter::add(std::uint64_t n, const std::string& item) {
@@ -18,7 +19,7 @@ void ProgressMeter::add(std::uint64_t n, const std::string& item) {
   auto now = std::chrono::steady_clock::now();
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (now - lastEmit_ < std::chrono::milliseconds(50)) return;
+    if (now - lastEmit_ < interval_) return;
     lastEmit_ = now;
   }
   emit(item, false);

@@ -45,7 +45,9 @@ class CancelToken {
 // Aggregates progress from many threads and forwards it to a sink, throttled.
 class ProgressMeter {
  public:
-  ProgressMeter(ProgressSink* sink, std::uint64_t total, std::uint64_t alreadyDone = 0);
+  // Forwards at most one update per `interval` (plus the final one).
+  ProgressMeter(ProgressSink* sink, std::uint64_t total, std::uint64_t alreadyDone = 0,
+                std::chrono::milliseconds interval = std::chrono::milliseconds(50));
   void add(std::uint64_t n, const std::string& item);
   void finish();
   std::uint64_t done() const { return done_.load(); }
@@ -59,6 +61,7 @@ class ProgressMeter {
   ProgressSink* sink_;
   std::uint64_t total_;
   std::uint64_t startDone_;
+  std::chrono::milliseconds interval_;
   std::atomic<std::uint64_t> done_;
   std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::time_point lastEmit_;

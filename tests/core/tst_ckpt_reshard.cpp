@@ -1,0 +1,525 @@
+// The reshard engine in-process: N -> M grids (1 -> k, k -> 1, uneven, every
+// split dim), HF packing, single and .pt both ways, dtype conversion equal to
+// libtorch's, F16 overflow reporting, verify, metadata consistency problems,
+// destination rules, cancel + resume, a crashed write + resume, async saves.
+#include <QtTest>
+
+#include <ATen/ATen.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+
+#include "ckpt/async_saver.h"
+#include "ckpt/convert.h"
+#include "ckpt/convert_journal.h"
+#include "ckpt/inspect.h"
+#include "ckpt/reshard_plan.h"
+#include "ckpt/verify.h"
+#include "ckpt_fixtures.h"
+#include "io/host_tensor.h"
+#include "io/safetensors_file.h"
+#include "io/safetensors_writer.h"
+#include "util/error.h"
+#include "util/progress.h"
+
+using namespace stoker;
+using stoker::test::TensorMap;
+namespace fs = std::filesystem;
+
+namespace {
+
+ConvertReport convert(const std::string& src, const std::string& dst, const std::string& to,
+                      const std::string& dtype = "keep", ConvertOptions o = {}) {
+  CheckpointInfo info = inspectCheckpoint(src);
+  requireConsistent(info);
+  ReshardPlan plan = planReshard(info, parseTargetSpec(to, dtype));
+  return convertCheckpoint(info, plan, dst, o);
+}
+
+std::vector<std::string> listDir(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string readText(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Expects Error(BadInput) whose message contains `expected`.
+template <typename F>
+void expectBadInput(F&& f, const QString& expected) {
+  try {
+    f();
+    QFAIL(qPrintable("no error; expected: " + expected));
+  } catch (const Error& e) {
+    QVERIFY2(e.kind() == ErrorKind::BadInput, e.what());
+    QVERIFY2(QString::fromStdString(e.what()).contains(expected), e.what());
+  }
+}
+
+class CancelAfter : public ProgressSink {
+ public:
+  explicit CancelAfter(CancelToken& t, std::uint64_t bytes) : token_(t), bytes_(bytes) {}
+  void progress(const ProgressUpdate& u) override {
+    QVERIFY(u.done >= last_);
+    QVERIFY(u.done <= u.total);
+    last_ = u.done;
+    if (u.done >= bytes_) token_.cancel();
+  }
+  std::uint64_t last_ = 0;
+
+ private:
+  CancelToken& token_;
+  std::uint64_t bytes_;
+};
+
+}  // namespace
+
+class TestCkptReshard : public QObject {
+  Q_OBJECT
+  QTemporaryDir tmp_;
+  std::string path(const std::string& name) const { return tmp_.filePath(QString::fromStdString(name)).toStdString(); }
+
+ private Q_SLOTS:
+  void reshardGrid_data() {
+    QTest::addColumn<int>("from");
+    QTest::addColumn<int>("to");
+    for (auto [n, m] : std::vector<std::pair<int, int>>{{1, 3}, {3, 1}, {8, 3}, {3, 8}, {4, 4}, {5, 7}, {2, 1}, {1, 1}})
+      QTest::addRow("%d->%d", n, m) << n << m;
+  }
+  void reshardGrid() {
+    QFETCH(int, from);
+    QFETCH(int, to);
+    TensorMap model = test::sampleModel(from * 10 + to);
+    // Split dims other than 0, and replicated tensors, on the way in.
+    std::map<std::string, test::RankSplit> splits{{"layer.0.attn.qkv", {1, {}}}, {"layer.0.mlp.up", {2, {}}},
+                                                   {"layer.0.norm", {std::nullopt, {}}}};
+    const std::string src = path("grid_src_" + std::to_string(from) + "_" + std::to_string(to));
+    const std::string dst = src + "_out";
+    test::writeRanks(src, model, from, splits);
+    ConvertReport r = convert(src, dst, "ranks:" + std::to_string(to));
+    QVERIFY(r.complete && r.indexWritten);
+    QCOMPARE(static_cast<int>(r.written.size()), to);
+    QCOMPARE(test::differences(model, test::readFull(dst)), std::string());
+    // Every output rank holds the seed's even split of the kept dimension.
+    CheckpointInfo out = inspectCheckpoint(dst);
+    QVERIFY(out.problems.empty());
+    QCOMPARE(*out.worldSize, to);
+    const LogicalTensor* qkv = out.find("layer.0.attn.qkv");
+    QCOMPARE(*qkv->shardDim, 1);
+    QCOMPARE(qkv->shardSizes, evenSplit(10, to));
+    QVERIFY(!out.find("layer.0.norm")->shardDim);
+    QVERIFY(!out.find("step")->shardDim);  // a scalar stays whole
+    QVERIFY(!fs::exists(ConvertJournal::directory(dst)));
+  }
+
+  void unevenSourceSizes() {
+    TensorMap model = test::sampleModel(3);
+    std::map<std::string, test::RankSplit> splits{{"embed.weight", {0, {30, 0, 7}}}, {"layer.0.attn.qkv", {1, {1, 9, 0}}}};
+    test::writeRanks(path("uneven"), model, 3, splits);
+    QVERIFY(convert(path("uneven"), path("uneven_2"), "ranks:2").complete);
+    QCOMPARE(test::differences(model, test::readFull(path("uneven_2"))), std::string());
+  }
+
+  void metadataJsonIsTheSeedsBytes() {
+    TensorMap m;
+    m["b"] = at::zeros({5, 2});
+    m["a"] = at::zeros({3});
+    m["s"] = at::scalar_tensor(1.0);
+    test::writeSingle(path("meta_src"), m);
+    QVERIFY(convert(path("meta_src"), path("meta_out"), "ranks:2").complete);
+    // serde_json::to_string_pretty of ShardMetadata (2-space indent, one array
+    // element per line, no trailing newline); a scalar is replicated (null).
+    const std::string expected =
+        "{\n  \"num_ranks\": 2,\n  \"tensor_specs\": {\n    \"a\": {\n      \"full_shape\": [\n        3\n      ],\n"
+        "      \"shard_dim\": 0,\n      \"shard_sizes\": [\n        2,\n        1\n      ]\n    },\n    \"b\": {\n"
+        "      \"full_shape\": [\n        5,\n        2\n      ],\n      \"shard_dim\": 0,\n      \"shard_sizes\": [\n"
+        "        3,\n        2\n      ]\n    },\n    \"s\": {\n      \"full_shape\": [],\n      \"shard_dim\": null,\n"
+        "      \"shard_sizes\": []\n    }\n  }\n}";
+    QCOMPARE(readText(path("meta_out/metadata.json")), expected);
+  }
+
+  void hfPackingGreedyInNameOrder() {
+    TensorMap m;
+    m["a"] = at::zeros({100});   // 400 B
+    m["b"] = at::zeros({100});   // 400 B -> a+b = 800 fits 1000
+    m["c"] = at::zeros({100});   // would make 1200: new shard
+    m["d"] = at::zeros({1000});  // 4000 B, bigger than the limit: alone
+    m["e"] = at::ones({10});
+    test::writeSingle(path("hf_src"), m);
+    QVERIFY(convert(path("hf_src"), path("hf_out"), "hf:1000B").complete);
+    QCOMPARE(listDir(path("hf_out")),
+             (std::vector<std::string>{"model-00001-of-00004.safetensors", "model-00002-of-00004.safetensors",
+                                       "model-00003-of-00004.safetensors", "model-00004-of-00004.safetensors",
+                                       "model.safetensors.index.json"}));
+    const std::string index = readText(path("hf_out/model.safetensors.index.json"));
+    QVERIFY2(index.find("\"total_size\": 5240") != std::string::npos, index.c_str());
+    QVERIFY(index.find("\"c\": \"model-00002-of-00004.safetensors\"") != std::string::npos);
+    QVERIFY(index.find("\"d\": \"model-00003-of-00004.safetensors\"") != std::string::npos);
+    QVERIFY(index.back() == '\n');
+    QCOMPARE(test::differences(m, test::readFull(path("hf_out"))), std::string());
+    // HF in, ranks out, and back.
+    QVERIFY(convert(path("hf_out"), path("hf_ranks"), "ranks:3").complete);
+    QCOMPARE(test::differences(m, test::readFull(path("hf_ranks"))), std::string());
+    // One shard is just model.safetensors, no index.
+    QVERIFY(convert(path("hf_src"), path("hf_one"), "hf").complete);
+    QCOMPARE(listDir(path("hf_one")), std::vector<std::string>{"model.safetensors"});
+  }
+
+  void ptBothWays() {
+    TensorMap model = test::sampleModel(7);
+    model.erase("codes");  // keep to torch.save-able dtypes (all are, but U8 is covered elsewhere)
+    test::writeRanks(path("pt_src"), model, 3);
+    QVERIFY(convert(path("pt_src"), path("pt_out"), "pt").complete);
+    QVERIFY(fs::exists(path("pt_out/model.pt")));
+    QCOMPARE(test::differences(model, test::readFull(path("pt_out/model.pt"))), std::string());
+    QVERIFY(convert(path("pt_out/model.pt"), path("pt_back"), "ranks:2").complete);
+    QCOMPARE(test::differences(model, test::readFull(path("pt_back"))), std::string());
+  }
+
+  void dtypeConversionMatchesTorch() {
+    at::manual_seed(11);
+    TensorMap m;
+    m["w32"] = at::randn({64, 33}) * 1000;
+    m["w64"] = at::randn({17}, at::kDouble);
+    m["w16"] = at::randn({9}).to(at::kHalf);
+    m["ids"] = at::arange(10, at::kLong);  // not floating: kept
+    test::writeRanks(path("dt_src"), m, 3);
+    for (const char* dtype : {"bf16", "f16", "f32"}) {
+      const std::string dst = path(std::string("dt_") + dtype);
+      QVERIFY(convert(path("dt_src"), dst, "ranks:2", dtype).complete);
+      const at::ScalarType want = std::string(dtype) == "bf16" ? at::kBFloat16
+                                  : std::string(dtype) == "f16" ? at::kHalf : at::kFloat;
+      TensorMap expected;
+      for (const auto& [k, v] : m) expected[k] = k == "ids" ? v : v.to(want);
+      QCOMPARE(test::differences(expected, test::readFull(dst)), std::string());
+    }
+  }
+
+  void f16OverflowIsReported() {
+    TensorMap m;
+    m["big"] = at::tensor({1.0f, 65504.0f, 65519.0f, -70000.0f, 1e6f, INFINITY, NAN});
+    m["fine"] = at::tensor({1.0f, -65504.0f});
+    test::writeSingle(path("ovf_src"), m);
+    ConvertReport r = convert(path("ovf_src"), path("ovf_out"), "single", "f16");
+    QCOMPARE(r.f16Overflows.size(), std::size_t{1});
+    QVERIFY(r.f16Overflows[0].first.find("big") != std::string::npos);
+    QCOMPARE(r.f16Overflows[0].second.count, std::uint64_t{3});  // 65519, -70000, 1e6; inf and NaN were never finite
+    QCOMPARE(r.f16Overflows[0].second.maxAbs, 1e6);
+  }
+
+  void verifyAcrossLayouts() {
+    TensorMap model = test::sampleModel(5);
+    test::writeRanks(path("v_a"), model, 4);
+    test::writeSingle(path("v_b"), model);
+    CheckpointInfo a = inspectCheckpoint(path("v_a")), b = inspectCheckpoint(path("v_b"));
+    VerifyResult same = verifyCheckpoints(a, b, {});
+    QVERIFY(same.equal);
+    QCOMPARE(same.tensorsCompared, model.size());
+    // Digests do not depend on the layout.
+    auto da = digestCheckpoint(a, {}), db = digestCheckpoint(b, {});
+    for (std::size_t i = 0; i < da.size(); ++i) QCOMPARE(da[i].hash, db[i].hash);
+
+    TensorMap changed = model;
+    changed["layer.0.mlp.up"] = model["layer.0.mlp.up"].clone();
+    changed["layer.0.mlp.up"].view({-1})[17] += 1;
+    test::writeSingle(path("v_c"), changed);
+    VerifyResult diff = verifyCheckpoints(a, inspectCheckpoint(path("v_c")), {});
+    QVERIFY(!diff.equal);
+    QCOMPARE(diff.tensor, std::string("layer.0.mlp.up"));
+    QCOMPARE(diff.reason, std::string("values differ"));
+
+    TensorMap renamed = model;
+    renamed["extra"] = at::zeros({1});
+    test::writeSingle(path("v_d"), renamed);
+    VerifyResult extra = verifyCheckpoints(a, inspectCheckpoint(path("v_d")), {});
+    QCOMPARE(extra.tensor, std::string("extra"));
+    QVERIFY(extra.reason.find("only in") != std::string::npos);
+  }
+
+  void ranksMetadataContradictions_data() {
+    QTest::addColumn<QString>("breakage");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("sum of shard_sizes") << "sum" << "shard_sizes sum to 5 but full_shape[0] is 6";
+    QTest::newRow("non-shard dim differs") << "dim" << "has shape [3, 3], expected [3, 2]";
+    QTest::newRow("rank file missing") << "missing" << "rank_1.safetensors is missing";
+    QTest::newRow("extra rank file") << "extra" << "rank_2.safetensors is extra";
+    QTest::newRow("tensor missing on a rank") << "tensor" << "tensor \"b\" is missing on rank 1";
+    QTest::newRow("dtypes differ") << "dtype" << "is F32 on rank 0 but F64 on rank 1";
+    QTest::newRow("tensor not in metadata") << "unlisted" << "holds tensor \"c\", which metadata.json does not list";
+  }
+  void ranksMetadataContradictions() {
+    QFETCH(QString, breakage);
+    QFETCH(QString, expected);
+    const std::string dir = path("bad_ranks_" + breakage.toStdString());
+    TensorMap m{{"a", at::ones({6, 2})}, {"b", at::ones({4})}};
+    test::writeRanks(dir, m, 2);
+    auto rewrite = [&](int rank, TensorMap tensors) {
+      std::vector<std::pair<std::string, HostTensor>> list;
+      for (auto& [k, v] : tensors) list.emplace_back(k, hostTensorFromTorch(v.contiguous()));
+      writeSafetensors(dir + "/rank_" + std::to_string(rank) + ".safetensors", list);
+    };
+    if (breakage == "sum") {
+      std::string meta = readText(dir + "/metadata.json");
+      meta.replace(meta.find("        3,\n        3\n"), 20, "        3,\n        2\n");
+      std::ofstream(dir + "/metadata.json") << meta;
+    } else if (breakage == "dim") {
+      rewrite(1, {{"a", at::ones({3, 3})}, {"b", at::ones({2})}});
+    } else if (breakage == "missing") {
+      fs::remove(dir + "/rank_1.safetensors");
+    } else if (breakage == "extra") {
+      fs::copy_file(dir + "/rank_1.safetensors", dir + "/rank_2.safetensors");
+    } else if (breakage == "tensor") {
+      rewrite(1, {{"a", at::ones({3, 2})}});
+    } else if (breakage == "dtype") {
+      rewrite(1, {{"a", at::ones({3, 2}, at::kDouble)}, {"b", at::ones({2})}});
+    } else if (breakage == "unlisted") {
+      rewrite(1, {{"a", at::ones({3, 2})}, {"b", at::ones({2})}, {"c", at::ones({1})}});
+    }
+    CheckpointInfo info = inspectCheckpoint(dir);
+    QVERIFY(!info.problems.empty());
+    expectBadInput([&] { requireConsistent(info); }, expected);
+    // Nothing is written for a contradictory source.
+    expectBadInput([&] { convert(dir, dir + "_out", "ranks:3"); }, expected);
+    QVERIFY(!fs::exists(dir + "_out"));
+  }
+
+  void hfIndexContradictions_data() {
+    QTest::addColumn<QString>("index");
+    QTest::addColumn<QString>("expected");
+    const QString a = "model-00001-of-00002.safetensors", b = "model-00002-of-00002.safetensors";
+    auto doc = [](const QString& total, const QString& map) {
+      return "{\"metadata\": {\"total_size\": " + total + "}, \"weight_map\": {" + map + "}}";
+    };
+    QTest::newRow("names a missing file") << doc("48", "\"x\": \"" + a + "\", \"y\": \"model-9.safetensors\"")
+                                          << "model-9.safetensors is named by the index but missing";
+    QTest::newRow("tensor the file lacks") << doc("48", "\"x\": \"" + a + "\", \"y\": \"" + a + "\"")
+                                           << "the index says " + a + ", which does not contain it";
+    QTest::newRow("tensor in two files") << doc("48", "\"x\": \"" + a + "\", \"y\": \"" + b + "\", \"x\": \"" + b + "\"")
+                                         << "listed twice";
+    QTest::newRow("wrong total_size") << doc("47", "\"x\": \"" + a + "\", \"y\": \"" + b + "\"")
+                                      << "metadata.total_size is 47 but the tensors hold 48 bytes";
+    QTest::newRow("path leaves the directory") << doc("48", "\"x\": \"../" + a + "\", \"y\": \"" + b + "\"")
+                                               << "outside the checkpoint directory";
+    QTest::newRow("absolute path") << doc("48", "\"x\": \"/etc/passwd\", \"y\": \"" + b + "\"")
+                                   << "outside the checkpoint directory";
+  }
+  void hfIndexContradictions() {
+    QFETCH(QString, index);
+    QFETCH(QString, expected);
+    static int n = 0;
+    const std::string dir = path("bad_hf_" + std::to_string(n++));
+    TensorMap m{{"x", at::ones({4})}, {"y", at::ones({8})}};
+    test::writeSingle(path("hf_good_src"), m);
+    convert(path("hf_good_src"), dir, "hf:20B");
+    std::ofstream(dir + "/model.safetensors.index.json") << index.toStdString();
+    expectBadInput(
+        [&] {
+          CheckpointInfo info = inspectCheckpoint(dir);
+          requireConsistent(info);
+        },
+        expected);
+  }
+
+  void hfTensorInTwoFiles() {
+    // Both shards really hold "x"; the index names one of them.
+    const std::string dir = path("hf_two");
+    TensorMap m{{"x", at::ones({4})}, {"y", at::ones({8})}};
+    test::writeSingle(path("hf_two_src"), m);
+    convert(path("hf_two_src"), dir, "hf:20B");
+    std::vector<std::pair<std::string, HostTensor>> both{{"x", hostTensorFromTorch(at::ones({4}))},
+                                                          {"y", hostTensorFromTorch(at::ones({8}))}};
+    writeSafetensors(dir + "/model-00002-of-00002.safetensors", both);
+    CheckpointInfo info = inspectCheckpoint(dir);
+    expectBadInput([&] { requireConsistent(info); }, "tensor \"x\" appears in both model-00001-of-00002.safetensors "
+                                                     "and model-00002-of-00002.safetensors");
+  }
+
+  void destinationRules() {
+    TensorMap m{{"w", at::ones({6, 2})}};
+    test::writeRanks(path("dst_src"), m, 2);
+    expectBadInput([&] { convert(path("dst_src"), path("dst_src/inner"), "single"); }, "is inside the source checkpoint");
+    QVERIFY(!fs::exists(path("dst_src/inner")));
+    expectBadInput([&] { convert(path("dst_src"), path("dst_src"), "single"); }, "contains the source file");
+    fs::create_directories(path("dst_busy"));
+    std::ofstream(path("dst_busy/notes.txt")) << "mine";
+    expectBadInput([&] { convert(path("dst_src"), path("dst_busy"), "single"); }, "already exists; pass --force");
+    QCOMPARE(listDir(path("dst_busy")), std::vector<std::string>{"notes.txt"});
+    // --force replaces checkpoint files but leaves the user's other files.
+    std::ofstream(path("dst_busy/rank_7.safetensors")) << "stale";
+    ConvertOptions force;
+    force.force = true;
+    QVERIFY(convert(path("dst_src"), path("dst_busy"), "single", "keep", force).complete);
+    QCOMPARE(listDir(path("dst_busy")), (std::vector<std::string>{"model.safetensors", "notes.txt"}));
+    // An empty directory is fine; a file is not.
+    fs::create_directories(path("dst_empty"));
+    QVERIFY(convert(path("dst_src"), path("dst_empty"), "single").complete);
+    std::ofstream(path("dst_file")) << "x";
+    expectBadInput([&] { convert(path("dst_src"), path("dst_file"), "single"); }, "is not a directory");
+    ConvertOptions resume;
+    resume.resume = true;
+    expectBadInput([&] { convert(path("dst_src"), path("dst_none"), "single", "keep", resume); }, "no conversion to resume");
+  }
+
+  void optionValidation() {
+    TensorMap m{{"w", at::ones({1 << 20})}};  // 4 MiB
+    test::writeSingle(path("opt_src"), m);
+    ConvertOptions o;
+    o.memoryBudget = 8 << 20;
+    o.jobs = 2;
+    expectBadInput([&] { convert(path("opt_src"), path("opt_a"), "ranks:2", "keep", o); }, "too small for --jobs 2");
+    o.jobs = 1;
+    expectBadInput([&] { convert(path("opt_src"), path("opt_b"), "pt", "keep", o); }, "must be held whole in memory");
+    o = {};
+    o.rank = 3;
+    o.worldSize = 2;
+    expectBadInput([&] { convert(path("opt_src"), path("opt_c"), "ranks:2", "keep", o); }, "--rank 3");
+    o = {};
+    o.jobs = 0;
+    expectBadInput([&] { convert(path("opt_src"), path("opt_d"), "ranks:2", "keep", o); }, "--jobs 0");
+    for (const char* to : {"ranks", "ranks:0", "ranks:x", "hf:12XB", "hf:0", "tar", "single:3"})
+      expectBadInput([&] { parseTargetSpec(to, "keep"); }, "--to");
+    expectBadInput([&] { parseTargetSpec("single", "f8"); }, "--dtype f8");
+    for (const char* p : {"opt_a", "opt_b", "opt_c", "opt_d"}) QVERIFY(!fs::exists(path(p)));
+  }
+
+  void cancelKeepsFinishedFilesAndResumes() {
+    at::manual_seed(1);
+    TensorMap m;
+    for (int i = 0; i < 6; ++i) m["t" + std::to_string(i)] = at::randn({256, 1024});  // 1 MiB each
+    test::writeRanks(path("cancel_src"), m, 3);
+    CancelToken token;
+    CancelAfter sink(token, 3 << 20);  // cancel in the middle of the second output file
+    ConvertOptions o;
+    o.jobs = 1;
+    o.memoryBudget = 16 << 20;
+    o.progress = &sink;
+    o.progressIntervalMs = 0;
+    o.cancel = &token;
+    try {
+      convert(path("cancel_src"), path("cancel_out"), "ranks:4", "keep", o);
+      QFAIL("not cancelled");
+    } catch (const Error& e) {
+      QVERIFY2(e.kind() == ErrorKind::Cancelled, e.what());
+      QVERIFY(QString(e.what()).contains("--resume"));
+    }
+    // Only complete files under final names, no temporaries, a journal.
+    auto names = listDir(path("cancel_out"));
+    QVERIFY(std::count(names.begin(), names.end(), ".stoker-journal"));
+    QVERIFY(!std::count(names.begin(), names.end(), "metadata.json"));
+    int finals = 0;
+    for (const auto& n : names) {
+      QVERIFY2(n.find("stoker-tmp") == std::string::npos, n.c_str());
+      if (n.rfind("rank_", 0) == 0) {
+        ++finals;
+        SafetensorsFile::open(path("cancel_out/" + n));  // complete and valid
+      }
+    }
+    QVERIFY(finals >= 1 && finals < 4);
+    ConvertOptions resume;
+    resume.resume = true;
+    ConvertReport r = convert(path("cancel_src"), path("cancel_out"), "ranks:4", "keep", resume);
+    QCOMPARE(static_cast<int>(r.alreadyDone.size()), finals);
+    QCOMPARE(static_cast<int>(r.written.size()), 4 - finals);
+    QVERIFY(r.complete);
+    QCOMPARE(test::differences(m, test::readFull(path("cancel_out"))), std::string());
+    // Resuming a different conversion into it is refused.
+    fs::create_directories(path("cancel_out/.stoker-journal"));
+    std::ofstream(path("cancel_out/.stoker-journal/plan")) << "0123456789abcdef\n";
+    expectBadInput([&] { convert(path("cancel_src"), path("cancel_out"), "ranks:2", "keep", resume); },
+                   "different source or target");
+  }
+
+  void scaleOutSharesTheOutputs() {
+    TensorMap model = test::sampleModel(9);
+    test::writeRanks(path("so_src"), model, 2);
+    // Three cooperating "processes" (sequential here; the CLI suite runs real ones).
+    std::vector<ConvertReport> reports;
+    for (int r : {1, 2, 0}) {
+      ConvertOptions o;
+      o.rank = r;
+      o.worldSize = 3;
+      reports.push_back(convert(path("so_src"), path("so_out"), "ranks:5", "keep", o));
+    }
+    QVERIFY(!reports[0].complete && !reports[1].complete);
+    QVERIFY(reports[2].complete && reports[2].indexWritten);
+    QCOMPARE(reports[0].written, (std::vector<std::string>{"rank_1.safetensors", "rank_4.safetensors"}));
+    QCOMPARE(reports[1].written, (std::vector<std::string>{"rank_2.safetensors"}));
+    QCOMPARE(reports[2].written, (std::vector<std::string>{"rank_0.safetensors", "rank_3.safetensors"}));
+    QCOMPARE(test::differences(model, test::readFull(path("so_out"))), std::string());
+    QVERIFY(!fs::exists(path("so_out/.stoker-journal")));
+  }
+
+  void asyncSaverWritesTheRanksLayout() {
+    TensorMap model = test::sampleModel(2);
+    std::map<std::string, std::vector<std::int64_t>> shapes;
+    for (const auto& [k, v] : model) shapes[k] = v.sizes().vec();
+    ShardSpecs specs = evenShardSpecs(shapes, 2);
+    for (int rank : {1, 0}) {
+      AsyncCheckpointer saver(path("async"), rank, 2, specs);
+      std::vector<std::pair<std::string, at::Tensor>> local;
+      for (const auto& [k, v] : model) {
+        const auto& s = specs.at(k);
+        at::Tensor part = v;
+        if (s.shardDim) {
+          std::int64_t start = 0;
+          for (int r = 0; r < rank; ++r) start += s.shardSizes[r];
+          part = v.narrow(*s.shardDim, start, s.shardSizes[rank]);
+        }
+        local.emplace_back(k, part.clone());
+      }
+      SaveFuture f = saver.save(local);
+      for (auto& [k, v] : local) v.zero_();  // training goes on: the staged copy must not change
+      f.wait();
+      f.wait();  // idempotent
+      QVERIFY(f.isDone());
+    }
+    QCOMPARE(test::differences(model, test::readFull(path("async"))), std::string());
+    QVERIFY(inspectCheckpoint(path("async")).problems.empty());
+  }
+
+  void asyncSaverRefusesASecondSaveInFlight() {
+    std::map<std::string, std::vector<std::int64_t>> shapes{{"big", {64 << 20}}};  // 256 MiB
+    AsyncCheckpointer saver(path("async_busy"), 0, 1, evenShardSpecs(shapes, 1));
+    std::vector<std::pair<std::string, at::Tensor>> sd{{"big", at::ones({64 << 20})}};
+    SaveFuture first = saver.save(sd);
+    if (!first.isDone())
+      expectBadInput([&] { saver.save(sd); }, "a save is already in flight");
+    first.wait();
+    SaveFuture second = saver.save(sd);  // fine once the first is done
+    second.wait();
+    // A wrong shape or a missing tensor is refused before anything is staged.
+    expectBadInput([&] { saver.save({{"big", at::ones({3})}}); }, "wrong shape");
+    expectBadInput([&] { saver.save({}); }, "missing from the state dict");
+  }
+
+  void asyncSaverErrorsReachWait() {
+    std::ofstream(path("not_a_dir")) << "x";
+    AsyncCheckpointer saver(path("not_a_dir/ckpt"), 0, 1, evenShardSpecs({{"w", {4}}}, 1));
+    SaveFuture f = saver.save({{"w", at::ones({4})}});
+    for (int i = 0; i < 2; ++i) {
+      try {
+        f.wait();
+        QFAIL("no error");
+      } catch (const Error& e) {
+        QVERIFY2(QString(e.what()).contains("cannot create"), e.what());
+      }
+    }
+  }
+
+  void asyncSaverOnCuda() {
+    if (!at::hasCUDA()) QSKIP("no CUDA device: the pinned-memory staging path needs a GPU");
+    TensorMap model{{"w", at::randn({1000, 16})}};
+    AsyncCheckpointer saver(path("async_cuda"), 0, 1, evenShardSpecs({{"w", {1000, 16}}}, 1));
+    SaveFuture f = saver.save({{"w", model["w"].cuda()}});
+    f.wait();
+    QCOMPARE(test::differences(model, test::readFull(path("async_cuda"))), std::string());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCkptReshard)
+#include "tst_ckpt_reshard.moc"
