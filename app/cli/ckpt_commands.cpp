@@ -1,7 +1,9 @@
 // stoker ckpt inspect|convert|verify (DESIGN.md, "Command line").
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <memory>
+#include <thread>
 
 #include "ckpt/convert.h"
 #include "ckpt/inspect.h"
@@ -54,7 +56,7 @@ void addInspect(CLI::App& ckpt, int& exitCode) {
 void addConvert(CLI::App& ckpt, int& exitCode) {
   struct Args {
     std::string src, dst, to, dtype = "keep", budget = "256MiB";
-    int jobs = 2, rank = 0, worldSize = 1;
+    int jobs = std::max(2u, std::thread::hardware_concurrency()), rank = 0, worldSize = 1;
     bool dryRun = false, resume = false, force = false, json = false;
   };
   auto args = std::make_shared<Args>();
@@ -64,7 +66,7 @@ void addConvert(CLI::App& ckpt, int& exitCode) {
   cmd->add_option("--to", args->to, "ranks:M | hf | hf:SIZE | single | pt")->required();
   cmd->add_option("--dtype", args->dtype, "keep | f32 | f16 | bf16 (floating tensors only)");
   cmd->add_option("--memory-budget", args->budget, "memory for buffers, e.g. 256MiB (default)");
-  cmd->add_option("--jobs", args->jobs, "output files written in parallel (default 2)");
+  cmd->add_option("--jobs", args->jobs, "output files written in parallel (default: the number of cores, at least 2)");
   cmd->add_flag("--dry-run", args->dryRun, "print the plan and write nothing");
   cmd->add_flag("--resume", args->resume, "finish an interrupted conversion into DST");
   cmd->add_flag("--force", args->force, "replace checkpoint files already in DST");

@@ -89,8 +89,31 @@ void TensorStreamer::readRun(const CopyRun& run, std::uint8_t* dst) {
     std::memcpy(dst, loadedPiece(*run.piece) + run.pieceOffset, run.length);
     return;
   }
-  preadAll(files_.fd(run.piece->file), dst, run.length, run.piece->dataOffset + run.pieceOffset,
+  const std::uint64_t windowBytes = std::min<std::uint64_t>(1 << 20, bufferBytes_ / 4);
+  if (run.length * 8 > windowBytes) {  // long enough to read directly
+    preadAll(files_.fd(run.piece->file), dst, run.length, run.piece->dataOffset + run.pieceOffset,
+             files_.info().files[run.piece->file]);
+    return;
+  }
+  for (auto& w : windows_) {
+    if (w.piece == run.piece && run.pieceOffset >= w.begin && run.pieceOffset + run.length <= w.begin + w.bytes.size()) {
+      std::memcpy(dst, w.bytes.data() + (run.pieceOffset - w.begin), run.length);
+      return;
+    }
+  }
+  // Refill the least recently filled of a few windows from this run onwards.
+  constexpr std::size_t kWindows = 8;
+  if (windows_.size() < kWindows) windows_.emplace_back();
+  Window& w = windows_[nextWindow_++ % windows_.size()];
+  std::uint64_t elements = 1;
+  for (auto d : run.piece->shape) elements *= static_cast<std::uint64_t>(d);
+  const std::uint64_t pieceBytes = dtypeBytesFor(sourceDtype_, elements).value_or(0);
+  w.piece = run.piece;
+  w.begin = run.pieceOffset;
+  w.bytes.resize(static_cast<std::size_t>(std::min<std::uint64_t>(windowBytes, pieceBytes - run.pieceOffset)));
+  preadAll(files_.fd(run.piece->file), w.bytes.data(), w.bytes.size(), run.piece->dataOffset + w.begin,
            files_.info().files[run.piece->file]);
+  std::memcpy(dst, w.bytes.data(), run.length);
 }
 
 void TensorStreamer::flushSmall(ByteSink& sink) {
@@ -145,6 +168,8 @@ void TensorStreamer::flushConvert(const PlannedTensor& t, ByteSink& sink, F16Ove
 
 void TensorStreamer::stream(const PlannedTensor& t, ByteSink& sink, F16Overflow* overflow) {
   item_ = t.name;
+  sourceDtype_ = t.source->dtype;
+  for (auto& w : windows_) w.piece = nullptr;  // pieces belong to one tensor; keep the buffers
   check();
   RunCursor cursor(t);
   CopyRun run, pending;

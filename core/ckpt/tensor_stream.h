@@ -72,8 +72,19 @@ class TensorStreamer {
   std::string item_;
   std::vector<std::uint8_t> buffer_, converted_;
   std::size_t used_ = 0;
+  Dtype sourceDtype_ = Dtype::U8;
   std::size_t loadedIndex_ = SIZE_MAX;
   HostTensor loaded_;
+  // Read-ahead windows per source piece: a tensor split along a later dim is
+  // many short strided runs; reading each piece in large windows turns them
+  // into memcpy instead of one pread per run.
+  struct Window {
+    const TensorPiece* piece = nullptr;
+    std::uint64_t begin = 0;
+    std::vector<std::uint8_t> bytes;
+  };
+  std::vector<Window> windows_;
+  std::size_t nextWindow_ = 0;
 };
 
 }  // namespace stoker

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Reshard benchmark (issue: checkpoint reshard engine). Generates a ranks
+# checkpoint of SIZE_MIB on 8 ranks and reshards it to 3 three ways, each
+# followed by `sync`, on a warm page cache:
+#   cp -r (the floor: moving the same bytes), stoker ckpt convert, and the
+#   peers' approach in Python/torch (load all, cat, split, save).
+# Each contender runs ROUNDS times (default 3), interleaved, and the median
+# counts: the disk's write-back speed varies a lot between runs on a VM.
+# Prints wall time, throughput, peak RSS (/usr/bin/time -v) and the ratios.
+# usage: tests/bench/reshard_bench.sh [SIZE_MIB ...]   (default: 1024 4096)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+stoker=${STOKER:-$root/build/bin/stoker}
+work=${BENCH_DIR:-/tmp/stoker-reshard-bench}
+sizes=("$@")
+[ ${#sizes[@]} -eq 0 ] && sizes=(1024 4096)
+[ -x "$stoker" ] || { echo "build first: bash packaging/stoker.sh build" >&2; exit 2; }
+
+measure() {  # label, command... -> "seconds rss_kib"
+  local log; log=$(mktemp)
+  local start end
+  start=$(date +%s.%N)
+  /usr/bin/time -v -o "$log" "${@:2}" >/dev/null 2>&1
+  sync
+  end=$(date +%s.%N)
+  local rss; rss=$(awk -F': ' '/Maximum resident/ {print $2}' "$log")
+  rm -f "$log"
+  echo "$(echo "$end - $start" | bc -l) $rss"
+}
+
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
+
+printf "%-8s %-22s %9s %11s %12s\n" size method seconds MiB/s "peak RSS MiB"
+for mib in "${sizes[@]}"; do
+  rm -rf "$work"; mkdir -p "$work"
+  /usr/bin/python3 "$here/make_ranks_checkpoint.py" "$work/src" --ranks 8 --size-mib "$mib"
+  sync
+  bytes=$(du -sb "$work/src" | cut -f1)
+  cat "$work"/src/* > /dev/null  # warm the page cache for every contender alike
+  cp_times=(); st_times=(); py_times=()
+  for ((round = 0; round < ${ROUNDS:-3}; round++)); do
+    read -r t rss_cp < <(measure cp cp -r "$work/src" "$work/cp"); cp_times+=("$t")
+    rm -rf "$work/cp"; sync
+    read -r t rss_st < <(measure stoker "$stoker" ckpt convert "$work/src" "$work/st" --to ranks:3); st_times+=("$t")
+    "$stoker" ckpt verify "$work/src" "$work/st" >/dev/null 2>&1 || { echo "verify failed" >&2; exit 1; }
+    rm -rf "$work/st"; sync
+    if [ "$round" -eq 0 ] || [ -n "${PY_ROUNDS:-}" ]; then  # the slow reference once, unless asked
+      read -r t rss_py < <(measure python /usr/bin/python3 "$here/reshard_ref.py" "$work/src" "$work/py" 3); py_times+=("$t")
+      rm -rf "$work/py"; sync
+    fi
+  done
+  t_cp=$(median "${cp_times[@]}"); t_st=$(median "${st_times[@]}"); t_py=$(median "${py_times[@]}")
+  echo "runs: cp ${cp_times[*]} | stoker ${st_times[*]} | python ${py_times[*]}"
+  for row in "cp -r:$t_cp:$rss_cp" "stoker convert:$t_st:$rss_st" "python torch ref:$t_py:$rss_py"; do
+    IFS=: read -r name t rss <<<"$row"
+    printf "%-8s %-22s %9.2f %11.0f %12.0f\n" "${mib}MiB" "$name" "$t" "$(echo "$bytes / 1048576 / $t" | bc -l)" \
+      "$(echo "$rss / 1024" | bc -l)"
+  done
+  printf "%-8s stoker vs cp -r: %.2fx cp's speed; vs python ref: %.2fx faster\n" "${mib}MiB" \
+    "$(echo "$t_cp / $t_st" | bc -l)" "$(echo "$t_py / $t_st" | bc -l)"
+done
+rm -rf "$work"
