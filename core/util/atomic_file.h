@@ -36,6 +36,8 @@ class AtomicFile {
   void flushBuffer();
   void writeAll(const void* data, std::size_t n);
   void writeRaw(const std::uint8_t* data, std::size_t n);  // no fault hook
+  void startWriteback();
+  std::uint64_t writebackFrom_ = 0;
 
   std::string finalPath_;
   std::string tempPath_;

@@ -103,7 +103,7 @@ class TestCliInspect : public QObject {
     QCOMPARE(QString::fromUtf8(badFlag.err).count('\n'), 1);
     auto dir = runStoker({"ckpt", "inspect", dir_.path()});
     QCOMPARE(dir.exitCode, 2);
-    QVERIFY(dir.err.contains("is a directory"));
+    QVERIFY(dir.err.contains("is not a checkpoint directory"));
     auto help = runStoker({"--help"});
     QCOMPARE(help.exitCode, 0);
     QVERIFY(help.out.contains("ckpt"));
