@@ -104,7 +104,7 @@ void addConvert(CLI::App& ckpt, int& exitCode) {
     ConvertReport report = convertCheckpoint(info, plan, args->dst, options);
     for (const auto& [tensor, o] : report.f16Overflows)
       progress.note("warning: " + tensor + ": " + std::to_string(o.count) + " value(s) exceed the F16 range (max |x| = " +
-                    std::to_string(o.maxAbs) + "); torch rounds them to inf");
+                    std::to_string(o.maxAbs) + "); like torch, they become +-65504 or +-inf");
     if (args->json)
       printJson(convertJson(info, plan, args->dst, report));
     else

@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
-#include <thread>
 
 #include "ckpt/convert_journal.h"
 #include "ckpt/tensor_stream.h"
@@ -18,6 +17,7 @@
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/progress.h"
+#include "util/run_jobs.h"
 
 namespace stoker {
 namespace fs = std::filesystem;
@@ -128,6 +128,13 @@ void validateConvertOptions(const CheckpointInfo& source, const ReshardPlan& pla
 
 namespace {
 
+bool holdsOnlyJournal(const std::string& dst) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dst, ec))
+    if (entry.path().filename() != ".stoker-journal") return false;
+  return !ec;
+}
+
 // Decides whether DST may be written and prepares it. Nothing is written
 // before every check passed.
 void prepareDestination(const CheckpointInfo& source, const std::string& dst, const std::string& fingerprint,
@@ -161,6 +168,7 @@ void prepareDestination(const CheckpointInfo& source, const std::string& dst, co
     return;
   }
   if (o.worldSize > 1 && recorded == fingerprint) return;  // a cooperating process started it
+  if (o.worldSize > 1 && recorded.empty() && holdsOnlyJournal(dst)) return;  // ...and is writing its plan now
   if (o.force) {
     for (const auto& entry : fs::directory_iterator(dst, ec))
       if (looksLikeOurOutput(entry.path().filename().string())) fs::remove_all(entry.path(), ec);
@@ -215,6 +223,7 @@ ConvertReport convertCheckpoint(const CheckpointInfo& source, const ReshardPlan&
   std::atomic<bool> failed{false};
   std::exception_ptr firstError;
   std::mutex mutex;
+  std::map<std::string, F16Overflow> overflowByTensor;
   CancelToken stopOthers;  // set when one job fails, so the rest stop early
 
   auto worker = [&] {
@@ -266,8 +275,12 @@ ConvertReport convertCheckpoint(const CheckpointInfo& source, const ReshardPlan&
         journal.markDone(f.name, size);
         report.written.push_back(f.name);
         report.bytesWritten += size;
-        for (const auto& [name, count] : overflow)
-          if (count.count > 0) report.f16Overflows.emplace_back(f.name + ": " + name, count);
+        for (const auto& [name, count] : overflow) {
+          if (count.count == 0) continue;
+          F16Overflow& total = overflowByTensor[name];  // a tensor split over many files reports once
+          total.count += count.count;
+          total.maxAbs = std::max(total.maxAbs, count.maxAbs);
+        }
       }
     } catch (...) {
       std::lock_guard<std::mutex> lock(mutex);
@@ -276,12 +289,9 @@ ConvertReport convertCheckpoint(const CheckpointInfo& source, const ReshardPlan&
       stopOthers.cancel();
     }
   };
-  const int jobs = std::max(1, std::min<int>(o.jobs, static_cast<int>(mine.size())));
-  std::vector<std::thread> threads;
-  for (int j = 1; j < jobs; ++j) threads.emplace_back(worker);
-  worker();
-  for (auto& t : threads) t.join();
+  runJobs(std::max(1, std::min<int>(o.jobs, static_cast<int>(mine.size()))), worker);
   meter.finish();
+  report.f16Overflows.assign(overflowByTensor.begin(), overflowByTensor.end());
 
   if (firstError) {
     try {

@@ -36,7 +36,7 @@ struct ConvertReport {
   std::vector<std::string> leftToOthers; // other ranks' share, not finished yet
   bool indexWritten = false;
   bool complete = false;                 // every output and the index are in place
-  std::vector<std::pair<std::string, F16Overflow>> f16Overflows;
+  std::vector<std::pair<std::string, F16Overflow>> f16Overflows;  // per tensor, summed over files
   std::uint64_t bytesWritten = 0;
   double seconds = 0;
 };

@@ -265,28 +265,24 @@ RunCursor::RunCursor(const PlannedTensor& t) : t_(t) {
   }
 }
 
-std::uint64_t RunCursor::dstOffsetOf(const SegmentState& s) const {
+// Byte offset of the segment's current run inside a row-major block that
+// starts at `origin` with extent `extent` (the output box or the source piece).
+std::uint64_t RunCursor::offsetIn(const std::vector<std::int64_t>& origin, const std::vector<std::int64_t>& extent,
+                                  const SegmentState& s) const {
   if (elemBytes_ == 0) return 0;
-  const auto& D = t_.box;
   std::uint64_t offset = 0, stride = elemBytes_;
-  for (std::size_t d = D.shape.size(); d-- > 0;) {
-    std::int64_t pos = s.seg->box.start[d] - D.start[d] + (d < s.index.size() ? s.index[d] : 0);
+  for (std::size_t d = extent.size(); d-- > 0;) {
+    std::int64_t pos = s.seg->box.start[d] - origin[d] + (d < s.index.size() ? s.index[d] : 0);
     offset += static_cast<std::uint64_t>(pos) * stride;
-    stride *= static_cast<std::uint64_t>(D.shape[d]);
+    stride *= static_cast<std::uint64_t>(extent[d]);
   }
   return offset;
 }
 
+std::uint64_t RunCursor::dstOffsetOf(const SegmentState& s) const { return offsetIn(t_.box.start, t_.box.shape, s); }
+
 std::uint64_t RunCursor::srcOffsetOf(const SegmentState& s) const {
-  if (elemBytes_ == 0) return 0;
-  const TensorPiece& p = *s.seg->piece;
-  std::uint64_t offset = 0, stride = elemBytes_;
-  for (std::size_t d = p.shape.size(); d-- > 0;) {
-    std::int64_t pos = s.seg->box.start[d] - p.start[d] + (d < s.index.size() ? s.index[d] : 0);
-    offset += static_cast<std::uint64_t>(pos) * stride;
-    stride *= static_cast<std::uint64_t>(p.shape[d]);
-  }
-  return offset;
+  return offsetIn(s.seg->piece->start, s.seg->piece->shape, s);
 }
 
 void RunCursor::advance(SegmentState& s) {

@@ -97,6 +97,8 @@ class RunCursor {
     bool done;
   };
   void advance(SegmentState& s);
+  std::uint64_t offsetIn(const std::vector<std::int64_t>& origin, const std::vector<std::int64_t>& extent,
+                         const SegmentState& s) const;
   std::uint64_t dstOffsetOf(const SegmentState& s) const;
   std::uint64_t srcOffsetOf(const SegmentState& s) const;
 

@@ -6,7 +6,6 @@
 #include <map>
 #include <mutex>
 #include <set>
-#include <thread>
 
 #include <xxhash.h>
 
@@ -14,6 +13,7 @@
 #include "ckpt/tensor_stream.h"
 #include "util/error.h"
 #include "util/progress.h"
+#include "util/run_jobs.h"
 
 namespace stoker {
 namespace {
@@ -85,11 +85,7 @@ void digestInto(const std::vector<const CheckpointInfo*>& infos, std::vector<std
       if (!error) error = std::current_exception();
     }
   };
-  const int jobs = std::max(1, std::min<int>(o.jobs, static_cast<int>(work.size())));
-  std::vector<std::thread> threads;
-  for (int j = 1; j < jobs; ++j) threads.emplace_back(worker);
-  worker();
-  for (auto& t : threads) t.join();
+  runJobs(std::max(1, std::min<int>(o.jobs, static_cast<int>(work.size()))), worker);
   meter.finish();
   if (error) std::rethrow_exception(error);
 }
