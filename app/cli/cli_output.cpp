@@ -24,12 +24,6 @@ std::string humanBytes(std::uint64_t n) {
   return buf;
 }
 
-std::string shapeString(const std::vector<std::int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 nlohmann::json checkpointJson(const CheckpointInfo& info) {
   nlohmann::json tensors = nlohmann::json::array();
   for (const auto& t : info.tensors) {
@@ -65,7 +59,7 @@ void printCheckpointTable(const CheckpointInfo& info) {
   std::printf("%-*s  %-7s  %-24s  %s\n", static_cast<int>(nameWidth), "name", "dtype", "shape", "size");
   for (const auto& t : info.tensors)
     std::printf("%-*s  %-7s  %-24s  %s\n", static_cast<int>(nameWidth), t.name.c_str(),
-                std::string(dtypeName(t.dtype)).c_str(), shapeString(t.shape).c_str(),
+                std::string(dtypeName(t.dtype)).c_str(), shapeText(t.shape).c_str(),
                 humanBytes(t.nbytes).c_str());
   for (const auto& [k, v] : info.metadata) std::printf("metadata %s = %s\n", k.c_str(), v.c_str());
   if (info.worldSize) {

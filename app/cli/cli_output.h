@@ -15,7 +15,6 @@ struct ConvertOptions;
 struct ConvertReport;
 
 std::string humanBytes(std::uint64_t n);
-std::string shapeString(const std::vector<std::int64_t>& shape);
 nlohmann::json checkpointJson(const CheckpointInfo& info);
 // Prints one JSON document on stdout; invalid UTF-8 from hostile files is replaced, never thrown.
 void printJson(const nlohmann::json& doc);

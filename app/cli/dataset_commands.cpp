@@ -6,6 +6,7 @@
 #include "cli_output.h"
 #include "commands.h"
 #include "data/fashion_mnist.h"
+#include "io/dtype.h"
 #include "io/safetensors_writer.h"
 #include "util/error.h"
 
@@ -59,7 +60,7 @@ void addDatasetCommands(CLI::App& app, int& exitCode) {
     } else {
       std::printf("%s (%s): %lld samples, images F32 %s, labels I64 %s, %s in memory\n",
                   args->spec.c_str(), args->split.c_str(), static_cast<long long>(d.images.shape[0]),
-                  shapeString(d.images.shape).c_str(), shapeString(d.labels.shape).c_str(),
+                  shapeText(d.images.shape).c_str(), shapeText(d.labels.shape).c_str(),
                   humanBytes(d.images.nbytes + d.labels.nbytes).c_str());
       std::printf("label counts:");
       for (auto c : histogram) std::printf(" %lld", static_cast<long long>(c));

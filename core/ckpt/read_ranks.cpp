@@ -17,12 +17,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string shapeText(const std::vector<std::int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 std::int64_t dimValue(const json& v, const std::string& subject, const std::string& field) {
   if (!v.is_number_unsigned() || v.get<std::uint64_t>() > (1ull << 62))
     throwBadInput(subject, field + " must hold non-negative integers");

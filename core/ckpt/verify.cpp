@@ -29,12 +29,6 @@ class HashSink : public ByteSink {
   XXH3_state_t* state_;
 };
 
-std::string shapeText(const std::vector<std::int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 // Hashes the tensors of several checkpoints with a pool of jobs.
 void digestInto(const std::vector<const CheckpointInfo*>& infos, std::vector<std::vector<TensorDigest>>& out,
                 const VerifyOptions& o) {

@@ -42,4 +42,10 @@ std::optional<std::uint64_t> dtypeBytesFor(Dtype d, std::uint64_t elements) {
   return bits / 8;
 }
 
+std::string shapeText(const std::vector<std::int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
 }  // namespace stoker

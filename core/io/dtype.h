@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace stoker {
 
@@ -45,5 +46,8 @@ bool dtypeIsFloating(Dtype d);
 // Bytes for `elements` values, or nullopt when elements*bits overflows or does
 // not end on a byte boundary (sub-byte types).
 std::optional<std::uint64_t> dtypeBytesFor(Dtype d, std::uint64_t elements);
+
+// "[2, 3]": how messages and tables show a shape.
+std::string shapeText(const std::vector<std::int64_t>& shape);
 
 }  // namespace stoker

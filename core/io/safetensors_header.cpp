@@ -4,7 +4,6 @@
 #include <cstring>
 #include <limits>
 #include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -14,14 +13,6 @@ namespace stoker {
 namespace {
 
 std::string inQuotes(const std::string& s) { return "\"" + s + "\""; }
-
-std::string shapeText(const std::vector<std::int64_t>& shape) {
-  std::ostringstream out;
-  out << '[';
-  for (std::size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
-  out << ']';
-  return out.str();
-}
 
 // A SAX consumer that accepts only the header's shape and stops at the first
 // deviation, so a hostile header (200,000 nested brackets, huge arrays of the

@@ -51,9 +51,6 @@ class ProgressMeter {
   void add(std::uint64_t n, const std::string& item);
   void finish();
   std::uint64_t done() const { return done_.load(); }
-  void note(const std::string& text) {
-    if (sink_) sink_->note(text);
-  }
 
  private:
   void emit(const std::string& item, bool finished);

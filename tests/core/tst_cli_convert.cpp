@@ -24,21 +24,6 @@ namespace {
 
 const char* kBenchGenerator = STOKER_SOURCE_DIR "/tests/bench/make_ranks_checkpoint.py";
 
-stoker::test::ProcessResult runStokerEnv(const QStringList& args, const QStringList& env) {
-  QProcess p;
-  QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
-  for (const auto& kv : env) e.insert(kv.section('=', 0, 0), kv.section('=', 1));
-  p.setProcessEnvironment(e);
-  p.start(STOKER_CLI_PATH, args);
-  p.waitForFinished(120000);
-  stoker::test::ProcessResult r;
-  r.exitCode = p.exitCode();
-  r.crashed = p.exitStatus() == QProcess::CrashExit;
-  r.out = p.readAllStandardOutput();
-  r.err = p.readAllStandardError();
-  return r;
-}
-
 QStringList entries(const QString& dir) {
   QStringList names;
   for (const auto& e : fs::directory_iterator(dir.toStdString())) names << QString::fromStdString(e.path().filename().string());
@@ -156,7 +141,7 @@ class TestCliConvert : public QObject {
 
   void diskFullLeavesNoPartialFileAndResumes() {
     // 64 MiB of tensors to 4 ranks; the "disk" fills after 40 MiB.
-    auto r = runStokerEnv({"ckpt", "convert", tmp("r8"), tmp("full"), "--to", "ranks:4", "--jobs", "1"},
+    auto r = runStoker({"ckpt", "convert", tmp("r8"), tmp("full"), "--to", "ranks:4", "--jobs", "1"},
                           {"STOKER_FAULT_ENOSPC_AFTER=41943040"});
     QCOMPARE(r.exitCode, 2);
     const QString err = QString::fromUtf8(r.err).trimmed().split('\n').last();
@@ -183,7 +168,7 @@ class TestCliConvert : public QObject {
   }
 
   void crashThenResume() {
-    auto r = runStokerEnv({"ckpt", "convert", tmp("r8"), tmp("crash"), "--to", "hf:20MB", "--jobs", "1"},
+    auto r = runStoker({"ckpt", "convert", tmp("r8"), tmp("crash"), "--to", "hf:20MB", "--jobs", "1"},
                           {"STOKER_FAULT_CRASH_AFTER=30000000"});
     QVERIFY(r.crashed || r.exitCode != 0);
     QStringList names = entries(tmp("crash"));
@@ -225,7 +210,7 @@ class TestCliConvert : public QObject {
     QVERIFY(!entries(tmp("coop")).contains(".stoker-journal"));
     // torchrun's environment works the same way.
     for (int rank : {1, 0}) {
-      auto r = runStokerEnv({"ckpt", "convert", tmp("r8"), tmp("coop_env"), "--to", "ranks:2"},
+      auto r = runStoker({"ckpt", "convert", tmp("r8"), tmp("coop_env"), "--to", "ranks:2"},
                             {"RANK=" + QString::number(rank), "WORLD_SIZE=2"});
       QCOMPARE(r.exitCode, 0);
     }

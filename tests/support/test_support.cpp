@@ -23,9 +23,15 @@ QByteArray safetensorsBytes(const QByteArray& header, const QByteArray& data) {
   return out + header + data;
 }
 
-ProcessResult run(const QString& program, const QStringList& args, const QByteArray& stdinData) {
+ProcessResult run(const QString& program, const QStringList& args, const QByteArray& stdinData,
+                  const QStringList& env) {
   ProcessResult r;
   QProcess p;
+  if (!env.isEmpty()) {
+    QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
+    for (const auto& kv : env) e.insert(kv.section('=', 0, 0), kv.section('=', 1));
+    p.setProcessEnvironment(e);
+  }
   QElapsedTimer timer;
   timer.start();
   p.start(program, args);
@@ -44,7 +50,9 @@ ProcessResult run(const QString& program, const QStringList& args, const QByteAr
   return r;
 }
 
-ProcessResult runStoker(const QStringList& args) { return run(QStringLiteral(STOKER_CLI_PATH), args); }
+ProcessResult runStoker(const QStringList& args, const QStringList& env) {
+  return run(QStringLiteral(STOKER_CLI_PATH), args, {}, env);
+}
 
 ProcessResult runPython(const QString& script, const QStringList& args) {
   return run(QStringLiteral(STOKER_PYTHON), QStringList{"-c", script} + args);

@@ -27,10 +27,12 @@ struct ProcessResult {
   qint64 elapsedMs = 0;
 };
 
-// Runs a program to completion (timeout 120 s) and captures its output.
-ProcessResult run(const QString& program, const QStringList& args, const QByteArray& stdinData = {});
+// Runs a program to completion (timeout 120 s) and captures its output;
+// `env` adds or overrides NAME=VALUE variables of this process's environment.
+ProcessResult run(const QString& program, const QStringList& args, const QByteArray& stdinData = {},
+                  const QStringList& env = {});
 // The `stoker` CLI built alongside the tests.
-ProcessResult runStoker(const QStringList& args);
+ProcessResult runStoker(const QStringList& args, const QStringList& env = {});
 // Debian's python3 (the one with python3-torch), running `script`.
 ProcessResult runPython(const QString& script, const QStringList& args = {});
 // Whether Debian's python3 can import torch (the set-up installs it).
