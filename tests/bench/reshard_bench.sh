@@ -16,6 +16,9 @@ work=${BENCH_DIR:-/tmp/stoker-reshard-bench}
 sizes=("$@")
 [ ${#sizes[@]} -eq 0 ] && sizes=(1024 4096)
 [ -x "$stoker" ] || { echo "build first: bash packaging/stoker.sh build" >&2; exit 2; }
+for tool in bc /usr/bin/time; do
+  command -v "$tool" >/dev/null || { echo "needs $tool: apt-get install -y bc time" >&2; exit 2; }
+done
 
 measure() {  # label, command... -> "seconds rss_kib"
   local log; log=$(mktemp)
