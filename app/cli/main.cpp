@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   int exitCode = 0;
   stoker::addCkptCommands(app, exitCode);
   stoker::addDatasetCommands(app, exitCode);
+  stoker::addBenchCommands(app, exitCode);
   try {
     app.parse(argc, argv);
     return exitCode;
@@ -45,6 +46,10 @@ int main(int argc, char** argv) {
     if (e.kind() == stoker::ErrorKind::Cancelled) {
       std::fprintf(stderr, "cancelled: %s\n", e.what());
       return 130;  // what a shell reports for Ctrl-C
+    }
+    if (e.kind() == stoker::ErrorKind::Timeout || e.kind() == stoker::ErrorKind::OutOfMemory) {
+      fail(e.what());
+      return 1;  // the run started and hit a problem, the input was fine
     }
     return fail(e.what());
   } catch (const c10::Error& e) {

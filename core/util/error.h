@@ -11,6 +11,8 @@ enum class ErrorKind {
   BadInput,   // the user's file, option or request is invalid
   Io,         // the system refused: missing file, permission, disk full
   Cancelled,  // a cancel token stopped the work
+  Timeout,    // a stage did not finish within the time it was given
+  OutOfMemory,  // a device (real or simulated) refused an allocation
   Internal,   // a bug in Stoker
 };
 

@@ -1,0 +1,299 @@
+// `stoker bench`: runs the real loader on a dataset and reports throughput;
+// `stoker monitor`: prints the telemetry loaders publish.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_output.h"
+#include "cli_progress.h"
+#include "commands.h"
+#include "data/loader.h"
+#include "telemetry/telemetry_listener.h"
+#include "telemetry/telemetry_publisher.h"
+#include "util/byte_size.h"
+#include "util/error.h"
+#include "util/progress.h"
+
+namespace stoker {
+namespace {
+
+struct BenchArgs {
+  std::string dataset = "fashion-mnist";
+  std::string optionsFile, preset, device = "cpu", mode, saveOptions;
+  std::int64_t batchSize = 0;
+  int epochs = 3, workers = -1, prefetch = 0;
+  double stepMicros = 0;
+  std::string simCapacity = "16GiB", simBandwidth = "12GB";
+  std::vector<std::string> publish;
+  bool json = false, quiet = false, exportPytorch = false, exportCpp = false, reuse = false;
+};
+
+struct DeviceRun {
+  std::string device;
+  std::unique_ptr<Loader> loader;
+  std::vector<EpochSummary> epochs;
+};
+
+LoaderOptions resolveOptions(const BenchArgs& a) {
+  LoaderOptions o = !a.preset.empty() ? presetByName(a.preset)
+                    : !a.optionsFile.empty() ? loadLoaderOptions(a.optionsFile)
+                                             : gpuOptimized();
+  if (!a.preset.empty() && !a.optionsFile.empty()) throwBadInput("--preset", "give either --preset or --options, not both");
+  if (a.batchSize != 0) o.batch_size = a.batchSize;
+  if (a.workers >= 0) o.num_workers = a.workers;
+  if (a.prefetch != 0) o.prefetch = a.prefetch;
+  if (a.reuse) o.reuse_buffers = true;
+  if (!a.mode.empty()) o.loading_mode = a.mode == "resident" ? LoadingMode::Resident
+                                        : a.mode == "streaming" ? LoadingMode::Streaming
+                                                                : LoadingMode::Auto;
+  validateLoaderOptions(o);
+  return o;
+}
+
+std::vector<DeviceSpec> resolveDevices(const std::string& text) {
+  if (text != "all") return {DeviceSpec::parse(text)};
+  // Without a CUDA build there is one device: the host.
+  return {DeviceSpec::parse("cpu")};
+}
+
+// The consumer's "training step": busy work, as a model's forward would be.
+void fakeStep(double micros) {
+  if (micros <= 0) return;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double, std::micro>(micros);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
+double steadyRate(const std::vector<EpochSummary>& epochs, bool bytes) {
+  // Steady state: epochs after the first (which pays page faults and pool growth).
+  double amount = 0, seconds = 0;
+  for (std::size_t i = epochs.size() > 1 ? 1 : 0; i < epochs.size(); ++i) {
+    amount += static_cast<double>(bytes ? epochs[i].bytes : epochs[i].samples);
+    seconds += epochs[i].seconds;
+  }
+  return seconds > 0 ? amount / seconds : 0;
+}
+
+nlohmann::json memoryJson(const DeviceMemory& m) {
+  return {{"total", m.total}, {"used", m.used}, {"free", m.free}, {"reserved", m.reserved}, {"allocated", m.allocated}};
+}
+
+void runBench(const BenchArgs& a) {
+  if (a.epochs < 1) throwBadInput("--epochs", "must be at least 1 (got " + std::to_string(a.epochs) + ")");
+  if (a.stepMicros < 0) throwBadInput("--step-us", "must be non-negative");
+  LoaderOptions options = resolveOptions(a);
+  if (!a.saveOptions.empty()) saveLoaderOptions(a.saveOptions, options);
+  if (a.exportPytorch) std::printf("%s", exportPyTorchSnippet(options).c_str());
+  if (a.exportCpp) std::printf("%s", exportCppSnippet(options).c_str());
+  if (a.exportPytorch || a.exportCpp) return;
+
+  SimDeviceConfig sim;
+  sim.capacityBytes = static_cast<std::int64_t>(parseByteSize(a.simCapacity, "--sim-capacity"));
+  sim.copyBytesPerSecond = static_cast<double>(parseByteSize(a.simBandwidth, "--sim-bandwidth"));
+  std::shared_ptr<Dataset> dataset = openDataset(a.dataset, options);
+  const auto devices = resolveDevices(a.device);
+
+  CancelToken cancel;
+  cancelOnInterrupt(cancel);
+  std::shared_ptr<TelemetryPublisher> publisher;
+  if (!a.publish.empty()) publisher = std::make_shared<TelemetryPublisher>(a.publish);
+
+  std::vector<DeviceRun> runs;
+  for (std::size_t d = 0; d < devices.size(); ++d) {
+    LoaderOptions o = options;
+    if (devices.size() > 1) {  // one shard of the dataset per device
+      o.sampler_type = SamplerType::Distributed;
+      o.shard_rank = static_cast<int>(d);
+      o.shard_world_size = static_cast<int>(devices.size());
+    }
+    DeviceRun run;
+    run.device = devices[d].name();
+    run.loader = std::make_unique<Loader>(dataset, o, DeviceBackend::create(devices[d], sim));
+    run.loader->setCancelToken(&cancel);
+    if (publisher) run.loader->addObserver(publisher);
+    runs.push_back(std::move(run));
+  }
+
+  TerminalProgress terminal("bench", a.quiet || a.json);
+  std::uint64_t totalBytes = 0;
+  for (auto& r : runs)
+    totalBytes += static_cast<std::uint64_t>(r.loader->batchesPerEpoch() * options.batch_size * dataset->sampleBytes() * a.epochs);
+  ProgressMeter meter(&terminal, totalBytes);
+  if (!a.json && !a.quiet)
+    for (auto& r : runs)
+      for (const auto& n : r.loader->notes()) std::fprintf(stderr, "%s: %s\n", r.device.c_str(), n.c_str());
+
+  std::mutex errorMutex;
+  std::exception_ptr error;
+  auto drive = [&](DeviceRun& r) {
+    try {
+      for (int e = 0; e < a.epochs; ++e) {
+        const std::string item = r.device + " epoch " + std::to_string(e);
+        Epoch epoch = r.loader->epoch(e);
+        while (auto batch = epoch.next()) {
+          meter.add(static_cast<std::uint64_t>(batch->nbytes()), item);
+          fakeStep(a.stepMicros);
+        }
+        r.epochs.push_back(r.loader->lastEpoch());
+      }
+    } catch (...) {
+      cancel.cancel();  // stop the other devices too
+      std::lock_guard<std::mutex> lock(errorMutex);
+      if (!error) error = std::current_exception();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (std::size_t i = 1; i < runs.size(); ++i) threads.emplace_back(drive, std::ref(runs[i]));
+  drive(runs[0]);
+  for (auto& t : threads) t.join();
+  if (error) std::rethrow_exception(error);
+  meter.finish();
+  if (publisher) publisher->flush(500);
+
+  double samplesPerS = 0, bytesPerS = 0;
+  nlohmann::json perDevice = nlohmann::json::array();
+  for (auto& r : runs) {
+    const double sps = steadyRate(r.epochs, false), bps = steadyRate(r.epochs, true);
+    samplesPerS += sps;
+    bytesPerS += bps;
+    nlohmann::json epochs = nlohmann::json::array();
+    for (const auto& e : r.epochs)
+      epochs.push_back({{"epoch", e.epoch},
+                        {"seconds", e.seconds},
+                        {"batches", e.batches},
+                        {"samples", e.samples},
+                        {"bytes", e.bytes},
+                        {"samples_per_s", e.seconds > 0 ? static_cast<double>(e.samples) / e.seconds : 0},
+                        {"data_wait_s", e.waitSeconds},
+                        {"prefetch_depth", e.depth}});
+    perDevice.push_back({{"device", r.device},
+                         {"mode", loadingModeName(r.loader->mode())},
+                         {"samples_per_s", sps},
+                         {"bytes_per_s", bps},
+                         {"prefetch_depth", r.loader->prefetchDepth()},
+                         {"memory", memoryJson(r.loader->memory())},
+                         {"notes", r.loader->notes()},
+                         {"epochs", epochs}});
+  }
+  if (a.json) {
+    nlohmann::json doc = {{"dataset", a.dataset},
+                          {"dataset_description", dataset->description()},
+                          {"samples", dataset->size()},
+                          {"sample_bytes", dataset->sampleBytes()},
+                          {"batch_size", options.batch_size},
+                          {"epochs", a.epochs},
+                          {"mode", loadingModeName(runs[0].loader->mode())},
+                          {"samples_per_s", samplesPerS},
+                          {"bytes_per_s", bytesPerS},
+                          {"per_device", perDevice},
+                          {"options", nlohmann::json::parse(loaderOptionsToJson(options))}};
+    if (publisher) doc["telemetry"] = {{"sent", publisher->sent()}, {"dropped", publisher->dropped()}};
+    printJson(doc);
+    return;
+  }
+  std::printf("%s: %lld samples of %s, batch %lld, %d workers, %d epochs\n", dataset->description().c_str(),
+              static_cast<long long>(dataset->size()), humanBytes(static_cast<std::uint64_t>(dataset->sampleBytes())).c_str(),
+              static_cast<long long>(options.batch_size), options.num_workers, a.epochs);
+  std::printf("%-8s %-9s %5s %6s %9s %14s %12s %7s\n", "device", "mode", "epoch", "depth", "seconds", "samples/s", "bytes/s",
+              "wait");
+  for (auto& r : runs)
+    for (const auto& e : r.epochs)
+      std::printf("%-8s %-9s %5lld %6d %9.3f %14.0f %10s/s %6.1f%%\n", r.device.c_str(), loadingModeName(e.mode).c_str(),
+                  static_cast<long long>(e.epoch), e.depth, e.seconds,
+                  e.seconds > 0 ? static_cast<double>(e.samples) / e.seconds : 0.0,
+                  humanBytes(static_cast<std::uint64_t>(e.seconds > 0 ? static_cast<double>(e.bytes) / e.seconds : 0)).c_str(),
+                  e.seconds > 0 ? 100.0 * e.waitSeconds / e.seconds : 0.0);
+  std::printf("steady state (epochs after the first): %.0f samples/s, %s/s\n", samplesPerS,
+              humanBytes(static_cast<std::uint64_t>(bytesPerS)).c_str());
+  if (publisher)
+    std::printf("telemetry: %lld records sent, %lld dropped\n", static_cast<long long>(publisher->sent()),
+                static_cast<long long>(publisher->dropped()));
+}
+
+void runMonitor(const std::string& address, bool json, double duration) {
+  if (duration < 0) throwBadInput("--duration", "must be non-negative");
+  TelemetryListener listener(address);
+  CancelToken cancel;
+  cancelOnInterrupt(cancel);
+  std::fprintf(stderr, "listening on port %d%s\n", listener.port(), duration > 0 ? "" : " (Ctrl-C to stop)");
+  if (!json)
+    std::printf("%-20s %4s %-7s %5s %11s %12s %10s %8s %8s %5s %5s %-9s %s\n", "source", "rank", "device", "epoch", "step",
+                "samples/s", "bytes/s", "wait ms", "step ms", "depth", "ready", "mode", "memory used/total");
+  std::fflush(stdout);
+  const auto start = std::chrono::steady_clock::now();
+  std::int64_t records = 0;
+  while (!cancel.cancelled()) {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (duration > 0 && elapsed >= duration) break;
+    for (const auto& r : listener.poll(100)) {
+      ++records;
+      if (json) {
+        std::printf("%s\n", telemetryToJson(r).c_str());
+      } else {
+        const std::string source = r.host + ":" + std::to_string(r.pid);
+        const std::string step = std::to_string(r.step) + "/" + std::to_string(r.steps_total);
+        std::printf("%-20.20s %4d %-7s %5lld %11s %12.0f %8s/s %8.2f %8.2f %5d %5d %-9s %s / %s%s\n", source.c_str(),
+                    r.rank, r.device.c_str(), static_cast<long long>(r.epoch), step.c_str(), r.samples_per_s,
+                    humanBytes(static_cast<std::uint64_t>(r.bytes_per_s)).c_str(), r.data_wait_ms, r.step_ms,
+                    r.prefetch_depth, r.ready, r.mode.c_str(), humanBytes(static_cast<std::uint64_t>(r.mem_used)).c_str(),
+                    humanBytes(static_cast<std::uint64_t>(r.mem_total)).c_str(), r.epoch_end ? "  (epoch end)" : "");
+      }
+    }
+    std::fflush(stdout);
+  }
+  std::fprintf(stderr, "%lld records from %d open connections; %lld unreadable lines\n", static_cast<long long>(records),
+               listener.connections(), static_cast<long long>(listener.badLines()));
+}
+
+}  // namespace
+
+void addBenchCommands(CLI::App& app, int& exitCode) {
+  auto args = std::make_shared<BenchArgs>();
+  auto* bench = app.add_subcommand("bench", "Run the loader on a dataset and report its throughput");
+  bench->add_option("--dataset", args->dataset,
+                    "fashion-mnist[:DIR], synthetic:N,SHAPE[,dtype][,cost_us], FILE.safetensors or FILE.npy");
+  bench->add_option("--options", args->optionsFile, "LoaderOptions JSON file (knob names as keys)");
+  bench->add_option("--preset", args->preset, "gpu_optimized (default), distributed_optimized or debug_mode");
+  bench->add_option("--batch-size", args->batchSize, "samples per batch");
+  bench->add_option("--epochs", args->epochs, "epochs to run (default 3; steady state = epochs after the first)");
+  bench->add_option("--device", args->device, "cpu, sim:N, cuda:N or all");
+  bench->add_option("--mode", args->mode, "auto, resident or streaming")->check(CLI::IsMember({"auto", "resident", "streaming"}));
+  bench->add_option("--workers", args->workers, "worker threads (0 = on the consumer's thread)");
+  bench->add_option("--prefetch", args->prefetch, "most batches ahead of the consumer");
+  bench->add_flag("--reuse-buffers", args->reuse, "batches share output buffers (valid until the next batch)");
+  bench->add_option("--step-us", args->stepMicros, "simulated training step per batch, in microseconds of busy work");
+  bench->add_option("--sim-capacity", args->simCapacity, "memory of simulated devices (default 16GiB)");
+  bench->add_option("--sim-bandwidth", args->simBandwidth, "copy bandwidth of simulated devices per second (default 12GB)");
+  bench->add_option("--publish", args->publish, "send telemetry to HOST:PORT (stoker monitor) or file:PATH; repeatable");
+  bench->add_option("--save-options", args->saveOptions, "write the resolved LoaderOptions to this JSON file");
+  bench->add_flag("--export-pytorch", args->exportPytorch, "print the equivalent PyTorch DataLoader(...) and exit");
+  bench->add_flag("--export-cpp", args->exportCpp, "print the C++ builder for these options and exit");
+  bench->add_flag("--quiet", args->quiet, "no progress line");
+  bench->add_flag("--json", args->json, "print one JSON document");
+  bench->callback([args, &exitCode] {
+    runBench(*args);
+    exitCode = 0;
+  });
+
+  struct MonitorArgs {
+    std::string address;
+    bool json = false;
+    double duration = 0;
+  };
+  auto margs = std::make_shared<MonitorArgs>();
+  auto* monitor = app.add_subcommand("monitor", "Listen for loader telemetry and print it as it arrives");
+  monitor->add_option("ADDRESS", margs->address, "HOST:PORT or :PORT to listen on")->required();
+  monitor->add_flag("--json", margs->json, "print each record as one JSON line");
+  monitor->add_option("--duration", margs->duration, "stop after this many seconds (default: until Ctrl-C)");
+  monitor->callback([margs, &exitCode] {
+    runMonitor(margs->address, margs->json, margs->duration);
+    exitCode = 0;
+  });
+}
+
+}  // namespace stoker

@@ -1,0 +1,183 @@
+#include "data/device.h"
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "util/error.h"
+
+namespace stoker {
+
+#ifdef STOKER_WITH_CUDA
+std::shared_ptr<DeviceBackend> createCudaBackend(int index);  // cuda_device.cpp
+#endif
+
+namespace {
+
+class CpuDevice : public DeviceBackend {
+ public:
+  std::string name() const override { return "cpu"; }
+  DeviceKind kind() const override { return DeviceKind::Cpu; }
+  DeviceMemory memory() const override { return hostMemory(); }
+  at::Tensor allocateBytes(std::int64_t bytes) override {
+    try {
+      return at::empty({bytes}, at::kByte);
+    } catch (const c10::Error&) {
+      throw Error(ErrorKind::OutOfMemory, "cpu", "cannot allocate " + std::to_string(bytes) + " bytes");
+    }
+  }
+  void copyToDevice(void* dst, const void* src, std::int64_t bytes, bool) override {
+    std::memcpy(dst, src, static_cast<std::size_t>(bytes));
+  }
+  void gatherRows(const at::Tensor& field, const std::int64_t* indices, std::int64_t count, void* out) override {
+    gatherHostRows(field, indices, count, out);
+  }
+  c10::Device torchDevice() const override { return c10::Device(c10::kCPU); }
+};
+
+std::string mib(std::int64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+
+}  // namespace
+
+DeviceSpec DeviceSpec::parse(const std::string& text) {
+  DeviceSpec spec;
+  std::string kind = text, index;
+  if (auto colon = text.find(':'); colon != std::string::npos) {
+    kind = text.substr(0, colon);
+    index = text.substr(colon + 1);
+  }
+  if (kind == "cpu" && index.empty()) return spec;
+  if (kind == "sim") spec.kind = DeviceKind::Sim;
+  else if (kind == "cuda") spec.kind = DeviceKind::Cuda;
+  else throwBadInput("device " + text, "unknown (known: cpu, sim:N, cuda:N)");
+  if (!index.empty()) {
+    char* end = nullptr;
+    long v = std::strtol(index.c_str(), &end, 10);
+    if (*end != '\0' || v < 0 || v > 1023) throwBadInput("device " + text, "the index must be 0-1023");
+    spec.index = static_cast<int>(v);
+  }
+  return spec;
+}
+
+std::string DeviceSpec::name() const {
+  switch (kind) {
+    case DeviceKind::Cpu: return "cpu";
+    case DeviceKind::Sim: return "sim:" + std::to_string(index);
+    case DeviceKind::Cuda: return "cuda:" + std::to_string(index);
+  }
+  return "?";
+}
+
+std::shared_ptr<DeviceBackend> DeviceBackend::create(const DeviceSpec& spec, const SimDeviceConfig& sim) {
+  switch (spec.kind) {
+    case DeviceKind::Cpu: return std::make_shared<CpuDevice>();
+    case DeviceKind::Sim: return std::make_shared<SimDevice>(spec.index, sim);
+    case DeviceKind::Cuda:
+#ifdef STOKER_WITH_CUDA
+      return createCudaBackend(spec.index);
+#else
+      throwBadInput("device " + spec.name(), "this build's libtorch has no CUDA (use cpu or sim:N)");
+#endif
+  }
+  return nullptr;
+}
+
+at::Tensor DeviceBackend::allocateHostBytes(std::int64_t bytes, bool /*pinned*/) {
+  return at::empty({bytes}, at::kByte);
+}
+
+DeviceMemory hostMemory() {
+  DeviceMemory m;
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  std::int64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib) {
+    std::getline(in, unit);
+    if (key == "MemTotal:") m.total = kib * 1024;
+    if (key == "MemAvailable:") m.free = kib * 1024;
+  }
+  m.used = m.total - m.free;
+  return m;
+}
+
+SimDevice::SimDevice(int index, SimDeviceConfig config) : index_(index), config_(config) {
+  if (config_.capacityBytes <= 0) throwBadInput(name(), "capacity must be positive");
+  if (!(config_.copyBytesPerSecond > 0)) throwBadInput(name(), "copy bandwidth must be positive");
+}
+
+DeviceMemory SimDevice::memory() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  DeviceMemory m;
+  m.total = config_.capacityBytes;
+  m.used = std::min(m.total, config_.otherUseBytes + charged_);
+  m.free = m.total - m.used;
+  m.reserved = charged_;
+  m.allocated = charged_;
+  return m;
+}
+
+at::Tensor SimDevice::allocateBytes(std::int64_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const std::int64_t free = config_.capacityBytes - config_.otherUseBytes - charged_;
+    const std::int64_t block = config_.largestBlockBytes > 0 ? std::min(config_.largestBlockBytes, free) : free;
+    if (bytes > block)
+      throw Error(ErrorKind::OutOfMemory, name(),
+                  "out of memory allocating " + mib(bytes) + " (" + mib(free) + " free, largest block " + mib(block) + ")");
+    charged_ += bytes;
+  }
+  at::Tensor host = at::empty({bytes}, at::kByte);
+  std::weak_ptr<SimDevice> self = weak_from_this();
+  // The device memory is host memory charged to the simulated capacity
+  // until the last view of it is freed.
+  return at::from_blob(
+      host.data_ptr(), {bytes},
+      [host, self, bytes](void*) mutable {
+        if (auto device = self.lock()) {
+          std::lock_guard<std::mutex> lock(device->mutex_);
+          device->charged_ -= bytes;
+        }
+        host.reset();
+      },
+      at::TensorOptions().dtype(at::kByte));
+}
+
+void SimDevice::copyToDevice(void* dst, const void* src, std::int64_t bytes, bool pinnedSource) {
+  // Pageable sources go through a bounce buffer on real hardware: about half
+  // the bandwidth.
+  const double bandwidth = config_.copyBytesPerSecond * (pinnedSource ? 1.0 : 0.5);
+  std::lock_guard<std::mutex> engine(copyEngine_);
+  const auto start = std::chrono::steady_clock::now();
+  std::memcpy(dst, src, static_cast<std::size_t>(bytes));
+  std::this_thread::sleep_until(start + std::chrono::duration<double>(static_cast<double>(bytes) / bandwidth));
+  std::lock_guard<std::mutex> lock(mutex_);
+  copied_ += bytes;
+}
+
+void SimDevice::gatherRows(const at::Tensor& field, const std::int64_t* indices, std::int64_t count, void* out) {
+  gatherHostRows(field, indices, count, out);
+}
+
+void gatherHostRows(const at::Tensor& field, const std::int64_t* indices, std::int64_t count, void* out) {
+  const auto* src = static_cast<const std::uint8_t*>(field.data_ptr());
+  auto* dst = static_cast<std::uint8_t*>(out);
+  const std::int64_t rowBytes = field.size(0) > 0 ? static_cast<std::int64_t>(field.nbytes()) / field.size(0) : 0;
+  const auto n = static_cast<std::size_t>(rowBytes);
+  for (std::int64_t i = 0; i < count; ++i, dst += n) std::memcpy(dst, src + indices[i] * rowBytes, n);
+}
+
+void SimDevice::setOtherUse(std::int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  config_.otherUseBytes = bytes;
+}
+
+std::int64_t SimDevice::bytesCopied() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return copied_;
+}
+
+}  // namespace stoker

@@ -1,0 +1,108 @@
+// data/device: where batches end up. One DeviceBackend per device owns what
+// differs between them: memory probing (total/free/used, and the caching
+// allocator's reserved/allocated on CUDA), allocation that reports
+// out-of-memory as Error(OutOfMemory), host-to-device copies and the gather
+// of resident fields.
+//   cpu    the host: datasets in memory are already "on the device".
+//   sim:N  a simulated accelerator with a set capacity and copy bandwidth:
+//          memory is host memory charged against the capacity, copies take
+//          bytes / bandwidth, so mode choice, OOM fallback and prefetch depth
+//          adaptation run (and are tested) without a GPU.
+//   cuda:N a CUDA device; only in builds against a CUDA libtorch.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace stoker {
+
+enum class DeviceKind { Cpu, Sim, Cuda };
+
+struct DeviceSpec {
+  DeviceKind kind = DeviceKind::Cpu;
+  int index = 0;
+  // "cpu", "sim:N", "cuda:N" (also "cuda" = cuda:0, "sim" = sim:0).
+  static DeviceSpec parse(const std::string& text);
+  std::string name() const;
+};
+
+struct SimDeviceConfig {
+  std::int64_t capacityBytes = 1LL << 30;
+  double copyBytesPerSecond = 12e9;  // about PCIe 4.0 x16 from pinned memory
+  // Largest single allocation that succeeds (0 = capacity): below the free
+  // memory it simulates fragmentation, where a probe sees room that one
+  // allocation cannot get -- the case OOM fallback exists for.
+  std::int64_t largestBlockBytes = 0;
+  std::int64_t otherUseBytes = 0;  // memory held by other tenants
+};
+
+struct DeviceMemory {
+  std::int64_t total = 0;
+  std::int64_t free = 0;
+  std::int64_t used = 0;       // by everyone
+  std::int64_t reserved = 0;   // by this process's allocator (CUDA caching allocator, sim)
+  std::int64_t allocated = 0;  // in live tensors of this process
+};
+
+class DeviceBackend {
+ public:
+  static std::shared_ptr<DeviceBackend> create(const DeviceSpec& spec, const SimDeviceConfig& sim = {});
+  virtual ~DeviceBackend() = default;
+
+  virtual std::string name() const = 0;
+  virtual DeviceKind kind() const = 0;
+  // Batches in host memory need no copy: the staging buffer is the batch.
+  bool isHost() const { return kind() == DeviceKind::Cpu; }
+  virtual DeviceMemory memory() const = 0;
+  // An uninitialised contiguous buffer of `bytes` on the device; throws
+  // Error(OutOfMemory) naming the device and the sizes.
+  virtual at::Tensor allocateBytes(std::int64_t bytes) = 0;
+  // Host staging memory, page-locked when `pinned` and the device has a use for it.
+  virtual at::Tensor allocateHostBytes(std::int64_t bytes, bool pinned);
+  // Copies `bytes` from host `src` to device `dst` and returns when the copy
+  // has completed (CUDA: ordered on this thread's copy stream, fenced by an
+  // event), so `src` may be reused.
+  virtual void copyToDevice(void* dst, const void* src, std::int64_t bytes, bool pinnedSource) = 0;
+  // out[i] = field[indices[i]]: `field` is a contiguous [N, ...] tensor on
+  // the device, `out` room for `count` rows of it there. Indices are host
+  // values already checked against N.
+  virtual void gatherRows(const at::Tensor& field, const std::int64_t* indices, std::int64_t count, void* out) = 0;
+  // The libtorch device batches are created on.
+  virtual c10::Device torchDevice() const = 0;
+};
+
+// The simulated device, exposed so tests and demos can change its conditions.
+class SimDevice : public DeviceBackend, public std::enable_shared_from_this<SimDevice> {
+ public:
+  SimDevice(int index, SimDeviceConfig config);
+  std::string name() const override { return "sim:" + std::to_string(index_); }
+  DeviceKind kind() const override { return DeviceKind::Sim; }
+  DeviceMemory memory() const override;
+  at::Tensor allocateBytes(std::int64_t bytes) override;
+  void copyToDevice(void* dst, const void* src, std::int64_t bytes, bool pinnedSource) override;
+  void gatherRows(const at::Tensor& field, const std::int64_t* indices, std::int64_t count, void* out) override;
+  c10::Device torchDevice() const override { return c10::Device(c10::kCPU); }
+
+  void setOtherUse(std::int64_t bytes);
+  std::int64_t bytesCopied() const;
+
+ private:
+  int index_;
+  mutable std::mutex mutex_;
+  SimDeviceConfig config_;
+  std::int64_t charged_ = 0;
+  std::int64_t copied_ = 0;
+  std::mutex copyEngine_;  // one copy engine: transfers queue behind each other
+};
+
+// Host memory figures from /proc/meminfo (total, MemAvailable).
+DeviceMemory hostMemory();
+// Row copies for host-memory devices (cpu, sim).
+void gatherHostRows(const at::Tensor& field, const std::int64_t* indices, std::int64_t count, void* out);
+
+}  // namespace stoker

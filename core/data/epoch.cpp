@@ -1,0 +1,394 @@
+// data/epoch: one epoch of a Loader. Workers claim batch numbers in order,
+// produce them into pooled buffers and park them in a ring of `depth` slots;
+// the consumer takes them in order. A worker never runs more than `depth`
+// batches ahead of the consumer, which bounds memory.
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include "data/loader_internal.h"
+#include "util/error.h"
+#include "util/progress.h"
+
+namespace stoker {
+namespace {
+
+// Thrown inside a worker when the epoch was stopped mid-batch.
+struct EpochStopped {};
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+bool stopRequested(EpochState& s) {
+  if (s.core->cancel && s.core->cancel->cancelled()) return true;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.stopped;
+}
+
+// Random horizontal flip per sample, seeded by (generator_seed, epoch, sample)
+// so the result does not depend on which worker made the batch.
+void flipSamples(at::Tensor& t, const std::int64_t* indices, std::int64_t count, std::uint64_t seed, std::int64_t epoch) {
+  for (std::int64_t i = 0; i < count; ++i) {
+    std::seed_seq seq{seed, static_cast<std::uint64_t>(epoch), static_cast<std::uint64_t>(indices[i])};
+    std::mt19937 rng(seq);
+    if (rng() & 1u) {
+      at::Tensor row = t[i];
+      row.copy_(row.flip({-1}));
+    }
+  }
+}
+
+at::Tensor viewField(LoaderCore& c, std::size_t f, std::uint8_t* data, std::int64_t count,
+                     const std::shared_ptr<BufferLease>& lease, bool keepLease) {
+  std::vector<std::int64_t> shape{count};
+  shape.insert(shape.end(), c.fields[f].sampleShape.begin(), c.fields[f].sampleShape.end());
+  auto options = at::TensorOptions().dtype(c.fields[f].dtype).device(c.device->torchDevice());
+  if (keepLease) return at::from_blob(data, shape, [lease](void*) {}, options);
+  return at::from_blob(data, shape, [](void*) {}, options);  // reuse mode: the epoch holds the lease
+}
+
+void copyBlock(LoaderCore& c, std::uint8_t* dst, const std::uint8_t* src, std::int64_t count) {
+  for (std::size_t f = 0; f < c.fields.size(); ++f) {
+    const std::int64_t off = c.fieldOffsets[f];
+    c.device->copyToDevice(dst + off, src + off, count * c.fields[f].sampleBytes, c.options.pin_memory);
+  }
+}
+
+std::string describeStall(EpochState& s, std::int64_t b) {
+  for (int w = 0; w < s.workerCount; ++w) {
+    WorkerStatus& st = s.status[w];
+    if (st.batch.load() != b) continue;
+    std::string text = std::string("stalled in ") + stageName(static_cast<Stage>(st.stage.load())) + " on worker " +
+                       std::to_string(w);
+    const std::int64_t sample = st.sample.load();
+    if (sample >= 0) text += " at sample " + std::to_string(sample);
+    return text;
+  }
+  return "queued: no worker has started it (all " + std::to_string(s.workerCount) + " busy with earlier batches)";
+}
+
+void emit(EpochState& s, Clock::time_point now, bool epochEnd) {
+  LoaderCore& c = *s.core;
+  std::vector<std::shared_ptr<TelemetryObserver>> observers;
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    observers = c.observers;
+  }
+  TelemetryWindow& w = s.window;
+  if (!observers.empty()) {
+    TelemetryRecord r;
+    r.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    r.host = c.host;
+    r.pid = c.pid;
+    r.rank = c.rank;
+    r.worker = c.options.worker_id;
+    r.device = c.device->name();
+    r.epoch = s.epoch;
+    r.step = s.consumed;
+    r.steps_total = s.batchCount;
+    const double span = std::max(1e-9, seconds(now - w.start));
+    r.samples_per_s = static_cast<double>(w.samples) / span;
+    r.bytes_per_s = static_cast<double>(w.bytes) / span;
+    if (!w.latenciesMs.empty()) {
+      std::sort(w.latenciesMs.begin(), w.latenciesMs.end());
+      auto pick = [&w](double q) {
+        return w.latenciesMs[std::min(w.latenciesMs.size() - 1, static_cast<std::size_t>(q * static_cast<double>(w.latenciesMs.size())))];
+      };
+      r.batch_latency_p50_ms = pick(0.5);
+      r.batch_latency_p99_ms = pick(0.99);
+    }
+    const double batches = static_cast<double>(std::max<std::int64_t>(w.batches, 1));
+    r.data_wait_ms = 1e3 * w.waitSeconds / batches;
+    r.step_ms = 1e3 * w.stepSeconds / batches;
+    r.prefetch_depth = s.depth;
+    r.ready = static_cast<int>(static_cast<double>(w.readySum) / batches + 0.5);
+    r.mode = loadingModeName(c.mode);
+    const DeviceMemory m = c.memory();
+    r.mem_used = m.used;
+    r.mem_reserved = m.reserved;
+    r.mem_allocated = m.allocated;
+    r.mem_total = m.total;
+    r.epoch_end = epochEnd;
+    for (auto& o : observers) o->onRecord(r);
+  }
+  w = TelemetryWindow{};
+  w.start = now;
+}
+
+// Stops the workers, waits for them and records the summary (once).
+void finishEpoch(EpochState& s, bool completed) {
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.finished) return;
+    s.stopped = true;
+  }
+  s.workCv.notify_all();
+  if (s.core->workers) s.core->workers->join();
+  const auto now = Clock::now();
+  EpochSummary sum;
+  sum.epoch = s.epoch;
+  sum.batches = s.consumed;
+  sum.samples = s.samples;
+  sum.bytes = s.bytes;
+  sum.seconds = s.started ? seconds(now - s.firstAsk) : 0;
+  sum.waitSeconds = s.waitTotal;
+  sum.depth = s.depth;
+  sum.mode = s.core->mode;
+  sum.completed = completed;
+  if (s.started) emit(s, now, true);
+  std::vector<Produced> leftover;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    leftover.swap(s.slots);  // freed outside the lock
+    s.heldForReuse.reset();
+    s.finished = true;
+  }
+  std::lock_guard<std::mutex> lock(s.core->mutex);
+  s.core->last = sum;
+}
+
+}  // namespace
+
+const char* stageName(Stage s) {
+  switch (s) {
+    case Stage::Idle: return "idle";
+    case Stage::Reading: return "reading samples";
+    case Stage::Gathering: return "gathering on the device";
+    case Stage::Copying: return "copying to the device";
+    case Stage::Transforming: return "transforming";
+  }
+  return "?";
+}
+
+Produced produceBatch(EpochState& s, std::int64_t b, WorkerStatus& status) {
+  LoaderCore& c = *s.core;
+  const auto start = Clock::now();
+  const std::int64_t bs = c.options.batch_size;
+  const std::int64_t begin = b * bs;
+  const std::int64_t count = std::min<std::int64_t>(bs, static_cast<std::int64_t>(s.order.size()) - begin);
+  const std::int64_t* idx = s.order.data() + begin;
+  const bool reuse = c.options.reuse_buffers;
+  status.batch.store(b);
+  status.sample.store(-1);
+
+  Produced p;
+  p.index = b;
+  Batch batch;
+  batch.epoch = s.epoch;
+  batch.index = b;
+  batch.indices = at::empty({count}, at::kLong);
+  std::copy(idx, idx + count, batch.indices.data_ptr<std::int64_t>());
+  std::shared_ptr<BufferLease> out = c.outputPool->acquire();
+
+  if (c.mode == LoadingMode::Resident) {
+    status.stage.store(static_cast<int>(Stage::Gathering));
+    const std::int64_t n = c.dataset->size();
+    for (std::int64_t i = 0; i < count; ++i)
+      if (idx[i] < 0 || idx[i] >= n)
+        throwBadInput("sample " + std::to_string(idx[i]), "out of range for " + std::to_string(n) + " samples");
+    for (std::size_t f = 0; f < c.fields.size(); ++f)
+      c.device->gatherRows(c.resident[f], idx, count, out->data() + c.fieldOffsets[f]);
+  } else {
+    std::shared_ptr<BufferLease> staging = c.device->isHost() ? out : c.stagingPool->acquire();
+    status.stage.store(static_cast<int>(Stage::Reading));
+    // Datasets that produce samples on demand are read one sample at a time
+    // so a stall or an error can name its sample; in-memory ones in one go.
+    const std::int64_t step = c.datasetInMemory ? count : 1;
+    std::vector<std::uint8_t*> dst(c.fields.size());
+    for (std::int64_t i = 0; i < count; i += step) {
+      if (step == 1 && stopRequested(s)) throw EpochStopped{};
+      status.sample.store(idx[i]);
+      for (std::size_t f = 0; f < c.fields.size(); ++f)
+        dst[f] = staging->data() + c.fieldOffsets[f] + i * c.fields[f].sampleBytes;
+      c.dataset->readBatch(idx + i, std::min(step, count - i), dst.data());
+    }
+    status.sample.store(-1);
+    if (!c.device->isHost()) {
+      if (c.options.non_blocking) {
+        status.stage.store(static_cast<int>(Stage::Copying));
+        copyBlock(c, out->data(), staging->data(), count);
+      } else {
+        p.staging = staging;  // a blocking copy happens on the consumer's thread
+      }
+    }
+  }
+
+  for (std::size_t f = 0; f < c.fields.size(); ++f) {
+    batch.names.push_back(c.fields[f].name);
+    batch.tensors.push_back(viewField(c, f, out->data() + c.fieldOffsets[f], count, out, !reuse));
+  }
+  p.output = out;
+  p.batch = std::move(batch);
+  p.latencyMs = 1e3 * seconds(Clock::now() - start);
+  status.stage.store(static_cast<int>(Stage::Idle));
+  return p;
+}
+
+// Applied on the consumer's side once the batch is on the device: channels-
+// last layout and transforms produce new tensors, so they follow the copy.
+void finishOnDevice(LoaderCore& c, Batch& batch, std::int64_t epoch) {
+  const MemoryFormat fmt = c.options.memory_format;
+  const bool nhwc = fmt == MemoryFormat::Nhwc || (fmt == MemoryFormat::Auto && c.device->kind() == DeviceKind::Cuda);
+  for (auto& t : batch.tensors) {
+    if (t.dim() != 4) continue;
+    if (c.options.enable_transforms && at::isFloatingType(t.scalar_type())) {
+      t = t.clone();
+      flipSamples(t, batch.indices.data_ptr<std::int64_t>(), t.size(0), c.options.generator_seed, epoch);
+    }
+    if (nhwc) t = t.contiguous(at::MemoryFormat::ChannelsLast);
+  }
+}
+
+void workerLoop(const std::shared_ptr<EpochState>& state, int worker) {
+  EpochState& s = *state;
+  WorkerStatus& status = s.status[worker];
+  for (;;) {
+    std::int64_t b;
+    {
+      std::unique_lock<std::mutex> lock(s.mutex);
+      s.workCv.wait(lock, [&] { return s.stopped || s.nextClaim >= s.batchCount || s.nextClaim < s.consumed + s.depth; });
+      if (s.stopped || s.nextClaim >= s.batchCount) break;
+      b = s.nextClaim++;
+    }
+    Produced p;
+    try {
+      if (s.core->cancel && s.core->cancel->cancelled()) break;
+      p = produceBatch(s, b, status);
+    } catch (const EpochStopped&) {
+      break;
+    } catch (...) {
+      p = Produced{};
+      p.index = b;
+      p.error = std::current_exception();
+    }
+    status.batch.store(-1);
+    status.stage.store(static_cast<int>(Stage::Idle));
+    {
+      std::lock_guard<std::mutex> lock(s.mutex);
+      if (s.stopped) break;
+      std::swap(s.slots[static_cast<std::size_t>(b % s.depth)], p);
+    }
+    s.readyCv.notify_all();
+  }
+  status.batch.store(-1);
+}
+
+Epoch::Epoch(std::shared_ptr<EpochState> state) : state_(std::move(state)) {}
+Epoch::Epoch(Epoch&& other) noexcept : state_(std::move(other.state_)) {}
+Epoch::~Epoch() { stop(); }
+
+void Epoch::stop() {
+  if (state_) finishEpoch(*state_, state_->consumed >= state_->batchCount);
+}
+
+std::int64_t Epoch::batches() const { return state_ ? state_->batchCount : 0; }
+
+std::optional<Batch> Epoch::next() {
+  if (!state_) return std::nullopt;
+  EpochState& s = *state_;
+  LoaderCore& c = *s.core;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.finished) return std::nullopt;
+  }
+  const auto asked = Clock::now();
+  if (!s.started) {
+    s.started = true;
+    s.firstAsk = asked;
+    s.window.start = asked;
+  } else {
+    s.window.stepSeconds += seconds(asked - s.lastReturn);
+  }
+  const std::string subject = "epoch " + std::to_string(s.epoch) + " batch " + std::to_string(s.consumed);
+  auto fail = [&](std::exception_ptr error) {
+    finishEpoch(s, false);
+    try {
+      std::rethrow_exception(error);
+    } catch (const Error& e) {
+      throw Error(e.kind(), subject, e.what());
+    } catch (const c10::Error& e) {
+      throw Error(ErrorKind::BadInput, subject, e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      throw Error(ErrorKind::BadInput, subject, e.what());
+    }
+  };
+  if (c.cancel && c.cancel->cancelled()) {
+    finishEpoch(s, false);
+    throw Error(ErrorKind::Cancelled, subject, "cancelled");
+  }
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.heldForReuse.reset();  // reuse mode: the previous batch's buffers go back now
+  }
+  if (s.consumed >= s.batchCount) {
+    finishEpoch(s, true);
+    return std::nullopt;
+  }
+
+  Produced p;
+  int ready = 0;
+  if (s.workerCount == 0) {
+    try {
+      p = produceBatch(s, s.consumed, s.status[0]);
+    } catch (...) {
+      fail(std::current_exception());
+    }
+    s.consumed++;
+  } else {
+    std::unique_lock<std::mutex> lock(s.mutex);
+    for (const auto& slot : s.slots) ready += slot.index >= s.consumed ? 1 : 0;
+    const std::size_t at = static_cast<std::size_t>(s.consumed % s.depth);
+    const double timeout = c.options.timeout;
+    while (s.slots[at].index != s.consumed) {
+      s.readyCv.wait_for(lock, std::chrono::milliseconds(20));
+      if (c.cancel && c.cancel->cancelled()) {
+        lock.unlock();
+        finishEpoch(s, false);
+        throw Error(ErrorKind::Cancelled, subject, "cancelled");
+      }
+      if (timeout > 0 && seconds(Clock::now() - asked) > timeout && s.slots[at].index != s.consumed) {
+        const std::string stall = describeStall(s, s.consumed);
+        lock.unlock();
+        finishEpoch(s, false);
+        char limit[32];
+        std::snprintf(limit, sizeof limit, "%g", timeout);
+        throw Error(ErrorKind::Timeout, subject, std::string("not ready after timeout ") + limit + " s: " + stall);
+      }
+    }
+    std::swap(p, s.slots[at]);
+    s.slots[at] = Produced{};
+    s.consumed++;
+    lock.unlock();
+    s.workCv.notify_all();
+  }
+  if (p.error) fail(p.error);
+  if (p.staging) copyBlock(c, p.output->data(), p.staging->data(), p.batch->size());
+  p.staging.reset();
+  finishOnDevice(c, *p.batch, s.epoch);
+  if (c.options.reuse_buffers) {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.heldForReuse = p.output;
+  }
+  p.output.reset();  // otherwise the batch's tensors hold the lease
+
+  const auto now = Clock::now();
+  const double waited = seconds(now - asked);
+  const std::int64_t bytes = p.batch->nbytes();
+  s.waitTotal += waited;
+  s.samples += p.batch->size();
+  s.bytes += bytes;
+  TelemetryWindow& w = s.window;
+  w.batches++;
+  w.samples += p.batch->size();
+  w.bytes += bytes;
+  w.waitSeconds += waited;
+  w.readySum += ready;
+  w.latenciesMs.push_back(p.latencyMs);
+  if (seconds(now - w.start) * 1e3 >= c.options.telemetry_interval_ms) emit(s, now, false);
+  s.lastReturn = Clock::now();
+  return std::move(p.batch);
+}
+
+}  // namespace stoker

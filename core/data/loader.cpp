@@ -1,0 +1,294 @@
+#include "data/loader.h"
+
+#include <ATen/ATen.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "data/loader_internal.h"
+#include "data/sampler.h"
+#include "util/error.h"
+#include "util/progress.h"
+#include "util/run_jobs.h"
+
+namespace stoker {
+namespace {
+
+constexpr std::int64_t kAlign = 256;  // field offsets inside a batch block (CUDA wants 256)
+
+std::string mib(std::int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return text;
+}
+
+// Fills host tensors for a dataset that produces samples on demand, in
+// parallel chunks (resident mode "decodes once").
+std::vector<at::Tensor> materialise(const Dataset& d, int threads, const CancelToken* cancel) {
+  std::vector<at::Tensor> out;
+  for (const auto& f : d.fields()) {
+    std::vector<std::int64_t> shape{d.size()};
+    shape.insert(shape.end(), f.sampleShape.begin(), f.sampleShape.end());
+    out.push_back(at::empty(shape, at::TensorOptions().dtype(f.dtype)));
+  }
+  constexpr std::int64_t chunk = 256;
+  const std::int64_t chunks = (d.size() + chunk - 1) / chunk;
+  std::atomic<std::int64_t> next{0};
+  std::exception_ptr error;
+  std::mutex errorMutex;
+  runJobs(std::max(1, threads), [&] {
+    std::vector<std::int64_t> indices(chunk);
+    std::vector<std::uint8_t*> dst(out.size());
+    for (std::int64_t c; (c = next.fetch_add(1)) < chunks;) {
+      if (cancel && cancel->cancelled()) return;
+      const std::int64_t begin = c * chunk, count = std::min(chunk, d.size() - begin);
+      for (std::int64_t i = 0; i < count; ++i) indices[static_cast<std::size_t>(i)] = begin + i;
+      for (std::size_t f = 0; f < out.size(); ++f)
+        dst[f] = static_cast<std::uint8_t*>(out[f].data_ptr()) + begin * d.fields()[f].sampleBytes;
+      try {
+        d.readBatch(indices.data(), count, dst.data());
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(errorMutex);
+        if (!error) error = std::current_exception();
+        next.store(chunks);
+      }
+    }
+  });
+  if (error) std::rethrow_exception(error);
+  if (cancel) cancel->throwIfCancelled("loading the dataset");
+  return out;
+}
+
+// Moves the fields to the device; throws Error(OutOfMemory) with nothing left allocated.
+void loadResident(LoaderCore& c) {
+  std::vector<at::Tensor> host = c.dataset->hostFields();
+  if (host.empty()) host = materialise(*c.dataset, c.options.num_workers, c.cancel);
+  if (c.device->isHost()) {
+    c.resident = host;  // already where batches are made: zero copy
+    c.residentDeviceBytes = 0;
+    return;
+  }
+  std::vector<at::Tensor> onDevice;
+  std::int64_t bytes = 0;
+  for (const auto& h : host) {
+    const auto n = static_cast<std::int64_t>(h.nbytes());
+    at::Tensor raw = c.device->allocateBytes(std::max<std::int64_t>(n, 1));
+    constexpr std::int64_t piece = 64 << 20;
+    for (std::int64_t off = 0; off < n; off += piece)
+      c.device->copyToDevice(static_cast<std::uint8_t*>(raw.data_ptr()) + off,
+                             static_cast<const std::uint8_t*>(h.data_ptr()) + off, std::min(piece, n - off), false);
+    onDevice.push_back(at::from_blob(raw.data_ptr(), h.sizes(), [raw](void*) {},
+                                     at::TensorOptions().dtype(h.scalar_type()).device(c.device->torchDevice())));
+    bytes += n;
+  }
+  c.resident = std::move(onDevice);
+  c.residentDeviceBytes = bytes;
+}
+
+void chooseModeAndLoad(LoaderCore& c) {
+  const LoaderOptions& o = c.options;
+  LoadingMode mode = o.loading_mode;
+  if (mode == LoadingMode::Auto) {
+    if (c.device->isHost() && !c.dataset->hostFields().empty()) {
+      mode = LoadingMode::Resident;
+      c.note("auto: resident (the dataset is in host memory already; batches are gathered from it, zero copy)");
+    } else {
+      const DeviceMemory m = c.device->memory();
+      const double budget = o.vram_max_usage * static_cast<double>(m.total) - static_cast<double>(m.used);
+      const std::int64_t need = c.dataset->totalBytes() + 2 * c.blockBytes;
+      mode = static_cast<double>(need) <= budget ? LoadingMode::Resident : LoadingMode::Streaming;
+      c.note("auto: " + loadingModeName(mode) + " (dataset + 2 batches need " + mib(need) + ", " + c.device->name() +
+             " allows " + mib(static_cast<std::int64_t>(std::max(0.0, budget))) + " under vram_max_usage " +
+             std::to_string(o.vram_max_usage).substr(0, 4) + ")");
+    }
+  }
+  if (mode == LoadingMode::Resident) {
+    try {
+      loadResident(c);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::OutOfMemory) throw;
+      c.resident.clear();
+      c.residentDeviceBytes = 0;
+      if (o.loading_mode == LoadingMode::Resident)
+        throw Error(ErrorKind::OutOfMemory, "loading_mode resident",
+                    std::string(e.what()) + " (the dataset needs " + mib(c.dataset->totalBytes()) +
+                        "; use auto or streaming)");
+      c.note(std::string("fell back to streaming: ") + e.what());
+      mode = LoadingMode::Streaming;
+    }
+  }
+  c.mode = mode;
+}
+
+int chooseDepth(LoaderCore& c) {
+  const LoaderOptions& o = c.options;
+  if (!o.auto_tune) return o.prefetch;
+  // flodl re-sizes the ring from headroom under vram_max_usage; our own idle
+  // pool blocks count as headroom since the ring will reuse them.
+  const DeviceMemory m = c.device->memory();
+  const std::int64_t ours = c.outputPool->reservedBytes() - c.outputPool->allocatedBytes();
+  const double limit = o.vram_max_usage * static_cast<double>(m.total);
+  const double headroom = limit - static_cast<double>(m.used - ours);
+  const auto fit = static_cast<std::int64_t>(headroom / static_cast<double>(std::max<std::int64_t>(c.blockBytes, 1)));
+  const int depth = static_cast<int>(std::clamp<std::int64_t>(fit - o.num_workers, 1, o.prefetch));
+  return depth;
+}
+
+void layOutBlock(LoaderCore& c) {
+  std::int64_t offset = 0;
+  for (const auto& f : c.fields) {
+    c.fieldOffsets.push_back(offset);
+    offset += (c.options.batch_size * f.sampleBytes + kAlign - 1) / kAlign * kAlign;
+  }
+  c.blockBytes = std::max<std::int64_t>(offset, kAlign);
+}
+
+}  // namespace
+
+void LoaderCore::note(const std::string& text) {
+  std::lock_guard<std::mutex> lock(mutex);
+  notes.push_back(text);
+}
+
+DeviceMemory LoaderCore::memory() const {
+  DeviceMemory m = device->memory();
+  if (device->kind() != DeviceKind::Cuda) {
+    // The caching allocator reports these on CUDA; elsewhere they are ours.
+    // (Staging buffers are host memory and not counted against the device.)
+    m.reserved = residentDeviceBytes + outputPool->reservedBytes();
+    m.allocated = residentDeviceBytes + outputPool->allocatedBytes();
+  }
+  return m;
+}
+
+std::int64_t Batch::nbytes() const {
+  std::int64_t n = 0;
+  for (const auto& t : tensors) n += static_cast<std::int64_t>(t.nbytes());
+  return n;
+}
+
+const at::Tensor& Batch::operator[](std::string_view name) const {
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) return tensors[i];
+  std::string known;
+  for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+  throwBadInput("batch field " + std::string(name), "no such field (fields: " + known + ")");
+}
+
+Loader::Loader(std::shared_ptr<Dataset> dataset, LoaderOptions options, DeviceSpec device, SimDeviceConfig sim)
+    : Loader(std::move(dataset), std::move(options), DeviceBackend::create(device, sim)) {}
+
+Loader::Loader(std::shared_ptr<Dataset> dataset, LoaderOptions options, std::shared_ptr<DeviceBackend> device)
+    : core_(std::make_shared<LoaderCore>()) {
+  validateLoaderOptions(options);
+  if (!dataset) throwBadInput("loader", "no dataset");
+  LoaderCore& c = *core_;
+  c.dataset = std::move(dataset);
+  c.options = std::move(options);
+  c.device = std::move(device);
+  c.fields = c.dataset->fields();
+  c.datasetInMemory = !c.dataset->hostFields().empty();
+  c.rank = c.options.shard_rank;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  c.host = host;
+  c.pid = getpid();
+  if (c.options.sampler_type == SamplerType::Weighted &&
+      static_cast<std::int64_t>(c.options.weights.size()) != c.dataset->size())
+    throwBadInput("weights", "has " + std::to_string(c.options.weights.size()) + " entries for " +
+                                 std::to_string(c.dataset->size()) + " samples");
+  layOutBlock(c);
+  const int keep = c.options.collate_buffer_size > 0 ? c.options.collate_buffer_size
+                                                      : c.options.num_workers + c.options.prefetch + 1;
+  auto dev = c.device;
+  c.outputPool = BufferPool::create([dev](std::int64_t n) { return dev->allocateBytes(n); }, c.blockBytes, keep);
+  chooseModeAndLoad(c);
+  if (c.mode == LoadingMode::Streaming && !c.device->isHost()) {
+    const bool pinned = c.options.pin_memory;
+    c.stagingPool = BufferPool::create([dev, pinned](std::int64_t n) { return dev->allocateHostBytes(n, pinned); },
+                                       c.blockBytes, keep);
+  }
+  if (c.options.num_workers > 0)
+    c.workers = std::make_unique<WorkerPool>(c.options.num_workers, c.options.persistent_workers);
+}
+
+Loader::~Loader() = default;
+Loader::Loader(Loader&&) noexcept = default;
+
+void Loader::addObserver(std::shared_ptr<TelemetryObserver> observer) {
+  std::lock_guard<std::mutex> lock(core_->mutex);
+  core_->observers.push_back(std::move(observer));
+}
+
+void Loader::setCancelToken(const CancelToken* token) { core_->cancel = token; }
+void Loader::setTelemetryRank(int rank) { core_->rank = rank; }
+
+Epoch Loader::epoch(std::int64_t e) {
+  LoaderCore& c = *core_;
+  if (e < 0) throwBadInput("epoch " + std::to_string(e), "must be non-negative");
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    if (auto running = c.running.lock()) {
+      std::lock_guard<std::mutex> stateLock(running->mutex);
+      if (!running->finished)
+        throwBadInput("epoch " + std::to_string(e), "epoch " + std::to_string(running->epoch) +
+                                                        " is still being iterated; finish or destroy it first");
+    }
+  }
+  auto s = std::make_shared<EpochState>();
+  s->core = core_;
+  s->epoch = e;
+  s->order = epochIndices(c.options, c.dataset->size(), e);
+  const auto n = static_cast<std::int64_t>(s->order.size());
+  const std::int64_t bs = c.options.batch_size;
+  s->batchCount = c.options.drop_last ? n / bs : (n + bs - 1) / bs;
+  s->depth = chooseDepth(c);
+  s->workerCount = c.options.num_workers;
+  s->slots.resize(static_cast<std::size_t>(s->depth));
+  s->status.reset(new WorkerStatus[static_cast<std::size_t>(std::max(1, s->workerCount))]);
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    c.depth = s->depth;
+    c.running = s;
+  }
+  if (c.workers) {
+    std::shared_ptr<EpochState> state = s;
+    c.workers->run([state](int w) { workerLoop(state, w); });
+  }
+  return Epoch(s);
+}
+
+LoadingMode Loader::mode() const { return core_->mode; }
+int Loader::prefetchDepth() const {
+  std::lock_guard<std::mutex> lock(core_->mutex);
+  return core_->depth;
+}
+std::int64_t Loader::batchesPerEpoch() const {
+  const LoaderOptions& o = core_->options;
+  std::int64_t n = core_->dataset->size();
+  if (o.sampler_type == SamplerType::Distributed)
+    n = distributedSamplesPerRank({n, o.shard_rank, o.shard_world_size, o.shuffle, o.seed, o.drop_last});
+  else if ((o.sampler_type == SamplerType::RandomWithReplacement || o.sampler_type == SamplerType::Weighted) &&
+           o.num_samples > 0)
+    n = o.num_samples;
+  return o.drop_last ? n / o.batch_size : (n + o.batch_size - 1) / o.batch_size;
+}
+const LoaderOptions& Loader::options() const { return core_->options; }
+const Dataset& Loader::dataset() const { return *core_->dataset; }
+DeviceBackend& Loader::device() const { return *core_->device; }
+DeviceMemory Loader::memory() const { return core_->memory(); }
+EpochSummary Loader::lastEpoch() const {
+  std::lock_guard<std::mutex> lock(core_->mutex);
+  return core_->last;
+}
+std::vector<std::string> Loader::notes() const {
+  std::lock_guard<std::mutex> lock(core_->mutex);
+  return core_->notes;
+}
+std::int64_t Loader::poolAllocations() const {
+  return core_->outputPool->allocations() + (core_->stagingPool ? core_->stagingPool->allocations() : 0);
+}
+
+}  // namespace stoker

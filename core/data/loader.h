@@ -1,0 +1,144 @@
+// data/loader: the loader a training program links, `stoker bench` measures
+// and the workbench tunes. Follows flodl's DataLoader (resident and
+// streaming modes chosen by probing device memory, OOM fallback, prefetch
+// depth re-sized per epoch under vram_max_usage, named batch fields) with a
+// pool of workers, pooled staging buffers and copies fenced per batch.
+//
+//   auto loader = stoker::Loader(dataset, options, DeviceSpec::parse("cuda:0"));
+//   for (const stoker::Batch& batch : loader.epoch(e)) train(batch["images"]);
+//
+// resident:  the dataset's fields live on the device; each epoch the sampler's
+//            order is gathered batch by batch (index_select on CUDA, row
+//            copies elsewhere) into pooled output buffers.
+// streaming: workers read samples into staging buffers from a pool and copy
+//            them to the device; a ring of `depth` batches bounds memory.
+// Only one epoch runs at a time; dropping it stops the workers cleanly.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <cstdint>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "data/dataset.h"
+#include "data/device.h"
+#include "data/loader_options.h"
+#include "telemetry/telemetry_record.h"
+
+namespace stoker {
+
+class CancelToken;
+struct EpochState;
+struct LoaderCore;
+
+struct Batch {
+  std::int64_t epoch = 0;
+  std::int64_t index = 0;  // batch number within the epoch
+  std::vector<std::string> names;
+  std::vector<at::Tensor> tensors;
+  at::Tensor indices;      // the samples in this batch (int64, host)
+
+  std::int64_t size() const { return tensors.empty() ? 0 : tensors[0].size(0); }
+  std::int64_t nbytes() const;
+  // Throws Error(BadInput) listing the fields when `name` is not one.
+  const at::Tensor& operator[](std::string_view name) const;
+};
+
+struct EpochSummary {
+  std::int64_t epoch = -1;
+  std::int64_t batches = 0;
+  std::int64_t samples = 0;
+  std::int64_t bytes = 0;
+  double seconds = 0;       // first next() to the end of the epoch
+  double waitSeconds = 0;   // of which the consumer waited for data
+  int depth = 0;
+  LoadingMode mode = LoadingMode::Streaming;
+  bool completed = false;
+};
+
+class Epoch {
+ public:
+  Epoch(Epoch&&) noexcept;
+  Epoch& operator=(Epoch&&) = delete;
+  ~Epoch();  // stops the workers, waits for them, records the summary
+
+  // The next batch, or nullopt after the last. Rethrows a worker's error
+  // (naming the batch and sample), Error(Timeout) naming the stalled stage,
+  // Error(Cancelled) when the loader's cancel token fires.
+  std::optional<Batch> next();
+  std::int64_t batches() const;
+  void stop();
+
+  class iterator {
+   public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = Batch;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const Batch*;
+    using reference = const Batch&;
+    explicit iterator(Epoch* e) : epoch_(e) { advance(); }
+    iterator() = default;
+    const Batch& operator*() const { return *current_; }
+    const Batch* operator->() const { return &*current_; }
+    iterator& operator++() { advance(); return *this; }
+    bool operator==(const iterator& o) const { return !current_ && !o.current_; }
+    bool operator!=(const iterator& o) const { return !(*this == o); }
+
+   private:
+    void advance() { current_ = epoch_ ? epoch_->next() : std::nullopt; if (!current_) epoch_ = nullptr; }
+    Epoch* epoch_ = nullptr;
+    std::optional<Batch> current_;
+  };
+  iterator begin() { return iterator(this); }
+  iterator end() { return iterator(); }
+
+ private:
+  friend class Loader;
+  explicit Epoch(std::shared_ptr<EpochState> state);
+  std::shared_ptr<EpochState> state_;
+};
+
+class Loader {
+ public:
+  // Validates the options, opens the device, chooses the mode (auto probes
+  // memory; resident falls back to streaming on out-of-memory in auto mode)
+  // and, when resident, moves the dataset to the device.
+  Loader(std::shared_ptr<Dataset> dataset, LoaderOptions options, DeviceSpec device = {}, SimDeviceConfig sim = {});
+  Loader(std::shared_ptr<Dataset> dataset, LoaderOptions options, std::shared_ptr<DeviceBackend> device);
+  ~Loader();
+  Loader(Loader&&) noexcept;
+  Loader& operator=(Loader&&) = delete;
+
+  void addObserver(std::shared_ptr<TelemetryObserver> observer);
+  // Polled by workers and next(); a cancelled token ends the epoch with Error(Cancelled).
+  void setCancelToken(const CancelToken* token);
+  // Rank reported in telemetry (default: shard_rank).
+  void setTelemetryRank(int rank);
+
+  // Starts epoch `e` (re-sizes the prefetch depth first). Throws
+  // Error(BadInput) while another epoch of this loader is still alive.
+  Epoch epoch(std::int64_t e);
+
+  LoadingMode mode() const;
+  int prefetchDepth() const;  // of the last epoch started
+  std::int64_t batchesPerEpoch() const;
+  const LoaderOptions& options() const;
+  const Dataset& dataset() const;
+  DeviceBackend& device() const;
+  DeviceMemory memory() const;  // device figures with this loader's pools folded in
+  EpochSummary lastEpoch() const;
+  // How the mode and depth were chosen, and fallbacks, in words.
+  std::vector<std::string> notes() const;
+  std::int64_t poolAllocations() const;  // buffer blocks ever allocated (leak and reuse tests)
+
+ private:
+  std::shared_ptr<LoaderCore> core_;
+};
+
+}  // namespace stoker

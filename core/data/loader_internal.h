@@ -1,0 +1,108 @@
+// data/loader_internal: state shared by loader.cpp (set-up, mode and depth
+// choice) and epoch.cpp (workers, the prefetch ring, telemetry). Not a
+// public header.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+
+#include "data/buffer_pool.h"
+#include "data/loader.h"
+#include "data/worker_pool.h"
+
+namespace stoker {
+
+using Clock = std::chrono::steady_clock;
+
+struct LoaderCore {
+  std::shared_ptr<Dataset> dataset;
+  LoaderOptions options;
+  std::shared_ptr<DeviceBackend> device;
+  std::vector<FieldSpec> fields;
+  bool datasetInMemory = false;            // hostFields() is not empty
+  std::vector<std::int64_t> fieldOffsets;  // of each field in a batch block
+  std::int64_t blockBytes = 0;             // one full batch, all fields
+  LoadingMode mode = LoadingMode::Streaming;
+  std::vector<at::Tensor> resident;        // resident mode: the fields on the device
+  std::int64_t residentDeviceBytes = 0;    // what resident fields cost the device (0 when zero-copy)
+  std::shared_ptr<BufferPool> outputPool;  // batches on the device
+  std::shared_ptr<BufferPool> stagingPool; // host staging, streaming to a non-host device
+  std::unique_ptr<WorkerPool> workers;
+  std::vector<std::shared_ptr<TelemetryObserver>> observers;
+  const CancelToken* cancel = nullptr;
+  int rank = 0;
+  std::string host;
+  std::int64_t pid = 0;
+
+  mutable std::mutex mutex;  // guards the members below
+  int depth = 1;
+  EpochSummary last;
+  std::vector<std::string> notes;
+  std::weak_ptr<EpochState> running;
+
+  void note(const std::string& text);
+  DeviceMemory memory() const;
+};
+
+enum class Stage : int { Idle, Reading, Gathering, Copying, Transforming };
+const char* stageName(Stage s);
+
+struct WorkerStatus {
+  std::atomic<std::int64_t> batch{-1};
+  std::atomic<int> stage{0};
+  std::atomic<std::int64_t> sample{-1};
+};
+
+// A batch as a worker hands it over.
+struct Produced {
+  std::int64_t index = -1;  // -1: the slot is empty
+  std::optional<Batch> batch;
+  std::exception_ptr error;
+  std::shared_ptr<BufferLease> output;   // the batch's block (reuse mode: held by the epoch until the next batch)
+  std::shared_ptr<BufferLease> staging;  // non_blocking=false: copied on the consumer's thread
+  double latencyMs = 0;
+};
+
+// The rolling window behind telemetry records.
+struct TelemetryWindow {
+  Clock::time_point start;
+  std::int64_t batches = 0, samples = 0, bytes = 0;
+  double waitSeconds = 0, stepSeconds = 0;
+  std::int64_t readySum = 0;
+  std::vector<double> latenciesMs;
+};
+
+struct EpochState {
+  std::shared_ptr<LoaderCore> core;
+  std::int64_t epoch = 0;
+  std::vector<std::int64_t> order;
+  std::int64_t batchCount = 0;
+  int depth = 1;
+  int workerCount = 0;
+
+  std::mutex mutex;
+  std::condition_variable workCv, readyCv;
+  std::int64_t nextClaim = 0;
+  std::int64_t consumed = 0;
+  std::vector<Produced> slots;
+  bool stopped = false;   // workers must stop
+  bool finished = false;  // the summary is recorded
+  std::unique_ptr<WorkerStatus[]> status;
+
+  std::shared_ptr<BufferLease> heldForReuse;
+  bool started = false;
+  Clock::time_point firstAsk, lastReturn;
+  double waitTotal = 0;
+  std::int64_t samples = 0, bytes = 0;
+  TelemetryWindow window;
+};
+
+// Produces batch `b` of the epoch (epoch.cpp).
+Produced produceBatch(EpochState& s, std::int64_t b, WorkerStatus& status);
+// The body every worker thread runs during an epoch (epoch.cpp).
+void workerLoop(const std::shared_ptr<EpochState>& state, int worker);
+
+}  // namespace stoker

@@ -1,0 +1,40 @@
+// data/sampler: the sample order of one epoch. Every random order comes from
+// a libtorch CPU generator seeded with seed + epoch and drawn the way
+// PyTorch's samplers draw, so the indices equal PyTorch's for the same seed:
+// random = RandomSampler(generator=Generator().manual_seed(seed + epoch)),
+// distributed = DistributedSampler(seed=seed) after set_epoch(epoch),
+// weighted = WeightedRandomSampler(generator=...manual_seed(seed + epoch)).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "data/loader_options.h"
+
+namespace stoker {
+
+std::vector<std::int64_t> sequentialIndices(std::int64_t n);
+std::vector<std::int64_t> randomPermutation(std::int64_t n, std::uint64_t seed);
+std::vector<std::int64_t> randomWithReplacement(std::int64_t n, std::int64_t numSamples, std::uint64_t seed);
+std::vector<std::int64_t> weightedIndices(const std::vector<double>& weights, std::int64_t numSamples, bool replacement,
+                                          std::uint64_t seed);
+
+struct DistributedSamplerConfig {
+  std::int64_t datasetSize = 0;
+  int rank = 0;
+  int worldSize = 1;
+  bool shuffle = true;
+  std::uint64_t seed = 0;
+  bool dropLast = false;
+};
+// Samples each rank gets per epoch (torch's num_samples).
+std::int64_t distributedSamplesPerRank(const DistributedSamplerConfig& c);
+// The whole epoch's order before it is dealt to ranks (padded or cut to
+// samplesPerRank * worldSize); rank r takes positions r, r + world, ...
+std::vector<std::int64_t> distributedGlobalOrder(const DistributedSamplerConfig& c, std::int64_t epoch);
+std::vector<std::int64_t> distributedIndices(const DistributedSamplerConfig& c, std::int64_t epoch);
+
+// The order the loader serves in epoch `epoch` for these options.
+std::vector<std::int64_t> epochIndices(const LoaderOptions& o, std::int64_t datasetSize, std::int64_t epoch);
+
+}  // namespace stoker

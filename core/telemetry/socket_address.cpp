@@ -1,0 +1,92 @@
+#include "telemetry/socket_address.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "util/error.h"
+
+namespace stoker {
+namespace {
+
+bool resolve(const SocketAddress& a, bool passive, sockaddr_storage& out, socklen_t& len) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  if (passive) hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  const std::string port = std::to_string(a.port);
+  const char* host = a.host.empty() ? (passive ? nullptr : "127.0.0.1") : a.host.c_str();
+  if (getaddrinfo(host, port.c_str(), &hints, &res) != 0 || !res) return false;
+  std::memcpy(&out, res->ai_addr, res->ai_addrlen);
+  len = res->ai_addrlen;
+  freeaddrinfo(res);
+  return true;
+}
+
+}  // namespace
+
+SocketAddress parseSocketAddress(const std::string& text) {
+  std::string rest = text;
+  if (rest.rfind("tcp://", 0) == 0) rest = rest.substr(6);
+  const auto colon = rest.rfind(':');
+  if (colon == std::string::npos) throwBadInput("address " + text, "expected HOST:PORT or :PORT");
+  SocketAddress a;
+  a.host = rest.substr(0, colon);
+  if (a.host.size() >= 2 && a.host.front() == '[' && a.host.back() == ']') a.host = a.host.substr(1, a.host.size() - 2);
+  const std::string port = rest.substr(colon + 1);
+  char* end = nullptr;
+  const long p = std::strtol(port.c_str(), &end, 10);
+  if (port.empty() || *end != '\0' || p < 0 || p > 65535) throwBadInput("address " + text, "the port must be 0-65535");
+  a.port = static_cast<int>(p);
+  return a;
+}
+
+int connectNonBlocking(const SocketAddress& a) {
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+  if (!resolve(a, false, addr, len)) return -1;
+  const int fd = socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 && errno != EINPROGRESS) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+int listenOn(const SocketAddress& a) {
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+  if (!resolve(a, true, addr, len)) throwBadInput("address " + a.text(), "cannot resolve the host");
+  const int fd = socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) throwIo(a.text(), "socket", errno);
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 || listen(fd, 64) != 0) {
+    const int err = errno;
+    close(fd);
+    throwIo(a.text(), "cannot listen", err);
+  }
+  return fd;
+}
+
+int boundPort(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return -1;
+  if (addr.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
+  return ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+}
+
+}  // namespace stoker

@@ -1,0 +1,25 @@
+// telemetry/socket_address: the "HOST:PORT" addresses telemetry travels to,
+// and the few POSIX socket calls the publisher and listener share.
+#pragma once
+
+#include <string>
+
+namespace stoker {
+
+struct SocketAddress {
+  std::string host;  // empty: any interface (listen) / localhost (connect)
+  int port = 0;
+  std::string text() const { return (host.empty() ? "" : host) + ":" + std::to_string(port); }
+};
+
+// "HOST:PORT", ":PORT" or "tcp://HOST:PORT"; throws Error(BadInput) naming the address.
+SocketAddress parseSocketAddress(const std::string& text);
+// A non-blocking TCP connection attempt; returns the fd (connecting or
+// connected) or -1.
+int connectNonBlocking(const SocketAddress& a);
+// A listening, non-blocking TCP socket; throws Error(Io) when it cannot bind.
+int listenOn(const SocketAddress& a);
+// The port a listening socket got (for port 0).
+int boundPort(int fd);
+
+}  // namespace stoker

@@ -1,0 +1,38 @@
+// telemetry/telemetry_listener: the receiving end, for `stoker monitor` and
+// the workbench's Monitor. Listens on one address, accepts any number of
+// publishers (one per rank) and splits what they send into records. Runs on
+// the caller's thread: poll() waits at most the given time.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "telemetry/telemetry_record.h"
+
+namespace stoker {
+
+class TelemetryListener {
+ public:
+  // "HOST:PORT" or ":PORT" (port 0 picks a free one, see port()). Throws
+  // Error(BadInput) for a malformed address, Error(Io) if it cannot bind.
+  explicit TelemetryListener(const std::string& address);
+  ~TelemetryListener();
+  TelemetryListener(const TelemetryListener&) = delete;
+  TelemetryListener& operator=(const TelemetryListener&) = delete;
+
+  int port() const { return port_; }
+  // Accepts connections and reads what arrived, waiting up to `timeoutMs`.
+  std::vector<TelemetryRecord> poll(int timeoutMs);
+  int connections() const { return static_cast<int>(peers_.size()); }
+  std::int64_t badLines() const { return badLines_; }
+
+ private:
+  int listenFd_ = -1;
+  int port_ = 0;
+  std::map<int, std::string> peers_;  // fd -> bytes of an unfinished line
+  std::int64_t badLines_ = 0;
+};
+
+}  // namespace stoker

@@ -1,0 +1,38 @@
+#include "telemetry/telemetry_record.h"
+
+#include <nlohmann/json.hpp>
+
+#include "util/error.h"
+
+namespace stoker {
+
+#define STOKER_TELEMETRY_FIELDS(X)                                                                                   \
+  X(time) X(host) X(pid) X(rank) X(worker) X(device) X(epoch) X(step) X(steps_total) X(samples_per_s) X(bytes_per_s) \
+  X(batch_latency_p50_ms) X(batch_latency_p99_ms) X(data_wait_ms) X(step_ms) X(prefetch_depth) X(ready) X(mode)     \
+  X(mem_used) X(mem_reserved) X(mem_allocated) X(mem_total) X(epoch_end)
+
+std::string telemetryToJson(const TelemetryRecord& r) {
+  nlohmann::json j;
+#define STOKER_PUT(name) j[#name] = r.name;
+  STOKER_TELEMETRY_FIELDS(STOKER_PUT)
+#undef STOKER_PUT
+  return j.dump();
+}
+
+TelemetryRecord telemetryFromJson(const std::string& line) {
+  nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) throwBadInput("telemetry", "not a JSON object");
+  TelemetryRecord r;
+  try {
+    // Missing fields keep their defaults: other producers may send fewer.
+#define STOKER_GET(name) \
+  if (j.contains(#name) && !j[#name].is_null()) r.name = j[#name].get<decltype(r.name)>();
+    STOKER_TELEMETRY_FIELDS(STOKER_GET)
+#undef STOKER_GET
+  } catch (const nlohmann::json::exception& e) {
+    throwBadInput("telemetry", std::string("a field has the wrong type: ") + e.what());
+  }
+  return r;
+}
+
+}  // namespace stoker
