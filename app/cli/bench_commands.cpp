@@ -25,8 +25,8 @@ namespace {
 struct BenchArgs {
   std::string dataset = "fashion-mnist";
   std::string optionsFile, preset, device = "cpu", mode, saveOptions;
-  std::int64_t batchSize = 0;
-  int epochs = 3, workers = -1, prefetch = 0;
+  std::int64_t batchSize = -1;  // -1: not given, the options decide
+  int epochs = 3, workers = -1, prefetch = -1;
   double stepMicros = 0;
   std::string simCapacity = "16GiB", simBandwidth = "12GB";
   std::vector<std::string> publish;
@@ -44,9 +44,9 @@ LoaderOptions resolveOptions(const BenchArgs& a) {
                     : !a.optionsFile.empty() ? loadLoaderOptions(a.optionsFile)
                                              : gpuOptimized();
   if (!a.preset.empty() && !a.optionsFile.empty()) throwBadInput("--preset", "give either --preset or --options, not both");
-  if (a.batchSize != 0) o.batch_size = a.batchSize;
+  if (a.batchSize != -1) o.batch_size = a.batchSize;
   if (a.workers >= 0) o.num_workers = a.workers;
-  if (a.prefetch != 0) o.prefetch = a.prefetch;
+  if (a.prefetch != -1) o.prefetch = a.prefetch;
   if (a.reuse) o.reuse_buffers = true;
   if (!a.mode.empty()) o.loading_mode = a.mode == "resident" ? LoadingMode::Resident
                                         : a.mode == "streaming" ? LoadingMode::Streaming

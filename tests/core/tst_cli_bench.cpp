@@ -1,0 +1,136 @@
+// `stoker bench` and `stoker monitor` as users and scripts see them: the JSON
+// contract, exit status 2 with one line for bad input, and telemetry flowing
+// from a bench run to a monitor.
+#include <QtTest>
+
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+
+#include "test_support.h"
+
+using stoker::test::runStoker;
+
+class TestCliBench : public QObject {
+  Q_OBJECT
+  QTemporaryDir dir_;
+
+ private Q_SLOTS:
+  void jsonContract() {
+    auto r = runStoker({"bench", "--dataset", "synthetic:3000,3x8x8,f32", "--batch-size", "100", "--epochs", "3",
+                        "--device", "sim:0", "--json"});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    const QJsonObject doc = QJsonDocument::fromJson(r.out).object();
+    QCOMPARE(doc["mode"].toString(), QString("resident"));
+    QVERIFY(doc["samples_per_s"].toDouble() > 0);
+    QVERIFY(doc["bytes_per_s"].toDouble() > 0);
+    const QJsonArray perDevice = doc["per_device"].toArray();
+    QCOMPARE(perDevice.size(), 1);
+    const QJsonObject dev = perDevice[0].toObject();
+    QCOMPARE(dev["device"].toString(), QString("sim:0"));
+    QCOMPARE(dev["epochs"].toArray().size(), 3);
+    QCOMPARE(dev["epochs"].toArray()[2].toObject()["samples"].toInt(), 3000);
+    QCOMPARE(doc["options"].toObject()["batch_size"].toInt(), 100);
+  }
+
+  void tableAndOptionsFile() {
+    const QString options = dir_.filePath("o.json");
+    QVERIFY(stoker::test::writeFile(options, R"({"batch_size": 50, "num_workers": 1, "loading_mode": "streaming"})"));
+    auto r = runStoker({"bench", "--dataset", "synthetic:1000,16", "--options", options, "--epochs", "2"});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    const QString out = QString::fromUtf8(r.out);
+    QVERIFY2(out.contains("streaming") && out.contains("samples/s") && out.contains("steady state"), qPrintable(out));
+    QVERIFY(QString::fromUtf8(r.err).contains("bench 100.0%"));  // the progress line
+  }
+
+  void exportsAndSavesOptions() {
+    const QString saved = dir_.filePath("saved.json");
+    auto r = runStoker({"bench", "--preset", "debug_mode", "--batch-size", "8", "--export-pytorch", "--save-options", saved});
+    QCOMPARE(r.exitCode, 0);
+    QVERIFY(r.out.contains("DataLoader(") && r.out.contains("batch_size=8"));
+    QVERIFY(stoker::test::readFile(saved).contains("\"batch_size\": 8"));
+    auto cpp = runStoker({"bench", "--options", saved, "--export-cpp"});
+    QCOMPARE(cpp.exitCode, 0);
+    QVERIFY(cpp.out.contains(".batchSize(8)"));
+  }
+
+  void badInput_data() {
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("unknown dataset") << QStringList{"--dataset", "imagenet"} << "unknown dataset";
+    QTest::newRow("bad synthetic") << QStringList{"--dataset", "synthetic:10"} << "synthetic:N,SHAPE";
+    QTest::newRow("batch size 0") << QStringList{"--dataset", "synthetic:10,4", "--batch-size", "0"} << "batch_size: must be at least 1";
+    QTest::newRow("epochs 0") << QStringList{"--dataset", "synthetic:10,4", "--epochs", "0"} << "--epochs";
+    QTest::newRow("unknown device") << QStringList{"--dataset", "synthetic:10,4", "--device", "tpu:0"} << "unknown (known: cpu";
+    QTest::newRow("no cuda") << QStringList{"--dataset", "synthetic:10,4", "--device", "cuda:0"} << "no CUDA";
+    QTest::newRow("bad mode") << QStringList{"--dataset", "synthetic:10,4", "--mode", "vram"} << "usage:";
+    QTest::newRow("bad preset") << QStringList{"--preset", "fastest"} << "preset fastest";
+    QTest::newRow("bad address") << QStringList{"--dataset", "synthetic:10,4", "--publish", "nowhere"} << "address nowhere";
+    QTest::newRow("bad sim size") << QStringList{"--dataset", "synthetic:10,4", "--sim-capacity", "lots"} << "--sim-capacity";
+    QTest::newRow("missing options") << QStringList{"--options", "/nonexistent/o.json"} << "/nonexistent/o.json";
+    QTest::newRow("fashion dir") << QStringList{"--dataset", "fashion-mnist:/nonexistent"} << "dataset-fashion-mnist";
+  }
+  void badInput() {
+    QFETCH(QStringList, args);
+    QFETCH(QString, expected);
+    auto r = runStoker(QStringList{"bench"} + args);
+    QCOMPARE(r.exitCode, 2);
+    QVERIFY(r.out.isEmpty());
+    const QString err = QString::fromUtf8(r.err);
+    QCOMPARE(err.count('\n'), 1);
+    QVERIFY2(err.startsWith("error: ") && err.contains(expected), qPrintable(err));
+  }
+
+  void badOptionsFile() {
+    const QString options = dir_.filePath("bad.json");
+    QVERIFY(stoker::test::writeFile(options, R"({"vram_max_usage": 1.5})"));
+    auto r = runStoker({"bench", "--dataset", "synthetic:10,4", "--options", options});
+    QCOMPARE(r.exitCode, 2);
+    QVERIFY2(r.err.contains("vram_max_usage: must be 0.50-0.99 (got 1.5)"), r.err.constData());
+  }
+
+  void monitorShowsABenchRun() {
+    QProcess monitor;
+    monitor.start(STOKER_CLI_PATH, {"monitor", "127.0.0.1:0", "--json", "--duration", "20"});
+    QVERIFY(monitor.waitForStarted());
+    QByteArray err;
+    int port = 0;
+    for (int i = 0; i < 100 && port == 0; ++i) {
+      monitor.waitForReadyRead(100);
+      err += monitor.readAllStandardError();
+      QRegularExpressionMatch m = QRegularExpression("listening on port (\\d+)").match(QString::fromUtf8(err));
+      if (m.hasMatch()) port = m.captured(1).toInt();
+    }
+    QVERIFY2(port > 0, err.constData());
+    auto bench = runStoker({"bench", "--dataset", "synthetic:2000,64,f32,20", "--batch-size", "50", "--epochs", "2",
+                            "--mode", "streaming", "--publish", QString("127.0.0.1:%1").arg(port), "--json"});
+    QVERIFY2(bench.exitCode == 0, bench.err.constData());
+    QVERIFY(QJsonDocument::fromJson(bench.out).object()["telemetry"].toObject()["sent"].toInt() >= 2);
+    QByteArray out;
+    for (int i = 0; i < 50 && !out.contains("\"epoch_end\":true"); ++i) {
+      monitor.waitForReadyRead(100);
+      out += monitor.readAllStandardOutput();
+    }
+    monitor.kill();
+    monitor.waitForFinished();
+    int records = 0;
+    for (const auto& line : out.split('\n')) {
+      if (line.isEmpty()) continue;
+      const QJsonObject r = QJsonDocument::fromJson(line).object();
+      QCOMPARE(r["mode"].toString(), QString("streaming"));
+      QCOMPARE(r["device"].toString(), QString("cpu"));
+      ++records;
+    }
+    QVERIFY2(records >= 2, out.constData());
+  }
+
+  void monitorRefusesBadAddress() {
+    auto r = runStoker({"monitor", "localhost"});
+    QCOMPARE(r.exitCode, 2);
+    QVERIFY2(r.err.contains("address localhost"), r.err.constData());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCliBench)
+#include "tst_cli_bench.moc"

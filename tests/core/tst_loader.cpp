@@ -1,0 +1,467 @@
+// The loader on CPU and simulated devices: batches hold the right samples in
+// the sampler's order, determinism, partial last batches, buffer aliasing,
+// mode choice, OOM fallback, prefetch depth adaptation, cancel, timeout,
+// worker errors, persistent workers, and no leaks over 1000 short epochs.
+#include <QtTest>
+
+#include <ATen/ATen.h>
+
+#include <atomic>
+#include <fstream>
+#include <thread>
+
+#include "data/loader.h"
+#include "data/sampler.h"
+#include "data/worker_pool.h"
+#include "io/safetensors_writer.h"
+#include "io/host_tensor.h"
+#include "util/error.h"
+#include "util/progress.h"
+
+using namespace stoker;
+
+namespace {
+
+// 1000 samples: x[i] = [i, i+0.5, ...] as float [4], y[i] = i as int64.
+std::shared_ptr<TensorDataset> numbered(std::int64_t n = 1000) {
+  at::Tensor x = at::arange(n, at::kFloat).unsqueeze(1) + at::arange(4, at::kFloat).unsqueeze(0) * 0.5;
+  at::Tensor y = at::arange(n, at::kLong);
+  return std::make_shared<TensorDataset>("numbered", std::vector<std::string>{"x", "y"}, std::vector<at::Tensor>{x, y});
+}
+
+// Samples that misbehave at one index: throw, or stall for `stallMs`.
+class FaultyDataset : public Dataset {
+ public:
+  FaultyDataset(std::int64_t badIndex, int stallMs) : bad_(badIndex), stallMs_(stallMs) {
+    specs_ = {FieldSpec{"v", c10::ScalarType::Long, {}, 8}};
+  }
+  std::string description() const override { return "faulty"; }
+  std::int64_t size() const override { return 500; }
+  const std::vector<FieldSpec>& fields() const override { return specs_; }
+  void readItem(std::int64_t index, std::uint8_t* const* dst) const override {
+    if (index == bad_) {
+      if (stallMs_ == 0) throw std::runtime_error("corrupt record");
+      std::this_thread::sleep_for(std::chrono::milliseconds(stallMs_));
+    }
+    std::memcpy(dst[0], &index, 8);
+  }
+
+ private:
+  std::int64_t bad_;
+  int stallMs_;
+  std::vector<FieldSpec> specs_;
+};
+
+// Checks every batch against the dataset and the sampler's order.
+QString checkEpoch(Loader& loader, std::int64_t e, const LoaderOptions& o, std::int64_t n) {
+  const auto order = epochIndices(o, n, e);
+  std::int64_t pos = 0, batches = 0;
+  for (const Batch& b : loader.epoch(e)) {
+    const auto count = b.size();
+    at::Tensor expectIdx = at::from_blob(const_cast<std::int64_t*>(order.data()) + pos, {count}, at::kLong);
+    if (!at::equal(b.indices, expectIdx)) return QString("batch %1: wrong indices").arg(b.index);
+    if (!at::equal(b["y"], expectIdx)) return QString("batch %1: labels are not the samples' own").arg(b.index);
+    at::Tensor expectX = expectIdx.to(at::kFloat).unsqueeze(1) + at::arange(4, at::kFloat).unsqueeze(0) * 0.5;
+    if (!at::equal(b["x"], expectX)) return QString("batch %1: wrong x rows").arg(b.index);
+    pos += count;
+    ++batches;
+  }
+  const std::int64_t expected = o.drop_last ? n / o.batch_size : (n + o.batch_size - 1) / o.batch_size;
+  if (batches != expected) return QString("%1 batches, expected %2").arg(batches).arg(expected);
+  return {};
+}
+
+int threadCount() {
+  std::ifstream in("/proc/self/status");
+  std::string key;
+  while (in >> key) {
+    if (key == "Threads:") {
+      int n = 0;
+      in >> n;
+      return n;
+    }
+  }
+  return -1;
+}
+
+std::string errorOf(const std::function<void()>& f, ErrorKind* kind = nullptr) {
+  try {
+    f();
+  } catch (const Error& e) {
+    if (kind) *kind = e.kind();
+    return e.what();
+  }
+  return "no error";
+}
+
+class Recorder : public TelemetryObserver {
+ public:
+  void onRecord(const TelemetryRecord& r) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    records.push_back(r);
+  }
+  std::mutex mutex;
+  std::vector<TelemetryRecord> records;
+};
+
+}  // namespace
+
+class TestLoader : public QObject {
+  Q_OBJECT
+  QTemporaryDir dir_;
+
+ private Q_SLOTS:
+  void batchesHoldTheSamplersOrder_data() {
+    QTest::addColumn<QString>("mode");
+    QTest::addColumn<int>("workers");
+    QTest::addColumn<QString>("device");
+    for (QString mode : {"resident", "streaming"})
+      for (int workers : {0, 1, 3})
+        for (QString device : {"cpu", "sim:0"})
+          QTest::newRow(qPrintable(QString("%1 %2w %3").arg(mode).arg(workers).arg(device))) << mode << workers << device;
+  }
+  void batchesHoldTheSamplersOrder() {
+    QFETCH(QString, mode);
+    QFETCH(int, workers);
+    QFETCH(QString, device);
+    LoaderOptions o = LoaderOptions::builder().batchSize(64).numWorkers(workers).seed(3).dropLast(false)
+                          .loadingMode(mode == "resident" ? LoadingMode::Resident : LoadingMode::Streaming).build();
+    Loader loader(numbered(), o, DeviceSpec::parse(device.toStdString()));
+    QCOMPARE(loadingModeName(loader.mode()), mode.toStdString());
+    for (int e = 0; e < 3; ++e) QCOMPARE(checkEpoch(loader, e, o, 1000), QString());
+    QVERIFY(loader.lastEpoch().completed);
+    QCOMPARE(loader.lastEpoch().samples, 1000);
+  }
+
+  void partialLastBatch() {
+    for (bool drop : {false, true}) {
+      LoaderOptions o = LoaderOptions::builder().batchSize(300).dropLast(drop).build();
+      Loader loader(numbered(), o);
+      std::vector<std::int64_t> sizes;
+      for (const Batch& b : loader.epoch(0)) sizes.push_back(b.size());
+      const std::vector<std::int64_t> expected = drop ? std::vector<std::int64_t>{300, 300, 300}
+                                                      : std::vector<std::int64_t>{300, 300, 300, 100};
+      QVERIFY(sizes == expected);
+      QCOMPARE(loader.batchesPerEpoch(), static_cast<std::int64_t>(expected.size()));
+    }
+  }
+
+  void deterministicAcrossLoadersAndWorkers() {
+    auto collect = [](int workers, std::uint64_t seed, std::int64_t epoch) {
+      LoaderOptions o = LoaderOptions::builder().batchSize(50).numWorkers(workers).seed(seed)
+                            .loadingMode(LoadingMode::Streaming).build();
+      Loader loader(numbered(), o);
+      std::vector<at::Tensor> out;
+      for (const Batch& b : loader.epoch(epoch)) out.push_back(b["y"].clone());
+      return at::cat(out);
+    };
+    at::Tensor a = collect(0, 9, 2);
+    QVERIFY(at::equal(a, collect(3, 9, 2)));   // workers do not change the order
+    QVERIFY(!at::equal(a, collect(3, 9, 3)));  // epochs do
+    QVERIFY(!at::equal(a, collect(3, 10, 2))); // seeds do
+  }
+
+  void batchesDoNotAliasUnlessReuseIsAsked() {
+    LoaderOptions o = LoaderOptions::builder().batchSize(100).numWorkers(2).prefetch(2).build();
+    Loader loader(numbered(), o);
+    std::vector<Batch> kept;
+    for (const Batch& b : loader.epoch(0)) kept.push_back(b);
+    for (std::size_t i = 0; i < kept.size(); ++i) {
+      QVERIFY(at::equal(kept[i]["y"], kept[i].indices));  // still intact after later batches
+      for (std::size_t j = 0; j < i; ++j) QVERIFY(kept[i]["x"].data_ptr() != kept[j]["x"].data_ptr());
+    }
+    kept.clear();
+    // Steady state recycles blocks instead of allocating.
+    const auto allocations = loader.poolAllocations();
+    for (int e = 1; e < 5; ++e)
+      for (const Batch& b : loader.epoch(e)) (void)b;
+    QCOMPARE(loader.poolAllocations(), allocations);
+
+    LoaderOptions r = LoaderOptions::builder().batchSize(100).numWorkers(0).reuseBuffers(true).build();
+    Loader reusing(numbered(), r);
+    Epoch epoch = reusing.epoch(0);
+    auto first = epoch.next();
+    const void* firstPtr = (*first)["x"].data_ptr();
+    auto second = epoch.next();
+    QCOMPARE((*second)["x"].data_ptr(), firstPtr);  // the buffer came back at next()
+  }
+
+  void batchFieldsByName() {
+    Loader loader(numbered(), LoaderOptions::builder().batchSize(10).build());
+    Epoch epoch = loader.epoch(0);
+    auto b = epoch.next();
+    QCOMPARE((*b)["x"].sizes().vec(), (std::vector<std::int64_t>{10, 4}));
+    QCOMPARE((*b)["y"].scalar_type(), at::kLong);
+    const std::string msg = errorOf([&] { (*b)["images"]; });
+    QVERIFY2(msg.find("images") != std::string::npos && msg.find("fields: x, y") != std::string::npos, msg.c_str());
+  }
+
+  void modeChoiceOnSimulatedDevices() {
+    auto ds = numbered(20000);  // 20000 * 24 bytes = 480 KB
+    LoaderOptions o = LoaderOptions::builder().batchSize(256).build();
+    SimDeviceConfig roomy;
+    roomy.capacityBytes = 64 << 20;
+    Loader fits(ds, o, DeviceSpec::parse("sim:0"), roomy);
+    QCOMPARE(fits.mode(), LoadingMode::Resident);
+    QVERIFY(fits.memory().allocated >= ds->totalBytes());  // the dataset is charged to the device
+
+    SimDeviceConfig small;
+    small.capacityBytes = 400 << 10;  // less than the dataset
+    Loader streams(ds, o, DeviceSpec::parse("sim:1"), small);
+    QCOMPARE(streams.mode(), LoadingMode::Streaming);
+    QVERIFY(streams.notes().front().find("auto: streaming") != std::string::npos);
+    QCOMPARE(checkEpoch(streams, 0, o, 20000), QString());
+  }
+
+  void outOfMemoryFallsBackToStreaming() {
+    auto ds = numbered(20000);
+    SimDeviceConfig fragmented;
+    fragmented.capacityBytes = 64 << 20;
+    fragmented.largestBlockBytes = 300 << 10;  // the probe sees room; one big allocation fails
+    LoaderOptions o = LoaderOptions::builder().batchSize(256).build();
+    Loader loader(ds, o, DeviceSpec::parse("sim:0"), fragmented);
+    QCOMPARE(loader.mode(), LoadingMode::Streaming);
+    bool noted = false;
+    for (const auto& n : loader.notes()) noted |= n.find("fell back to streaming") != std::string::npos;
+    QVERIFY(noted);
+    QCOMPARE(checkEpoch(loader, 0, o, 20000), QString());
+    QCOMPARE(loader.memory().allocated, 0);  // nothing of the failed resident load is left
+
+    // Asked for resident explicitly, the error says so instead of falling back.
+    ErrorKind kind{};
+    LoaderOptions resident = o;
+    resident.loading_mode = LoadingMode::Resident;
+    const std::string msg = errorOf([&] { Loader l(ds, resident, DeviceSpec::parse("sim:0"), fragmented); }, &kind);
+    QCOMPARE(kind, ErrorKind::OutOfMemory);
+    QVERIFY2(msg.find("loading_mode resident") != std::string::npos && msg.find("out of memory") != std::string::npos,
+             msg.c_str());
+  }
+
+  void prefetchDepthFollowsHeadroom() {
+    auto ds = numbered(4000);
+    LoaderOptions o = LoaderOptions::builder().batchSize(1000).numWorkers(1).prefetch(8).loadingMode(LoadingMode::Streaming)
+                          .vramMaxUsage(0.5).build();
+    const std::int64_t block = 1000 * 32 + 1000 * 8;  // x and y rows of one batch, 256-aligned sizes
+    SimDeviceConfig cfg;
+    cfg.capacityBytes = 2 * 12 * block;  // half of it (vram_max_usage) holds 12 batches
+    auto device = std::make_shared<SimDevice>(0, cfg);
+    Loader loader(ds, o, device);
+    for (const Batch& b : loader.epoch(0)) (void)b;
+    QCOMPARE(loader.prefetchDepth(), 8);  // plenty of headroom: the requested maximum
+    device->setOtherUse(cfg.capacityBytes / 2 - 5 * block);  // another tenant takes most of the budget
+    for (const Batch& b : loader.epoch(1)) (void)b;
+    const int squeezed = loader.prefetchDepth();
+    QVERIFY2(squeezed >= 1 && squeezed < 8, qPrintable(QString::number(squeezed)));
+    QCOMPARE(loader.lastEpoch().depth, squeezed);
+    device->setOtherUse(0);
+    for (const Batch& b : loader.epoch(2)) (void)b;
+    QCOMPARE(loader.prefetchDepth(), 8);
+    o.auto_tune = false;
+    o.prefetch = 3;
+    Loader fixed(ds, o, device);
+    device->setOtherUse(cfg.capacityBytes / 2);
+    for (const Batch& b : fixed.epoch(0)) (void)b;
+    QCOMPARE(fixed.prefetchDepth(), 3);
+  }
+
+  void streamingCopiesThroughTheDevice() {
+    auto ds = numbered(1000);
+    auto device = std::make_shared<SimDevice>(0, SimDeviceConfig{});
+    for (bool nonBlocking : {true, false}) {
+      LoaderOptions o = LoaderOptions::builder().batchSize(100).loadingMode(LoadingMode::Streaming).nonBlocking(nonBlocking).build();
+      const auto before = device->bytesCopied();
+      Loader loader(ds, o, device);
+      QCOMPARE(checkEpoch(loader, 0, o, 1000), QString());
+      QCOMPARE(device->bytesCopied() - before, ds->totalBytes());
+    }
+  }
+
+  void cancelStopsTheEpoch() {
+    auto ds = parseSyntheticSpec("synthetic:2000,16,f32,200");
+    LoaderOptions o = LoaderOptions::builder().batchSize(10).numWorkers(2).loadingMode(LoadingMode::Streaming).build();
+    Loader loader(ds, o);
+    CancelToken token;
+    loader.setCancelToken(&token);
+    ErrorKind kind{};
+    const std::string msg = errorOf(
+        [&] {
+          int n = 0;
+          for (const Batch& b : loader.epoch(0)) {
+            (void)b;
+            if (++n == 3) token.cancel();
+          }
+        },
+        &kind);
+    QCOMPARE(kind, ErrorKind::Cancelled);
+    QVERIFY(!loader.lastEpoch().completed);
+    QVERIFY(loader.lastEpoch().batches < 10);
+  }
+
+  void droppingAnEpochMidwayIsClean() {
+    LoaderOptions o = LoaderOptions::builder().batchSize(10).numWorkers(2).loadingMode(LoadingMode::Streaming).build();
+    Loader loader(numbered(), o);
+    {
+      Epoch e = loader.epoch(0);
+      e.next();
+      e.next();
+      // Another epoch while this one runs is refused.
+      const std::string msg = errorOf([&] { loader.epoch(1); });
+      QVERIFY2(msg.find("still being iterated") != std::string::npos, msg.c_str());
+    }
+    QCOMPARE(loader.lastEpoch().batches, 2);
+    QVERIFY(!loader.lastEpoch().completed);
+    QCOMPARE(checkEpoch(loader, 1, o, 1000), QString());
+  }
+
+  void workerErrorNamesTheSample() {
+    for (int workers : {0, 2}) {
+      LoaderOptions o = LoaderOptions::builder().batchSize(16).numWorkers(workers).shuffle(false)
+                            .loadingMode(LoadingMode::Streaming).build();
+      Loader loader(std::make_shared<FaultyDataset>(77, 0), o);
+      std::int64_t delivered = 0;
+      const std::string msg = errorOf([&] {
+        for (const Batch& b : loader.epoch(0)) delivered += b.size();
+      });
+      QVERIFY2(msg.find("sample 77") != std::string::npos && msg.find("corrupt record") != std::string::npos &&
+                   msg.find("batch 4") != std::string::npos,
+               msg.c_str());
+      QCOMPARE(delivered, 64);  // the batches before the bad one arrived in order
+    }
+  }
+
+  void timeoutNamesTheStalledStage() {
+    LoaderOptions o = LoaderOptions::builder().batchSize(16).numWorkers(2).shuffle(false).timeout(0.3)
+                          .loadingMode(LoadingMode::Streaming).build();
+    Loader loader(std::make_shared<FaultyDataset>(40, 3000), o);
+    ErrorKind kind{};
+    QElapsedTimer timer;
+    timer.start();
+    const std::string msg = errorOf([&] {
+      for (const Batch& b : loader.epoch(0)) (void)b;
+    }, &kind);
+    QCOMPARE(kind, ErrorKind::Timeout);
+    QVERIFY2(msg.find("batch 2") != std::string::npos && msg.find("reading samples") != std::string::npos &&
+                 msg.find("sample 40") != std::string::npos && msg.find("timeout 0.3") != std::string::npos,
+             msg.c_str());
+  }
+
+  void persistentWorkersSurviveEpochs() {
+    for (bool persistent : {true, false}) {
+      LoaderOptions o = LoaderOptions::builder().batchSize(100).numWorkers(2).persistentWorkers(persistent).build();
+      Loader loader(numbered(), o);
+      const auto before = WorkerPool::threadsStarted();
+      for (int e = 0; e < 5; ++e)
+        for (const Batch& b : loader.epoch(e)) (void)b;
+      QCOMPARE(WorkerPool::threadsStarted() - before, persistent ? 0 : 10);
+    }
+  }
+
+  void noLeaksOverAThousandShortEpochs() {
+    const int threadsBefore = threadCount();
+    auto ds = numbered(64);
+    LoaderOptions o = LoaderOptions::builder().batchSize(16).numWorkers(2).build();
+    auto device = std::make_shared<SimDevice>(0, SimDeviceConfig{});
+    std::int64_t allocations = 0;
+    {
+      Loader loader(ds, o, device);
+      for (int e = 0; e < 1000; ++e) {
+        Epoch epoch = loader.epoch(e);
+        if (e % 3 == 0) {  // a third of them dropped after one batch
+          epoch.next();
+          continue;
+        }
+        for (const Batch& b : epoch) (void)b;
+        if (e == 10) allocations = loader.poolAllocations();
+      }
+      QCOMPARE(loader.poolAllocations(), allocations);  // blocks recycle
+      QCOMPARE(threadCount(), threadsBefore + 2);        // the two persistent workers
+    }
+    QCOMPARE(threadCount(), threadsBefore);
+    QCOMPARE(device->memory().used, 0);  // every device buffer returned
+  }
+
+  void telemetryReachesObservers() {
+    auto recorder = std::make_shared<Recorder>();
+    LoaderOptions o = LoaderOptions::builder().batchSize(100).workerId(3).build();
+    Loader loader(numbered(), o, DeviceSpec::parse("sim:2"));
+    loader.addObserver(recorder);
+    for (int e = 0; e < 2; ++e)
+      for (const Batch& b : loader.epoch(e)) (void)b;
+    std::lock_guard<std::mutex> lock(recorder->mutex);
+    QVERIFY(recorder->records.size() >= 2);
+    const TelemetryRecord& last = recorder->records.back();
+    QVERIFY(last.epoch_end);
+    QCOMPARE(last.epoch, 1);
+    QCOMPARE(last.step, 10);
+    QCOMPARE(last.steps_total, 10);
+    QCOMPARE(last.device, std::string("sim:2"));
+    QCOMPARE(last.worker, 3);
+    QCOMPARE(last.mode, std::string("resident"));
+    QVERIFY(last.samples_per_s > 0 && last.bytes_per_s > 0);
+    QVERIFY(last.prefetch_depth >= 1);
+    QCOMPARE(last.mem_total, SimDeviceConfig{}.capacityBytes);
+    QVERIFY(last.mem_allocated >= 24000);  // the resident dataset
+    QVERIFY(last.batch_latency_p99_ms >= last.batch_latency_p50_ms);
+  }
+
+  void transformsAndMemoryFormat() {
+    at::Tensor images = at::arange(20 * 2 * 3 * 4, at::kFloat).reshape({20, 2, 3, 4});
+    auto ds = std::make_shared<TensorDataset>("images", std::vector<std::string>{"images"}, std::vector<at::Tensor>{images});
+    LoaderOptions o = LoaderOptions::builder().batchSize(20).shuffle(false).enableTransforms(true).generatorSeed(1)
+                          .memoryFormat(MemoryFormat::Nhwc).build();
+    Loader loader(ds, o);
+    at::Tensor first, again;
+    for (const Batch& b : loader.epoch(0)) first = b["images"];
+    for (const Batch& b : loader.epoch(0)) again = b["images"];
+    QVERIFY(first.is_contiguous(at::MemoryFormat::ChannelsLast));
+    QVERIFY(at::equal(first, again));  // seeded: the same flips
+    int flipped = 0;
+    for (int i = 0; i < 20; ++i) {
+      if (at::equal(first[i], images[i].flip({-1}))) ++flipped;
+      else QVERIFY(at::equal(first[i], images[i]));
+    }
+    QVERIFY2(flipped > 3 && flipped < 17, qPrintable(QString::number(flipped)));
+  }
+
+  void fileDatasetsInBothReaderModes() {
+    const std::string path = dir_.filePath("data.safetensors").toStdString();
+    auto ds = numbered(500);
+    writeSafetensors(path, {{"x", hostTensorFromTorch(ds->hostFields()[0])}, {"y", hostTensorFromTorch(ds->hostFields()[1])}}, {});
+    for (ReaderMode mode : {ReaderMode::Mmap, ReaderMode::Read}) {
+      LoaderOptions o = LoaderOptions::builder().batchSize(64).readerMode(mode).partSize(4096).dropLast(false).build();
+      auto file = openDataset(path, o);
+      QCOMPARE(file->size(), 500);
+      Loader loader(file, o);
+      QCOMPARE(checkEpoch(loader, 0, o, 500), QString());
+    }
+  }
+
+  void badDatasets_data() {
+    QTest::addColumn<QString>("spec");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("unknown") << "imagenet" << "unknown dataset";
+    QTest::newRow("synthetic no shape") << "synthetic:100" << "synthetic:N,SHAPE";
+    QTest::newRow("synthetic zero n") << "synthetic:0,4" << "positive sample count";
+    QTest::newRow("synthetic bad shape") << "synthetic:10,3x0" << "SHAPE must be positive";
+    QTest::newRow("synthetic bad dtype") << "synthetic:10,4,f33" << "unknown dtype";
+    QTest::newRow("synthetic bad cost") << "synthetic:10,4,f32,-3" << "cost_us";
+    QTest::newRow("fashion dir") << "fashion-mnist:/nonexistent" << "dataset-fashion-mnist";
+    QTest::newRow("missing file") << "/nonexistent/x.safetensors" << "/nonexistent/x.safetensors";
+  }
+  void badDatasets() {
+    QFETCH(QString, spec);
+    QFETCH(QString, expected);
+    const std::string msg = errorOf([&] { openDataset(spec.toStdString()); });
+    QVERIFY2(QString::fromStdString(msg).contains(expected), msg.c_str());
+  }
+
+  void fieldsMustShareDimZero() {
+    const std::string path = dir_.filePath("mismatch.safetensors").toStdString();
+    writeSafetensors(path, {{"a", hostTensorFromTorch(at::zeros({10, 2}))}, {"b", hostTensorFromTorch(at::zeros({9}))}}, {});
+    const std::string msg = errorOf([&] { openDataset(path); });
+    QVERIFY2(msg.find("same first dimension") != std::string::npos, msg.c_str());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestLoader)
+#include "tst_loader.moc"

@@ -1,0 +1,155 @@
+// Telemetry: records survive JSON, the publisher delivers JSON lines to a
+// listener from several "ranks", never blocks when nobody reads (drops and
+// counts instead), appends to files, and refuses malformed addresses.
+#include <QtTest>
+
+#include <QElapsedTimer>
+
+#include "telemetry/telemetry_listener.h"
+#include "telemetry/telemetry_publisher.h"
+#include "util/error.h"
+
+using namespace stoker;
+
+namespace {
+
+TelemetryRecord sample(int rank, std::int64_t step) {
+  TelemetryRecord r;
+  r.time = 1.7e9;
+  r.host = "node-a";
+  r.pid = 4242;
+  r.rank = rank;
+  r.device = "cuda:" + std::to_string(rank);
+  r.epoch = 3;
+  r.step = step;
+  r.steps_total = 100;
+  r.samples_per_s = 12345.5;
+  r.bytes_per_s = 1e9;
+  r.batch_latency_p50_ms = 1.5;
+  r.batch_latency_p99_ms = 4.25;
+  r.data_wait_ms = 0.5;
+  r.step_ms = 20;
+  r.prefetch_depth = 6;
+  r.ready = 5;
+  r.mode = "streaming";
+  r.mem_used = 1 << 30;
+  r.mem_reserved = 1 << 29;
+  r.mem_allocated = 1 << 28;
+  r.mem_total = 80LL << 30;
+  return r;
+}
+
+// Polls until `want` records came or 5 s passed.
+std::vector<TelemetryRecord> receive(TelemetryListener& l, std::size_t want) {
+  std::vector<TelemetryRecord> got;
+  QElapsedTimer t;
+  t.start();
+  while (got.size() < want && t.elapsed() < 5000)
+    for (auto& r : l.poll(50)) got.push_back(r);
+  return got;
+}
+
+}  // namespace
+
+class TestTelemetry : public QObject {
+  Q_OBJECT
+  QTemporaryDir dir_;
+
+ private Q_SLOTS:
+  void recordRoundTrip() {
+    const TelemetryRecord r = sample(1, 7);
+    const std::string line = telemetryToJson(r);
+    QVERIFY(line.find('\n') == std::string::npos);
+    for (const char* key : {"\"time\"", "\"host\"", "\"pid\"", "\"rank\"", "\"device\"", "\"epoch\"", "\"step\"",
+                            "\"samples_per_s\"", "\"bytes_per_s\"", "\"batch_latency_p50_ms\"", "\"data_wait_ms\"",
+                            "\"step_ms\"", "\"prefetch_depth\"", "\"ready\"", "\"mode\"", "\"mem_used\"",
+                            "\"mem_reserved\"", "\"mem_allocated\"", "\"mem_total\""})
+      QVERIFY2(line.find(key) != std::string::npos, key);
+    const TelemetryRecord back = telemetryFromJson(line);
+    QCOMPARE(telemetryToJson(back), line);
+    for (const char* bad : {"not json", "[1,2]", R"({"rank": "zero"})"}) {
+      try {
+        telemetryFromJson(bad);
+        QFAIL(bad);
+      } catch (const Error& e) {
+        QCOMPARE(e.kind(), ErrorKind::BadInput);
+      }
+    }
+  }
+
+  void publishersReachAListener() {
+    TelemetryListener listener("127.0.0.1:0");
+    QVERIFY(listener.port() > 0);
+    const std::string address = "127.0.0.1:" + std::to_string(listener.port());
+    TelemetryPublisher rank0({address}), rank1({"tcp://" + address});
+    // Connections are set up by the publisher thread; give them a moment.
+    for (int i = 0; i < 20 && listener.connections() < 2; ++i) {
+      rank0.publishLine("{}");
+      rank1.publishLine("{}");
+      listener.poll(50);
+    }
+    QCOMPARE(listener.connections(), 2);
+    for (int s = 0; s < 50; ++s) {
+      rank0.onRecord(sample(0, s));
+      rank1.onRecord(sample(1, s));
+    }
+    rank0.flush(2000);
+    rank1.flush(2000);
+    auto got = receive(listener, 100);
+    int perRank[2] = {0, 0};
+    for (const auto& r : got)
+      if (r.mode == "streaming") ++perRank[r.rank];
+    QCOMPARE(perRank[0], 50);
+    QCOMPARE(perRank[1], 50);
+    QCOMPARE(got.back().mem_total, 80LL << 30);
+  }
+
+  void neverBlocksWithoutAReader() {
+    // Nobody listens on this port: every record is dropped and counted.
+    TelemetryListener placeholder("127.0.0.1:0");
+    const int port = placeholder.port();
+    { TelemetryListener closing("127.0.0.1:0"); }
+    TelemetryPublisher nobody({"127.0.0.1:1"}, 64);
+    for (int i = 0; i < 10000; ++i) nobody.onRecord(sample(0, i));
+    nobody.flush(2000);
+    QCOMPARE(nobody.sent(), 0);
+    QCOMPARE(nobody.dropped(), 10000);
+
+    // A listener that never reads: the socket buffers fill, then records drop.
+    TelemetryPublisher stuck({"127.0.0.1:" + std::to_string(port)}, 64);
+    placeholder.poll(200);  // accept, then never read again
+    const std::string big(16000, 'x');
+    for (int i = 0; i < 5000; ++i) stuck.publishLine("{\"pad\": \"" + big + "\"}");
+    stuck.flush(5000);
+    QVERIFY2(stuck.dropped() > 0, qPrintable(QString::number(stuck.sent())));
+    QCOMPARE(stuck.sent() + stuck.dropped(), 5000);
+  }
+
+  void appendsToFiles() {
+    const std::string path = dir_.filePath("records.jsonl").toStdString();
+    {
+      TelemetryPublisher file({"file:" + path});
+      for (int s = 0; s < 5; ++s) file.onRecord(sample(0, s));
+    }
+    QFile f(QString::fromStdString(path));
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QList<QByteArray> lines = f.readAll().trimmed().split('\n');
+    QCOMPARE(lines.size(), 5);
+    QCOMPARE(telemetryFromJson(lines[4].toStdString()).step, 4);
+  }
+
+  void badAddresses() {
+    for (const char* bad : {"nohost", "host:99999", "host:abc", "file:"}) {
+      try {
+        TelemetryPublisher p({bad});
+        QFAIL(bad);
+      } catch (const Error& e) {
+        QCOMPARE(e.kind(), ErrorKind::BadInput);
+        QVERIFY(std::string(e.what()).find("address") != std::string::npos);
+      }
+    }
+  }
+};
+
+QTEST_GUILESS_MAIN(TestTelemetry)
+#include "tst_telemetry.moc"
