@@ -55,12 +55,6 @@ LoaderOptions resolveOptions(const BenchArgs& a) {
   return o;
 }
 
-std::vector<DeviceSpec> resolveDevices(const std::string& text) {
-  if (text != "all") return {DeviceSpec::parse(text)};
-  // Without a CUDA build there is one device: the host.
-  return {DeviceSpec::parse("cpu")};
-}
-
 // The consumer's "training step": busy work, as a model's forward would be.
 void fakeStep(double micros) {
   if (micros <= 0) return;
@@ -96,7 +90,7 @@ void runBench(const BenchArgs& a) {
   sim.capacityBytes = static_cast<std::int64_t>(parseByteSize(a.simCapacity, "--sim-capacity"));
   sim.copyBytesPerSecond = static_cast<double>(parseByteSize(a.simBandwidth, "--sim-bandwidth"));
   std::shared_ptr<Dataset> dataset = openDataset(a.dataset, options);
-  const auto devices = resolveDevices(a.device);
+  const auto devices = expandDevices(a.device);
 
   CancelToken cancel;
   cancelOnInterrupt(cancel);

@@ -13,6 +13,7 @@ namespace stoker {
 
 #ifdef STOKER_WITH_CUDA
 std::shared_ptr<DeviceBackend> createCudaBackend(int index);  // cuda_device.cpp
+int cudaDeviceCount();
 #endif
 
 namespace {
@@ -60,6 +61,16 @@ DeviceSpec DeviceSpec::parse(const std::string& text) {
     spec.index = static_cast<int>(v);
   }
   return spec;
+}
+
+std::vector<DeviceSpec> expandDevices(const std::string& text) {
+  if (text != "all") return {DeviceSpec::parse(text)};
+  std::vector<DeviceSpec> out;
+#ifdef STOKER_WITH_CUDA
+  for (int i = 0; i < cudaDeviceCount(); ++i) out.push_back(DeviceSpec{DeviceKind::Cuda, i});
+#endif
+  if (out.empty()) out.push_back(DeviceSpec{});
+  return out;
 }
 
 std::string DeviceSpec::name() const {
@@ -167,6 +178,8 @@ void gatherHostRows(const at::Tensor& field, const std::int64_t* indices, std::i
   auto* dst = static_cast<std::uint8_t*>(out);
   const std::int64_t rowBytes = field.size(0) > 0 ? static_cast<std::int64_t>(field.nbytes()) / field.size(0) : 0;
   const auto n = static_cast<std::size_t>(rowBytes);
+  // Batches are gathered in parallel by the loader's workers (and a waiting
+  // consumer), so one gather stays on one thread.
   for (std::int64_t i = 0; i < count; ++i, dst += n) std::memcpy(dst, src + indices[i] * rowBytes, n);
 }
 

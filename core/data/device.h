@@ -31,6 +31,10 @@ struct DeviceSpec {
   std::string name() const;
 };
 
+// "all": every visible CUDA device, or the host when there is none (or this
+// build has no CUDA); anything else: that one device.
+std::vector<DeviceSpec> expandDevices(const std::string& text);
+
 struct SimDeviceConfig {
   std::int64_t capacityBytes = 1LL << 30;
   double copyBytesPerSecond = 12e9;  // about PCIe 4.0 x16 from pinned memory

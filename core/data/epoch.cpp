@@ -57,11 +57,11 @@ void copyBlock(LoaderCore& c, std::uint8_t* dst, const std::uint8_t* src, std::i
 }
 
 std::string describeStall(EpochState& s, std::int64_t b) {
-  for (int w = 0; w < s.workerCount; ++w) {
+  for (int w = 0; w <= s.workerCount; ++w) {  // the last status is the consumer's own
     WorkerStatus& st = s.status[w];
     if (st.batch.load() != b) continue;
-    std::string text = std::string("stalled in ") + stageName(static_cast<Stage>(st.stage.load())) + " on worker " +
-                       std::to_string(w);
+    std::string text = std::string("stalled in ") + stageName(static_cast<Stage>(st.stage.load())) + " on " +
+                       (w == s.workerCount ? std::string("the consumer's thread") : "worker " + std::to_string(w));
     const std::int64_t sample = st.sample.load();
     if (sample >= 0) text += " at sample " + std::to_string(sample);
     return text;
@@ -331,7 +331,7 @@ std::optional<Batch> Epoch::next() {
   int ready = 0;
   if (s.workerCount == 0) {
     try {
-      p = produceBatch(s, s.consumed, s.status[0]);
+      p = produceBatch(s, s.consumed, s.status[s.workerCount]);
     } catch (...) {
       fail(std::current_exception());
     }
@@ -341,7 +341,28 @@ std::optional<Batch> Epoch::next() {
     for (const auto& slot : s.slots) ready += slot.index >= s.consumed ? 1 : 0;
     const std::size_t at = static_cast<std::size_t>(s.consumed % s.depth);
     const double timeout = c.options.timeout;
+    // A consumer that would wait helps instead: it produces the next
+    // unclaimed batch within the ring (work-helping keeps every core on the
+    // gather when the consumer has nothing else to do). With a timeout the
+    // consumer only waits, so that it can watch the workers.
+    const bool help = timeout <= 0;
     while (s.slots[at].index != s.consumed) {
+      if (help && !s.stopped && s.nextClaim < s.batchCount && s.nextClaim < s.consumed + s.depth) {
+        const std::int64_t b = s.nextClaim++;
+        lock.unlock();
+        Produced mine;
+        try {
+          mine = produceBatch(s, b, s.status[s.workerCount]);
+        } catch (...) {
+          mine = Produced{};
+          mine.index = b;
+          mine.error = std::current_exception();
+        }
+        s.status[s.workerCount].batch.store(-1);
+        lock.lock();
+        std::swap(s.slots[static_cast<std::size_t>(b % s.depth)], mine);
+        continue;
+      }
       s.readyCv.wait_for(lock, std::chrono::milliseconds(20));
       if (c.cancel && c.cancel->cancelled()) {
         lock.unlock();

@@ -247,7 +247,7 @@ Epoch Loader::epoch(std::int64_t e) {
   s->depth = chooseDepth(c);
   s->workerCount = c.options.num_workers;
   s->slots.resize(static_cast<std::size_t>(s->depth));
-  s->status.reset(new WorkerStatus[static_cast<std::size_t>(std::max(1, s->workerCount))]);
+  s->status.reset(new WorkerStatus[static_cast<std::size_t>(s->workerCount + 1)]);  // workers, then the consumer
   {
     std::lock_guard<std::mutex> lock(c.mutex);
     c.depth = s->depth;

@@ -60,9 +60,9 @@ QString checkEpoch(Loader& loader, std::int64_t e, const LoaderOptions& o, std::
     const auto count = b.size();
     at::Tensor expectIdx = at::from_blob(const_cast<std::int64_t*>(order.data()) + pos, {count}, at::kLong);
     if (!at::equal(b.indices, expectIdx)) return QString("batch %1: wrong indices").arg(b.index);
-    if (!at::equal(b["y"], expectIdx)) return QString("batch %1: labels are not the samples' own").arg(b.index);
+    if (!at::equal(b["y"].cpu(), expectIdx)) return QString("batch %1: labels are not the samples' own").arg(b.index);
     at::Tensor expectX = expectIdx.to(at::kFloat).unsqueeze(1) + at::arange(4, at::kFloat).unsqueeze(0) * 0.5;
-    if (!at::equal(b["x"], expectX)) return QString("batch %1: wrong x rows").arg(b.index);
+    if (!at::equal(b["x"].cpu(), expectX)) return QString("batch %1: wrong x rows").arg(b.index);
     pos += count;
     ++batches;
   }
@@ -434,6 +434,23 @@ class TestLoader : public QObject {
       Loader loader(file, o);
       QCOMPARE(checkEpoch(loader, 0, o, 500), QString());
     }
+  }
+
+  void cudaDevice() {
+#ifndef STOKER_WITH_CUDA
+    QSKIP("this build's libtorch has no CUDA");
+#else
+    if (expandDevices("all").front().kind != DeviceKind::Cuda) QSKIP("no CUDA device visible");
+    for (LoadingMode mode : {LoadingMode::Resident, LoadingMode::Streaming}) {
+      LoaderOptions o = LoaderOptions::builder().batchSize(64).numWorkers(2).loadingMode(mode).dropLast(false).build();
+      Loader loader(numbered(), o, DeviceSpec::parse("cuda:0"));
+      Epoch epoch = loader.epoch(0);
+      QVERIFY(epoch.next()->tensors[0].is_cuda());
+      epoch.stop();
+      QCOMPARE(checkEpoch(loader, 1, o, 1000), QString());
+      QVERIFY(loader.memory().total > 0);
+    }
+#endif
   }
 
   void badDatasets_data() {

@@ -47,7 +47,7 @@ class TestLoaderOptions : public QObject {
     QCOMPARE(o.shard_world_size, 4);
     QCOMPARE(o.timeout, 2.5);
     QVERIFY(o.reuse_buffers);
-    QCOMPARE(gpuOptimized().num_workers, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+    QCOMPARE(gpuOptimized().num_workers, static_cast<int>(std::max(2u, std::thread::hardware_concurrency()) - 1));
     LoaderOptions d = distributedOptimized(2, 8);
     QCOMPARE(d.sampler_type, SamplerType::Distributed);
     QCOMPARE(d.shard_rank, 2);
