@@ -67,10 +67,9 @@ run_main() {
     exec "$bin/stoker-workbench" --workspace loader
   fi
   log "no display found (DISPLAY and WAYLAND_DISPLAY are unset): running the command-line equivalent on Fashion-MNIST"
-  local out="$BUILD_DIR/fashion-mnist-train.safetensors"
   "$bin/stoker" dataset info fashion-mnist
-  "$bin/stoker" dataset export fashion-mnist "$out"
-  "$bin/stoker" ckpt inspect "$out"
+  # The Loader workspace's Run button: the real loader, batch 256, shuffled.
+  "$bin/stoker" bench --dataset fashion-mnist --batch-size 256 --epochs 3
 }
 
 case "${1:-}" in
