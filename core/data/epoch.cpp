@@ -301,22 +301,23 @@ std::optional<Batch> Epoch::next() {
   } else {
     s.window.stepSeconds += seconds(asked - s.lastReturn);
   }
-  const std::string subject = "epoch " + std::to_string(s.epoch) + " batch " + std::to_string(s.consumed);
+  const std::int64_t asking = s.consumed;
+  auto subject = [&] { return "epoch " + std::to_string(s.epoch) + " batch " + std::to_string(asking); };
   auto fail = [&](std::exception_ptr error) {
     finishEpoch(s, false);
     try {
       std::rethrow_exception(error);
     } catch (const Error& e) {
-      throw Error(e.kind(), subject, e.what());
+      throw Error(e.kind(), subject(), e.what());
     } catch (const c10::Error& e) {
-      throw Error(ErrorKind::BadInput, subject, e.what_without_backtrace());
+      throw Error(ErrorKind::BadInput, subject(), e.what_without_backtrace());
     } catch (const std::exception& e) {
-      throw Error(ErrorKind::BadInput, subject, e.what());
+      throw Error(ErrorKind::BadInput, subject(), e.what());
     }
   };
   if (c.cancel && c.cancel->cancelled()) {
     finishEpoch(s, false);
-    throw Error(ErrorKind::Cancelled, subject, "cancelled");
+    throw Error(ErrorKind::Cancelled, subject(), "cancelled");
   }
   {
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -367,7 +368,7 @@ std::optional<Batch> Epoch::next() {
       if (c.cancel && c.cancel->cancelled()) {
         lock.unlock();
         finishEpoch(s, false);
-        throw Error(ErrorKind::Cancelled, subject, "cancelled");
+        throw Error(ErrorKind::Cancelled, subject(), "cancelled");
       }
       if (timeout > 0 && seconds(Clock::now() - asked) > timeout && s.slots[at].index != s.consumed) {
         const std::string stall = describeStall(s, s.consumed);
@@ -375,7 +376,7 @@ std::optional<Batch> Epoch::next() {
         finishEpoch(s, false);
         char limit[32];
         std::snprintf(limit, sizeof limit, "%g", timeout);
-        throw Error(ErrorKind::Timeout, subject, std::string("not ready after timeout ") + limit + " s: " + stall);
+        throw Error(ErrorKind::Timeout, subject(), std::string("not ready after timeout ") + limit + " s: " + stall);
       }
     }
     std::swap(p, s.slots[at]);

@@ -47,7 +47,7 @@ TelemetryPublisher::TelemetryPublisher(const std::vector<std::string>& addresses
       t->address = parseSocketAddress(a);
       if (t->address.port == 0) throwBadInput("address " + a, "publishing needs a port other than 0");
     }
-    targets_.push_back(t.release());
+    targets_.push_back(std::move(t));
   }
   thread_ = std::thread([this] { run(); });
 }
@@ -60,10 +60,7 @@ TelemetryPublisher::~TelemetryPublisher() {
   }
   wake_.notify_all();
   thread_.join();
-  for (Target* t : targets_) {
-    closeTarget(t->fd);
-    delete t;
-  }
+  for (auto& t : targets_) closeTarget(t->fd);
 }
 
 void TelemetryPublisher::onRecord(const TelemetryRecord& record) { publishLine(telemetryToJson(record)); }
@@ -145,7 +142,7 @@ void TelemetryPublisher::run() {
     lock.unlock();
     for (const auto& line : batch) {
       bool any = false;
-      for (Target* t : targets_) {
+      for (auto& t : targets_) {
         if (deliver(*t, line)) any = true;
         else dropped_.fetch_add(1);
       }

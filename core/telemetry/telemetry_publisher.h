@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -41,7 +42,7 @@ class TelemetryPublisher : public TelemetryObserver {
   void run();
   bool deliver(Target& t, const std::string& line);
 
-  std::vector<Target*> targets_;
+  std::vector<std::unique_ptr<Target>> targets_;
   std::size_t queueLimit_;
   std::mutex mutex_;
   std::condition_variable wake_, drained_;
