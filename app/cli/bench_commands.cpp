@@ -15,6 +15,7 @@
 #include "data/loader.h"
 #include "telemetry/telemetry_listener.h"
 #include "telemetry/telemetry_publisher.h"
+#include "util/busy_work.h"
 #include "util/byte_size.h"
 #include "util/error.h"
 #include "util/progress.h"
@@ -53,14 +54,6 @@ LoaderOptions resolveOptions(const BenchArgs& a) {
                                                                 : LoadingMode::Auto;
   validateLoaderOptions(o);
   return o;
-}
-
-// The consumer's "training step": busy work, as a model's forward would be.
-void fakeStep(double micros) {
-  if (micros <= 0) return;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double, std::micro>(micros);
-  while (std::chrono::steady_clock::now() < until) {
-  }
 }
 
 double steadyRate(const std::vector<EpochSummary>& epochs, bool bytes) {
@@ -131,7 +124,7 @@ void runBench(const BenchArgs& a) {
         Epoch epoch = r.loader->epoch(e);
         while (auto batch = epoch.next()) {
           meter.add(static_cast<std::uint64_t>(batch->nbytes()), item);
-          fakeStep(a.stepMicros);
+          busyWork(a.stepMicros);  // the consumer's "training step"
         }
         r.epochs.push_back(r.loader->lastEpoch());
       }

@@ -2,14 +2,15 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstring>
 #include <filesystem>
 
+#include "data/device.h"
 #include "data/fashion_mnist.h"
 #include "io/host_tensor.h"
 #include "io/npy_reader.h"
 #include "io/safetensors_file.h"
+#include "util/busy_work.h"
 #include "util/error.h"
 #include "util/run_jobs.h"
 
@@ -124,12 +125,7 @@ void TensorDataset::readItem(std::int64_t index, std::uint8_t* const* dst) const
 void TensorDataset::readBatch(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst) const {
   for (std::int64_t i = 0; i < count; ++i) checkIndex(indices[i]);
   // Field by field: one source stream at a time keeps the prefetcher on it.
-  for (std::size_t f = 0; f < specs_.size(); ++f) {
-    const auto n = static_cast<std::size_t>(specs_[f].sampleBytes);
-    const auto* src = static_cast<const std::uint8_t*>(tensors_[f].data_ptr());
-    std::uint8_t* out = dst[f];
-    for (std::int64_t i = 0; i < count; ++i, out += n) std::memcpy(out, src + indices[i] * n, n);
-  }
+  for (std::size_t f = 0; f < specs_.size(); ++f) gatherHostRows(tensors_[f], indices, count, dst[f]);
 }
 
 SyntheticDataset::SyntheticDataset(std::int64_t n, std::vector<std::int64_t> shape, c10::ScalarType dtype, double costMicros)
@@ -155,13 +151,7 @@ std::string SyntheticDataset::description() const {
 void SyntheticDataset::readItem(std::int64_t index, std::uint8_t* const* dst) const {
   if (index < 0 || index >= n_)
     throwBadInput("sample " + std::to_string(index), "out of range for " + std::to_string(n_) + " samples");
-  if (costMicros_ > 0) {
-    // Busy work, not a sleep: decoding occupies a core, so scaling with
-    // workers is measured honestly.
-    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double, std::micro>(costMicros_);
-    while (std::chrono::steady_clock::now() < until) {
-    }
-  }
+  busyWork(costMicros_);  // decoding occupies a core
   const FieldSpec& spec = specs_[0];
   const std::int64_t count = spec.sampleBytes / static_cast<std::int64_t>(c10::elementSize(spec.dtype));
   const double value = static_cast<double>(index % 251) / 251.0;
