@@ -91,7 +91,7 @@ void chooseModeAndLoad(LoaderCore& c) {
   const LoaderOptions& o = c.options;
   LoadingMode mode = o.loading_mode;
   if (mode == LoadingMode::Auto) {
-    if (c.device->isHost() && !c.dataset->hostFields().empty()) {
+    if (c.device->isHost() && c.datasetInMemory) {
       mode = LoadingMode::Resident;
       c.note("auto: resident (the dataset is in host memory already; batches are gathered from it, zero copy)");
     } else {
@@ -195,10 +195,7 @@ Loader::Loader(std::shared_ptr<Dataset> dataset, LoaderOptions options, std::sha
   gethostname(host, sizeof host - 1);
   c.host = host;
   c.pid = getpid();
-  if (c.options.sampler_type == SamplerType::Weighted &&
-      static_cast<std::int64_t>(c.options.weights.size()) != c.dataset->size())
-    throwBadInput("weights", "has " + std::to_string(c.options.weights.size()) + " entries for " +
-                                 std::to_string(c.dataset->size()) + " samples");
+  checkSamplerFits(c.options, c.dataset->size());  // at construction, not at the first epoch
   layOutBlock(c);
   const int keep = c.options.collate_buffer_size > 0 ? c.options.collate_buffer_size
                                                       : c.options.num_workers + c.options.prefetch + 1;

@@ -78,7 +78,13 @@ std::vector<std::int64_t> distributedIndices(const DistributedSamplerConfig& c, 
   return mine;
 }
 
+void checkSamplerFits(const LoaderOptions& o, std::int64_t n) {
+  if (o.sampler_type == SamplerType::Weighted && static_cast<std::int64_t>(o.weights.size()) != n)
+    throwBadInput("weights", "has " + std::to_string(o.weights.size()) + " entries for " + std::to_string(n) + " samples");
+}
+
 std::vector<std::int64_t> epochIndices(const LoaderOptions& o, std::int64_t n, std::int64_t epoch) {
+  checkSamplerFits(o, n);
   const std::uint64_t seed = o.seed + static_cast<std::uint64_t>(epoch);
   const std::int64_t draws = o.num_samples > 0 ? o.num_samples : n;
   switch (o.sampler_type) {
@@ -88,8 +94,6 @@ std::vector<std::int64_t> epochIndices(const LoaderOptions& o, std::int64_t n, s
     case SamplerType::Distributed:
       return distributedIndices({n, o.shard_rank, o.shard_world_size, o.shuffle, o.seed, o.drop_last}, epoch);
     case SamplerType::Weighted:
-      if (static_cast<std::int64_t>(o.weights.size()) != n)
-        throwBadInput("weights", "has " + std::to_string(o.weights.size()) + " entries for " + std::to_string(n) + " samples");
       return weightedIndices(o.weights, draws, true, seed);
   }
   return {};

@@ -34,6 +34,10 @@ std::int64_t distributedSamplesPerRank(const DistributedSamplerConfig& c);
 std::vector<std::int64_t> distributedGlobalOrder(const DistributedSamplerConfig& c, std::int64_t epoch);
 std::vector<std::int64_t> distributedIndices(const DistributedSamplerConfig& c, std::int64_t epoch);
 
+// Throws Error(BadInput) when the options cannot sample a dataset of this
+// size (a weighted sampler needs one weight per sample).
+void checkSamplerFits(const LoaderOptions& o, std::int64_t datasetSize);
+
 // The order the loader serves in epoch `epoch` for these options.
 std::vector<std::int64_t> epochIndices(const LoaderOptions& o, std::int64_t datasetSize, std::int64_t epoch);
 
