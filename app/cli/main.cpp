@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   stoker::addCkptCommands(app, exitCode);
   stoker::addDatasetCommands(app, exitCode);
   stoker::addBenchCommands(app, exitCode);
+  stoker::addPlanCommands(app, exitCode);
   try {
     app.parse(argc, argv);
     return exitCode;

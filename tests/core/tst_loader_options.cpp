@@ -9,29 +9,13 @@
 #include <thread>
 
 #include "data/loader_options.h"
+#include "expect_error.h"
 #include "test_support.h"
 #include "util/error.h"
 
 using namespace stoker;
 
-namespace {
-
-// Runs `f`, expecting Error(BadInput) whose message contains every part.
-template <typename F>
-QString expectBadInput(F f, const QStringList& parts) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const QString msg = QString::fromStdString(e.what());
-    if (e.kind() != ErrorKind::BadInput) return "wrong kind: " + msg;
-    for (const auto& p : parts)
-      if (!msg.contains(p)) return "message lacks \"" + p + "\": " + msg;
-    return {};
-  }
-  return "no error";
-}
-
-}  // namespace
+using stoker::test::expectBadInput;
 
 class TestLoaderOptions : public QObject {
   Q_OBJECT
