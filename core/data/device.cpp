@@ -1,5 +1,7 @@
 #include "data/device.h"
 
+#include <set>
+
 #include <ATen/ATen.h>
 
 #include <chrono>
@@ -64,6 +66,18 @@ DeviceSpec DeviceSpec::parse(const std::string& text) {
 }
 
 std::vector<DeviceSpec> expandDevices(const std::string& text) {
+  if (text.find(',') != std::string::npos) {  // "sim:0,sim:1": one backend each
+    std::vector<DeviceSpec> out;
+    std::set<std::string> seen;
+    for (std::size_t at = 0; at <= text.size();) {
+      const std::size_t comma = std::min(text.find(',', at), text.size());
+      DeviceSpec d = DeviceSpec::parse(text.substr(at, comma - at));
+      if (!seen.insert(d.name()).second) throwBadInput("device " + d.name(), "is listed twice");
+      out.push_back(d);
+      at = comma + 1;
+    }
+    return out;
+  }
   if (text != "all") return {DeviceSpec::parse(text)};
   std::vector<DeviceSpec> out;
 #ifdef STOKER_WITH_CUDA

@@ -33,6 +33,7 @@ struct DeviceSpec {
 
 // "all": every visible CUDA device, or the host when there is none (or this
 // build has no CUDA); anything else: that one device.
+// "all" (every CUDA device, else cpu), a comma list ("sim:0,sim:1") or one device.
 std::vector<DeviceSpec> expandDevices(const std::string& text);
 
 struct SimDeviceConfig {

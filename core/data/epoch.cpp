@@ -165,9 +165,8 @@ const char* stageName(Stage s) {
 Produced produceBatch(EpochState& s, std::int64_t b, WorkerStatus& status) {
   LoaderCore& c = *s.core;
   const auto start = Clock::now();
-  const std::int64_t bs = c.options.batch_size;
-  const std::int64_t begin = b * bs;
-  const std::int64_t count = std::min<std::int64_t>(bs, static_cast<std::int64_t>(s.order.size()) - begin);
+  const std::int64_t begin = s.batchBegin[static_cast<std::size_t>(b)];
+  const std::int64_t count = s.batchBegin[static_cast<std::size_t>(b) + 1] - begin;
   const std::int64_t* idx = s.order.data() + begin;
   const bool reuse = c.options.reuse_buffers;
   status.batch.store(b);
@@ -248,7 +247,11 @@ void workerLoop(const std::shared_ptr<EpochState>& state, int worker) {
     std::int64_t b;
     {
       std::unique_lock<std::mutex> lock(s.mutex);
-      s.workCv.wait(lock, [&] { return s.stopped || s.nextClaim >= s.batchCount || s.nextClaim < s.consumed + s.depth; });
+      // A fed epoch's workers wait for batches until the feed closes.
+      s.workCv.wait(lock, [&] {
+        return s.stopped || (!s.feedOpen && s.nextClaim >= s.batchCount) ||
+               (s.nextClaim < s.batchCount && s.nextClaim < s.consumed + s.depth);
+      });
       if (s.stopped || s.nextClaim >= s.batchCount) break;
       b = s.nextClaim++;
     }
@@ -280,7 +283,41 @@ Epoch::Epoch(Epoch&& other) noexcept : state_(std::move(other.state_)) {}
 Epoch::~Epoch() { stop(); }
 
 void Epoch::stop() {
-  if (state_) finishEpoch(*state_, state_->consumed >= state_->batchCount);
+  if (state_) finishEpoch(*state_, state_->consumed >= state_->batchCount && !state_->feedOpen);
+}
+
+void Epoch::feed(const std::int64_t* indices, std::int64_t count, std::int64_t batchSize) {
+  if (!state_) throwBadInput("feed", "the epoch has ended");
+  EpochState& s = *state_;
+  const std::int64_t n = s.core->dataset->size(), limit = s.core->options.batch_size;
+  if (batchSize < 1 || batchSize > limit)
+    throwBadInput("feed", "batch size " + std::to_string(batchSize) + " must be 1-" + std::to_string(limit) +
+                              " (the loader's batch_size)");
+  for (std::int64_t i = 0; i < count; ++i)
+    if (indices[i] < 0 || indices[i] >= n)
+      throwBadInput("feed", "sample " + std::to_string(indices[i]) + " out of range for " + std::to_string(n) + " samples");
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!s.feedOpen) throwBadInput("feed", "the epoch's feed is closed (or it was not opened with openEpoch)");
+    if (static_cast<std::int64_t>(s.order.size()) + count > static_cast<std::int64_t>(s.order.capacity()))
+      throwBadInput("feed", "more samples than the " + std::to_string(s.order.capacity()) + " the epoch was opened for");
+    for (std::int64_t at = 0; at < count; at += batchSize) {
+      const std::int64_t size = std::min(batchSize, count - at);
+      s.order.insert(s.order.end(), indices + at, indices + at + size);
+      s.batchBegin.push_back(static_cast<std::int64_t>(s.order.size()));
+      ++s.batchCount;
+    }
+  }
+  s.workCv.notify_all();
+}
+
+void Epoch::closeFeed() {
+  if (!state_) return;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->feedOpen = false;
+  }
+  state_->workCv.notify_all();
 }
 
 std::int64_t Epoch::batches() const { return state_ ? state_->batchCount : 0; }
@@ -324,6 +361,13 @@ std::optional<Batch> Epoch::next() {
     s.heldForReuse.reset();  // reuse mode: the previous batch's buffers go back now
   }
   if (s.consumed >= s.batchCount) {
+    bool open;
+    {
+      std::lock_guard<std::mutex> lock(s.mutex);
+      open = s.feedOpen;
+    }
+    // The feeder and the consumer are one thread: waiting would never end.
+    if (open) throwBadInput(subject(), "no batch fed yet: feed() the epoch (or closeFeed()) before next()");
     finishEpoch(s, true);
     return std::nullopt;
   }

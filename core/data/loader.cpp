@@ -223,8 +223,28 @@ void Loader::setCancelToken(const CancelToken* token) { core_->cancel = token; }
 void Loader::setTelemetryRank(int rank) { core_->rank = rank; }
 
 Epoch Loader::epoch(std::int64_t e) {
-  LoaderCore& c = *core_;
   if (e < 0) throwBadInput("epoch " + std::to_string(e), "must be non-negative");
+  std::vector<std::int64_t> order = epochIndices(core_->options, core_->dataset->size(), e);
+  const auto n = static_cast<std::int64_t>(order.size());
+  const std::int64_t bs = core_->options.batch_size;
+  const std::int64_t batches = core_->options.drop_last ? n / bs : (n + bs - 1) / bs;
+  std::vector<std::int64_t> begins;
+  for (std::int64_t b = 0; b < batches; ++b) begins.push_back(b * bs);
+  begins.push_back(std::min(n, batches * bs));
+  return startEpoch(e, std::move(order), std::move(begins), false);
+}
+
+Epoch Loader::openEpoch(std::int64_t e, std::int64_t capacity) {
+  if (e < 0) throwBadInput("epoch " + std::to_string(e), "must be non-negative");
+  if (capacity < 0) throwBadInput("capacity", "must be non-negative");
+  std::vector<std::int64_t> order, begins{0};
+  order.reserve(static_cast<std::size_t>(capacity));
+  begins.reserve(static_cast<std::size_t>(capacity) + 1);
+  return startEpoch(e, std::move(order), std::move(begins), true);
+}
+
+Epoch Loader::startEpoch(std::int64_t e, std::vector<std::int64_t> order, std::vector<std::int64_t> begins, bool fed) {
+  LoaderCore& c = *core_;
   {
     std::lock_guard<std::mutex> lock(c.mutex);
     if (auto running = c.running.lock()) {
@@ -237,10 +257,10 @@ Epoch Loader::epoch(std::int64_t e) {
   auto s = std::make_shared<EpochState>();
   s->core = core_;
   s->epoch = e;
-  s->order = epochIndices(c.options, c.dataset->size(), e);
-  const auto n = static_cast<std::int64_t>(s->order.size());
-  const std::int64_t bs = c.options.batch_size;
-  s->batchCount = c.options.drop_last ? n / bs : (n + bs - 1) / bs;
+  s->order = std::move(order);
+  s->batchBegin = std::move(begins);
+  s->batchCount = static_cast<std::int64_t>(s->batchBegin.size()) - 1;
+  s->feedOpen = fed;
   s->depth = chooseDepth(c);
   s->workerCount = c.options.num_workers;
   s->slots.resize(static_cast<std::size_t>(s->depth));
@@ -255,6 +275,40 @@ Epoch Loader::epoch(std::int64_t e) {
     c.workers->run([state](int w) { workerLoop(state, w); });
   }
   return Epoch(s);
+}
+
+Batch Loader::fetch(const std::vector<std::int64_t>& indices, std::int64_t epoch) const {
+  const LoaderCore& c = *core_;
+  const auto count = static_cast<std::int64_t>(indices.size());
+  const std::int64_t n = c.dataset->size();
+  for (auto i : indices)
+    if (i < 0 || i >= n) throwBadInput("sample " + std::to_string(i), "out of range for " + std::to_string(n) + " samples");
+  Batch batch;
+  batch.epoch = epoch;
+  batch.indices = at::empty({count}, at::kLong);
+  std::copy(indices.begin(), indices.end(), batch.indices.data_ptr<std::int64_t>());
+  std::vector<at::Tensor> host;
+  std::vector<std::uint8_t*> dst;
+  if (c.mode != LoadingMode::Resident) {
+    for (const auto& f : c.fields) {
+      host.push_back(at::empty({std::max<std::int64_t>(count * f.sampleBytes, 1)}, at::kByte));
+      dst.push_back(host.back().data_ptr<std::uint8_t>());
+    }
+    if (count > 0) c.dataset->readBatch(indices.data(), count, dst.data());
+  }
+  for (std::size_t f = 0; f < c.fields.size(); ++f) {
+    const FieldSpec& spec = c.fields[f];
+    at::Tensor raw = !host.empty() && c.device->isHost() ? host[f]  // read straight into the batch
+                                                          : c.device->allocateBytes(std::max<std::int64_t>(count * spec.sampleBytes, 1));
+    if (c.mode == LoadingMode::Resident) c.device->gatherRows(c.resident[f], indices.data(), count, raw.data_ptr());
+    else if (!c.device->isHost()) c.device->copyToDevice(raw.data_ptr(), host[f].data_ptr(), count * spec.sampleBytes, false);
+    std::vector<std::int64_t> shape{count};
+    shape.insert(shape.end(), spec.sampleShape.begin(), spec.sampleShape.end());
+    batch.names.push_back(spec.name);
+    batch.tensors.push_back(at::from_blob(raw.data_ptr(), shape, [raw](void*) {},
+                                          at::TensorOptions().dtype(spec.dtype).device(c.device->torchDevice())));
+  }
+  return batch;
 }
 
 LoadingMode Loader::mode() const { return core_->mode; }

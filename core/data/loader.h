@@ -72,8 +72,16 @@ class Epoch {
   // (naming the batch and sample), Error(Timeout) naming the stalled stage,
   // Error(Cancelled) when the loader's cancel token fires.
   std::optional<Batch> next();
-  std::int64_t batches() const;
+  std::int64_t batches() const;  // so far, for a fed epoch
   void stop();
+
+  // A fed epoch (Loader::openEpoch) serves the batches given here, in
+  // order: `count` indices cut into batches of `batchSize` (the last may be
+  // shorter; batchSize <= the loader's batch_size). Throws Error(BadInput)
+  // for indices out of range, a closed feed or more than the capacity.
+  void feed(const std::int64_t* indices, std::int64_t count, std::int64_t batchSize);
+  // No more batches: next() returns nullopt once the fed ones are served.
+  void closeFeed();
 
   class iterator {
    public:
@@ -124,6 +132,13 @@ class Loader {
   // Starts epoch `e` (re-sizes the prefetch depth first). Throws
   // Error(BadInput) while another epoch of this loader is still alive.
   Epoch epoch(std::int64_t e);
+  // Starts epoch `e` with no order of its own: the caller feeds it batch by
+  // batch (Epoch::feed) up to `capacity` samples. The multi-device loader
+  // feeds each device the slices the plan gives it.
+  Epoch openEpoch(std::int64_t e, std::int64_t capacity);
+  // The samples `indices` as one batch on this loader's device, now
+  // (gathered on the device when resident, read and copied otherwise).
+  Batch fetch(const std::vector<std::int64_t>& indices, std::int64_t epoch = 0) const;
 
   LoadingMode mode() const;
   int prefetchDepth() const;  // of the last epoch started
@@ -138,6 +153,7 @@ class Loader {
   std::int64_t poolAllocations() const;  // buffer blocks ever allocated (leak and reuse tests)
 
  private:
+  Epoch startEpoch(std::int64_t e, std::vector<std::int64_t> order, std::vector<std::int64_t> batchBegin, bool fed);
   std::shared_ptr<LoaderCore> core_;
 };
 

@@ -79,6 +79,11 @@ struct EpochState {
   std::shared_ptr<LoaderCore> core;
   std::int64_t epoch = 0;
   std::vector<std::int64_t> order;
+  // Batch b is order[batchBegin[b], batchBegin[b + 1]). A fed epoch
+  // (Loader::openEpoch) grows both while it runs; their capacity is
+  // reserved up front so workers can read them without reallocation.
+  std::vector<std::int64_t> batchBegin;
+  bool feedOpen = false;
   std::int64_t batchCount = 0;
   int depth = 1;
   int workerCount = 0;

@@ -1,0 +1,99 @@
+// data/multi_device_loader: one process feeding several devices (flodl's
+// DistributedLoader). Each device gets its own Loader and backend --
+// resident where the dataset fits, streaming otherwise -- and the loader
+// executes the planner's split of every global batch:
+//  - chunk ratios: each step's B * D samples split by per-device weights
+//    (largest remainder, every device >= 1), like `stoker plan --weights`;
+//  - El Che: per round, device d runs counts[d] whole batches of B; counts
+//    follow the times the trainer records (recordStepTime), clamped at the
+//    end of the epoch like `stoker plan --step-ms`.
+// The gather device (where the whole step can be assembled for the loss) is
+// the resident device with the most free memory, as flodl intends.
+//
+//   MultiDeviceLoader loader(dataset, options, {sim0, sim1}, {.weights = {3, 1}});
+//   auto epoch = loader.epoch(e);
+//   while (auto step = epoch.next()) for (int d = 0; ...) train(d, step->perDevice[d]);
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/loader.h"
+
+namespace stoker {
+
+class ElChe;
+
+struct MultiDeviceOptions {
+  std::vector<double> weights;  // chunk ratios per device; empty = equal
+  bool elChe = false;           // batch counts from measured times instead
+  std::int64_t anchorBatches = 4;
+  int lookaheadRounds = 2;      // El Che rounds assigned ahead of the consumer
+};
+
+struct MultiStep {
+  std::int64_t epoch = 0;
+  std::int64_t index = 0;                      // step (El Che: round) in the epoch
+  std::vector<std::vector<Batch>> perDevice;   // device d's batches this step
+  std::vector<std::int64_t> indices;           // the whole step, device 0's first
+};
+
+class MultiDeviceLoader;
+
+class MultiEpoch {
+ public:
+  MultiEpoch(MultiEpoch&&) noexcept;
+  ~MultiEpoch();
+  // The next step, or nullopt at the end of the epoch.
+  std::optional<MultiStep> next();
+
+ private:
+  friend class MultiDeviceLoader;
+  struct State;
+  explicit MultiEpoch(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+class MultiDeviceLoader {
+ public:
+  // Throws Error(BadInput) for no devices, weights of the wrong count or
+  // not positive, or El Che and weights together.
+  MultiDeviceLoader(std::shared_ptr<Dataset> dataset, LoaderOptions options,
+                    std::vector<std::shared_ptr<DeviceBackend>> devices, MultiDeviceOptions multi = {});
+  ~MultiDeviceLoader();
+
+  int devices() const { return static_cast<int>(loaders_.size()); }
+  Loader& loader(int device) { return *loaders_.at(static_cast<std::size_t>(device)); }
+  const LoaderOptions& options() const { return options_; }
+  // Resident device with the most free memory; 0 when none is resident.
+  int gatherDevice() const { return gather_; }
+  // Samples per step each device gets (chunk ratios; El Che: counts * B).
+  std::vector<std::int64_t> stepShares() const;
+
+  // Starts epoch `e` on every device (one epoch at a time).
+  MultiEpoch epoch(std::int64_t e);
+  // The whole step as one batch on the gather device.
+  Batch gather(const MultiStep& step) const;
+
+  // El Che: the trainer's wall time for `batches` batches on `device`.
+  void recordStepTime(int device, double ms, std::int64_t batches);
+  // Recomputes El Che counts from the recorded times (each next() does).
+  void recalibrate();
+  const ElChe* elChe() const { return elChe_.get(); }
+  int lookaheadRounds() const { return multi_.lookaheadRounds; }
+  std::vector<std::string> notes() const;
+
+ private:
+  std::shared_ptr<Dataset> dataset_;
+  LoaderOptions options_;
+  MultiDeviceOptions multi_;
+  std::vector<std::unique_ptr<Loader>> loaders_;
+  std::vector<std::int64_t> shares_;  // chunk mode: samples per step per device
+  std::unique_ptr<ElChe> elChe_;
+  int gather_ = 0;
+};
+
+}  // namespace stoker

@@ -1,0 +1,224 @@
+// Multi-device feeding in one process on simulated devices: every step is
+// split as the planner says (chunk ratios, El Che rounds), every batch holds
+// the right rows, counts follow measured times, modes follow memory, the
+// gather device is the resident one with the most free memory, and the fed
+// epoch API refuses misuse.
+#include <QtTest>
+
+#include <ATen/ATen.h>
+
+#include <numeric>
+#include <set>
+
+#include "data/multi_device_loader.h"
+#include "data/sampler.h"
+#include "expect_error.h"
+#include "plan/el_che.h"
+#include "plan/shard_plan.h"
+#include "test_support.h"
+
+using namespace stoker;
+using stoker::test::expectBadInput;
+
+namespace {
+
+// x[i] = [i, i + 0.5, i + 1, i + 1.5], y[i] = i.
+std::shared_ptr<TensorDataset> numbered(std::int64_t n) {
+  at::Tensor x = at::arange(n, at::kFloat).unsqueeze(1) + at::arange(4, at::kFloat).unsqueeze(0) * 0.5;
+  at::Tensor y = at::arange(n, at::kLong);
+  return std::make_shared<TensorDataset>("numbered", std::vector<std::string>{"x", "y"}, std::vector<at::Tensor>{x, y});
+}
+
+std::vector<std::shared_ptr<DeviceBackend>> sims(const std::vector<std::int64_t>& capacities) {
+  std::vector<std::shared_ptr<DeviceBackend>> out;
+  for (std::size_t d = 0; d < capacities.size(); ++d) {
+    SimDeviceConfig c;
+    c.capacityBytes = capacities[d];
+    out.push_back(std::make_shared<SimDevice>(static_cast<int>(d), c));
+  }
+  return out;
+}
+
+// Every row of the batch is the sample its index names.
+bool rowsMatch(const Batch& b) {
+  const auto* idx = b.indices.data_ptr<std::int64_t>();
+  const at::Tensor y = b["y"].cpu(), x = b["x"].cpu();
+  for (std::int64_t i = 0; i < b.size(); ++i)
+    if (y[i].item<std::int64_t>() != idx[i] || x[i][3].item<float>() != static_cast<float>(idx[i]) + 1.5f) return false;
+  return true;
+}
+
+LoaderOptions baseOptions(std::int64_t batch) {
+  LoaderOptions o;
+  o.batch_size = batch;
+  o.drop_last = false;
+  o.seed = 3;
+  o.num_workers = 2;
+  o.prefetch = 3;
+  return o;
+}
+
+}  // namespace
+
+class TestMultiDevice : public QObject {
+  Q_OBJECT
+
+ private Q_SLOTS:
+  void chunkRatiosFollowThePlan() {
+    const std::int64_t n = 1003;
+    auto ds = numbered(n);
+    const auto o = baseOptions(16);
+    MultiDeviceOptions m;
+    m.weights = {3, 1, 2};
+    MultiDeviceLoader loader(ds, o, sims({1LL << 30, 1LL << 30, 1LL << 30}), m);
+    QCOMPARE(loader.stepShares(), (std::vector<std::int64_t>{24, 8, 16}));
+    PlanRequest r;
+    r.samples = n, r.worldSize = 3, r.batchSize = 16, r.seed = 3, r.epoch = 1, r.weights = m.weights;
+    const auto plan = makeShardPlan(r);
+    std::vector<std::vector<std::int64_t>> got(3);
+    std::int64_t steps = 0;
+    auto epoch = loader.epoch(1);
+    while (auto step = epoch.next()) {
+      ++steps;
+      for (int d = 0; d < 3; ++d) {
+        QCOMPARE(step->perDevice[static_cast<std::size_t>(d)].size(), std::size_t(1));
+        const Batch& b = step->perDevice[static_cast<std::size_t>(d)][0];
+        QVERIFY(rowsMatch(b));
+        got[static_cast<std::size_t>(d)].insert(got[static_cast<std::size_t>(d)].end(), b.indices.data_ptr<std::int64_t>(),
+                                                b.indices.data_ptr<std::int64_t>() + b.size());
+      }
+    }
+    QCOMPARE(steps, plan.steps);
+    for (int d = 0; d < 3; ++d) QVERIFY2(got[static_cast<std::size_t>(d)] == plan.ranks[static_cast<std::size_t>(d)].indices,
+                                         qPrintable(QString("device %1").arg(d)));
+  }
+
+  void elCheCountsFollowMeasuredTimes() {
+    const std::int64_t n = 2000;
+    auto ds = numbered(n);
+    auto o = baseOptions(10);
+    MultiDeviceOptions m;
+    m.elChe = true;
+    m.anchorBatches = 2;
+    m.lookaheadRounds = 1;
+    MultiDeviceLoader loader(ds, o, sims({1LL << 30, 1LL << 30}), m);
+    std::multiset<std::int64_t> seen;
+    std::vector<std::vector<std::int64_t>> countsSeen;
+    auto epoch = loader.epoch(0);
+    while (auto step = epoch.next()) {
+      std::vector<std::int64_t> counts;
+      std::int64_t stepSamples = 0;
+      for (int d = 0; d < 2; ++d) {
+        const auto& batches = step->perDevice[static_cast<std::size_t>(d)];
+        counts.push_back(static_cast<std::int64_t>(batches.size()));
+        for (const auto& b : batches) {
+          QVERIFY(rowsMatch(b));
+          stepSamples += b.size();
+          seen.insert(b.indices.data_ptr<std::int64_t>(), b.indices.data_ptr<std::int64_t>() + b.size());
+        }
+        // Device 1 is three times slower per batch (a simulated unequal GPU).
+        loader.recordStepTime(d, (d == 0 ? 5.0 : 15.0) * static_cast<double>(batches.size()),
+                              static_cast<std::int64_t>(batches.size()));
+      }
+      QCOMPARE(stepSamples, static_cast<std::int64_t>(step->indices.size()));
+      countsSeen.push_back(counts);
+    }
+    QCOMPARE(countsSeen.front(), (std::vector<std::int64_t>{2, 2}));  // before any measurement
+    QCOMPARE(countsSeen[3], (std::vector<std::int64_t>{6, 2}));       // 3x as many on the fast device
+    QCOMPARE(loader.elChe()->anchorDevice(), 1);
+    // Whole epoch: every sample exactly once (2000 = 200 batches, no tail).
+    QCOMPARE(static_cast<std::int64_t>(seen.size()), n);
+    QCOMPARE(static_cast<std::int64_t>(std::set<std::int64_t>(seen.begin(), seen.end()).size()), n);
+  }
+
+  void elCheTailIsDealtEvenlyOrDropped() {
+    auto ds = numbered(95);
+    for (bool drop : {false, true}) {
+      auto o = baseOptions(10);
+      o.drop_last = drop;
+      MultiDeviceOptions m;
+      m.elChe = true;
+      m.anchorBatches = 4;
+      MultiDeviceLoader loader(ds, o, sims({1LL << 30, 1LL << 30}), m);
+      std::set<std::int64_t> seen;
+      std::int64_t entries = 0;
+      auto epoch = loader.epoch(0);
+      while (auto step = epoch.next())
+        for (const auto& batches : step->perDevice)
+          for (const auto& b : batches) {
+            entries += b.size();
+            seen.insert(b.indices.data_ptr<std::int64_t>(), b.indices.data_ptr<std::int64_t>() + b.size());
+          }
+      // Rounds of 4+4 batches: 80 samples; 15 left = 1 whole batch + 5.
+      if (drop) {
+        QCOMPARE(entries, std::int64_t{80});
+      } else {
+        QCOMPARE(static_cast<std::int64_t>(seen.size()), std::int64_t{95});
+        QCOMPARE(entries, std::int64_t{96});  // 8 each: one padding sample
+      }
+    }
+  }
+
+  void modesFollowMemoryAndGatherPicksMostFree() {
+    auto ds = numbered(4000);  // 4000 * (16 + 8) bytes = 96 KB
+    auto o = baseOptions(32);
+    // Device 0 is too small to hold the dataset: it streams. Device 2 has
+    // the most free memory of the resident two: it gathers.
+    MultiDeviceLoader loader(ds, o, sims({64 << 10, 8 << 20, 64 << 20}));
+    QCOMPARE(loader.loader(0).mode(), LoadingMode::Streaming);
+    QCOMPARE(loader.loader(1).mode(), LoadingMode::Resident);
+    QCOMPARE(loader.loader(2).mode(), LoadingMode::Resident);
+    QCOMPARE(loader.gatherDevice(), 2);
+    auto epoch = loader.epoch(0);
+    const auto step = epoch.next();
+    QVERIFY(step);
+    for (const auto& batches : step->perDevice) QVERIFY(rowsMatch(batches[0]));
+    const Batch whole = loader.gather(*step);
+    QCOMPARE(whole.size(), std::int64_t{96});
+    QVERIFY(rowsMatch(whole));
+    QVERIFY(std::equal(step->indices.begin(), step->indices.end(), whole.indices.data_ptr<std::int64_t>()));
+    bool gatherNoted = false;
+    for (const auto& n : loader.notes()) gatherNoted |= n == "gather device: sim:2";
+    QVERIFY(gatherNoted);
+  }
+
+  void badSetupsAndFeedMisuseAreRefused() {
+    auto ds = numbered(100);
+    const auto o = baseOptions(8);
+    QVERIFY(expectBadInput([&] { MultiDeviceLoader l(ds, o, {}); }, {"devices", "at least one"}).isEmpty());
+    MultiDeviceOptions wrongCount;
+    wrongCount.weights = {1, 2, 3};
+    QVERIFY(expectBadInput([&] { MultiDeviceLoader l(ds, o, sims({1 << 20, 1 << 20}), wrongCount); },
+                           {"device weights", "3 entries", "world size 2"})
+                .isEmpty());
+    MultiDeviceOptions zero;
+    zero.weights = {1, 0};
+    QVERIFY(expectBadInput([&] { MultiDeviceLoader l(ds, o, sims({1 << 20, 1 << 20}), zero); }, {"rank 1", "positive"})
+                .isEmpty());
+    MultiDeviceOptions both;
+    both.weights = {1, 1};
+    both.elChe = true;
+    QVERIFY(expectBadInput([&] { MultiDeviceLoader l(ds, o, sims({1 << 20, 1 << 20}), both); }, {"not both"}).isEmpty());
+    QVERIFY(expectBadInput([] { expandDevices("sim:0,sim:0"); }, {"sim:0", "twice"}).isEmpty());
+    QCOMPARE(expandDevices("sim:0,sim:1,cpu").size(), std::size_t(3));
+
+    Loader single(ds, o, DeviceSpec::parse("sim:0"));
+    auto fed = single.openEpoch(0, 20);
+    const std::int64_t bad[] = {5, 100};
+    QVERIFY(expectBadInput([&] { fed.feed(bad, 2, 2); }, {"sample 100", "out of range"}).isEmpty());
+    const std::int64_t good[] = {1, 2, 3};
+    QVERIFY(expectBadInput([&] { fed.feed(good, 3, 9); }, {"batch size 9", "1-8"}).isEmpty());
+    QVERIFY(expectBadInput([&] { fed.next(); }, {"no batch fed"}).isEmpty());
+    fed.feed(good, 3, 2);
+    QCOMPARE(fed.next()->size(), std::int64_t{2});
+    QCOMPARE(fed.next()->size(), std::int64_t{1});
+    std::vector<std::int64_t> many(30, 1);
+    QVERIFY(expectBadInput([&] { fed.feed(many.data(), 30, 8); }, {"more samples than the 20"}).isEmpty());
+    fed.closeFeed();
+    QVERIFY(!fed.next());
+    QVERIFY(expectBadInput([&] { fed.feed(good, 3, 2); }, {"feed is closed"}).isEmpty());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestMultiDevice)
+#include "tst_multi_device.moc"
