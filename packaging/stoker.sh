@@ -19,7 +19,7 @@ BUILD_DIR="${STOKER_BUILD_DIR:-$ROOT/build}"
 PACKAGES=(
   cmake ninja-build g++ pkg-config
   qt6-base-dev libqcustomplot-dev
-  libtorch-dev nlohmann-json3-dev libxxhash-dev libcli11-dev zlib1g-dev
+  libtorch-dev libgloo-dev nlohmann-json3-dev libxxhash-dev libcli11-dev zlib1g-dev
   xvfb xauth
   dataset-fashion-mnist
   python3 python3-torch python3-numpy

@@ -10,4 +10,5 @@ void addCkptCommands(CLI::App& app, int& exitCode);
 void addDatasetCommands(CLI::App& app, int& exitCode);
 void addBenchCommands(CLI::App& app, int& exitCode);  // bench, monitor
 void addPlanCommands(CLI::App& app, int& exitCode);
+void addFeedCommands(CLI::App& app, int& exitCode);
 }  // namespace stoker

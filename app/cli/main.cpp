@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   stoker::addDatasetCommands(app, exitCode);
   stoker::addBenchCommands(app, exitCode);
   stoker::addPlanCommands(app, exitCode);
+  stoker::addFeedCommands(app, exitCode);
   try {
     app.parse(argc, argv);
     return exitCode;

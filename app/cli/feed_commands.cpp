@@ -1,0 +1,113 @@
+// `stoker feed`: one rank of a multi-process feeding job, started like a
+// torchrun job (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); alone it runs
+// as rank 0 of 1. Each rank loads its planned share of every epoch, runs a
+// simulated training step, and agrees with the others through c10d.
+#include <cstdio>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_output.h"
+#include "commands.h"
+#include "data/loader.h"
+#include "dist/dist_group.h"
+#include "dist/feed_job.h"
+#include "telemetry/telemetry_publisher.h"
+#include "util/busy_work.h"
+#include "util/error.h"
+
+namespace stoker {
+namespace {
+
+struct FeedArgs {
+  FeedJobOptions job;
+  std::string dataset = "fashion-mnist", device = "cpu";
+  int workers = 1;
+  double stepMicros = 0, rendezvousTimeout = 60;
+  std::vector<double> rankStepMicros;
+  std::vector<std::string> publish;
+  bool noShuffle = false, json = false;
+};
+
+void runFeed(FeedArgs& a) {
+  a.job.shuffle = !a.noShuffle;
+  const auto env = distEnvFromEnvironment();
+  const int rank = env ? env->rank : 0;
+  if (!a.rankStepMicros.empty() && env && static_cast<int>(a.rankStepMicros.size()) != env->worldSize)
+    throwBadInput("--rank-step-us", "has " + std::to_string(a.rankStepMicros.size()) + " entries for WORLD_SIZE " +
+                                        std::to_string(env->worldSize));
+  if (a.rendezvousTimeout <= 0) throwBadInput("--rendezvous-timeout", "must be positive");
+  LoaderOptions o;
+  o.batch_size = a.job.batchSize;
+  o.num_workers = a.workers;
+  o.drop_last = a.job.dropLast;
+  validateLoaderOptions(o);  // the loader serves what the plan feeds it: no sampler sharding here
+  auto dataset = openDataset(a.dataset, o);
+  Loader loader(dataset, o, DeviceSpec::parse(a.device));
+  loader.setTelemetryRank(rank);
+  std::shared_ptr<TelemetryPublisher> publisher;
+  if (!a.publish.empty()) {
+    publisher = std::make_shared<TelemetryPublisher>(a.publish);
+    loader.addObserver(publisher);
+  }
+  std::unique_ptr<DistGroup> group;
+  if (env && env->worldSize > 1) group = DistGroup::connect(*env, a.rendezvousTimeout);
+  const double micros = a.rankStepMicros.empty() ? a.stepMicros : a.rankStepMicros[static_cast<std::size_t>(rank)];
+  const auto reports = runFeedJob(loader, group.get(), a.job, [&](const std::vector<Batch>& batches) {
+    busyWork(micros * static_cast<double>(batches.size()));  // the "training step", per batch
+  });
+  if (publisher) publisher->flush(500);
+  nlohmann::json epochs = nlohmann::json::array();
+  for (const auto& r : reports)
+    epochs.push_back({{"epoch", r.epoch},
+                      {"resume_from", r.resumeFrom},
+                      {"steps", r.steps},
+                      {"samples", r.samples},
+                      {"padding", r.padding},
+                      {"plan_digest", r.planDigest},
+                      {"el_che_counts", r.elCheCounts}});
+  const nlohmann::json doc = {{"rank", rank}, {"world_size", env ? env->worldSize : 1}, {"epochs", epochs}};
+  if (a.json) {
+    printJson(doc);
+    return;
+  }
+  for (const auto& r : reports)
+    std::printf("rank %d epoch %lld: %lld steps, %lld samples (%lld padding)%s, plan %s\n", rank,
+                static_cast<long long>(r.epoch), static_cast<long long>(r.steps), static_cast<long long>(r.samples),
+                static_cast<long long>(r.padding),
+                r.resumeFrom > 0 ? (", resumed after " + std::to_string(r.resumeFrom)).c_str() : "",
+                r.planDigest.c_str());
+}
+
+}  // namespace
+
+void addFeedCommands(CLI::App& app, int& exitCode) {
+  auto args = std::make_shared<FeedArgs>();
+  FeedJobOptions& j = args->job;
+  auto* feed = app.add_subcommand("feed", "Run one rank of a multi-process feeding job (torchrun environment)");
+  feed->add_option("--dataset", args->dataset, "dataset, as for bench (default fashion-mnist)");
+  feed->add_option("--batch-size", j.batchSize, "samples per rank per step (default 64)");
+  feed->add_option("--epochs", j.epochs, "epochs (default 1)");
+  feed->add_option("--seed", j.seed, "shuffle seed (default 0)");
+  feed->add_flag("--no-shuffle", args->noShuffle, "keep the dataset order");
+  feed->add_flag("--drop-last", j.dropLast, "cut the tail instead of padding");
+  feed->add_option("--weights", j.weights, "per-rank weights for unequal GPUs (w0,w1,...)")->delimiter(',');
+  feed->add_flag("--el-che", j.elChe, "per-rank batch counts from the ranks' exchanged step times");
+  feed->add_option("--anchor-batches", j.anchorBatches, "El Che batches of the slowest rank per round (default 4)");
+  feed->add_option("--step-us", args->stepMicros, "simulated training step per batch, microseconds");
+  feed->add_option("--rank-step-us", args->rankStepMicros, "per-rank step time, microseconds (u0,u1,...)")->delimiter(',');
+  feed->add_option("--workers", args->workers, "loader worker threads per rank (default 1)");
+  feed->add_option("--device", args->device, "cpu or sim:N (default cpu)");
+  feed->add_option("--progress", j.progressFile, "rank 0 records the committed progress here after each step");
+  feed->add_flag("--resume", j.resume, "continue from --progress (any world size)");
+  feed->add_option("--record", j.recordDir, "each rank appends the samples of each step to DIR/rank<r>.txt");
+  feed->add_option("--rendezvous-timeout", args->rendezvousTimeout, "seconds to wait for every rank (default 60)");
+  feed->add_option("--publish", args->publish, "send telemetry to HOST:PORT or file:PATH; repeatable");
+  feed->add_flag("--json", args->json, "print one JSON document per rank");
+  feed->callback([args, &exitCode] {
+    runFeed(*args);
+    exitCode = 0;
+  });
+}
+
+}  // namespace stoker

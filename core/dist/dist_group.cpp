@@ -1,0 +1,151 @@
+#include "dist/dist_group.h"
+
+#include <string>
+
+#include "util/error.h"
+
+#ifdef STOKER_WITH_C10D
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#endif
+
+namespace stoker {
+
+#ifdef STOKER_WITH_C10D
+
+struct DistGroup::Impl {
+  DistEnv env;
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+};
+
+namespace {
+
+std::string where(const DistEnv& env) { return env.masterAddr + ":" + std::to_string(env.masterPort); }
+std::string secs(double s) {
+  char t[32];
+  std::snprintf(t, sizeof t, "%g s", s);
+  return t;
+}
+
+template <typename F>
+auto collective(const char* name, F f) {
+  try {
+    return f();
+  } catch (const c10::Error& e) {
+    throw Error(ErrorKind::Io, std::string("collective ") + name,
+                std::string(e.what_without_backtrace()) + " (did another rank stop?)");
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::Io, std::string("collective ") + name, std::string(e.what()) + " (did another rank stop?)");
+  }
+}
+
+}  // namespace
+
+bool distAvailable() { return true; }
+
+std::unique_ptr<DistGroup> DistGroup::connect(const DistEnv& env, double timeoutSeconds) {
+  auto impl = std::make_unique<Impl>();
+  impl->env = env;
+  const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeoutSeconds * 1000));
+  c10d::TCPStoreOptions so;
+  so.port = static_cast<std::uint16_t>(env.masterPort);
+  so.isServer = env.rank == 0;
+  so.waitWorkers = false;  // we wait ourselves, to say who is missing
+  so.timeout = timeout;
+  try {
+    impl->store = c10::make_intrusive<c10d::TCPStore>(env.masterAddr, so);
+  } catch (const std::exception& e) {
+    if (env.rank == 0) throw Error(ErrorKind::Io, "rendezvous", "cannot host the store at " + where(env) + ": " + e.what());
+    throw Error(ErrorKind::Timeout, "rendezvous",
+                "no store answered at " + where(env) + " within " + secs(timeoutSeconds) + " (is rank 0 running?)");
+  }
+  const std::string prefix = "stoker/joined/";
+  impl->store->set(prefix + std::to_string(env.rank), {1});
+  std::vector<std::string> keys;
+  for (int r = 0; r < env.worldSize; ++r) keys.push_back(prefix + std::to_string(r));
+  try {
+    impl->store->wait(keys, timeout);
+  } catch (const std::exception&) {
+    std::string missing;
+    int joined = 0;
+    for (int r = 0; r < env.worldSize; ++r) {
+      bool here = false;
+      try {
+        here = impl->store->check({keys[static_cast<std::size_t>(r)]});
+      } catch (const std::exception&) {
+      }
+      if (here) ++joined;
+      else missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    }
+    throw Error(ErrorKind::Timeout, "rendezvous",
+                "only " + std::to_string(joined) + " of " + std::to_string(env.worldSize) + " ranks joined " +
+                    where(env) + " within " + secs(timeoutSeconds) + " (missing rank" +
+                    (missing.find(',') != std::string::npos ? "s " : " ") + missing + ")");
+  }
+  try {
+    auto opts = c10d::ProcessGroupGloo::Options::create();
+    opts->timeout = timeout;
+    opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(env.masterAddr));
+    impl->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl->store, env.rank, env.worldSize, opts);
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::Io, "rendezvous", std::string("Gloo could not connect the ranks: ") + e.what());
+  }
+  return std::unique_ptr<DistGroup>(new DistGroup(std::move(impl)));
+}
+
+std::vector<std::int64_t> DistGroup::allgather(std::int64_t value) {
+  return collective("allgather", [&] {
+    std::vector<at::Tensor> in{at::full({1}, value, at::kLong)};
+    std::vector<std::vector<at::Tensor>> out(1);
+    for (int r = 0; r < worldSize(); ++r) out[0].push_back(at::empty({1}, at::kLong));
+    impl_->group->allgather(out, in)->wait();
+    std::vector<std::int64_t> v;
+    for (const auto& t : out[0]) v.push_back(t.item<std::int64_t>());
+    return v;
+  });
+}
+
+std::vector<double> DistGroup::allgather(double value) {
+  return collective("allgather", [&] {
+    std::vector<at::Tensor> in{at::full({1}, value, at::kDouble)};
+    std::vector<std::vector<at::Tensor>> out(1);
+    for (int r = 0; r < worldSize(); ++r) out[0].push_back(at::empty({1}, at::kDouble));
+    impl_->group->allgather(out, in)->wait();
+    std::vector<double> v;
+    for (const auto& t : out[0]) v.push_back(t.item<double>());
+    return v;
+  });
+}
+
+void DistGroup::barrier() {
+  collective("barrier", [&] {
+    impl_->group->barrier()->wait();
+    return 0;
+  });
+}
+
+#else  // no c10d/Gloo in this libtorch
+
+struct DistGroup::Impl {
+  DistEnv env;
+};
+
+bool distAvailable() { return false; }
+
+std::unique_ptr<DistGroup> DistGroup::connect(const DistEnv&, double) {
+  throwBadInput("distributed", "this stoker was built without libtorch's c10d/Gloo (install libgloo-dev and rebuild)");
+}
+std::vector<std::int64_t> DistGroup::allgather(std::int64_t) { return {}; }
+std::vector<double> DistGroup::allgather(double) { return {}; }
+void DistGroup::barrier() {}
+
+#endif
+
+DistGroup::DistGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+DistGroup::~DistGroup() = default;
+int DistGroup::rank() const { return impl_->env.rank; }
+int DistGroup::worldSize() const { return impl_->env.worldSize; }
+
+}  // namespace stoker

@@ -1,0 +1,40 @@
+// dist/dist_group: the ranks of a job talking through libtorch's c10d --
+// rendezvous on a TCPStore hosted by rank 0, collectives through Gloo (CPU
+// tensors; what Stoker exchanges is small: plan digests, step times). No
+// home-made protocol. Built only where libtorch has c10d and Gloo headers
+// (STOKER_WITH_C10D); elsewhere connect() throws and says so.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "dist/torchrun_env.h"
+
+namespace stoker {
+
+bool distAvailable();
+
+class DistGroup {
+ public:
+  // Joins the job: rank 0 hosts the store at MASTER_ADDR:MASTER_PORT. Each
+  // rank registers, then waits for all WORLD_SIZE ranks; after
+  // `timeoutSeconds` it throws Error(Timeout) naming the ranks that never
+  // joined (or, for rank > 0, that no store answered). Collectives that
+  // fail because a peer died throw Error(Io) naming the collective.
+  static std::unique_ptr<DistGroup> connect(const DistEnv& env, double timeoutSeconds);
+  ~DistGroup();
+
+  int rank() const;
+  int worldSize() const;
+  std::vector<std::int64_t> allgather(std::int64_t value);
+  std::vector<double> allgather(double value);
+  void barrier();
+
+ private:
+  struct Impl;
+  explicit DistGroup(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace stoker
