@@ -1,5 +1,6 @@
 // `stoker bench`: runs the real loader on a dataset and reports throughput;
 // `stoker monitor`: prints the telemetry loaders publish.
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -13,12 +14,14 @@
 #include "cli_progress.h"
 #include "commands.h"
 #include "data/loader.h"
+#include "data/multi_device_loader.h"
 #include "telemetry/telemetry_listener.h"
 #include "telemetry/telemetry_publisher.h"
 #include "util/busy_work.h"
 #include "util/byte_size.h"
 #include "util/error.h"
 #include "util/progress.h"
+#include "util/run_jobs.h"
 
 namespace stoker {
 namespace {
@@ -32,6 +35,10 @@ struct BenchArgs {
   std::string simCapacity = "16GiB", simBandwidth = "12GB";
   std::vector<std::string> publish;
   bool json = false, quiet = false, exportPytorch = false, exportCpp = false, reuse = false;
+  // Several devices in one process: the planner's split of every step.
+  std::string split = "equal";  // equal, weights or el-che
+  std::vector<double> deviceWeights, deviceStepMicros;
+  std::int64_t anchorBatches = 4;
 };
 
 struct DeviceRun {
@@ -70,6 +77,104 @@ nlohmann::json memoryJson(const DeviceMemory& m) {
   return {{"total", m.total}, {"used", m.used}, {"free", m.free}, {"reserved", m.reserved}, {"allocated", m.allocated}};
 }
 
+// Several devices fed by one MultiDeviceLoader: each step's batches are
+// "trained" on every device at once (busy work of that device's step time
+// per batch, so sim devices can be unequal GPUs) and El Che learns from the
+// measured times.
+void runMultiDeviceBench(const BenchArgs& a, const LoaderOptions& options, const std::shared_ptr<Dataset>& dataset,
+                         const std::vector<DeviceSpec>& devices, const SimDeviceConfig& sim,
+                         const std::shared_ptr<TelemetryPublisher>& publisher, CancelToken& cancel) {
+  const auto n = devices.size();
+  if (!a.deviceStepMicros.empty() && a.deviceStepMicros.size() != n)
+    throwBadInput("--device-step-us", "has " + std::to_string(a.deviceStepMicros.size()) + " entries for " +
+                                          std::to_string(n) + " devices");
+  MultiDeviceOptions m;
+  m.elChe = a.split == "el-che";
+  m.anchorBatches = a.anchorBatches;
+  if (a.split == "weights") {
+    if (a.deviceWeights.empty()) throwBadInput("--split weights", "needs --device-weights w0,w1,...");
+    m.weights = a.deviceWeights;
+  } else if (!a.deviceWeights.empty()) {
+    throwBadInput("--device-weights", "only with --split weights");
+  }
+  std::vector<std::shared_ptr<DeviceBackend>> backends;
+  for (const auto& d : devices) backends.push_back(DeviceBackend::create(d, sim));
+  MultiDeviceLoader loader(dataset, options, backends, m);
+  for (int d = 0; d < loader.devices(); ++d) {
+    loader.loader(d).setCancelToken(&cancel);
+    if (publisher) loader.loader(d).addObserver(publisher);
+  }
+  if (!a.json && !a.quiet)
+    for (const auto& note : loader.notes()) std::fprintf(stderr, "%s\n", note.c_str());
+  std::vector<std::int64_t> samples(n, 0), batches(n, 0);
+  double steadySeconds = 0;
+  std::int64_t steadySamples = 0, steps = 0;
+  for (int e = 0; e < a.epochs; ++e) {
+    const auto start = std::chrono::steady_clock::now();
+    std::int64_t epochSamples = 0;
+    auto epoch = loader.epoch(e);
+    while (auto step = epoch.next()) {
+      cancel.throwIfCancelled("bench");
+      std::vector<double> ms(n, 0);
+      std::atomic<std::size_t> next{0};
+      runJobs(static_cast<int>(n), [&] {
+        for (std::size_t d; (d = next.fetch_add(1)) < n;) {
+          const auto t0 = std::chrono::steady_clock::now();
+          const double us = a.deviceStepMicros.empty() ? a.stepMicros : a.deviceStepMicros[d];
+          busyWork(us * static_cast<double>(step->perDevice[d].size()));
+          ms[d] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        }
+      });
+      for (std::size_t d = 0; d < n; ++d) {
+        const auto count = static_cast<std::int64_t>(step->perDevice[d].size());
+        loader.recordStepTime(static_cast<int>(d), ms[d], count);
+        batches[d] += count;
+        for (const auto& b : step->perDevice[d]) samples[d] += b.size(), epochSamples += b.size();
+      }
+      ++steps;
+    }
+    if (e > 0 || a.epochs == 1) {
+      steadySeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      steadySamples += epochSamples;
+    }
+  }
+  if (publisher) publisher->flush(500);
+  const double rate = steadySeconds > 0 ? static_cast<double>(steadySamples) / steadySeconds : 0;
+  const auto shares = loader.stepShares();
+  nlohmann::json perDevice = nlohmann::json::array();
+  for (std::size_t d = 0; d < n; ++d)
+    perDevice.push_back({{"device", devices[d].name()},
+                         {"mode", loadingModeName(loader.loader(static_cast<int>(d)).mode())},
+                         {"samples", samples[d]},
+                         {"batches", batches[d]},
+                         {"step_share", shares[d]},
+                         {"memory", memoryJson(loader.loader(static_cast<int>(d)).memory())}});
+  if (a.json) {
+    printJson({{"dataset", a.dataset},
+               {"samples", dataset->size()},
+               {"batch_size", options.batch_size},
+               {"epochs", a.epochs},
+               {"split", a.split},
+               {"steps", steps},
+               {"gather_device", devices[static_cast<std::size_t>(loader.gatherDevice())].name()},
+               {"mode", loadingModeName(loader.loader(0).mode())},
+               {"samples_per_s", rate},
+               {"bytes_per_s", rate * static_cast<double>(dataset->sampleBytes())},
+               {"per_device", perDevice},
+               {"notes", loader.notes()}});
+    return;
+  }
+  std::printf("%s: %lld samples, batch %lld per device, %zu devices, split %s, %d epochs\n",
+              dataset->description().c_str(), static_cast<long long>(dataset->size()),
+              static_cast<long long>(options.batch_size), n, a.split.c_str(), a.epochs);
+  std::printf("%-8s %-9s %12s %9s %11s\n", "device", "mode", "samples", "batches", "step share");
+  for (std::size_t d = 0; d < n; ++d)
+    std::printf("%-8s %-9s %12lld %9lld %11lld\n", devices[d].name().c_str(),
+                loadingModeName(loader.loader(static_cast<int>(d)).mode()).c_str(), static_cast<long long>(samples[d]),
+                static_cast<long long>(batches[d]), static_cast<long long>(shares[d]));
+  std::printf("steady state (epochs after the first): %.0f samples/s\n", rate);
+}
+
 void runBench(const BenchArgs& a) {
   if (a.epochs < 1) throwBadInput("--epochs", "must be at least 1 (got " + std::to_string(a.epochs) + ")");
   if (a.stepMicros < 0) throwBadInput("--step-us", "must be non-negative");
@@ -90,6 +195,10 @@ void runBench(const BenchArgs& a) {
   std::shared_ptr<TelemetryPublisher> publisher;
   if (!a.publish.empty()) publisher = std::make_shared<TelemetryPublisher>(a.publish);
 
+  if (devices.size() > 1) {
+    runMultiDeviceBench(a, options, dataset, devices, sim, publisher, cancel);
+    return;
+  }
   std::vector<DeviceRun> runs;
   for (std::size_t d = 0; d < devices.size(); ++d) {
     LoaderOptions o = options;
@@ -248,7 +357,7 @@ void addBenchCommands(CLI::App& app, int& exitCode) {
   bench->add_option("--preset", args->preset, "gpu_optimized (default), distributed_optimized or debug_mode");
   bench->add_option("--batch-size", args->batchSize, "samples per batch");
   bench->add_option("--epochs", args->epochs, "epochs to run (default 3; steady state = epochs after the first)");
-  bench->add_option("--device", args->device, "cpu, sim:N, cuda:N or all");
+  bench->add_option("--device", args->device, "cpu, sim:N, cuda:N, all, or a list (sim:0,sim:1): one loader per device");
   bench->add_option("--mode", args->mode, "auto, resident or streaming")->check(CLI::IsMember({"auto", "resident", "streaming"}));
   bench->add_option("--workers", args->workers, "worker threads (0 = on the consumer's thread)");
   bench->add_option("--prefetch", args->prefetch, "most batches ahead of the consumer");
@@ -260,6 +369,14 @@ void addBenchCommands(CLI::App& app, int& exitCode) {
   bench->add_option("--save-options", args->saveOptions, "write the resolved LoaderOptions to this JSON file");
   bench->add_flag("--export-pytorch", args->exportPytorch, "print the equivalent PyTorch DataLoader(...) and exit");
   bench->add_flag("--export-cpp", args->exportCpp, "print the C++ builder for these options and exit");
+  bench->add_option("--split", args->split, "several devices: equal, weights or el-che (default equal)")
+      ->check(CLI::IsMember({"equal", "weights", "el-che"}));
+  bench->add_option("--device-weights", args->deviceWeights, "--split weights: per-device shares (w0,w1,...)")
+      ->delimiter(',');
+  bench->add_option("--device-step-us", args->deviceStepMicros,
+                    "per-device simulated step per batch, microseconds (unequal GPUs; u0,u1,...)")
+      ->delimiter(',');
+  bench->add_option("--anchor-batches", args->anchorBatches, "--split el-che: batches of the slowest device per step");
   bench->add_flag("--quiet", args->quiet, "no progress line");
   bench->add_flag("--json", args->json, "print one JSON document");
   bench->callback([args, &exitCode] {

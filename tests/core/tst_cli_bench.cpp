@@ -55,6 +55,29 @@ class TestCliBench : public QObject {
     QVERIFY(cpp.out.contains(".batchSize(8)"));
   }
 
+  void severalDevicesSplitEachStep() {
+    // Two unequal simulated GPUs: El Che gives the 3x faster one 3x the batches.
+    auto r = runStoker({"bench", "--dataset", "synthetic:6000,16", "--device", "sim:0,sim:1", "--batch-size", "20",
+                        "--split", "el-che", "--device-step-us", "300,900", "--epochs", "2", "--json"});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    QJsonObject doc = QJsonDocument::fromJson(r.out).object();
+    QCOMPARE(doc["split"].toString(), QString("el-che"));
+    QJsonArray devices = doc["per_device"].toArray();
+    QCOMPARE(devices.size(), 2);
+    const double ratio = devices[0].toObject()["step_share"].toDouble() / devices[1].toObject()["step_share"].toDouble();
+    QVERIFY2(ratio >= 2.0 && ratio <= 4.0, qPrintable(QString::number(ratio)));
+    QCOMPARE(devices[0].toObject()["samples"].toInteger() + devices[1].toObject()["samples"].toInteger(), 12000);
+    QVERIFY(doc["samples_per_s"].toDouble() > 0);
+    // Weighted shares: 3:1 of each 40-sample step.
+    r = runStoker({"bench", "--dataset", "synthetic:4000,16", "--device", "sim:0,sim:1", "--batch-size", "20", "--split",
+                   "weights", "--device-weights", "3,1", "--epochs", "1", "--json"});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    devices = QJsonDocument::fromJson(r.out).object()["per_device"].toArray();
+    QCOMPARE(devices[0].toObject()["step_share"].toInt(), 30);
+    QCOMPARE(devices[1].toObject()["step_share"].toInt(), 10);
+    QCOMPARE(devices[0].toObject()["samples"].toInt(), 3000);
+  }
+
   void badInput_data() {
     QTest::addColumn<QStringList>("args");
     QTest::addColumn<QString>("expected");
@@ -69,6 +92,17 @@ class TestCliBench : public QObject {
     QTest::newRow("bad address") << QStringList{"--dataset", "synthetic:10,4", "--publish", "nowhere"} << "address nowhere";
     QTest::newRow("bad sim size") << QStringList{"--dataset", "synthetic:10,4", "--sim-capacity", "lots"} << "--sim-capacity";
     QTest::newRow("missing options") << QStringList{"--options", "/nonexistent/o.json"} << "/nonexistent/o.json";
+    QTest::newRow("device twice") << QStringList{"--dataset", "synthetic:10,4", "--device", "sim:0,sim:0"} << "listed twice";
+    QTest::newRow("weights without split")
+        << QStringList{"--dataset", "synthetic:100,4", "--device", "sim:0,sim:1", "--device-weights", "1,2"} << "only with --split weights";
+    QTest::newRow("split weights without weights")
+        << QStringList{"--dataset", "synthetic:100,4", "--device", "sim:0,sim:1", "--split", "weights"} << "needs --device-weights";
+    QTest::newRow("zero device weight") << QStringList{"--dataset", "synthetic:100,4", "--device", "sim:0,sim:1", "--split",
+                                                       "weights", "--device-weights", "1,0"}
+                                        << "rank 1 has weight 0";
+    QTest::newRow("step times count") << QStringList{"--dataset", "synthetic:100,4", "--device", "sim:0,sim:1",
+                                                     "--device-step-us", "1,2,3"}
+                                      << "3 entries for 2 devices";
     QTest::newRow("fashion dir") << QStringList{"--dataset", "fashion-mnist:/nonexistent"} << "dataset-fashion-mnist";
   }
   void badInput() {
