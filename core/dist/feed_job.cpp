@@ -164,7 +164,6 @@ struct EpochRun {
         share.assign(static_cast<std::size_t>(world), (tail + world - 1) / world);
       } else {
         for (int r = 0; r < world; ++r) share[static_cast<std::size_t>(r)] = counts[static_cast<std::size_t>(r)] * bs;
-        report.elCheCounts = counts;
       }
       const std::int64_t before = std::accumulate(share.begin(), share.begin() + me, std::int64_t{0});
       const std::int64_t total = std::accumulate(share.begin(), share.end(), std::int64_t{0});
@@ -176,6 +175,7 @@ struct EpochRun {
         el.record(r, msPerBatch[static_cast<std::size_t>(r)] * static_cast<double>(rb), rb);
       }
       el.calibrate();
+      report.elCheCounts = el.counts();  // unclamped: what the measured times give
       cursor = std::min(n, cursor + total);
       ++report.steps;
       commit(e, resumeFrom + cursor);

@@ -53,7 +53,7 @@ struct FeedEpochReport {
   std::int64_t samples = 0;  // this rank's, padding included
   std::int64_t padding = 0;
   std::string planDigest;    // equal on every rank (checked)
-  std::vector<std::int64_t> elCheCounts;  // last round's counts
+  std::vector<std::int64_t> elCheCounts;  // El Che counts after the last exchange (before the end-of-epoch clamp)
 };
 
 // `step` is the training step on the rank's batches of one step (El Che:

@@ -65,7 +65,7 @@ class TestCliBench : public QObject {
     QJsonArray devices = doc["per_device"].toArray();
     QCOMPARE(devices.size(), 2);
     const double ratio = devices[0].toObject()["step_share"].toDouble() / devices[1].toObject()["step_share"].toDouble();
-    QVERIFY2(ratio >= 2.0 && ratio <= 4.0, qPrintable(QString::number(ratio)));
+    QVERIFY2(ratio >= 1.5 && ratio <= 6.0, qPrintable(QString::number(ratio)));  // 3 in theory; the cores are shared
     QCOMPARE(devices[0].toObject()["samples"].toInteger() + devices[1].toObject()["samples"].toInteger(), 12000);
     QVERIFY(doc["samples_per_s"].toDouble() > 0);
     // Weighted shares: 3:1 of each 40-sample step.

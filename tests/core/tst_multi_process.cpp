@@ -157,12 +157,16 @@ class TestMultiProcess : public QObject {
               freePort());
     QVERIFY(job.finish());
     std::multiset<std::int64_t> all;
+    QJsonArray first;
     for (int r = 0; r < 2; ++r) {
       QVERIFY2(job.code(r) == 0, job.err(r).constData());
       const QJsonArray counts = QJsonDocument::fromJson(job.out(r)).object()["epochs"].toArray()[0].toObject()["el_che_counts"].toArray();
       QCOMPARE(counts.size(), 2);
+      if (r == 0) first = counts;
+      QCOMPARE(counts, first);  // every rank computed the same counts from the exchanged times
+      // 3x in theory; other tests share the 2 cores, so only the direction is firm.
       const double ratio = counts[0].toDouble() / counts[1].toDouble();
-      QVERIFY2(ratio >= 2.0 && ratio <= 4.0, qPrintable(QString("counts %1:%2").arg(counts[0].toInt()).arg(counts[1].toInt())));
+      QVERIFY2(ratio >= 1.5 && ratio <= 8.0, qPrintable(QString("counts %1:%2").arg(counts[0].toInt()).arg(counts[1].toInt())));
       for (const auto& line : readRecord(dir.filePath(QString("rec/rank%1.txt").arg(r))))
         all.insert(line.indices.begin(), line.indices.end());
     }

@@ -113,24 +113,10 @@ class TestPlanner : public QObject {
                                         {2, 5, 0, 1, 1, 0, 0},       {2, 5, 1, 1, 1, 0, 0},    {1000, 8, 0, 1, 42, 3, 16},
                                         {1001, 8, 1, 1, 42, 3, 7},   {17, 4, 0, 0, 0, 0, 2},   {17, 4, 1, 0, 0, 0, 0},
                                         {60000, 7, 0, 1, 123456789, 11, 256}, {5, 1, 0, 1, 3, 1, 0}};
-    QJsonArray spec;
-    for (const auto& c : cases) spec.append(QJsonArray{c[0], c[1], c[2], c[3], c[4], c[5]});
-    const QString script = R"(
-import json, sys
-from torch.utils.data import DistributedSampler
-out = []
-for n, world, drop, shuffle, seed, epoch in json.loads(sys.argv[1]):
-    ranks = []
-    for r in range(world):
-        s = DistributedSampler(range(n), num_replicas=world, rank=r, shuffle=bool(shuffle), seed=seed, drop_last=bool(drop))
-        s.set_epoch(epoch)
-        ranks.append(list(s))
-    out.append(ranks)
-print(json.dumps(out))
-)";
-    auto res = stoker::test::runPython(script, {QString::fromUtf8(QJsonDocument(spec).toJson(QJsonDocument::Compact))});
-    QVERIFY2(res.exitCode == 0, res.err.constData());
-    const QJsonArray expected = QJsonDocument::fromJson(res.out).array();
+    QByteArray error;
+    const QByteArray torch = stoker::test::torchDistributedIndices(cases, &error);
+    QVERIFY2(!torch.isEmpty(), error.constData());
+    const QJsonArray expected = QJsonDocument::fromJson(torch).array();
     QCOMPARE(expected.size(), cases.size());
     for (int i = 0; i < cases.size(); ++i) {
       const auto& c = cases[i];

@@ -64,6 +64,36 @@ bool pythonTorchAvailable() {
   return cached == 1;
 }
 
+QByteArray torchDistributedIndices(const QList<QList<qint64>>& cases, QByteArray* error) {
+  QByteArray spec = "[";
+  for (const auto& c : cases) {
+    QStringList fields;
+    for (auto v : c) fields << QString::number(v);
+    spec += (spec.size() > 1 ? "," : "") + ("[" + fields.join(',') + "]").toUtf8();
+  }
+  spec += "]";
+  const QString script = R"(
+import json, sys
+from torch.utils.data import DistributedSampler
+out = []
+for case in json.loads(sys.argv[1]):
+    n, world, drop, shuffle, seed, epoch = case[:6]
+    ranks = []
+    for r in range(world):
+        s = DistributedSampler(range(n), num_replicas=world, rank=r, shuffle=bool(shuffle), seed=seed, drop_last=bool(drop))
+        s.set_epoch(epoch)
+        ranks.append(list(s))
+    out.append(ranks)
+print(json.dumps(out))
+)";
+  const ProcessResult r = runPython(script, {QString::fromUtf8(spec)});
+  if (r.exitCode != 0) {
+    if (error) *error = r.err;
+    return {};
+  }
+  return r.out;
+}
+
 QString samplesDir() { return QStringLiteral(STOKER_TEST_DATA "/safetensors-samples"); }
 
 }  // namespace stoker::test

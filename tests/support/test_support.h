@@ -38,6 +38,12 @@ ProcessResult runPython(const QString& script, const QStringList& args = {});
 // Whether Debian's python3 can import torch (the set-up installs it).
 bool pythonTorchAvailable();
 
+// Every rank's indices from torch's DistributedSampler after set_epoch, for
+// each case (n, world, drop_last, shuffle, seed, epoch, extra columns
+// ignored): result[case][rank]
+// is a list of indices. Empty (and `error` set) when python fails.
+QByteArray torchDistributedIndices(const QList<QList<qint64>>& cases, QByteArray* error);
+
 QString samplesDir();  // the official safetensors sample files
 
 }  // namespace stoker::test
