@@ -6,7 +6,9 @@
 #include <QSplitter>
 #include <QStackedWidget>
 #include <QStatusBar>
+#include <QVBoxLayout>
 
+#include "planner_workspace.h"
 #include "workspace_page.h"
 
 namespace stoker {
@@ -39,7 +41,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   for (const auto& w : kWorkspaces) {
     auto* item = new QListWidgetItem(tr(w.title), nav_);
     item->setData(Qt::UserRole, QString::fromLatin1(w.id));
-    stack_->addWidget(new WorkspacePage(tr(w.title), tr(w.purpose), stack_));
+    auto* page = new WorkspacePage(tr(w.title), tr(w.purpose), stack_);
+    if (QString::fromLatin1(w.id) == "planner") page->body()->addWidget(new PlannerWorkspace(page), 1);
+    stack_->addWidget(page);
   }
   nav_->setMaximumWidth(180);
   split->setStretchFactor(1, 1);

@@ -18,8 +18,7 @@ WorkspacePage::WorkspacePage(const QString& title, const QString& purpose, QWidg
   layout->addWidget(heading);
   layout->addWidget(blurb);
   body_ = new QVBoxLayout();
-  layout->addLayout(body_);
-  layout->addStretch(1);  // keep the header at the top while the body is small
+  layout->addLayout(body_, 1);  // the body takes the room; the header stays at the top
 }
 
 }  // namespace stoker

@@ -1,0 +1,145 @@
+// The Planner workspace driven through its API: the plan it shows equals the
+// core planner's, weights from measured throughput, readable errors for bad
+// input, the resume preview, and a 10M x 1024 plan that never stalls the
+// event loop (timer probe, < 50 ms).
+#include <QtTest>
+
+#include <QElapsedTimer>
+#include <QLabel>
+#include <QSignalSpy>
+#include <QTableWidget>
+
+#include "plan/shard_plan.h"
+#include "plan_grid_view.h"
+#include "planner_workspace.h"
+
+using namespace stoker;
+
+namespace {
+
+// Waits for the next planReady or planFailed; true when ready.
+bool waitForPlan(PlannerWorkspace& w, int ms = 30000) {
+  QSignalSpy ready(&w, &PlannerWorkspace::planReady), failed(&w, &PlannerWorkspace::planFailed);
+  QElapsedTimer t;
+  t.start();
+  while (ready.isEmpty() && failed.isEmpty() && t.elapsed() < ms) QTest::qWait(10);
+  return !ready.isEmpty();
+}
+
+}  // namespace
+
+class TestPlannerWorkspace : public QObject {
+  Q_OBJECT
+
+ private Q_SLOTS:
+  void showsTheCorePlan() {
+    PlannerWorkspace w;
+    auto* table = w.findChild<QTableWidget*>();
+    QVERIFY(table);
+    QCOMPARE(table->rowCount(), 4);  // the default plan is there from the start
+    PlannerInputs in;
+    in.samples = 1003, in.worldSize = 3, in.batchSize = 16, in.seed = 9, in.epoch = 2;
+    in.policy = "weighted", in.weights = "3,1,2", in.resumeFrom = 0;
+    w.setInputs(in);
+    QVERIFY(waitForPlan(w));
+    PlanRequest r;
+    r.samples = 1003, r.worldSize = 3, r.batchSize = 16, r.seed = 9, r.epoch = 2, r.weights = {3, 1, 2};
+    const ShardPlan plan = makeShardPlan(r);
+    QCOMPARE(table->rowCount(), 3);
+    for (int k = 0; k < 3; ++k) {
+      QCOMPARE(table->item(k, 1)->text().toLongLong(), static_cast<qint64>(plan.ranks[static_cast<std::size_t>(k)].indices.size()));
+      QCOMPARE(table->item(k, 3)->text().toLongLong(), static_cast<qint64>(plan.ranks[static_cast<std::size_t>(k)].stepSizes.size()));
+    }
+    auto* grid = w.findChild<PlanGridView*>("planGrid");
+    QVERIFY(grid);
+    QCOMPARE(grid->grid().stepSizes.size(), 3);
+    QCOMPARE(grid->grid().stepSizes[0][0], qint64{24});  // 3/6 of 48
+    QVERIFY(w.errorText().isEmpty());
+  }
+
+  void badInputShowsAReadableError() {
+    PlannerWorkspace w;
+    PlannerInputs in;
+    in.worldSize = 4, in.policy = "weighted", in.weights = "1,0,1,1";
+    QSignalSpy failed(&w, &PlannerWorkspace::planFailed);
+    w.setInputs(in);
+    QVERIFY(!waitForPlan(w));
+    QCOMPARE(failed.size(), 1);
+    QVERIFY2(w.errorText().contains("rank 1 has weight 0"), qPrintable(w.errorText()));
+    in.weights = "1,x";
+    w.setInputs(in);
+    QVERIFY(!waitForPlan(w));
+    QVERIFY2(w.errorText().contains("\"x\" is not a number"), qPrintable(w.errorText()));
+    in.policy = "torch", in.dropLast = true, in.samples = 100, in.batchSize = 64;
+    w.setInputs(in);
+    QVERIFY(!waitForPlan(w));
+    QVERIFY2(w.errorText().contains("drop_last"), qPrintable(w.errorText()));
+    in.dropLast = false, in.resumeFrom = 101;
+    w.setInputs(in);
+    QVERIFY(!waitForPlan(w));
+    QVERIFY2(w.errorText().contains("beyond the epoch"), qPrintable(w.errorText()));
+    in.resumeFrom = 0;
+    w.setInputs(in);
+    QVERIFY(waitForPlan(w));
+    QVERIFY(w.errorText().isEmpty());  // fixed input clears the message
+  }
+
+  void weightsFromMeasuredThroughput() {
+    PlannerWorkspace w;
+    QVERIFY(!w.setWeightsFromThroughput("fast, slow"));
+    QVERIFY(w.errorText().contains("not a number"));
+    QVERIFY(!w.setWeightsFromThroughput("100,0"));
+    QVERIFY(w.errorText().contains("positive"));
+    QVERIFY(w.setWeightsFromThroughput("1200,600,600"));
+    QVERIFY(waitForPlan(w));
+    const PlannerInputs in = w.inputs();
+    QCOMPARE(in.worldSize, 3);
+    QCOMPARE(in.policy, QString("weighted"));
+    QCOMPARE(in.weights, QString("2,1,1"));
+    QCOMPARE(w.findChild<QTableWidget*>()->item(0, 1)->text().toLongLong(), qint64{30000});
+  }
+
+  void resumePreviewOnAnotherWorldSize() {
+    PlannerWorkspace w;
+    PlannerInputs in;
+    in.samples = 1000, in.worldSize = 4, in.batchSize = 10, in.resumeFrom = 400, in.resumeWorldSize = 3;
+    w.setInputs(in);
+    QVERIFY(waitForPlan(w));
+    const PlanGrid& after = w.findChild<PlanGridView*>("resumeGrid")->grid();
+    QCOMPARE(after.stepSizes.size(), 3);
+    QVERIFY2(after.caption.contains("resumed after 400 samples on 3 ranks: 600 remain"), qPrintable(after.caption));
+    QCOMPARE(w.findChild<PlanGridView*>("planGrid")->grid().markStep, 10);  // 400 = 10 steps of 4 x 10
+  }
+
+  void bigPlansNeverStallTheEventLoop() {
+    PlannerWorkspace w;
+    w.resize(1000, 700);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QTest::qWait(100);  // the first paint (fonts, styles) is not what this measures
+    PlannerInputs in;
+    in.samples = 10000000, in.worldSize = 1024, in.batchSize = 32, in.resumeFrom = 5000000, in.resumeWorldSize = 768;
+    QElapsedTimer gap;
+    qint64 worst = 0;
+    QTimer probe;
+    probe.setInterval(5);
+    QObject::connect(&probe, &QTimer::timeout, [&] {
+      worst = std::max(worst, gap.restart());
+    });
+    gap.start();
+    probe.start();
+    QSignalSpy ready(&w, &PlannerWorkspace::planReady);
+    w.setInputs(in);
+    QElapsedTimer t;
+    t.start();
+    while (ready.isEmpty() && t.elapsed() < 60000) QTest::qWait(5);
+    QTest::qWait(50);  // the repaint after the result
+    probe.stop();
+    QVERIFY(!ready.isEmpty());
+    QCOMPARE(w.findChild<QTableWidget*>()->rowCount(), 1024);
+    QVERIFY2(worst < 50, qPrintable(QString("the event loop stalled %1 ms").arg(worst)));
+  }
+};
+
+QTEST_MAIN(TestPlannerWorkspace)
+#include "tst_planner_workspace.moc"
