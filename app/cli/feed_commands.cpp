@@ -38,7 +38,8 @@ void runFeed(FeedArgs& a) {
                                         std::to_string(env->worldSize));
   if (a.rendezvousTimeout <= 0) throwBadInput("--rendezvous-timeout", "must be positive");
   LoaderOptions o;
-  o.batch_size = a.job.batchSize;
+  // With weights a rank may take up to the whole global step (batch x world).
+  o.batch_size = a.job.weights.empty() ? a.job.batchSize : a.job.batchSize * (env ? env->worldSize : 1);
   o.num_workers = a.workers;
   o.drop_last = a.job.dropLast;
   validateLoaderOptions(o);  // the loader serves what the plan feeds it: no sampler sharding here

@@ -221,8 +221,11 @@ void writeFeedProgress(const std::string& path, const FeedProgress& p) {
 std::vector<FeedEpochReport> runFeedJob(Loader& loader, DistGroup* group, const FeedJobOptions& o, const FeedStep& step) {
   const Ranks ranks{group};
   if (o.epochs < 1) throwBadInput("epochs", "must be at least 1 (got " + std::to_string(o.epochs) + ")");
-  if (o.batchSize < 1 || o.batchSize > loader.options().batch_size)
-    throwBadInput("batch size", "must be 1-" + std::to_string(loader.options().batch_size) + " (the loader's batch_size)");
+  // A rank's step is at most batch (torch, El Che) or batch x world (weights).
+  const std::int64_t largestStep = o.weights.empty() ? o.batchSize : o.batchSize * ranks.world();
+  if (o.batchSize < 1 || largestStep > loader.options().batch_size)
+    throwBadInput("batch size", std::to_string(largestStep) + " per step does not fit the loader's batch_size " +
+                                    std::to_string(loader.options().batch_size));
   if (o.elChe && !o.weights.empty()) throwBadInput("weights", "give either per-rank weights or El Che, not both");
   if (!o.weights.empty()) validateRankWeights(o.weights, ranks.world());
   if (o.resume && o.progressFile.empty()) throwBadInput("resume", "needs a progress file");

@@ -174,6 +174,26 @@ class TestMultiProcess : public QObject {
     QCOMPARE(std::set<std::int64_t>(all.begin(), all.end()).size(), std::size_t(2000));
   }
 
+  void weightedSharesFollowTheWeights() {
+    QTemporaryDir dir;
+    Job job;
+    job.start(2, {"--dataset", "synthetic:400,4", "--batch-size", "10", "--weights", "3,1", "--record", dir.filePath("rec"),
+                  "--json"},
+              freePort());
+    QVERIFY(job.finish());
+    std::set<std::int64_t> all;
+    for (int r = 0; r < 2; ++r) {
+      QVERIFY2(job.code(r) == 0, job.err(r).constData());
+      const QJsonObject e = QJsonDocument::fromJson(job.out(r)).object()["epochs"].toArray()[0].toObject();
+      QCOMPARE(e["samples"].toInt(), r == 0 ? 300 : 100);  // each 20-sample step splits 15 + 5
+      for (const auto& line : readRecord(dir.filePath(QString("rec/rank%1.txt").arg(r)))) {
+        QCOMPARE(static_cast<int>(line.indices.size()), r == 0 ? 15 : 5);
+        all.insert(line.indices.begin(), line.indices.end());
+      }
+    }
+    QCOMPARE(all.size(), std::size_t(400));
+  }
+
   void killedJobResumesOnAnotherWorldSize() {
     QTemporaryDir dir;
     const QString progress = dir.filePath("progress.json");
