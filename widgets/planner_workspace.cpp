@@ -30,7 +30,6 @@ namespace stoker {
 // What the GUI shows of a plan, built on the worker thread: the plans
 // themselves (tens of MB of indices at 10M samples) never reach the GUI.
 struct PlannerResult {
-  int generation = 0;
   QString error;
   QString policy;
   qint64 samples = 0, steps = 0, padding = 0, dropped = 0;
@@ -95,9 +94,8 @@ PlanGrid gridOf(const ShardPlan& plan, const QString& caption) {
   return g;
 }
 
-PlannerResult computePlan(PlannerInputs in, int generation) {
+PlannerResult computePlan(PlannerInputs in) {
   PlannerResult out;
-  out.generation = generation;
   try {
     const auto start = std::chrono::steady_clock::now();
     PlanRequest r = requestOf(in);
@@ -262,7 +260,7 @@ PlannerWorkspace::PlannerWorkspace(QWidget* parent) : QWidget(parent) {
   weights_->setEnabled(false);
   stepMs_->setEnabled(false);
   // The first plan is small and computed here, so a screenshot shows it.
-  const PlannerResult first = computePlan(inputs(), 0);
+  const PlannerResult first = computePlan(inputs());
   if (first.error.isEmpty()) showResult(first);
   else showError(first.error);
 }
@@ -337,8 +335,7 @@ void PlannerWorkspace::replan() {
     pending_ = true;
     return;
   }
-  static int generation = 0;
-  watcher_->setFuture(QtConcurrent::run(computePlan, inputs(), ++generation));
+  watcher_->setFuture(QtConcurrent::run(computePlan, inputs()));
 }
 
 void PlannerWorkspace::showError(const QString& message) {

@@ -42,30 +42,19 @@ void MultiEpoch::State::assignElCheRounds() {
   MultiDeviceLoader& m = *owner;
   const std::int64_t bs = m.options().batch_size;
   const auto n = static_cast<std::int64_t>(order.size());
-  const int devices = m.devices();
   while (!closed && static_cast<int>(rounds.size()) < std::max(1, m.lookaheadRounds())) {
-    const auto counts = clampElCheToRemaining(m.elChe()->counts(), (n - cursor) / bs);
-    std::vector<std::int64_t> step;
-    if (!counts.empty()) {
-      for (int d = 0; d < devices; ++d) feed(d, counts[static_cast<std::size_t>(d)] * bs, bs, step);
-      rounds.push_back(counts);
-      roundIndices.push_back(std::move(step));
-      continue;
+    const auto shares = elCheRoundShares(m.elChe()->counts(), n - cursor, bs, m.options().drop_last);
+    if (shares.empty()) {
+      close();
+      break;
     }
-    // Fewer whole batches than devices remain: drop_last drops them, else one
-    // last round deals them evenly, padded from the start (as the planner).
-    const std::int64_t tail = n - cursor;
-    if (tail > 0 && !m.options().drop_last) {
-      const std::int64_t each = (tail + devices - 1) / devices;
-      std::vector<std::int64_t> batches;
-      for (int d = 0; d < devices; ++d) {
-        feed(d, each, bs, step);
-        batches.push_back((each + bs - 1) / bs);
-      }
-      rounds.push_back(batches);
-      roundIndices.push_back(std::move(step));
+    std::vector<std::int64_t> step, batches;
+    for (int d = 0; d < m.devices(); ++d) {
+      feed(d, shares[static_cast<std::size_t>(d)], bs, step);  // the last round wraps: padding
+      batches.push_back((shares[static_cast<std::size_t>(d)] + bs - 1) / bs);
     }
-    close();
+    rounds.push_back(batches);
+    roundIndices.push_back(std::move(step));
   }
 }
 
@@ -169,8 +158,7 @@ MultiEpoch MultiDeviceLoader::epoch(std::int64_t e) {
     }
     const std::int64_t tail = n - s->cursor;
     if (tail > 0 && !options_.drop_last) {  // the planner's short last step
-      const auto last = tail >= devices() ? splitByWeights(tail, multi_.weights)
-                                          : std::vector<std::int64_t>(static_cast<std::size_t>(devices()), 1);
+      const auto last = splitLastStep(tail, multi_.weights);
       std::vector<std::int64_t> step, batches(last.size(), 1);
       for (int d = 0; d < devices(); ++d) s->feed(d, last[static_cast<std::size_t>(d)], last[static_cast<std::size_t>(d)], step);
       s->rounds.push_back(batches);

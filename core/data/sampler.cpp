@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <numeric>
 
 #include "util/error.h"
@@ -53,29 +54,33 @@ std::int64_t distributedSamplesPerRank(const DistributedSamplerConfig& c) {
   return (n + w - 1) / w;
 }
 
-std::vector<std::int64_t> distributedGlobalOrder(const DistributedSamplerConfig& c, std::int64_t epoch) {
-  if (c.worldSize < 1) throwBadInput("world size", "must be at least 1");
-  if (c.rank < 0 || c.rank >= c.worldSize)
-    throwBadInput("rank " + std::to_string(c.rank), "must be 0-" + std::to_string(c.worldSize - 1));
-  std::vector<std::int64_t> order = c.shuffle ? randomPermutation(c.datasetSize, c.seed + static_cast<std::uint64_t>(epoch))
-                                              : sequentialIndices(c.datasetSize);
-  const std::int64_t total = distributedSamplesPerRank(c) * c.worldSize;
-  if (static_cast<std::int64_t>(order.size()) >= total) {
-    order.resize(static_cast<std::size_t>(total));
-  } else if (!order.empty()) {
-    // torch pads by repeating the order from its start as often as needed.
-    const std::size_t base = order.size();
-    for (std::size_t i = 0; order.size() < static_cast<std::size_t>(total); ++i) order.push_back(order[i % base]);
-  }
-  return order;
+std::vector<std::int64_t> epochOrder(std::int64_t samples, std::uint64_t seed, std::int64_t epoch, bool shuffle) {
+  return shuffle ? randomPermutation(samples, seed + static_cast<std::uint64_t>(epoch)) : sequentialIndices(samples);
+}
+
+std::vector<std::vector<std::int64_t>> dealInterleaved(const std::vector<std::int64_t>& order, int worldSize,
+                                                       bool dropLast, std::int64_t* padding, std::int64_t* dropped) {
+  const auto n = static_cast<std::int64_t>(order.size());
+  // torch: ceil(n / W) each, or with drop_last ceil((n - W) / W) = floor(n / W).
+  const std::int64_t perRank = dropLast ? n / worldSize : (n + worldSize - 1) / worldSize;
+  const std::int64_t total = perRank * worldSize;
+  if (padding) *padding = n == 0 ? 0 : std::max<std::int64_t>(0, total - n);
+  if (dropped) *dropped = std::max<std::int64_t>(0, n - total);
+  std::vector<std::vector<std::int64_t>> ranks(static_cast<std::size_t>(worldSize));
+  if (n == 0) return ranks;
+  for (auto& r : ranks) r.reserve(static_cast<std::size_t>(perRank));
+  // Positions past the order repeat it from its start (torch's padding).
+  for (std::int64_t i = 0; i < total; ++i)
+    ranks[static_cast<std::size_t>(i % worldSize)].push_back(order[static_cast<std::size_t>(i % n)]);
+  return ranks;
 }
 
 std::vector<std::int64_t> distributedIndices(const DistributedSamplerConfig& c, std::int64_t epoch) {
-  const auto order = distributedGlobalOrder(c, epoch);
-  std::vector<std::int64_t> mine;
-  for (std::size_t i = static_cast<std::size_t>(c.rank); i < order.size(); i += static_cast<std::size_t>(c.worldSize))
-    mine.push_back(order[i]);
-  return mine;
+  if (c.worldSize < 1) throwBadInput("world size", "must be at least 1");
+  if (c.rank < 0 || c.rank >= c.worldSize)
+    throwBadInput("rank " + std::to_string(c.rank), "must be 0-" + std::to_string(c.worldSize - 1));
+  auto ranks = dealInterleaved(epochOrder(c.datasetSize, c.seed, epoch, c.shuffle), c.worldSize, c.dropLast);
+  return std::move(ranks[static_cast<std::size_t>(c.rank)]);
 }
 
 void checkSamplerFits(const LoaderOptions& o, std::int64_t n) {
@@ -89,7 +94,7 @@ std::vector<std::int64_t> epochIndices(const LoaderOptions& o, std::int64_t n, s
   const std::int64_t draws = o.num_samples > 0 ? o.num_samples : n;
   switch (o.sampler_type) {
     case SamplerType::Sequential: return sequentialIndices(n);
-    case SamplerType::Random: return o.shuffle ? randomPermutation(n, seed) : sequentialIndices(n);
+    case SamplerType::Random: return epochOrder(n, o.seed, epoch, o.shuffle);
     case SamplerType::RandomWithReplacement: return randomWithReplacement(n, draws, seed);
     case SamplerType::Distributed:
       return distributedIndices({n, o.shard_rank, o.shard_world_size, o.shuffle, o.seed, o.drop_last}, epoch);

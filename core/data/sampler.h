@@ -29,10 +29,19 @@ struct DistributedSamplerConfig {
 };
 // Samples each rank gets per epoch (torch's num_samples).
 std::int64_t distributedSamplesPerRank(const DistributedSamplerConfig& c);
-// The whole epoch's order before it is dealt to ranks (padded or cut to
-// samplesPerRank * worldSize); rank r takes positions r, r + world, ...
-std::vector<std::int64_t> distributedGlobalOrder(const DistributedSamplerConfig& c, std::int64_t epoch);
 std::vector<std::int64_t> distributedIndices(const DistributedSamplerConfig& c, std::int64_t epoch);
+
+// An epoch's order before it is dealt to ranks: randperm(samples) from a
+// generator seeded seed + epoch (torch's), or 0..samples-1 unshuffled.
+std::vector<std::int64_t> epochOrder(std::int64_t samples, std::uint64_t seed, std::int64_t epoch, bool shuffle);
+
+// Deals `order` to `worldSize` ranks like DistributedSampler: padded by
+// repeating from its start, or cut to a multiple of worldSize with
+// dropLast; rank r takes positions r, r + W, ... Returns every rank's
+// entries; `padding`/`dropped` (optional) get the counts.
+std::vector<std::vector<std::int64_t>> dealInterleaved(const std::vector<std::int64_t>& order, int worldSize,
+                                                       bool dropLast, std::int64_t* padding = nullptr,
+                                                       std::int64_t* dropped = nullptr);
 
 // Throws Error(BadInput) when the options cannot sample a dataset of this
 // size (a weighted sampler needs one weight per sample).

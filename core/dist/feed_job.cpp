@@ -10,6 +10,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "data/sampler.h"
 #include "dist/dist_group.h"
 #include "plan/chunk_ratios.h"
 #include "plan/el_che.h"
@@ -154,17 +155,8 @@ struct EpochRun {
       report.samples += count;
       report.padding += std::max<std::int64_t>(0, std::min(count, begin + count - n));
     };
-    for (;;) {
-      auto counts = clampElCheToRemaining(el.counts(), (n - cursor) / bs);
-      std::vector<std::int64_t> share(static_cast<std::size_t>(world));
-      if (counts.empty()) {
-        // The planner's tail: drop_last drops it, else one even last round.
-        const std::int64_t tail = n - cursor;
-        if (tail == 0 || o.dropLast) break;
-        share.assign(static_cast<std::size_t>(world), (tail + world - 1) / world);
-      } else {
-        for (int r = 0; r < world; ++r) share[static_cast<std::size_t>(r)] = counts[static_cast<std::size_t>(r)] * bs;
-      }
+    for (auto share = elCheRoundShares(el.counts(), n - cursor, bs, o.dropLast); !share.empty();
+         share = elCheRoundShares(el.counts(), n - cursor, bs, o.dropLast)) {
       const std::int64_t before = std::accumulate(share.begin(), share.begin() + me, std::int64_t{0});
       const std::int64_t total = std::accumulate(share.begin(), share.end(), std::int64_t{0});
       slice(cursor + before, share[static_cast<std::size_t>(me)]);
@@ -179,7 +171,6 @@ struct EpochRun {
       cursor = std::min(n, cursor + total);
       ++report.steps;
       commit(e, resumeFrom + cursor);
-      if (counts.empty()) break;
     }
     epoch.closeFeed();
     return report;

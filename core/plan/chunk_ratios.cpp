@@ -72,4 +72,9 @@ std::vector<std::int64_t> splitByWeights(std::int64_t total, const std::vector<d
   return sizes;
 }
 
+std::vector<std::int64_t> splitLastStep(std::int64_t samples, const std::vector<double>& weights) {
+  if (samples >= static_cast<std::int64_t>(weights.size())) return splitByWeights(samples, weights);
+  return std::vector<std::int64_t>(weights.size(), 1);
+}
+
 }  // namespace stoker

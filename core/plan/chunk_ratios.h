@@ -19,4 +19,8 @@ void validateRankWeights(const std::vector<double>& weights, int worldSize);
 // Needs total >= weights.size() (Error(BadInput) otherwise).
 std::vector<std::int64_t> splitByWeights(std::int64_t total, const std::vector<double>& weights);
 
+// A short last step of `samples`: split by weights, or one each (the caller
+// pads from the start of the order) when fewer samples remain than ranks.
+std::vector<std::int64_t> splitLastStep(std::int64_t samples, const std::vector<double>& weights);
+
 }  // namespace stoker

@@ -39,6 +39,20 @@ std::vector<std::int64_t> clampElCheToRemaining(std::vector<std::int64_t> counts
   return counts;
 }
 
+std::vector<std::int64_t> elCheRoundShares(const std::vector<std::int64_t>& counts, std::int64_t left,
+                                           std::int64_t batch, bool dropLast) {
+  if (left <= 0) return {};
+  auto round = clampElCheToRemaining(counts, left / batch);
+  if (round.empty()) {
+    // flodl ends the epoch here; without drop_last Stoker deals the rest.
+    if (dropLast) return {};
+    const auto ranks = static_cast<std::int64_t>(counts.size());
+    return std::vector<std::int64_t>(counts.size(), (left + ranks - 1) / ranks);
+  }
+  for (auto& c : round) c *= batch;
+  return round;
+}
+
 ElChe::ElChe(int devices, std::int64_t anchorBatches, std::size_t history)
     : anchorBatches_(anchorBatches), history_(std::max<std::size_t>(1, history)) {
   if (devices < 1) throwBadInput("El Che", "needs at least one device");

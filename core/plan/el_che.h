@@ -22,6 +22,15 @@ std::vector<std::int64_t> elCheCounts(const std::vector<double>& msPerBatch, std
 // count above 1, and any shortfall added one per device in device order.
 std::vector<std::int64_t> clampElCheToRemaining(std::vector<std::int64_t> counts, std::int64_t remainingBatches);
 
+// Samples each rank takes in the next round with `left` samples of the
+// epoch's order remaining: counts (clamped as above) x `batch`; once fewer
+// whole batches than ranks remain, one last round dealing the rest evenly
+// (ceil(left / ranks) each, the caller pads) -- or, with dropLast, nothing.
+// Empty when the epoch is over. The planner, the multi-device loader and
+// the multi-process job all schedule rounds with this.
+std::vector<std::int64_t> elCheRoundShares(const std::vector<std::int64_t>& counts, std::int64_t left,
+                                           std::int64_t batch, bool dropLast);
+
 // Adapts counts from measurements as the loader runs: each device's time is
 // the mean of its last `history` readings, the anchor is the slowest device
 // (kept unless another is more than 10% slower, so noise does not flip it),

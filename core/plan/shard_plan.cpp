@@ -69,8 +69,7 @@ void planWeighted(const PlanRequest& r, const std::vector<std::int64_t>& order, 
   }
   // A short last step: split by the same weights, or one sample each
   // (padded from the start of the order) when fewer than W remain.
-  const auto last = tail >= r.worldSize ? splitByWeights(tail, r.weights)
-                                        : std::vector<std::int64_t>(static_cast<std::size_t>(r.worldSize), 1);
+  const auto last = splitLastStep(tail, r.weights);
   for (int k = 0; k < r.worldSize; ++k) {
     auto& rank = plan.ranks[static_cast<std::size_t>(k)];
     take(order, &at, last[static_cast<std::size_t>(k)], rank);
@@ -84,33 +83,17 @@ void planElChe(const PlanRequest& r, const std::vector<std::int64_t>& order, Sha
   const auto counts = elCheCounts(r.stepMs, r.anchorBatches);
   for (int k = 0; k < r.worldSize; ++k) plan.ranks[static_cast<std::size_t>(k)].batchesPerRound = counts[static_cast<std::size_t>(k)];
   const auto n = static_cast<std::int64_t>(order.size());
-  std::int64_t left = n / r.batchSize, at = 0;
-  for (auto round = clampElCheToRemaining(counts, left); !round.empty(); round = clampElCheToRemaining(counts, left)) {
+  std::int64_t at = 0;
+  for (auto shares = elCheRoundShares(counts, n - at, r.batchSize, r.dropLast); !shares.empty();
+       shares = elCheRoundShares(counts, n - at, r.batchSize, r.dropLast)) {
     for (int k = 0; k < r.worldSize; ++k) {
       auto& rank = plan.ranks[static_cast<std::size_t>(k)];
-      const std::int64_t samples = round[static_cast<std::size_t>(k)] * r.batchSize;
-      take(order, &at, samples, rank);
-      rank.stepSizes.push_back(samples);
-      left -= round[static_cast<std::size_t>(k)];
+      take(order, &at, shares[static_cast<std::size_t>(k)], rank);  // the last round wraps: padding
+      rank.stepSizes.push_back(shares[static_cast<std::size_t>(k)]);
     }
     ++plan.steps;
   }
-  // Fewer whole batches than ranks remain (flodl ends the epoch here), plus
-  // a partial batch. drop_last drops them; otherwise one last round deals
-  // them evenly, padded from the start of the order.
-  const std::int64_t tail = n - at;
-  if (tail == 0) return;
-  if (r.dropLast) {
-    plan.dropped = tail;
-    return;
-  }
-  const std::int64_t each = (tail + r.worldSize - 1) / r.worldSize;
-  for (int k = 0; k < r.worldSize; ++k) {
-    auto& rank = plan.ranks[static_cast<std::size_t>(k)];
-    take(order, &at, each, rank);
-    rank.stepSizes.push_back(each);
-  }
-  ++plan.steps;
+  plan.dropped = std::max<std::int64_t>(0, n - at);  // drop_last's tail
   for (const auto& rank : plan.ranks) plan.padding += rank.padding;
 }
 
@@ -152,25 +135,6 @@ void validatePlanRequest(const PlanRequest& r) {
                                       (torch ? " samples each rank gets" : " samples left in the epoch") +
                                       ": with drop_last no batch would be served");
   }
-}
-
-std::vector<std::int64_t> epochOrder(std::int64_t samples, std::uint64_t seed, std::int64_t epoch, bool shuffle) {
-  return shuffle ? randomPermutation(samples, seed + static_cast<std::uint64_t>(epoch)) : sequentialIndices(samples);
-}
-
-std::vector<std::vector<std::int64_t>> dealInterleaved(const std::vector<std::int64_t>& order, int worldSize,
-                                                       bool dropLast, std::int64_t* padding, std::int64_t* dropped) {
-  const auto n = static_cast<std::int64_t>(order.size());
-  const std::int64_t perRank = dropLast ? n / worldSize : (n + worldSize - 1) / worldSize;
-  const std::int64_t total = perRank * worldSize;
-  *padding = n == 0 ? 0 : std::max<std::int64_t>(0, total - n);
-  *dropped = std::max<std::int64_t>(0, n - total);
-  std::vector<std::vector<std::int64_t>> ranks(static_cast<std::size_t>(worldSize));
-  if (n == 0) return ranks;
-  for (auto& r : ranks) r.reserve(static_cast<std::size_t>(perRank));
-  for (std::int64_t i = 0; i < total; ++i)
-    ranks[static_cast<std::size_t>(i % worldSize)].push_back(order[static_cast<std::size_t>(i % n)]);
-  return ranks;
 }
 
 std::pair<std::size_t, std::int64_t> locateSample(const std::vector<std::int64_t>& offsets, std::int64_t index) {

@@ -8,6 +8,8 @@
 //    (batch_size * W) is split by largest remainder, every rank >= 1.
 //  - el_che: per-rank milliseconds per batch. Each round rank r runs
 //    count_r whole batches (plan/el_che), clamped at the end of the epoch.
+// The order and the dealing are the sampler's (data/sampler: epochOrder,
+// dealInterleaved), so the loader's distributed sampler and the plan agree.
 // A resume point K continues after the first K samples of the epoch's
 // order (the order before it is dealt to ranks) on any world size: the
 // remaining samples are dealt again, so none repeats or is skipped.
@@ -64,16 +66,6 @@ struct ShardPlan {
 void validatePlanRequest(const PlanRequest& request);
 
 ShardPlan makeShardPlan(const PlanRequest& request);
-
-// The epoch's order before it is dealt to ranks: randperm(samples) from a
-// generator seeded seed + epoch (torch's), or 0..samples-1 unshuffled.
-std::vector<std::int64_t> epochOrder(std::int64_t samples, std::uint64_t seed, std::int64_t epoch, bool shuffle);
-
-// Deals `order` to `worldSize` ranks like DistributedSampler: padded by
-// repeating from its start, or cut to a multiple of worldSize with
-// dropLast. Returns rank r's entries; `padding`/`dropped` get the counts.
-std::vector<std::vector<std::int64_t>> dealInterleaved(const std::vector<std::int64_t>& order, int worldSize,
-                                                       bool dropLast, std::int64_t* padding, std::int64_t* dropped);
 
 // (shard, local index) of a global sample index given shard offsets.
 std::pair<std::size_t, std::int64_t> locateSample(const std::vector<std::int64_t>& shardOffsets, std::int64_t index);
