@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include "data/device.h"
+#include "util/byte_size.h"
 #include "util/error.h"
 
 namespace stoker {
@@ -48,7 +49,7 @@ class CudaDevice : public DeviceBackend {
     try {
       return at::empty({bytes}, at::TensorOptions().dtype(at::kByte).device(torchDevice()));
     } catch (const c10::OutOfMemoryError& e) {
-      throw Error(ErrorKind::OutOfMemory, name(), "out of memory allocating " + std::to_string(bytes >> 20) + " MiB");
+      throw Error(ErrorKind::OutOfMemory, name(), "out of memory allocating " + formatMiB(bytes));
     }
   }
 

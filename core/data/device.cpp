@@ -9,6 +9,7 @@
 #include <fstream>
 #include <thread>
 
+#include "util/byte_size.h"
 #include "util/error.h"
 
 namespace stoker {
@@ -40,8 +41,6 @@ class CpuDevice : public DeviceBackend {
   }
   c10::Device torchDevice() const override { return c10::Device(c10::kCPU); }
 };
-
-std::string mib(std::int64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
 
 }  // namespace
 
@@ -152,7 +151,7 @@ at::Tensor SimDevice::allocateBytes(std::int64_t bytes) {
     const std::int64_t block = config_.largestBlockBytes > 0 ? std::min(config_.largestBlockBytes, free) : free;
     if (bytes > block)
       throw Error(ErrorKind::OutOfMemory, name(),
-                  "out of memory allocating " + mib(bytes) + " (" + mib(free) + " free, largest block " + mib(block) + ")");
+                  "out of memory allocating " + formatMiB(bytes) + " (" + formatMiB(free) + " free, largest block " + formatMiB(block) + ")");
     charged_ += bytes;
   }
   at::Tensor host = at::empty({bytes}, at::kByte);

@@ -9,6 +9,7 @@
 
 #include "data/loader_internal.h"
 #include "data/sampler.h"
+#include "util/byte_size.h"
 #include "util/error.h"
 #include "util/progress.h"
 #include "util/run_jobs.h"
@@ -17,12 +18,6 @@ namespace stoker {
 namespace {
 
 constexpr std::int64_t kAlign = 256;  // field offsets inside a batch block (CUDA wants 256)
-
-std::string mib(std::int64_t bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
-  return text;
-}
 
 // Fills host tensors for a dataset that produces samples on demand, in
 // parallel chunks (resident mode "decodes once").
@@ -99,8 +94,8 @@ void chooseModeAndLoad(LoaderCore& c) {
       const double budget = o.vram_max_usage * static_cast<double>(m.total) - static_cast<double>(m.used);
       const std::int64_t need = c.dataset->totalBytes() + 2 * c.blockBytes;
       mode = static_cast<double>(need) <= budget ? LoadingMode::Resident : LoadingMode::Streaming;
-      c.note("auto: " + loadingModeName(mode) + " (dataset + 2 batches need " + mib(need) + ", " + c.device->name() +
-             " allows " + mib(static_cast<std::int64_t>(std::max(0.0, budget))) + " under vram_max_usage " +
+      c.note("auto: " + loadingModeName(mode) + " (dataset + 2 batches need " + formatMiB(need) + ", " + c.device->name() +
+             " allows " + formatMiB(static_cast<std::int64_t>(std::max(0.0, budget))) + " under vram_max_usage " +
              std::to_string(o.vram_max_usage).substr(0, 4) + ")");
     }
   }
@@ -113,7 +108,7 @@ void chooseModeAndLoad(LoaderCore& c) {
       c.residentDeviceBytes = 0;
       if (o.loading_mode == LoadingMode::Resident)
         throw Error(ErrorKind::OutOfMemory, "loading_mode resident",
-                    std::string(e.what()) + " (the dataset needs " + mib(c.dataset->totalBytes()) +
+                    std::string(e.what()) + " (the dataset needs " + formatMiB(c.dataset->totalBytes()) +
                         "; use auto or streaming)");
       c.note(std::string("fell back to streaming: ") + e.what());
       mode = LoadingMode::Streaming;

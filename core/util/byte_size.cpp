@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 
 #include "util/error.h"
 
@@ -39,6 +40,12 @@ std::uint64_t parseByteSize(const std::string& text, const std::string& what) {
   double bytes = std::floor(number * scale);
   if (!(bytes >= 0) || bytes > 9.0e18) bad();
   return static_cast<std::uint64_t>(bytes);
+}
+
+std::string formatMiB(std::int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return text;
 }
 
 }  // namespace stoker
