@@ -15,19 +15,15 @@
 #include "data/worker_pool.h"
 #include "io/safetensors_writer.h"
 #include "io/host_tensor.h"
+#include "numbered_dataset.h"
 #include "util/error.h"
 #include "util/progress.h"
 
 using namespace stoker;
+using stoker::test::numbered;
 
 namespace {
 
-// 1000 samples: x[i] = [i, i+0.5, ...] as float [4], y[i] = i as int64.
-std::shared_ptr<TensorDataset> numbered(std::int64_t n = 1000) {
-  at::Tensor x = at::arange(n, at::kFloat).unsqueeze(1) + at::arange(4, at::kFloat).unsqueeze(0) * 0.5;
-  at::Tensor y = at::arange(n, at::kLong);
-  return std::make_shared<TensorDataset>("numbered", std::vector<std::string>{"x", "y"}, std::vector<at::Tensor>{x, y});
-}
 
 // Samples that misbehave at one index: throw, or stall for `stallMs`.
 class FaultyDataset : public Dataset {

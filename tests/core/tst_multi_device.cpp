@@ -15,19 +15,14 @@
 #include "expect_error.h"
 #include "plan/el_che.h"
 #include "plan/shard_plan.h"
+#include "numbered_dataset.h"
 #include "test_support.h"
 
 using namespace stoker;
+using stoker::test::numbered;
 using stoker::test::expectBadInput;
 
 namespace {
-
-// x[i] = [i, i + 0.5, i + 1, i + 1.5], y[i] = i.
-std::shared_ptr<TensorDataset> numbered(std::int64_t n) {
-  at::Tensor x = at::arange(n, at::kFloat).unsqueeze(1) + at::arange(4, at::kFloat).unsqueeze(0) * 0.5;
-  at::Tensor y = at::arange(n, at::kLong);
-  return std::make_shared<TensorDataset>("numbered", std::vector<std::string>{"x", "y"}, std::vector<at::Tensor>{x, y});
-}
 
 std::vector<std::shared_ptr<DeviceBackend>> sims(const std::vector<std::int64_t>& capacities) {
   std::vector<std::shared_ptr<DeviceBackend>> out;
