@@ -1,6 +1,5 @@
 // stoker ckpt inspect|convert|verify (DESIGN.md, "Command line").
 #include <cstdio>
-#include <cstdlib>
 #include <algorithm>
 #include <memory>
 #include <thread>
@@ -12,24 +11,21 @@
 #include "cli_output.h"
 #include "cli_progress.h"
 #include "commands.h"
+#include "dist/torchrun_env.h"
 #include "util/byte_size.h"
 #include "util/error.h"
 
 namespace stoker {
 namespace {
 
-// torchrun exports RANK and WORLD_SIZE; flags win over the environment.
+// torchrun exports RANK and WORLD_SIZE (read and checked as `stoker feed`
+// does); flags win over the environment.
 void rankFromEnvironment(int& rank, int& worldSize, bool rankGiven, bool worldGiven) {
   if (rankGiven != worldGiven) throwBadInput("--rank/--world-size", "give both or neither");
   if (rankGiven) return;
-  const char* r = std::getenv("RANK");
-  const char* w = std::getenv("WORLD_SIZE");
-  if (!r || !w) return;
-  try {
-    rank = std::stoi(r);
-    worldSize = std::stoi(w);
-  } catch (const std::exception&) {
-    throwBadInput("RANK/WORLD_SIZE", "the torchrun environment variables are not integers");
+  if (const auto env = distEnvFromEnvironment()) {
+    rank = env->rank;
+    worldSize = env->worldSize;
   }
 }
 
