@@ -215,6 +215,15 @@ class TestCliConvert : public QObject {
       QCOMPARE(r.exitCode, 0);
     }
     QCOMPARE(entries(tmp("coop_env")), (QStringList{"metadata.json", "rank_0.safetensors", "rank_1.safetensors"}));
+    // A broken environment is refused with the variable named, DST untouched.
+    for (const auto& [env, message] : QList<QPair<QStringList, QByteArray>>{
+             {{"RANK=x", "WORLD_SIZE=2"}, "RANK: \"x\" is not a whole number"},
+             {{"RANK=2", "WORLD_SIZE=2"}, "RANK: 2 is not a rank of WORLD_SIZE 2"},
+             {{"RANK=0"}, "WORLD_SIZE: is not set"}}) {
+      auto r = runStoker({"ckpt", "convert", tmp("r8"), tmp("coop_bad"), "--to", "ranks:2"}, env);
+      QVERIFY2(r.exitCode == 2 && r.err.contains(message), qPrintable(env.join(' ') + ": " + r.err));
+      QVERIFY(!QFileInfo::exists(tmp("coop_bad")));
+    }
   }
 
   void torchInterop() {
