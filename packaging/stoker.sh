@@ -3,7 +3,8 @@
 #
 #   bash packaging/stoker.sh run     install what is missing, build, start the workbench
 #                                    (no display: say so and run the CLI on Fashion-MNIST)
-#   bash packaging/stoker.sh test    install what is missing, build, run every test (CTest)
+#   bash packaging/stoker.sh test    install what is missing, build, run every test (CTest);
+#                                    with CI=true or STOKER_TEST_DEB=1 also the .deb install test
 #   bash packaging/stoker.sh build   install what is missing and build only
 #
 # Safe to run again: packages already installed are skipped and the build is
@@ -23,6 +24,7 @@ PACKAGES=(
   xvfb xauth
   dataset-fashion-mnist
   python3 python3-torch python3-numpy
+  dpkg-dev desktop-file-utils appstream  # the .deb: dpkg-shlibdeps, metadata checks
 )
 
 log() { printf 'stoker: %s\n' "$*" >&2; }
@@ -57,6 +59,12 @@ run_tests() {
   build
   # GUI suites render offscreen; QT_QPA_PLATFORM is also set per test by CTest.
   QT_QPA_PLATFORM=offscreen ctest --test-dir "$BUILD_DIR" --output-on-failure
+  # The .deb install test installs into /usr: run it in CI (CI=true) or when asked.
+  if [[ -n "${CI:-}" || -n "${STOKER_TEST_DEB:-}" ]]; then
+    bash "$ROOT/packaging/test-deb.sh" "$BUILD_DIR"
+  else
+    log "skipping the .deb install test (it installs into /usr): STOKER_TEST_DEB=1 or packaging/test-deb.sh runs it"
+  fi
 }
 
 run_main() {

@@ -1,6 +1,10 @@
 #include "main_window.h"
 
+#include <QActionGroup>
 #include <QCloseEvent>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QApplication>
 #include <QListWidget>
 #include <QSettings>
 #include <QSplitter>
@@ -8,7 +12,11 @@
 #include <QStatusBar>
 #include <QVBoxLayout>
 
+#include "checkpoints_workspace.h"
+#include "loader_workspace.h"
+#include "monitor_workspace.h"
 #include "planner_workspace.h"
+#include "theme.h"
 #include "workspace_page.h"
 
 namespace stoker {
@@ -42,7 +50,13 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     auto* item = new QListWidgetItem(tr(w.title), nav_);
     item->setData(Qt::UserRole, QString::fromLatin1(w.id));
     auto* page = new WorkspacePage(tr(w.title), tr(w.purpose), stack_);
-    if (QString::fromLatin1(w.id) == "planner") page->body()->addWidget(new PlannerWorkspace(page), 1);
+    const QString id = QString::fromLatin1(w.id);
+    QWidget* body = nullptr;
+    if (id == "loader") body = loader_ = new LoaderWorkspace(page);
+    if (id == "planner") body = planner_ = new PlannerWorkspace(page);
+    if (id == "checkpoints") body = checkpoints_ = new CheckpointsWorkspace(page);
+    if (id == "monitor") body = monitor_ = new MonitorWorkspace(page);
+    page->body()->addWidget(body, 1);
     stack_->addWidget(page);
   }
   nav_->setMaximumWidth(180);
@@ -52,8 +66,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(nav_, &QListWidget::currentRowChanged, stack_, &QStackedWidget::setCurrentIndex);
   nav_->setCurrentRow(0);
   statusBar()->showMessage(tr("Ready"));
+  buildMenus();
 
   QSettings settings;
+  setTheme(settings.value("mainWindow/theme", "system").toString());
   restoreGeometry(settings.value("mainWindow/geometry").toByteArray());
   showWorkspace(settings.value("mainWindow/workspace", "loader").toString());
   if (!settings.contains("mainWindow/geometry")) resize(1100, 720);
@@ -76,10 +92,61 @@ bool MainWindow::showWorkspace(const QString& id) {
 
 QString MainWindow::currentWorkspace() const { return workspaceIds().value(nav_->currentRow()); }
 
+bool MainWindow::setTheme(const QString& name) {
+  if (!applyTheme(name)) return false;
+  theme_ = name;
+  for (QAction* a : findChildren<QAction*>())
+    if (a->data().toString() == "theme:" + name) a->setChecked(true);
+  return true;
+}
+
+void MainWindow::buildMenus() {
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  file->addAction(tr("&Open checkpoint…"), QKeySequence::Open, this, [this] {
+    showWorkspace("checkpoints");
+    checkpoints_->openDialog();
+  });
+  file->addSeparator();
+  file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
+
+  QMenu* view = menuBar()->addMenu(tr("&View"));
+  const QStringList ids = workspaceIds();
+  for (int i = 0; i < ids.size(); ++i)
+    view->addAction(nav_->item(i)->text(), QKeySequence(Qt::CTRL | static_cast<Qt::Key>(Qt::Key_1 + i)), this,
+                    [this, id = ids[i]] { showWorkspace(id); });
+  view->addSeparator();
+  QMenu* themes = view->addMenu(tr("&Theme"));
+  auto* group = new QActionGroup(this);
+  for (const QString& name : themeNames()) {
+    QAction* a = themes->addAction(name == "system" ? tr("System") : name == "light" ? tr("Light") : tr("Dark"));
+    a->setCheckable(true);
+    a->setData("theme:" + name);
+    group->addAction(a);
+    connect(a, &QAction::triggered, this, [this, name] { setTheme(name); });
+  }
+
+  QMenu* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("&Keyboard shortcuts"), this, [this] {
+    QMessageBox::information(this, tr("Keyboard shortcuts"),
+                             tr("Ctrl+1 … Ctrl+4  switch workspace\n"
+                                "Ctrl+R  Run (Loader), Convert (Checkpoints), Listen (Monitor)\n"
+                                "Ctrl+.  Stop / Cancel\n"
+                                "Ctrl+D  Dry run (Checkpoints)\n"
+                                "Ctrl+O  Open a checkpoint\n"
+                                "Ctrl+Q  Quit"));
+  });
+  help->addAction(tr("&About Stoker"), this, [this] {
+    QMessageBox::about(this, tr("About Stoker"),
+                       tr("Stoker %1: keep GPUs fed.\nTune data loaders, plan sharding, reshard checkpoints and "
+                          "monitor training input.").arg(QApplication::applicationVersion()));
+  });
+}
+
 void MainWindow::closeEvent(QCloseEvent* event) {
   QSettings settings;
   settings.setValue("mainWindow/geometry", saveGeometry());
   settings.setValue("mainWindow/workspace", currentWorkspace());
+  settings.setValue("mainWindow/theme", theme_);
   QMainWindow::closeEvent(event);
 }
 

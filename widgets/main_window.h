@@ -1,5 +1,7 @@
 // main_window: the workbench window -- a list of workspaces (Loader, Planner,
-// Checkpoints, Monitor) beside the active one; restores its geometry.
+// Checkpoints, Monitor) beside the active one, menus with keyboard
+// shortcuts, a light/dark theme choice; restores its geometry, workspace and
+// theme from QSettings.
 #pragma once
 
 #include <QMainWindow>
@@ -9,6 +11,11 @@ class QListWidget;
 class QStackedWidget;
 
 namespace stoker {
+
+class CheckpointsWorkspace;
+class LoaderWorkspace;
+class MonitorWorkspace;
+class PlannerWorkspace;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -21,13 +28,28 @@ class MainWindow : public QMainWindow {
   // Shows the workspace with id `id` ("loader", ...); false if unknown.
   bool showWorkspace(const QString& id);
   QString currentWorkspace() const;
+  // "system", "light" or "dark"; false for another name.
+  bool setTheme(const QString& name);
+  QString theme() const { return theme_; }
+
+  LoaderWorkspace* loader() const { return loader_; }
+  PlannerWorkspace* planner() const { return planner_; }
+  CheckpointsWorkspace* checkpoints() const { return checkpoints_; }
+  MonitorWorkspace* monitor() const { return monitor_; }
 
  protected:
   void closeEvent(QCloseEvent* event) override;
 
  private:
+  void buildMenus();
+
   QListWidget* nav_;
   QStackedWidget* stack_;
+  LoaderWorkspace* loader_ = nullptr;
+  PlannerWorkspace* planner_ = nullptr;
+  CheckpointsWorkspace* checkpoints_ = nullptr;
+  MonitorWorkspace* monitor_ = nullptr;
+  QString theme_ = "system";
 };
 
 }  // namespace stoker

@@ -5,8 +5,6 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
-#include <mutex>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -14,6 +12,7 @@
 #include "cli_progress.h"
 #include "commands.h"
 #include "data/loader.h"
+#include "data/loader_session.h"
 #include "data/multi_device_loader.h"
 #include "telemetry/telemetry_listener.h"
 #include "telemetry/telemetry_publisher.h"
@@ -41,11 +40,6 @@ struct BenchArgs {
   std::int64_t anchorBatches = 4;
 };
 
-struct DeviceRun {
-  std::string device;
-  std::unique_ptr<Loader> loader;
-  std::vector<EpochSummary> epochs;
-};
 
 LoaderOptions resolveOptions(const BenchArgs& a) {
   LoaderOptions o = !a.preset.empty() ? presetByName(a.preset)
@@ -61,16 +55,6 @@ LoaderOptions resolveOptions(const BenchArgs& a) {
                                                                 : LoadingMode::Auto;
   validateLoaderOptions(o);
   return o;
-}
-
-double steadyRate(const std::vector<EpochSummary>& epochs, bool bytes) {
-  // Steady state: epochs after the first (which pays page faults and pool growth).
-  double amount = 0, seconds = 0;
-  for (std::size_t i = epochs.size() > 1 ? 1 : 0; i < epochs.size(); ++i) {
-    amount += static_cast<double>(bytes ? epochs[i].bytes : epochs[i].samples);
-    seconds += epochs[i].seconds;
-  }
-  return seconds > 0 ? amount / seconds : 0;
 }
 
 nlohmann::json memoryJson(const DeviceMemory& m) {
@@ -199,64 +183,21 @@ void runBench(const BenchArgs& a) {
     runMultiDeviceBench(a, options, dataset, devices, sim, publisher, cancel);
     return;
   }
-  std::vector<DeviceRun> runs;
-  for (std::size_t d = 0; d < devices.size(); ++d) {
-    LoaderOptions o = options;
-    if (devices.size() > 1) {  // one shard of the dataset per device
-      o.sampler_type = SamplerType::Distributed;
-      o.shard_rank = static_cast<int>(d);
-      o.shard_world_size = static_cast<int>(devices.size());
-    }
-    DeviceRun run;
-    run.device = devices[d].name();
-    run.loader = std::make_unique<Loader>(dataset, o, DeviceBackend::create(devices[d], sim));
-    run.loader->setCancelToken(&cancel);
-    if (publisher) run.loader->addObserver(publisher);
-    runs.push_back(std::move(run));
-  }
-
-  TerminalProgress terminal("bench", a.quiet || a.json);
-  std::uint64_t totalBytes = 0;
-  for (auto& r : runs)
-    totalBytes += static_cast<std::uint64_t>(r.loader->batchesPerEpoch() * options.batch_size * dataset->sampleBytes() * a.epochs);
-  ProgressMeter meter(&terminal, totalBytes);
+  LoaderSessionOptions session;
+  session.epochs = a.epochs;
+  session.stepMicros = a.stepMicros;
+  session.sim = sim;
+  if (publisher) session.observers.push_back(publisher);
+  LoaderSession run(dataset, options, devices, session);
   if (!a.json && !a.quiet)
-    for (auto& r : runs)
-      for (const auto& n : r.loader->notes()) std::fprintf(stderr, "%s: %s\n", r.device.c_str(), n.c_str());
-
-  std::mutex errorMutex;
-  std::exception_ptr error;
-  auto drive = [&](DeviceRun& r) {
-    try {
-      for (int e = 0; e < a.epochs; ++e) {
-        const std::string item = r.device + " epoch " + std::to_string(e);
-        Epoch epoch = r.loader->epoch(e);
-        while (auto batch = epoch.next()) {
-          meter.add(static_cast<std::uint64_t>(batch->nbytes()), item);
-          busyWork(a.stepMicros);  // the consumer's "training step"
-        }
-        r.epochs.push_back(r.loader->lastEpoch());
-      }
-    } catch (...) {
-      cancel.cancel();  // stop the other devices too
-      std::lock_guard<std::mutex> lock(errorMutex);
-      if (!error) error = std::current_exception();
-    }
-  };
-  std::vector<std::thread> threads;
-  for (std::size_t i = 1; i < runs.size(); ++i) threads.emplace_back(drive, std::ref(runs[i]));
-  drive(runs[0]);
-  for (auto& t : threads) t.join();
-  if (error) std::rethrow_exception(error);
-  meter.finish();
+    for (const auto& n : run.notes()) std::fprintf(stderr, "%s\n", n.c_str());
+  TerminalProgress terminal("bench", a.quiet || a.json);
+  const LoaderSessionResult result = run.run(&terminal, &cancel);
   if (publisher) publisher->flush(500);
 
-  double samplesPerS = 0, bytesPerS = 0;
+  const double samplesPerS = result.samplesPerS, bytesPerS = result.bytesPerS;
   nlohmann::json perDevice = nlohmann::json::array();
-  for (auto& r : runs) {
-    const double sps = steadyRate(r.epochs, false), bps = steadyRate(r.epochs, true);
-    samplesPerS += sps;
-    bytesPerS += bps;
+  for (const auto& r : result.devices) {
     nlohmann::json epochs = nlohmann::json::array();
     for (const auto& e : r.epochs)
       epochs.push_back({{"epoch", e.epoch},
@@ -268,12 +209,12 @@ void runBench(const BenchArgs& a) {
                         {"data_wait_s", e.waitSeconds},
                         {"prefetch_depth", e.depth}});
     perDevice.push_back({{"device", r.device},
-                         {"mode", loadingModeName(r.loader->mode())},
-                         {"samples_per_s", sps},
-                         {"bytes_per_s", bps},
-                         {"prefetch_depth", r.loader->prefetchDepth()},
-                         {"memory", memoryJson(r.loader->memory())},
-                         {"notes", r.loader->notes()},
+                         {"mode", loadingModeName(r.mode)},
+                         {"samples_per_s", r.samplesPerS},
+                         {"bytes_per_s", r.bytesPerS},
+                         {"prefetch_depth", r.prefetchDepth},
+                         {"memory", memoryJson(r.memory)},
+                         {"notes", r.notes},
                          {"epochs", epochs}});
   }
   if (a.json) {
@@ -283,7 +224,7 @@ void runBench(const BenchArgs& a) {
                           {"sample_bytes", dataset->sampleBytes()},
                           {"batch_size", options.batch_size},
                           {"epochs", a.epochs},
-                          {"mode", loadingModeName(runs[0].loader->mode())},
+                          {"mode", loadingModeName(result.devices[0].mode)},
                           {"samples_per_s", samplesPerS},
                           {"bytes_per_s", bytesPerS},
                           {"per_device", perDevice},
@@ -297,7 +238,7 @@ void runBench(const BenchArgs& a) {
               static_cast<long long>(options.batch_size), options.num_workers, a.epochs);
   std::printf("%-8s %-9s %5s %6s %9s %14s %12s %7s\n", "device", "mode", "epoch", "depth", "seconds", "samples/s", "bytes/s",
               "wait");
-  for (auto& r : runs)
+  for (const auto& r : result.devices)
     for (const auto& e : r.epochs)
       std::printf("%-8s %-9s %5lld %6d %9.3f %14.0f %10s/s %6.1f%%\n", r.device.c_str(), loadingModeName(e.mode).c_str(),
                   static_cast<long long>(e.epoch), e.depth, e.seconds,

@@ -11,19 +11,6 @@
 
 namespace stoker {
 
-std::string humanBytes(std::uint64_t n) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(n);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
-  return buf;
-}
-
 nlohmann::json checkpointJson(const CheckpointInfo& info) {
   nlohmann::json tensors = nlohmann::json::array();
   for (const auto& t : info.tensors) {

@@ -8,13 +8,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/byte_size.h"  // humanBytes
+
 namespace stoker {
 struct CheckpointInfo;
 struct ReshardPlan;
 struct ConvertOptions;
 struct ConvertReport;
 
-std::string humanBytes(std::uint64_t n);
 nlohmann::json checkpointJson(const CheckpointInfo& info);
 // Prints one JSON document on stdout; invalid UTF-8 from hostile files is replaced, never thrown.
 void printJson(const nlohmann::json& doc);

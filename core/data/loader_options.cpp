@@ -260,37 +260,54 @@ void saveLoaderOptions(const std::string& path, const LoaderOptions& o) {
   file.commit();
 }
 
+namespace {
+template <typename E>
+std::vector<std::string> enumNames(const std::vector<std::pair<E, const char*>>& table) {
+  std::vector<std::string> out;
+  for (auto& entry : table) out.emplace_back(entry.second);
+  return out;
+}
+}  // namespace
+
+std::vector<std::string> knobChoices(const std::string& knob) {
+  if (knob == "loading_mode") return enumNames(kModes);
+  if (knob == "sampler_type") return enumNames(kSamplers);
+  if (knob == "reader_mode") return enumNames(kReaders);
+  if (knob == "memory_format") return enumNames(kFormats);
+  return {};
+}
+
 const std::vector<KnobInfo>& knobTable() {
   static const std::vector<KnobInfo> table = {
-      {"batch_size", false, "samples per batch"},
-      {"drop_last", false, "drop the last partial batch (every batch the same shape)"},
-      {"shuffle", false, "random order each epoch; false serves samples in order"},
-      {"seed", false, "sampler seed; epoch e draws with seed + e"},
-      {"num_workers", false, "collate threads; 0 collates on the consumer's thread"},
-      {"prefetch", false, "most batches ready or in flight ahead of the consumer"},
-      {"auto_tune", false, "re-size the prefetch depth each epoch from memory headroom"},
-      {"loading_mode", false, "resident (dataset on the device, gather) / streaming (collate + copy) / auto"},
-      {"reader_mode", false, "file datasets: mmap (zero-copy) or read (into memory, part_size reads)"},
-      {"part_size", false, "read mode: bytes per read call"},
-      {"max_inflight_parts", false, "read mode: reads in parallel"},
-      {"shard_rank", false, "distributed sampler: this rank"},
-      {"shard_world_size", false, "distributed sampler: number of ranks"},
-      {"worker_id", false, "this loader's id in telemetry records"},
-      {"pin_memory", false, "page-locked staging buffers (copy bandwidth; simulated devices halve it unpinned)"},
-      {"persistent_workers", false, "keep worker threads between epochs"},
-      {"timeout", false, "seconds before a stalled batch raises an error naming the stage"},
-      {"multiprocessing_context", true, "PyTorch worker start method; Stoker's workers are threads"},
-      {"sampler_type", false, "sequential, random, random_with_replacement, distributed, weighted"},
-      {"weights", false, "weighted sampler: one weight per sample"},
-      {"num_samples", false, "draws per epoch for replacement and weighted sampling"},
-      {"memory_format", false, "4-d fields as NCHW or channels-last (NHWC); auto = NHWC on CUDA"},
-      {"non_blocking", false, "copies overlap compute; false copies on the consumer's thread"},
-      {"generator_seed", false, "seed of per-sample transform randomness"},
-      {"enable_transforms", false, "random horizontal flip of 4-d float fields"},
-      {"collate_buffer_size", false, "staging buffers kept pooled; 0 = workers + prefetch"},
-      {"vram_max_usage", false, "share of device memory the loader may use (mode choice, depth)"},
-      {"reuse_buffers", false, "batches share output buffers: valid only until the next batch"},
-      {"telemetry_interval_ms", false, "how often records reach observers"},
+      {"batch_size", false, "samples per batch", "Batches", "DataLoader(batch_size=)"},
+      {"drop_last", false, "drop the last partial batch (every batch the same shape)", "Batches", "DataLoader(drop_last=)"},
+      {"shuffle", false, "random order each epoch; false serves samples in order", "Batches", "DataLoader(shuffle=) / DistributedSampler(shuffle=)"},
+      {"seed", false, "sampler seed; epoch e draws with seed + e", "Batches", "generator.manual_seed() / DistributedSampler(seed=)"},
+      {"num_workers", false, "collate threads; 0 collates on the consumer's thread", "Workers", "DataLoader(num_workers=) (processes there, threads here)"},
+      {"prefetch", false, "most batches ready or in flight ahead of the consumer", "Workers", "DataLoader(prefetch_factor=) x num_workers"},
+      {"auto_tune", false, "re-size the prefetch depth each epoch from memory headroom", "Workers", "none (flodl's per-epoch depth tuning)"},
+      {"loading_mode", false, "resident (dataset on the device, gather) / streaming (collate + copy) / auto", "Memory", "none (DALI/flodl-style resident datasets)"},
+      {"reader_mode", false, "file datasets: mmap (zero-copy) or read (into memory, part_size reads)", "Files", "none (s3dlio's reader modes)"},
+      {"part_size", false, "read mode: bytes per read call", "Files", "none (s3dlio's part size)"},
+      {"max_inflight_parts", false, "read mode: reads in parallel", "Files", "none (s3dlio's parallel parts)"},
+      {"shard_rank", false, "distributed sampler: this rank", "Distributed", "DistributedSampler(rank=)"},
+      {"shard_world_size", false, "distributed sampler: number of ranks", "Distributed", "DistributedSampler(num_replicas=)"},
+      {"worker_id", false, "this loader's id in telemetry records", "Telemetry", "none (names this loader in telemetry)"},
+      {"pin_memory", false, "page-locked staging buffers (copy bandwidth; simulated devices halve it unpinned)", "Memory", "DataLoader(pin_memory=)"},
+      {"persistent_workers", false, "keep worker threads between epochs", "Workers", "DataLoader(persistent_workers=)"},
+      {"timeout", false, "seconds before a stalled batch raises an error naming the stage", "Workers", "DataLoader(timeout=)"},
+      {"multiprocessing_context", true, "PyTorch worker start method; Stoker's workers are threads", "Workers", "DataLoader(multiprocessing_context=)"},
+      {"sampler_type", false, "sequential, random, random_with_replacement, distributed, weighted", "Batches", "DataLoader(sampler=SequentialSampler / RandomSampler / DistributedSampler / WeightedRandomSampler)"},
+      {"weights", false, "weighted sampler: one weight per sample", "Batches", "WeightedRandomSampler(weights=)"},
+      {"num_samples", false, "draws per epoch for replacement and weighted sampling", "Batches", "RandomSampler(num_samples=) / WeightedRandomSampler(num_samples=)"},
+      {"memory_format", false, "4-d fields as NCHW or channels-last (NHWC); auto = NHWC on CUDA", "Memory", "tensor.to(memory_format=torch.channels_last)"},
+      {"non_blocking", false, "copies overlap compute; false copies on the consumer's thread", "Memory", "tensor.to(device, non_blocking=True)"},
+      {"generator_seed", false, "seed of per-sample transform randomness", "Transforms", "DataLoader(generator=) seeding the transforms"},
+      {"enable_transforms", false, "random horizontal flip of 4-d float fields", "Transforms", "torchvision.transforms.RandomHorizontalFlip()"},
+      {"collate_buffer_size", false, "staging buffers kept pooled; 0 = workers + prefetch", "Workers", "none (Stoker's staging-buffer pool)"},
+      {"vram_max_usage", false, "share of device memory the loader may use (mode choice, depth)", "Memory", "none (flodl's vram_max_usage)"},
+      {"reuse_buffers", false, "batches share output buffers: valid only until the next batch", "Memory", "none (esper's buffer reuse)"},
+      {"telemetry_interval_ms", false, "how often records reach observers", "Telemetry", "none"},
   };
   return table;
 }

@@ -123,8 +123,12 @@ struct KnobInfo {
   std::string name;
   bool exportOnly = false;
   std::string effect;
+  std::string group;    // the workbench form's section: Batches, Workers, Memory, Files, ...
+  std::string pytorch;  // the PyTorch equivalent, or "none (...)" with where the idea comes from
 };
 const std::vector<KnobInfo>& knobTable();
+// The names an enumerated knob accepts (loading_mode, ...); empty for others.
+std::vector<std::string> knobChoices(const std::string& knob);
 
 // `datasetExpr` names the Python dataset object (e.g. "dataset").
 std::string exportPyTorchSnippet(const LoaderOptions& o, const std::string& datasetExpr = "dataset");

@@ -13,5 +13,7 @@ std::uint64_t parseByteSize(const std::string& text, const std::string& what);
 
 // "12.5 MiB": sizes in loader notes and device errors.
 std::string formatMiB(std::int64_t bytes);
+// "1.5 GiB", "512 B": the largest binary unit below the size, one decimal.
+std::string humanBytes(std::uint64_t n);
 
 }  // namespace stoker

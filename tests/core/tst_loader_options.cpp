@@ -108,6 +108,8 @@ class TestLoaderOptions : public QObject {
     for (const auto& k : knobTable()) {
       documented << QString::fromStdString(k.name);
       QVERIFY(!k.effect.empty());
+      QVERIFY(!k.group.empty());
+      QVERIFY(!k.pytorch.empty());
       QCOMPARE(k.exportOnly, k.name == "multiprocessing_context");
     }
     for (const auto& key : keys.keys()) QVERIFY2(documented.contains(key), qPrintable(key));

@@ -1,0 +1,96 @@
+#include "data/loader_sweep.h"
+
+#include <nlohmann/json.hpp>
+
+#include "util/error.h"
+#include "util/progress.h"
+
+namespace stoker {
+
+SweepAxis parseSweepAxis(const std::string& knob, const std::string& commaValues) {
+  SweepAxis axis;
+  axis.knob = knob;
+  std::string item;
+  auto flush = [&] {
+    std::size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
+    std::string v = b == std::string::npos ? std::string() : item.substr(b, e - b + 1);
+    item.clear();
+    if (v.empty()) return;
+    // Numbers and booleans as they are; anything else is a name (a JSON string).
+    nlohmann::json parsed = nlohmann::json::parse(v, nullptr, false);
+    axis.values.push_back(parsed.is_discarded() || parsed.is_object() || parsed.is_array() ? nlohmann::json(v).dump()
+                                                                                             : parsed.dump());
+  };
+  for (char c : commaValues) {
+    if (c == ',') flush();
+    else item += c;
+  }
+  flush();
+  if (axis.values.empty()) throwBadInput(knob, "no values to sweep");
+  return axis;
+}
+
+std::vector<SweepPoint> sweepPoints(const LoaderOptions& base, const std::vector<SweepAxis>& axes) {
+  if (axes.empty()) throwBadInput("sweep", "choose at least one knob");
+  const nlohmann::json baseJson = nlohmann::json::parse(loaderOptionsToJson(base));
+  std::size_t count = 1;
+  for (const auto& a : axes) {
+    if (!baseJson.contains(a.knob)) throwBadInput(a.knob, "not a loader knob");
+    if (a.values.empty()) throwBadInput(a.knob, "no values to sweep");
+    count *= a.values.size();
+    if (count > 256) throwBadInput("sweep", "more than 256 combinations; choose fewer values");
+  }
+  std::vector<SweepPoint> points;
+  for (std::size_t i = 0; i < count; ++i) {
+    SweepPoint p;
+    nlohmann::json j = baseJson;
+    std::size_t rest = i;
+    for (auto it = axes.rbegin(); it != axes.rend(); ++it) {  // last axis varies fastest
+      const std::string& v = it->values[rest % it->values.size()];
+      rest /= it->values.size();
+      p.values.insert(p.values.begin(), v);
+      j[it->knob] = nlohmann::json::parse(v, nullptr, false);
+    }
+    try {
+      p.options = loaderOptionsFromJson(j.dump(), "sweep");
+    } catch (const Error& e) {
+      // A wrong type is the user's axis, not this combination: refuse the sweep.
+      const std::string& r = e.reason();
+      if (r.rfind("must be a ", 0) == 0 || r.rfind("must be an ", 0) == 0 || r.rfind("unknown value", 0) == 0) throw;
+      p.options = base;
+      p.error = e.what();
+    }
+    points.push_back(std::move(p));
+  }
+  return points;
+}
+
+SweepResult runSweep(std::shared_ptr<Dataset> dataset, const LoaderOptions& base, const std::vector<SweepAxis>& axes,
+                     const std::vector<DeviceSpec>& devices, const LoaderSessionOptions& session,
+                     const CancelToken* cancel, const std::function<void(const SweepPoint&, int, int)>& onPoint) {
+  SweepResult result;
+  result.points = sweepPoints(base, axes);
+  const int n = static_cast<int>(result.points.size());
+  for (int i = 0; i < n; ++i) {
+    if (cancel) cancel->throwIfCancelled("sweep");
+    SweepPoint& p = result.points[i];
+    if (p.error.empty()) {
+      try {
+        LoaderSession run(dataset, p.options, devices, session);
+        LoaderSessionResult r = run.run(nullptr, cancel);
+        p.samplesPerS = r.samplesPerS;
+        p.bytesPerS = r.bytesPerS;
+        p.mode = loadingModeName(r.devices.front().mode);
+      } catch (const Error& e) {
+        if (e.kind() == ErrorKind::Cancelled) throw;
+        p.error = e.what();
+      }
+    }
+    if (p.error.empty() && (result.bestIndex < 0 || p.samplesPerS > result.points[result.bestIndex].samplesPerS))
+      result.bestIndex = i;
+    if (onPoint) onPoint(p, i, n);
+  }
+  return result;
+}
+
+}  // namespace stoker

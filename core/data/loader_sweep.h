@@ -1,0 +1,50 @@
+// data/loader_sweep: the auto-tune sweep. Runs a short loader session for
+// each combination of chosen knob values (e.g. num_workers x prefetch) and
+// reports the steady-state throughput of each, best first in bestIndex.
+// Knobs are set by name through the LoaderOptions JSON, so any knob works.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/loader_session.h"
+
+namespace stoker {
+
+struct SweepAxis {
+  std::string knob;             // a LoaderOptions JSON key
+  std::vector<std::string> values;  // JSON texts: "4", "true", "\"resident\""
+};
+
+struct SweepPoint {
+  std::vector<std::string> values;  // one per axis
+  LoaderOptions options;
+  double samplesPerS = 0;
+  double bytesPerS = 0;
+  std::string mode;                 // of the first device
+  std::string error;                // this combination failed (invalid, out of memory)
+};
+
+struct SweepResult {
+  std::vector<SweepPoint> points;
+  int bestIndex = -1;  // the fastest point without error
+};
+
+// Every combination's options, validated: an axis naming no knob or a value of
+// the wrong type is Error(BadInput) naming the knob; a combination the loader
+// refuses (validation) is kept as a point with its error.
+std::vector<SweepPoint> sweepPoints(const LoaderOptions& base, const std::vector<SweepAxis>& axes);
+
+// Parses "1,2,4" into JSON texts for `knob` (numbers, true/false, or names
+// quoted as strings).
+SweepAxis parseSweepAxis(const std::string& knob, const std::string& commaValues);
+
+// Runs each point for session.epochs epochs (at least 2 is sensible: the
+// first is warm-up). `onPoint` is called after each, from this thread.
+SweepResult runSweep(std::shared_ptr<Dataset> dataset, const LoaderOptions& base, const std::vector<SweepAxis>& axes,
+                     const std::vector<DeviceSpec>& devices, const LoaderSessionOptions& session,
+                     const CancelToken* cancel, const std::function<void(const SweepPoint&, int index, int count)>& onPoint);
+
+}  // namespace stoker

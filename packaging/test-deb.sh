@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# packaging/test-deb.sh -- build the .deb with CPack, check its metadata, install
+# it with apt (which pulls its dependencies from Debian), check that the
+# installed stoker, stoker-workbench and stoker-demo-trainer run from /usr/bin
+# outside the source tree, then remove it again.
+#
+#   bash packaging/test-deb.sh [BUILD_DIR]     (needs root or sudo; default ./build)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="${1:-${STOKER_BUILD_DIR:-$ROOT/build}}"
+log() { printf 'test-deb: %s\n' "$*" >&2; }
+fail() { log "FAILED: $*"; exit 1; }
+
+sudo=""
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || fail "needs root (or sudo) to install the package"
+  sudo=sudo
+fi
+for tool in desktop-file-validate:desktop-file-utils appstreamcli:appstream dpkg-shlibdeps:dpkg-dev; do
+  if ! command -v "${tool%%:*}" >/dev/null; then
+    log "installing ${tool##*:}"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${tool##*:}" >/dev/null
+  fi
+done
+
+cmake --build "$BUILD_DIR"
+rm -f "$BUILD_DIR"/stoker_*.deb
+(cd "$BUILD_DIR" && cpack -G DEB >/dev/null)
+deb=$(ls "$BUILD_DIR"/stoker_*.deb)
+log "built $deb ($(du -h "$deb" | cut -f1))"
+
+depends=$(dpkg-deb -f "$deb" Depends)
+log "Depends: $depends"
+[[ -n "$depends" ]] || fail "the package declares no dependencies"
+grep -q 'libqt6widgets6' <<<"$depends" || fail "Depends lacks Qt Widgets"
+grep -q 'libtorch' <<<"$depends" || fail "Depends lacks libtorch"
+contents=$(dpkg-deb -c "$deb")
+for f in ./usr/bin/stoker ./usr/bin/stoker-workbench ./usr/bin/stoker-demo-trainer \
+         ./usr/share/applications/io.github.stoker.workbench.desktop \
+         ./usr/share/icons/hicolor/scalable/apps/stoker.svg \
+         ./usr/share/metainfo/io.github.stoker.workbench.metainfo.xml; do
+  grep -q " $f\$" <<<"$contents" || fail "the package lacks $f"
+done
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+dpkg-deb -x "$deb" "$tmp/root"
+desktop-file-validate "$tmp/root/usr/share/applications/io.github.stoker.workbench.desktop" || fail "desktop entry"
+appstreamcli validate --no-net --pedantic "$tmp/root/usr/share/metainfo/io.github.stoker.workbench.metainfo.xml" \
+  || fail "AppStream metadata"
+
+was_installed=$(dpkg-query -W -f='${Status}' stoker 2>/dev/null | grep -c "install ok installed" || true)
+log "installing with apt (dependencies come from Debian)"
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$deb" >/dev/null
+cleanup() {
+  if [[ "$was_installed" == 0 ]]; then $sudo dpkg -r stoker >/dev/null || true; fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# Run the installed programs from an empty directory with a minimal
+# environment, so nothing of the build tree can help them.
+cd "$tmp"
+clean_env=(env -i PATH=/usr/bin:/bin HOME="$tmp" XDG_RUNTIME_DIR="$tmp" QT_QPA_PLATFORM=offscreen)
+for exe in /usr/bin/stoker /usr/bin/stoker-workbench /usr/bin/stoker-demo-trainer; do
+  if ldd "$exe" | grep -q 'not found'; then ldd "$exe" | grep 'not found'; fail "$exe: missing libraries"; fi
+  if readelf -d "$exe" | grep -q "$BUILD_DIR"; then fail "$exe: RUNPATH points into the build tree"; fi
+done
+"${clean_env[@]}" /usr/bin/stoker --version | grep -q 'stoker 0.1.0' || fail "stoker --version"
+"${clean_env[@]}" /usr/bin/stoker plan --samples 1000 --world-size 4 --json --no-indices >/dev/null || fail "stoker plan"
+for w in loader planner checkpoints monitor; do
+  "${clean_env[@]}" /usr/bin/stoker-workbench --workspace "$w" --screenshot "$tmp/$w.png" 2>/dev/null \
+    || fail "stoker-workbench --workspace $w"
+  [[ $(stat -c %s "$tmp/$w.png") -gt 10000 ]] || fail "the $w screenshot is empty"
+done
+if [[ -d /usr/share/datasets/fashion-mnist ]]; then
+  "${clean_env[@]}" /usr/bin/stoker-demo-trainer --epochs 1 --max-steps 20 >/dev/null 2>&1 || fail "stoker-demo-trainer"
+fi
+log "ok: the package installs, and stoker, stoker-workbench (4 workspaces) and stoker-demo-trainer run from /usr/bin"

@@ -1,0 +1,185 @@
+#include "loader_options_form.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLabel>
+#include <QLineEdit>
+#include <QSpinBox>
+#include <QVBoxLayout>
+#include <limits>
+
+#include "util/error.h"
+
+namespace stoker {
+namespace {
+
+// Knobs whose values do not fit an int spin box, or are free text.
+bool isTextKnob(const QString& k) { return k == "seed" || k == "generator_seed" || k == "weights" || k == "num_samples" || k == "part_size"; }
+
+QString jsonScalarText(const QJsonValue& v) {
+  if (v.isArray()) {
+    QStringList parts;
+    for (const auto& x : v.toArray()) parts << QString::number(x.toDouble(), 'g', 10);
+    return parts.join(',');
+  }
+  if (v.isDouble()) return QString::number(static_cast<qint64>(v.toDouble()));
+  return v.toString();
+}
+
+}  // namespace
+
+LoaderOptionsForm::LoaderOptionsForm(QWidget* parent) : QWidget(parent) {
+  auto* outer = new QVBoxLayout(this);
+  outer->setContentsMargins(0, 0, 0, 0);
+  const QJsonObject defaults =
+      QJsonDocument::fromJson(QByteArray::fromStdString(loaderOptionsToJson(LoaderOptions{}))).object();
+  QHash<QString, QFormLayout*> groups;
+  for (const KnobInfo& knob : knobTable()) {
+    const QString name = QString::fromStdString(knob.name);
+    const QString group = QString::fromStdString(knob.group);
+    if (!groups.contains(group)) {
+      auto* box = new QGroupBox(tr(qPrintable(group)), this);
+      auto* form = new QFormLayout(box);
+      form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+      outer->addWidget(box);
+      groups.insert(group, form);
+    }
+    const QJsonValue v = defaults.value(name);
+    const auto choices = knobChoices(knob.name);
+    QWidget* editor = nullptr;
+    if (!choices.empty()) {
+      auto* combo = new QComboBox(this);
+      for (const auto& c : choices) combo->addItem(QString::fromStdString(c));
+      connect(combo, &QComboBox::currentTextChanged, this, &LoaderOptionsForm::revalidate);
+      editor = combo;
+    } else if (name == "multiprocessing_context") {
+      auto* combo = new QComboBox(this);
+      combo->setEditable(true);
+      combo->addItems({"", "spawn", "fork", "forkserver"});
+      connect(combo, &QComboBox::currentTextChanged, this, &LoaderOptionsForm::revalidate);
+      editor = combo;
+    } else if (v.isBool()) {
+      auto* check = new QCheckBox(this);
+      connect(check, &QCheckBox::toggled, this, &LoaderOptionsForm::revalidate);
+      editor = check;
+    } else if (isTextKnob(name)) {
+      auto* line = new QLineEdit(this);
+      if (name == "weights") line->setPlaceholderText(tr("w0,w1,... one per sample"));
+      connect(line, &QLineEdit::textChanged, this, &LoaderOptionsForm::revalidate);
+      editor = line;
+    } else if (name == "vram_max_usage" || name == "timeout") {
+      auto* spin = new QDoubleSpinBox(this);
+      spin->setRange(0, name == "timeout" ? 86400 : 1);
+      spin->setDecimals(name == "timeout" ? 1 : 2);
+      spin->setSingleStep(name == "timeout" ? 1 : 0.01);
+      connect(spin, &QDoubleSpinBox::valueChanged, this, &LoaderOptionsForm::revalidate);
+      editor = spin;
+    } else {
+      // Wider than the core allows on purpose: out-of-range values reach
+      // the core's validation and get its message, not a silent clamp.
+      auto* spin = new QSpinBox(this);
+      spin->setRange(-1, std::numeric_limits<int>::max());
+      connect(spin, &QSpinBox::valueChanged, this, &LoaderOptionsForm::revalidate);
+      editor = spin;
+    }
+    editor->setObjectName(name);
+    const QString tip = QString("<b>%1</b><br>%2<br><i>PyTorch:</i> %3%4")
+                            .arg(name, QString::fromStdString(knob.effect).toHtmlEscaped(),
+                                 QString::fromStdString(knob.pytorch).toHtmlEscaped(),
+                                 knob.exportOnly ? tr("<br>(only used in the exported PyTorch snippet)") : QString());
+    editor->setToolTip(tip);
+    auto* label = new QLabel(name, this);
+    label->setToolTip(tip);
+    groups[group]->addRow(label, editor);
+    editors_.insert(name, editor);
+    order_ << name;
+  }
+  messageLabel_ = new QLabel(this);
+  messageLabel_->setObjectName("validationMessage");
+  messageLabel_->setWordWrap(true);
+  messageLabel_->setStyleSheet("color: #d03030; font-weight: bold;");
+  outer->addWidget(messageLabel_);
+  outer->addStretch(1);
+  setOptions(LoaderOptions{});
+}
+
+void LoaderOptionsForm::setOptions(const LoaderOptions& options) {
+  const QJsonObject values = QJsonDocument::fromJson(QByteArray::fromStdString(loaderOptionsToJson(options))).object();
+  loading_ = true;
+  for (const QString& name : order_) {
+    QWidget* e = editors_.value(name);
+    const QJsonValue v = values.value(name);
+    if (auto* c = qobject_cast<QComboBox*>(e)) c->setCurrentText(v.toString());
+    else if (auto* b = qobject_cast<QCheckBox*>(e)) b->setChecked(v.toBool());
+    else if (auto* l = qobject_cast<QLineEdit*>(e)) l->setText(jsonScalarText(v));
+    else if (auto* d = qobject_cast<QDoubleSpinBox*>(e)) d->setValue(v.toDouble());
+    else if (auto* s = qobject_cast<QSpinBox*>(e)) s->setValue(v.toInt());
+  }
+  loading_ = false;
+  revalidate();
+}
+
+QString LoaderOptionsForm::formJson() const {
+  QJsonObject o;
+  for (const QString& name : order_) {
+    QWidget* e = editors_.value(name);
+    if (auto* c = qobject_cast<QComboBox*>(e)) {
+      o.insert(name, c->currentText());
+    } else if (auto* b = qobject_cast<QCheckBox*>(e)) {
+      o.insert(name, b->isChecked());
+    } else if (auto* l = qobject_cast<QLineEdit*>(e)) {
+      const QString text = l->text().trimmed();
+      if (name == "weights") {
+        QJsonArray a;
+        for (const QString& part : text.split(',', Qt::SkipEmptyParts)) {
+          bool ok = false;
+          const double w = part.trimmed().toDouble(&ok);
+          // Non-numbers go through as strings so the core names the knob.
+          a.append(ok ? QJsonValue(w) : QJsonValue(part.trimmed()));
+        }
+        o.insert(name, a);
+      } else {
+        bool ok = false;
+        const qlonglong n = text.toLongLong(&ok);
+        o.insert(name, ok ? QJsonValue(n) : QJsonValue(text));
+      }
+    } else if (auto* d = qobject_cast<QDoubleSpinBox*>(e)) {
+      o.insert(name, d->value());
+    } else if (auto* s = qobject_cast<QSpinBox*>(e)) {
+      o.insert(name, s->value());
+    }
+  }
+  return QString::fromUtf8(QJsonDocument(o).toJson(QJsonDocument::Compact));
+}
+
+LoaderOptions LoaderOptionsForm::options() const {
+  return loaderOptionsFromJson(formJson().toStdString(), "form");
+}
+
+void LoaderOptionsForm::revalidate() {
+  if (loading_) return;
+  QString message, knob;
+  try {
+    options();
+  } catch (const Error& e) {
+    message = QString::fromStdString(e.what());
+    knob = QString::fromStdString(e.subject());
+  }
+  if (QWidget* old = editors_.value(invalidKnob_)) old->setStyleSheet(QString());
+  if (QWidget* bad = editors_.value(knob)) bad->setStyleSheet("border: 2px solid #d03030;");
+  const bool changedValidity = message != message_;
+  message_ = message;
+  invalidKnob_ = knob;
+  messageLabel_->setText(message);
+  messageLabel_->setVisible(!message.isEmpty());
+  if (changedValidity) Q_EMIT validityChanged(message.isEmpty(), message);
+  Q_EMIT changed();
+}
+
+}  // namespace stoker

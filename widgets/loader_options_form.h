@@ -1,0 +1,48 @@
+// loader_options_form: every LoaderOptions knob as an editor, grouped as the
+// core's knob table says, each with a tooltip giving what it does and its
+// PyTorch equivalent. Validates on every edit with the core's own rules: the
+// offending field is outlined and the message shown under the form.
+#pragma once
+
+#include <QHash>
+#include <QString>
+#include <QWidget>
+
+#include "data/loader_options.h"
+
+class QLabel;
+
+namespace stoker {
+
+class LoaderOptionsForm : public QWidget {
+  Q_OBJECT
+ public:
+  explicit LoaderOptionsForm(QWidget* parent = nullptr);
+
+  void setOptions(const LoaderOptions& options);
+  // The form's values as the core reads them; throws Error(BadInput) naming
+  // the knob when they are invalid.
+  LoaderOptions options() const;
+  bool isValid() const { return message_.isEmpty(); }
+  QString validationMessage() const { return message_; }
+  QString invalidKnob() const { return invalidKnob_; }
+  // The editor of `knob` (tests drive the form through these).
+  QWidget* editor(const QString& knob) const { return editors_.value(knob); }
+
+ Q_SIGNALS:
+  void changed();
+  void validityChanged(bool valid, const QString& message);
+
+ private:
+  QString formJson() const;
+  void revalidate();
+
+  QHash<QString, QWidget*> editors_;
+  QStringList order_;
+  QLabel* messageLabel_;
+  QString message_;
+  QString invalidKnob_;
+  bool loading_ = false;
+};
+
+}  // namespace stoker

@@ -1,0 +1,98 @@
+#include "loader_runner.h"
+
+#include <QMetaObject>
+
+#include "data/dataset.h"
+#include "data/loader_session.h"
+#include "data/loader_sweep.h"
+#include "telemetry/telemetry_queue.h"
+#include "util/byte_size.h"
+#include "util/error.h"
+#include "util/progress.h"
+
+namespace stoker {
+namespace {
+
+// Core progress, forwarded as a queued signal (the meter throttles to 20 Hz).
+class SignalProgress : public ProgressSink {
+ public:
+  explicit SignalProgress(LoaderRunner* runner) : runner_(runner) {}
+  void progress(const ProgressUpdate& u) override {
+    Q_EMIT runner_->progress(static_cast<qint64>(u.done), static_cast<qint64>(u.total), u.perSecond, u.etaSeconds);
+  }
+
+ private:
+  LoaderRunner* runner_;
+};
+
+LoaderSessionOptions sessionOptions(const LoaderRunRequest& r, const std::shared_ptr<TelemetryQueue>& telemetry) {
+  LoaderSessionOptions s;
+  s.epochs = r.epochs;
+  s.stepMicros = r.stepMicros;
+  s.sim.capacityBytes = 16LL << 30;  // `stoker bench`'s default simulated device
+  if (telemetry) s.observers.push_back(telemetry);
+  return s;
+}
+
+QString summaryText(const LoaderSessionResult& result) {
+  QStringList lines;
+  for (const auto& d : result.devices)
+    lines << QString("%1: %2, depth %3, %4 samples/s, %5/s")
+                 .arg(QString::fromStdString(d.device), QString::fromStdString(loadingModeName(d.mode)))
+                 .arg(d.prefetchDepth)
+                 .arg(d.samplesPerS, 0, 'f', 0)
+                 .arg(QString::fromStdString(humanBytes(static_cast<std::uint64_t>(d.bytesPerS))));
+  lines << QString("steady state: %1 samples/s, %2/s")
+               .arg(result.samplesPerS, 0, 'f', 0)
+               .arg(QString::fromStdString(humanBytes(static_cast<std::uint64_t>(result.bytesPerS))));
+  return lines.join('\n');
+}
+
+}  // namespace
+
+LoaderRunner::LoaderRunner(QObject* parent) : BackgroundJob(parent), telemetry_(std::make_shared<TelemetryQueue>()) {}
+
+LoaderRunner::~LoaderRunner() { stopAndWait(); }
+
+std::vector<TelemetryRecord> LoaderRunner::takeTelemetry() { return telemetry_->takeAll(); }
+
+bool LoaderRunner::start(const LoaderRunRequest& request) {
+  return launch([this, request] {
+    const auto devices = expandDevices(request.devices.toStdString());
+    auto dataset = openDataset(request.dataset.toStdString(), request.options);
+    LoaderSession session(dataset, request.options, devices, sessionOptions(request, telemetry_));
+    QStringList notes;
+    for (const auto& n : session.notes()) notes << QString::fromStdString(n);
+    Q_EMIT started(notes);
+    SignalProgress progress(this);
+    const LoaderSessionResult result = session.run(&progress, cancelToken());
+    markIdle();
+    Q_EMIT finished(summaryText(result), result.samplesPerS);
+  });
+}
+
+bool LoaderRunner::startSweep(const LoaderRunRequest& request, const QList<SweepAxisText>& axesText) {
+  return launch([this, request, axesText] {
+    std::vector<SweepAxis> axes;
+    for (const auto& a : axesText)
+      if (!a.knob.isEmpty()) axes.push_back(parseSweepAxis(a.knob.toStdString(), a.values.toStdString()));
+    sweepPoints(request.options, axes);  // refuse a bad axis before opening the dataset
+    const auto devices = expandDevices(request.devices.toStdString());
+    auto dataset = openDataset(request.dataset.toStdString(), request.options);
+    Q_EMIT started({});
+    // Sweep points publish no telemetry: their plots would interleave.
+    const SweepResult result =
+        runSweep(dataset, request.options, axes, devices, sessionOptions(request, nullptr), cancelToken(),
+                 [this](const SweepPoint& p, int index, int count) {
+                   QStringList values;
+                   for (const auto& v : p.values) values << QString::fromStdString(v);
+                   Q_EMIT sweepPoint(index, count, values, p.samplesPerS, p.bytesPerS, QString::fromStdString(p.mode),
+                                     QString::fromStdString(p.error));
+                   Q_EMIT progress(index + 1, count, 0, -1);
+                 });
+    markIdle();
+    Q_EMIT sweepFinished(result.bestIndex);
+  });
+}
+
+}  // namespace stoker

@@ -1,0 +1,54 @@
+// loader_runner: runs the loader (or an auto-tune sweep) for the Loader
+// workspace as a BackgroundJob and reports back through signals. Telemetry
+// records wait in a bounded queue the workspace drains from its plot timer.
+#pragma once
+
+#include <QStringList>
+#include <memory>
+#include <vector>
+
+#include "background_job.h"
+#include "data/loader_options.h"
+#include "telemetry/telemetry_record.h"
+
+namespace stoker {
+
+class TelemetryQueue;
+
+struct LoaderRunRequest {
+  QString dataset = "fashion-mnist";  // as `stoker bench --dataset` takes it
+  LoaderOptions options;
+  QString devices = "cpu";            // cpu, sim:0, sim:0,sim:1, cuda:0, all
+  int epochs = 3;
+  double stepMicros = 0;              // simulated training step per batch
+};
+
+struct SweepAxisText {
+  QString knob;
+  QString values;  // "1,2,4"
+};
+
+class LoaderRunner : public BackgroundJob {
+  Q_OBJECT
+ public:
+  explicit LoaderRunner(QObject* parent = nullptr);
+  ~LoaderRunner() override;
+
+  // Both return false (and do nothing) while a run is in progress.
+  bool start(const LoaderRunRequest& request);
+  bool startSweep(const LoaderRunRequest& request, const QList<SweepAxisText>& axes);
+  std::vector<TelemetryRecord> takeTelemetry();
+
+ Q_SIGNALS:
+  void started(const QStringList& notes);
+  void progress(qint64 done, qint64 total, double bytesPerSecond, double etaSeconds);
+  void finished(const QString& summary, double samplesPerSecond);
+  void sweepPoint(int index, int count, const QStringList& values, double samplesPerSecond, double bytesPerSecond,
+                  const QString& mode, const QString& error);
+  void sweepFinished(int bestIndex);
+
+ private:
+  std::shared_ptr<TelemetryQueue> telemetry_;
+};
+
+}  // namespace stoker

@@ -1,0 +1,521 @@
+#include "loader_workspace.h"
+
+#include <QApplication>
+#include <QClipboard>
+#include <QComboBox>
+#include <QDialog>
+#include <QDialogButtonBox>
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFontDatabase>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPlainTextEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSettings>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QTabWidget>
+#include <QTableWidget>
+#include <QTimer>
+#include <QVBoxLayout>
+#include <map>
+
+#include "loader_options_form.h"
+#include "loader_runner.h"
+#include "telemetry_plots.h"
+#include "util/byte_size.h"
+#include "util/error.h"
+
+namespace stoker {
+namespace {
+
+const char* kPresets[] = {"gpu_optimized", "distributed_optimized", "debug_mode"};
+
+QString etaText(double seconds) {
+  if (seconds < 0) return QStringLiteral("?");
+  const int s = static_cast<int>(seconds + 0.5);
+  return s >= 60 ? QString("%1 min %2 s").arg(s / 60).arg(s % 60) : QString("%1 s").arg(s);
+}
+
+}  // namespace
+
+LoaderWorkspace::LoaderWorkspace(QWidget* parent)
+    : QWidget(parent), runner_(new LoaderRunner(this)), drainTimer_(new QTimer(this)) {
+  auto* split = new QSplitter(this);
+  auto* outer = new QHBoxLayout(this);
+  outer->setContentsMargins(0, 0, 0, 0);
+  outer->addWidget(split);
+
+  // Left: what to load and how.
+  auto* left = new QWidget;
+  auto* leftLayout = new QVBoxLayout(left);
+  auto* data = new QGroupBox(tr("Data"), left);
+  auto* dataForm = new QFormLayout(data);
+  dataset_ = new QComboBox(data);
+  dataset_->setObjectName("dataset");
+  dataset_->setEditable(true);
+  dataset_->addItems({"fashion-mnist", "synthetic:50000,3x32x32,float32", "synthetic:20000,3x64x64,uint8,20"});
+  dataset_->setToolTip(tr("fashion-mnist (Debian's dataset-fashion-mnist), synthetic:N,SHAPE[,dtype][,cost_us], "
+                          "or a .safetensors / .npy file"));
+  auto* browse = new QPushButton(tr("File…"), data);
+  connect(browse, &QPushButton::clicked, this, [this] {
+    const QString f = QFileDialog::getOpenFileName(this, tr("Dataset file"), {}, tr("Tensors (*.safetensors *.npy)"));
+    if (!f.isEmpty()) setDataset(f);
+  });
+  auto* datasetRow = new QHBoxLayout;
+  datasetRow->addWidget(dataset_, 1);
+  datasetRow->addWidget(browse);
+  dataForm->addRow(tr("Dataset"), datasetRow);
+  devices_ = new QLineEdit("cpu", data);
+  devices_->setObjectName("devices");
+  devices_->setToolTip(tr("cpu, sim:0 (a simulated GPU), sim:0,sim:1 (one loader per device, each on its shard), "
+                          "cuda:0, or all"));
+  dataForm->addRow(tr("Devices"), devices_);
+  epochs_ = new QSpinBox(data);
+  epochs_->setRange(1, 1000);
+  epochs_->setValue(3);
+  epochs_->setToolTip(tr("Epochs per run; the steady-state rate counts the epochs after the first"));
+  dataForm->addRow(tr("Epochs"), epochs_);
+  stepMicros_ = new QDoubleSpinBox(data);
+  stepMicros_->setRange(0, 1e6);
+  stepMicros_->setDecimals(0);
+  stepMicros_->setSuffix(" µs");
+  stepMicros_->setToolTip(tr("Simulated training step per batch (busy work on the consumer), so the plots show how "
+                             "much input headroom a model of that speed leaves"));
+  dataForm->addRow(tr("Step"), stepMicros_);
+  leftLayout->addWidget(data);
+
+  auto* optionsBox = new QGroupBox(tr("Loader options"), left);
+  auto* optionsLayout = new QVBoxLayout(optionsBox);
+  auto* presetRow = new QHBoxLayout;
+  preset_ = new QComboBox(optionsBox);
+  for (const char* p : kPresets) preset_->addItem(p);
+  auto* applyPreset = new QPushButton(tr("Apply preset"), optionsBox);
+  connect(applyPreset, &QPushButton::clicked, this, [this] { this->applyPreset(preset_->currentText()); });
+  presetRow->addWidget(preset_, 1);
+  presetRow->addWidget(applyPreset);
+  optionsLayout->addLayout(presetRow);
+  auto* fileRow = new QHBoxLayout;
+  auto addButton = [&](const QString& text, const QString& tip, auto slot) {
+    auto* b = new QPushButton(text, optionsBox);
+    b->setToolTip(tip);
+    connect(b, &QPushButton::clicked, this, slot);
+    fileRow->addWidget(b);
+  };
+  addButton(tr("Import…"), tr("Read LoaderOptions from a JSON file (knob names as keys)"), [this] {
+    const QString f = QFileDialog::getOpenFileName(this, tr("Import options"), {}, tr("JSON (*.json)"));
+    if (!f.isEmpty()) importOptions(f);
+  });
+  addButton(tr("Export…"), tr("Write these options as JSON (stoker bench --options reads it)"), [this] {
+    const QString f = QFileDialog::getSaveFileName(this, tr("Export options"), "loader_options.json", tr("JSON (*.json)"));
+    if (!f.isEmpty()) exportOptions(f);
+  });
+  addButton(tr("PyTorch…"), tr("The equivalent torch.utils.data.DataLoader(...)"),
+            [this] { showSnippet(tr("PyTorch DataLoader"), pytorchSnippet()); });
+  addButton(tr("C++…"), tr("The LoaderOptions builder for a C++ training program"),
+            [this] { showSnippet(tr("C++ builder"), cppSnippet()); });
+  optionsLayout->addLayout(fileRow);
+  form_ = new LoaderOptionsForm(optionsBox);
+  optionsLayout->addWidget(form_);
+  leftLayout->addWidget(optionsBox);
+  auto* scroll = new QScrollArea;
+  scroll->setWidget(left);
+  scroll->setWidgetResizable(true);
+  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  scroll->setMinimumWidth(400);
+  split->addWidget(scroll);
+
+  // Right: run controls, plots, sweep and log.
+  auto* right = new QWidget;
+  auto* rightLayout = new QVBoxLayout(right);
+  auto* runRow = new QHBoxLayout;
+  runButton_ = new QPushButton(tr("Run"), right);
+  runButton_->setObjectName("run");
+  runButton_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
+  runButton_->setToolTip(tr("Run the loader (Ctrl+R)"));
+  stopButton_ = new QPushButton(tr("Stop"), right);
+  stopButton_->setObjectName("stop");
+  stopButton_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Period));
+  stopButton_->setToolTip(tr("Stop the run or sweep at the next batch (Ctrl+.)"));
+  stopButton_->setEnabled(false);
+  progress_ = new QProgressBar(right);
+  progress_->setRange(0, 1000);
+  progress_->setValue(0);
+  badge_ = new QLabel(right);
+  badge_->setObjectName("modeBadge");
+  badge_->setStyleSheet("QLabel { border-radius: 8px; padding: 2px 8px; background: #3d7ebf; color: white; }");
+  badge_->setToolTip(tr("Resident: the dataset lives on the device and batches are gathered there. "
+                        "Streaming: workers collate on the host and copy each batch."));
+  badge_->hide();
+  runRow->addWidget(runButton_);
+  runRow->addWidget(stopButton_);
+  runRow->addWidget(progress_, 1);
+  runRow->addWidget(badge_);
+  rightLayout->addLayout(runRow);
+  status_ = new QLabel(tr("Press Run to measure the loader with these settings."), right);
+  status_->setObjectName("status");
+  status_->setWordWrap(true);
+  rightLayout->addWidget(status_);
+  plots_ = new TelemetryPlots(right);
+  rightLayout->addWidget(plots_, 3);
+
+  auto* tabs = new QTabWidget(right);
+  auto* sweepPage = new QWidget;
+  auto* sweepLayout = new QVBoxLayout(sweepPage);
+  auto* axesRow = new QHBoxLayout;
+  QStringList knobs{""};
+  for (const auto& k : knobTable())
+    if (!k.exportOnly && k.name != "weights") knobs << QString::fromStdString(k.name);
+  const char* defaults[2][2] = {{"num_workers", "0,1,2"}, {"prefetch", "2,8"}};
+  for (int i = 0; i < 2; ++i) {
+    sweepKnob_[i] = new QComboBox(sweepPage);
+    sweepKnob_[i]->addItems(knobs);
+    sweepKnob_[i]->setCurrentText(defaults[i][0]);
+    sweepValues_[i] = new QLineEdit(defaults[i][1], sweepPage);
+    sweepValues_[i]->setMinimumWidth(80);
+    sweepValues_[i]->setToolTip(tr("Comma-separated values to try"));
+    axesRow->addWidget(sweepKnob_[i]);
+    axesRow->addWidget(sweepValues_[i], 2);
+  }
+  sweepButton_ = new QPushButton(tr("Run sweep"), sweepPage);
+  sweepButton_->setObjectName("runSweep");
+  sweepButton_->setToolTip(tr("Run each combination for the chosen epochs and rank them by steady-state throughput"));
+  applyButton_ = new QPushButton(tr("Apply best"), sweepPage);
+  applyButton_->setObjectName("applyBest");
+  applyButton_->setEnabled(false);
+  axesRow->addWidget(sweepButton_);
+  axesRow->addWidget(applyButton_);
+  sweepLayout->addLayout(axesRow);
+  sweepTable_ = new QTableWidget(sweepPage);
+  sweepTable_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  sweepTable_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  sweepTable_->horizontalHeader()->setStretchLastSection(true);
+  sweepLayout->addWidget(sweepTable_);
+  tabs->addTab(sweepPage, tr("Auto-tune sweep"));
+  log_ = new QPlainTextEdit(right);
+  log_->setReadOnly(true);
+  log_->setMaximumBlockCount(2000);
+  tabs->addTab(log_, tr("Log"));
+  rightLayout->addWidget(tabs, 2);
+  split->addWidget(right);
+  split->setStretchFactor(1, 1);
+
+  connect(runButton_, &QPushButton::clicked, this, &LoaderWorkspace::run);
+  connect(stopButton_, &QPushButton::clicked, this, &LoaderWorkspace::stop);
+  connect(sweepButton_, &QPushButton::clicked, this, &LoaderWorkspace::runSweep);
+  connect(applyButton_, &QPushButton::clicked, this, &LoaderWorkspace::applyBestSweepRow);
+  connect(form_, &LoaderOptionsForm::validityChanged, this, [this](bool valid, const QString&) {
+    runButton_->setEnabled(valid && !runner_->busy());
+    sweepButton_->setEnabled(valid && !runner_->busy());
+  });
+
+  connect(runner_, &LoaderRunner::started, this, [this](const QStringList& notes) {
+    for (const auto& n : notes) log_->appendPlainText(n);
+  });
+  connect(runner_, &LoaderRunner::progress, this, [this](qint64 done, qint64 total, double rate, double eta) {
+    progress_->setValue(total > 0 ? static_cast<int>(1000.0 * static_cast<double>(done) / static_cast<double>(total)) : 0);
+    if (rate > 0)
+      status_->setText(tr("Running: %1/s, about %2 left")
+                           .arg(QString::fromStdString(humanBytes(static_cast<std::uint64_t>(rate))), etaText(eta)));
+  });
+  connect(runner_, &LoaderRunner::finished, this, [this](const QString& summary, double samplesPerS) {
+    drainTelemetry();
+    setRunning(false);
+    progress_->setValue(1000);
+    status_->setText(summary.section('\n', -1));
+    log_->appendPlainText(summary);
+    Q_EMIT runFinished(samplesPerS);
+  });
+  connect(runner_, &LoaderRunner::failed, this, [this](const QString& message) {
+    setRunning(false);
+    status_->setText(tr("Failed: %1").arg(message));
+    log_->appendPlainText("error: " + message);
+    Q_EMIT runFailed(message);
+  });
+  connect(runner_, &LoaderRunner::stopped, this, [this] {
+    setRunning(false);
+    status_->setText(tr("Stopped."));
+    log_->appendPlainText("stopped");
+    Q_EMIT runStopped();
+  });
+  connect(runner_, &LoaderRunner::sweepPoint, this,
+          [this](int index, int count, const QStringList& values, double sps, double bps, const QString& mode,
+                 const QString& error) {
+            sweepTable_->setRowCount(count);
+            const QStringList cells = values + QStringList{error.isEmpty() ? QString::number(sps, 'f', 0) : QString(),
+                                                           error.isEmpty() ? QString::number(bps / 1e6, 'f', 1) : QString(),
+                                                           mode, error};
+            for (int c = 0; c < cells.size(); ++c) {
+              QString text = cells[c];
+              if (c < values.size() && text.startsWith('"')) text = text.mid(1, text.size() - 2);  // a name
+              auto* item = new QTableWidgetItem(text);
+              if (c < values.size()) item->setData(Qt::UserRole, cells[c]);  // the JSON value, for Apply best
+              sweepTable_->setItem(index, c, item);
+            }
+            status_->setText(tr("Sweep: %1 of %2 done").arg(index + 1).arg(count));
+          });
+  connect(runner_, &LoaderRunner::sweepFinished, this, [this](int best) {
+    setRunning(false);
+    bestRow_ = best;
+    if (best >= 0) {
+      const QColor highlight = palette().color(QPalette::Highlight);
+      for (int c = 0; c < sweepTable_->columnCount(); ++c)
+        if (auto* item = sweepTable_->item(best, c)) {
+          item->setBackground(highlight);
+          item->setForeground(palette().color(QPalette::HighlightedText));
+          QFont f = item->font();
+          f.setBold(true);
+          item->setFont(f);
+        }
+      status_->setText(tr("Sweep done: row %1 is fastest (%2 samples/s). Apply best copies it into the form.")
+                           .arg(best + 1)
+                           .arg(sweepTable_->item(best, sweepAxisNames_.size())->text()));
+    } else {
+      status_->setText(tr("Sweep done: every combination failed (see the error column)."));
+    }
+    applyButton_->setEnabled(best >= 0);
+    Q_EMIT sweepFinished(best);
+  });
+
+  drainTimer_->setInterval(40);  // 25 Hz: the plots' redraw rate
+  connect(drainTimer_, &QTimer::timeout, this, &LoaderWorkspace::drainTelemetry);
+  restoreSettings();
+}
+
+LoaderWorkspace::~LoaderWorkspace() { saveSettings(); }
+
+void LoaderWorkspace::setDataset(const QString& spec) { dataset_->setCurrentText(spec); }
+QString LoaderWorkspace::dataset() const { return dataset_->currentText().trimmed(); }
+void LoaderWorkspace::setDevices(const QString& devices) { devices_->setText(devices); }
+void LoaderWorkspace::setEpochs(int epochs) { epochs_->setValue(epochs); }
+void LoaderWorkspace::setStepMicros(double micros) { stepMicros_->setValue(micros); }
+QString LoaderWorkspace::badgeText() const { return badge_->text(); }
+QString LoaderWorkspace::statusText() const { return status_->text(); }
+
+void LoaderWorkspace::setSweep(const QString& knob1, const QString& values1, const QString& knob2, const QString& values2) {
+  sweepKnob_[0]->setCurrentText(knob1);
+  sweepValues_[0]->setText(values1);
+  sweepKnob_[1]->setCurrentText(knob2);
+  sweepValues_[1]->setText(values2);
+}
+
+bool LoaderWorkspace::makeRequest(LoaderRunRequest& request) {
+  if (!form_->isValid()) {
+    status_->setText(tr("Fix the options first: %1").arg(form_->validationMessage()));
+    return false;
+  }
+  if (dataset().isEmpty()) {
+    status_->setText(tr("Choose a dataset first."));
+    return false;
+  }
+  request.dataset = dataset();
+  request.options = form_->options();
+  request.devices = devices_->text().trimmed();
+  request.epochs = epochs_->value();
+  request.stepMicros = stepMicros_->value();
+  return true;
+}
+
+void LoaderWorkspace::run() {
+  LoaderRunRequest request;
+  if (runner_->busy() || !makeRequest(request)) return;
+  plots_->clear();
+  badge_->clear();
+  badge_->hide();
+  runner_->takeTelemetry();
+  if (!runner_->start(request)) return;
+  setRunning(true);
+  status_->setText(tr("Opening %1 on %2…").arg(request.dataset, request.devices));
+  log_->appendPlainText(QString("run: %1 on %2, %3 epochs").arg(request.dataset, request.devices).arg(request.epochs));
+  saveSettings();
+  Q_EMIT runStarted();
+}
+
+void LoaderWorkspace::runSweep() {
+  LoaderRunRequest request;
+  if (runner_->busy() || !makeRequest(request)) return;
+  QList<SweepAxisText> axes;
+  sweepAxisNames_.clear();
+  for (int i = 0; i < 2; ++i)
+    if (!sweepKnob_[i]->currentText().isEmpty()) {
+      axes.push_back({sweepKnob_[i]->currentText(), sweepValues_[i]->text()});
+      sweepAxisNames_ << sweepKnob_[i]->currentText();
+    }
+  if (axes.isEmpty()) {
+    status_->setText(tr("Choose at least one knob to sweep."));
+    return;
+  }
+  bestRow_ = -1;
+  applyButton_->setEnabled(false);
+  sweepTable_->clear();
+  sweepTable_->setRowCount(0);
+  sweepTable_->setColumnCount(sweepAxisNames_.size() + 4);
+  sweepTable_->setHorizontalHeaderLabels(sweepAxisNames_ + QStringList{tr("samples/s"), tr("MB/s"), tr("mode"), tr("error")});
+  if (!runner_->startSweep(request, axes)) return;
+  setRunning(true);
+  status_->setText(tr("Sweeping %1…").arg(sweepAxisNames_.join(" × ")));
+  saveSettings();
+  Q_EMIT runStarted();
+}
+
+void LoaderWorkspace::applyBestSweepRow() {
+  if (bestRow_ < 0) return;
+  try {
+    // Overwrite the swept knobs with the best row's values (kept as JSON in
+    // the cells' data), through JSON so any knob type works.
+    QJsonObject o = QJsonDocument::fromJson(QByteArray::fromStdString(loaderOptionsToJson(form_->options()))).object();
+    for (int c = 0; c < sweepAxisNames_.size(); ++c) {
+      const QByteArray value = sweepTable_->item(bestRow_, c)->data(Qt::UserRole).toString().toUtf8();
+      o.insert(sweepAxisNames_[c], QJsonDocument::fromJson("[" + value + "]").array().at(0));
+    }
+    form_->setOptions(loaderOptionsFromJson(QJsonDocument(o).toJson().toStdString(), "sweep"));
+    status_->setText(tr("Applied sweep row %1 to the form.").arg(bestRow_ + 1));
+  } catch (const Error& e) {
+    status_->setText(tr("Cannot apply: %1").arg(QString::fromStdString(e.what())));
+  }
+}
+
+void LoaderWorkspace::stop() { runner_->stop(); }
+
+void LoaderWorkspace::applyPreset(const QString& name) {
+  try {
+    form_->setOptions(presetByName(name.toStdString()));
+    status_->setText(tr("Preset %1 applied.").arg(name));
+  } catch (const Error& e) {
+    status_->setText(QString::fromStdString(e.what()));
+  }
+}
+
+bool LoaderWorkspace::importOptions(const QString& path) {
+  try {
+    form_->setOptions(loadLoaderOptions(path.toStdString()));
+    status_->setText(tr("Imported %1.").arg(path));
+    return true;
+  } catch (const Error& e) {
+    status_->setText(tr("Cannot import: %1").arg(QString::fromStdString(e.what())));
+    return false;
+  }
+}
+
+bool LoaderWorkspace::exportOptions(const QString& path) {
+  try {
+    saveLoaderOptions(path.toStdString(), form_->options());
+    status_->setText(tr("Exported to %1.").arg(path));
+    return true;
+  } catch (const Error& e) {
+    status_->setText(tr("Cannot export: %1").arg(QString::fromStdString(e.what())));
+    return false;
+  }
+}
+
+QString LoaderWorkspace::pytorchSnippet() const {
+  try {
+    return QString::fromStdString(exportPyTorchSnippet(form_->options()));
+  } catch (const Error& e) {
+    return QString("# the options are invalid: %1").arg(QString::fromStdString(e.what()));
+  }
+}
+
+QString LoaderWorkspace::cppSnippet() const {
+  try {
+    return QString::fromStdString(exportCppSnippet(form_->options()));
+  } catch (const Error& e) {
+    return QString("// the options are invalid: %1").arg(QString::fromStdString(e.what()));
+  }
+}
+
+void LoaderWorkspace::showSnippet(const QString& title, const QString& text) {
+  QDialog dialog(this);
+  dialog.setWindowTitle(title);
+  auto* layout = new QVBoxLayout(&dialog);
+  auto* view = new QPlainTextEdit(text, &dialog);
+  view->setReadOnly(true);
+  view->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  layout->addWidget(view);
+  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close, &dialog);
+  auto* copy = buttons->addButton(tr("Copy"), QDialogButtonBox::ActionRole);
+  connect(copy, &QPushButton::clicked, &dialog, [text] { QApplication::clipboard()->setText(text); });
+  connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
+  layout->addWidget(buttons);
+  dialog.resize(640, 420);
+  dialog.exec();
+}
+
+void LoaderWorkspace::setRunning(bool running) {
+  runButton_->setEnabled(!running && form_->isValid());
+  sweepButton_->setEnabled(!running && form_->isValid());
+  stopButton_->setEnabled(running);
+  if (running) {
+    progress_->setValue(0);
+    drainTimer_->start();
+  } else {
+    drainTimer_->stop();
+  }
+}
+
+void LoaderWorkspace::drainTelemetry() {
+  const auto records = runner_->takeTelemetry();
+  if (records.empty()) return;
+  plots_->addRecords(records);
+  // The badge: the latest mode of every device, e.g. "sim:0 resident".
+  std::map<std::string, std::string> modes;
+  for (const auto& r : records) modes[r.device] = r.mode;
+  QStringList parts;
+  for (const auto& [device, mode] : modes) parts << QString::fromStdString(device + " " + mode);
+  badge_->setText(parts.join(" · "));
+  badge_->show();
+}
+
+void LoaderWorkspace::saveSettings() const {
+  QSettings s;
+  s.beginGroup("loader");
+  try {
+    s.setValue("options", QString::fromStdString(loaderOptionsToJson(form_->options())));
+  } catch (const Error&) {
+    // invalid options are not saved; the last valid ones stay
+  }
+  s.setValue("dataset", dataset());
+  s.setValue("devices", devices_->text());
+  s.setValue("epochs", epochs_->value());
+  s.setValue("stepMicros", stepMicros_->value());
+  for (int i = 0; i < 2; ++i) {
+    s.setValue(QString("sweepKnob%1").arg(i), sweepKnob_[i]->currentText());
+    s.setValue(QString("sweepValues%1").arg(i), sweepValues_[i]->text());
+  }
+  s.endGroup();
+}
+
+void LoaderWorkspace::restoreSettings() {
+  QSettings s;
+  s.beginGroup("loader");
+  if (s.contains("options")) {
+    try {
+      form_->setOptions(loaderOptionsFromJson(s.value("options").toString().toStdString(), "settings"));
+    } catch (const Error&) {
+      form_->setOptions(gpuOptimized());  // settings from another version: start fresh
+    }
+  } else {
+    form_->setOptions(gpuOptimized());
+  }
+  setDataset(s.value("dataset", "fashion-mnist").toString());
+  devices_->setText(s.value("devices", "cpu").toString());
+  epochs_->setValue(s.value("epochs", 3).toInt());
+  stepMicros_->setValue(s.value("stepMicros", 0).toDouble());
+  for (int i = 0; i < 2; ++i) {
+    if (s.contains(QString("sweepKnob%1").arg(i))) sweepKnob_[i]->setCurrentText(s.value(QString("sweepKnob%1").arg(i)).toString());
+    if (s.contains(QString("sweepValues%1").arg(i))) sweepValues_[i]->setText(s.value(QString("sweepValues%1").arg(i)).toString());
+  }
+  s.endGroup();
+}
+
+}  // namespace stoker

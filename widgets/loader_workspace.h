@@ -1,0 +1,99 @@
+// loader_workspace: tune the loader interactively. Dataset and device
+// pickers, the options form (presets, JSON import/export, PyTorch and C++
+// snippets), Run/Stop with progress, live per-device plots with a
+// resident/streaming badge, and an auto-tune sweep whose best row can be
+// applied to the form. Settings persist in QSettings.
+#pragma once
+
+#include <QWidget>
+
+class QComboBox;
+class QLabel;
+class QLineEdit;
+class QPlainTextEdit;
+class QProgressBar;
+class QPushButton;
+class QSpinBox;
+class QDoubleSpinBox;
+class QTableWidget;
+class QTimer;
+
+namespace stoker {
+
+class LoaderOptionsForm;
+class LoaderRunner;
+class TelemetryPlots;
+struct LoaderRunRequest;
+
+class LoaderWorkspace : public QWidget {
+  Q_OBJECT
+ public:
+  explicit LoaderWorkspace(QWidget* parent = nullptr);
+  ~LoaderWorkspace() override;
+
+  LoaderOptionsForm* form() const { return form_; }
+  TelemetryPlots* plots() const { return plots_; }
+  LoaderRunner* runner() const { return runner_; }
+  void setDataset(const QString& spec);
+  QString dataset() const;
+  void setDevices(const QString& devices);
+  void setEpochs(int epochs);
+  void setStepMicros(double micros);
+  // Sweep axes: knob names ("" = unused) and comma-separated values.
+  void setSweep(const QString& knob1, const QString& values1, const QString& knob2 = {}, const QString& values2 = {});
+  QString badgeText() const;
+  QString statusText() const;
+  QTableWidget* sweepTable() const { return sweepTable_; }
+  int bestSweepRow() const { return bestRow_; }
+  QString pytorchSnippet() const;
+  QString cppSnippet() const;
+  bool importOptions(const QString& path);  // false (message in status) when unreadable
+  bool exportOptions(const QString& path);
+
+ public Q_SLOTS:
+  void run();
+  void stop();
+  void runSweep();
+  void applyBestSweepRow();
+  void applyPreset(const QString& name);
+
+ Q_SIGNALS:
+  void runStarted();
+  void runFinished(double samplesPerSecond);
+  void runFailed(const QString& message);
+  void runStopped();
+  void sweepFinished(int bestRow);
+
+ private:
+  bool makeRequest(LoaderRunRequest& request);
+  void setRunning(bool running);
+  void drainTelemetry();
+  void showSnippet(const QString& title, const QString& text);
+  void saveSettings() const;
+  void restoreSettings();
+
+  LoaderOptionsForm* form_;
+  LoaderRunner* runner_;
+  TelemetryPlots* plots_;
+  QComboBox* dataset_;
+  QLineEdit* devices_;
+  QSpinBox* epochs_;
+  QDoubleSpinBox* stepMicros_;
+  QComboBox* preset_;
+  QPushButton* runButton_;
+  QPushButton* stopButton_;
+  QPushButton* sweepButton_;
+  QPushButton* applyButton_;
+  QProgressBar* progress_;
+  QLabel* badge_;
+  QLabel* status_;
+  QPlainTextEdit* log_;
+  QComboBox* sweepKnob_[2];
+  QLineEdit* sweepValues_[2];
+  QTableWidget* sweepTable_;
+  QTimer* drainTimer_;
+  QStringList sweepAxisNames_;
+  int bestRow_ = -1;
+};
+
+}  // namespace stoker

@@ -1,0 +1,55 @@
+#include "shard_layout_view.h"
+
+#include <QPainter>
+
+#include "plan_grid_view.h"
+
+namespace stoker {
+
+ShardLayoutView::ShardLayoutView(QWidget* parent) : QWidget(parent) { setMinimumHeight(150); }
+
+void ShardLayoutView::setLayout(const ShardLayout& layout) {
+  layout_ = layout;
+  update();
+}
+
+void ShardLayoutView::paintEvent(QPaintEvent*) {
+  QPainter p(this);
+  p.fillRect(rect(), palette().base());
+  p.setPen(palette().color(QPalette::Text));
+  const int lineH = fontMetrics().height();
+  if (layout_.tensor.isEmpty() || layout_.extent <= 0) {
+    p.drawText(rect(), Qt::AlignCenter, tr("Select a tensor to see how its bytes are split"));
+    return;
+  }
+  p.drawText(QRect(8, 4, width() - 16, lineH), Qt::AlignLeft, QString("%1 — %2").arg(layout_.tensor, layout_.dimLabel));
+  const int labelW = 70, left = 8 + labelW, barW = std::max(40, width() - left - 12);
+  const int barH = std::max(28, (height() - 3 * lineH - 24) / 2);
+  auto drawBar = [&](int y, const QString& title, const QVector<LayoutSegment>& segments) {
+    p.setPen(palette().color(QPalette::Text));
+    p.drawText(QRect(8, y, labelW - 4, barH), Qt::AlignVCenter | Qt::AlignLeft, title);
+    if (segments.isEmpty()) {
+      p.drawText(QRect(left, y, barW, barH), Qt::AlignCenter, tr("(dry-run a target to see it)"));
+      p.drawRect(QRect(left, y, barW, barH));
+      return;
+    }
+    for (const auto& s : segments) {
+      const int x0 = left + static_cast<int>(static_cast<double>(s.start) * barW / static_cast<double>(layout_.extent));
+      const int x1 = left + static_cast<int>(static_cast<double>(s.start + s.length) * barW / static_cast<double>(layout_.extent));
+      const QRect r(x0, y, std::max(1, x1 - x0), barH);
+      p.fillRect(r, PlanGridView::rankColor(s.colour));
+      p.setPen(QColor(40, 40, 40));
+      p.drawRect(r.adjusted(0, 0, -1, -1));
+      const QString text = QString("%1\n%2–%3").arg(s.label).arg(s.start).arg(s.start + s.length);
+      if (p.fontMetrics().horizontalAdvance(s.label) < r.width() - 4) p.drawText(r, Qt::AlignCenter, text);
+    }
+  };
+  const int y0 = 8 + lineH;
+  drawBar(y0, tr("source"), layout_.source);
+  drawBar(y0 + barH + 10, layout_.targetTitle.isEmpty() ? tr("target") : layout_.targetTitle, layout_.target);
+  p.setPen(palette().color(QPalette::Text));
+  p.drawText(QRect(left, y0 + 2 * barH + 14, barW, lineH), Qt::AlignLeft, "0");
+  p.drawText(QRect(left, y0 + 2 * barH + 14, barW, lineH), Qt::AlignRight, QString::number(layout_.extent));
+}
+
+}  // namespace stoker

@@ -1,0 +1,174 @@
+#include "telemetry_plots.h"
+
+#include <QEvent>
+#include <QGridLayout>
+#include <QTimer>
+#include <qcustomplot.h>
+
+#include "plan_grid_view.h"
+
+namespace stoker {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+struct PlotText {
+  const char* title;
+  const char* yLabel;
+  const char* y2Label;  // nullptr: no right axis
+  int graphsPerSeries;
+};
+
+const PlotText kPlots[TelemetryPlots::PlotCount] = {
+    {"Throughput: samples/s, MB/s dashed", "samples/s", "MB/s", 2},
+    {"Memory: used, reserved dashed, total dotted", "MiB", nullptr, 3},
+    {"Prefetch: depth, ready batches dashed", "batches", nullptr, 2},
+    {"Batch latency: p50, p99 dashed", "ms", nullptr, 2},
+};
+
+const Qt::PenStyle kStyles[] = {Qt::SolidLine, Qt::DashLine, Qt::DotLine};
+
+}  // namespace
+
+TelemetryPlots::TelemetryPlots(QWidget* parent) : QWidget(parent), timer_(new QTimer(this)) {
+  auto* grid = new QGridLayout(this);
+  grid->setContentsMargins(0, 0, 0, 0);
+  for (int p = 0; p < PlotCount; ++p) {
+    auto* plot = new QCustomPlot(this);
+    plot->setObjectName(QString("plot_%1").arg(p));
+    plot->setNotAntialiasedElements(QCP::aeAll);  // live plots: thin, aliased pens
+    plot->setMinimumSize(220, 150);
+    plot->plotLayout()->insertRow(0);
+    plot->plotLayout()->addElement(0, 0, new QCPTextElement(plot, tr(kPlots[p].title), QFont(font().family(), 9, QFont::Bold)));
+    plot->yAxis->setLabel(tr(kPlots[p].yLabel));
+    plot->xAxis->setLabel(tr("seconds"));
+    if (kPlots[p].y2Label) {
+      plot->yAxis2->setVisible(true);
+      plot->yAxis2->setLabel(tr(kPlots[p].y2Label));
+    }
+    if (p == Throughput) {  // the legend appears with the first series
+      plot->legend->setFont(QFont(font().family(), 8));
+      plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
+    }
+    plots_[p] = plot;
+    grid->addWidget(plot, p / 2, p % 2);
+  }
+  applyPalette();
+  // Redraw at 25 Hz, and only when records arrived: an idle workspace costs nothing.
+  timer_->setInterval(40);
+  connect(timer_, &QTimer::timeout, this, &TelemetryPlots::redraw);
+  timer_->start();
+}
+
+TelemetryPlots::Series& TelemetryPlots::seriesFor(const QString& label) {
+  auto it = series_.find(label);
+  if (it != series_.end()) return *it;
+  Series s;
+  const QColor colour = PlanGridView::rankColor(static_cast<int>(seriesOrder_.size())).darker(115);
+  for (int p = 0; p < PlotCount; ++p) {
+    for (int g = 0; g < kPlots[p].graphsPerSeries; ++g) {
+      const bool right = kPlots[p].y2Label && g == 1;
+      QCPGraph* graph = plots_[p]->addGraph(plots_[p]->xAxis, right ? plots_[p]->yAxis2 : plots_[p]->yAxis);
+      graph->setPen(QPen(colour, 1, kStyles[g]));
+      graph->setName(g == 0 ? label : QString());
+      if (g > 0 && p == Throughput) graph->removeFromLegend();
+      s.graphs.push_back(graph);
+    }
+  }
+  seriesOrder_ << label;
+  plots_[Throughput]->legend->setVisible(true);
+  return *series_.insert(label, s);
+}
+
+void TelemetryPlots::addRecords(const std::vector<TelemetryRecord>& records) {
+  for (const auto& r : records) {
+    if (r.epoch_end) continue;
+    if (origin_ < 0) origin_ = r.time;
+    const double x = r.time - origin_;
+    QString label = QString::fromStdString(r.device);
+    if (r.worker > 0) label += QString(" #%1").arg(r.worker);
+    if (labelByRank_) label = QString("rank %1 %2").arg(r.rank).arg(label);
+    Series& s = seriesFor(label);
+    const double values[] = {
+        r.samples_per_s, r.bytes_per_s / 1e6,                                              // throughput
+        r.mem_used / kMiB, r.mem_reserved / kMiB, r.mem_total / kMiB,                      // memory
+        static_cast<double>(r.prefetch_depth), static_cast<double>(r.ready),               // prefetch
+        r.batch_latency_p50_ms, r.batch_latency_p99_ms,                                    // latency
+    };
+    for (std::size_t g = 0; g < s.graphs.size(); ++g) s.graphs[g]->addData(x, values[g]);
+    latest_ = std::max(latest_, x);
+    dirty_ = true;
+  }
+}
+
+void TelemetryPlots::clear() {
+  for (auto* plot : plots_) {
+    plot->clearGraphs();
+    plot->legend->setVisible(false);
+    plot->replot();
+  }
+  series_.clear();
+  seriesOrder_.clear();
+  origin_ = -1;
+  latest_ = 0;
+  dirty_ = false;
+}
+
+int TelemetryPlots::pointCount(const QString& label, Plot plot) const {
+  auto it = series_.find(label);
+  if (it == series_.end()) return 0;
+  int index = 0;
+  for (int p = 0; p < plot; ++p) index += kPlots[p].graphsPerSeries;
+  return it->graphs[static_cast<std::size_t>(index)]->dataCount();
+}
+
+void TelemetryPlots::redraw() {
+  if (!dirty_ || !isVisible()) return;
+  dirty_ = false;
+  const double from = latest_ - windowSeconds_;
+  for (auto* plot : plots_) {
+    for (int g = 0; g < plot->graphCount(); ++g) plot->graph(g)->data()->removeBefore(from);
+    plot->xAxis->setRange(std::max(0.0, from), std::max(latest_, 1.0));
+    plot->yAxis->rescale(true);
+    plot->yAxis->setRangeLower(0);
+    plot->yAxis->setRangeUpper(std::max(plot->yAxis->range().upper * 1.1, 1.0));
+    if (plot->yAxis2->visible()) {
+      plot->yAxis2->rescale(true);
+      plot->yAxis2->setRangeLower(0);
+      plot->yAxis2->setRangeUpper(std::max(plot->yAxis2->range().upper * 1.1, 1.0));
+    }
+    plot->replot(QCustomPlot::rpQueuedReplot);
+  }
+  ++replots_;
+}
+
+void TelemetryPlots::changeEvent(QEvent* event) {
+  if (event->type() == QEvent::PaletteChange) applyPalette();
+  QWidget::changeEvent(event);
+}
+
+void TelemetryPlots::applyPalette() {
+  // QCustomPlot paints its own white background; follow the window palette so
+  // the plots read in dark themes too.
+  const QPalette pal = palette();
+  const QColor text = pal.color(QPalette::Text), base = pal.color(QPalette::Base);
+  const QColor gridColour = pal.color(QPalette::Mid);
+  for (auto* plot : plots_) {
+    plot->setBackground(base);
+    for (QCPAxis* axis : {plot->xAxis, plot->yAxis, plot->yAxis2}) {
+      axis->setBasePen(QPen(text));
+      axis->setTickPen(QPen(text));
+      axis->setSubTickPen(QPen(text));
+      axis->setTickLabelColor(text);
+      axis->setLabelColor(text);
+      axis->grid()->setPen(QPen(gridColour, 0, Qt::DotLine));
+    }
+    plot->legend->setBrush(base);
+    plot->legend->setTextColor(text);
+    plot->legend->setBorderPen(QPen(gridColour));
+    if (auto* title = qobject_cast<QCPTextElement*>(plot->plotLayout()->element(0, 0))) title->setTextColor(text);
+    plot->replot(QCustomPlot::rpQueuedReplot);
+  }
+}
+
+}  // namespace stoker

@@ -1,0 +1,65 @@
+// telemetry_plots: the live per-device plots the Loader and Monitor share --
+// throughput (samples/s, MB/s dashed), memory (used, reserved dashed, total
+// dotted), prefetch depth (ready batches dashed) and batch latency (p50, p99
+// dashed). Records are added in batches; the plots redraw from a 25 Hz timer
+// only when something changed, and keep a bounded window of seconds
+// (QCustomPlot practice: addData in batches, removeBefore, queued replots).
+#pragma once
+
+#include <QHash>
+#include <QStringList>
+#include <QWidget>
+#include <vector>
+
+#include "telemetry/telemetry_record.h"
+
+class QCustomPlot;
+class QCPGraph;
+class QTimer;
+
+namespace stoker {
+
+class TelemetryPlots : public QWidget {
+  Q_OBJECT
+ public:
+  enum Plot { Throughput, Memory, Prefetch, Latency, PlotCount };
+
+  explicit TelemetryPlots(QWidget* parent = nullptr);
+
+  // Series are named "sim:0" (by device), or "rank 1 cuda:0" with labelByRank.
+  void setLabelByRank(bool byRank) { labelByRank_ = byRank; }
+  void setWindowSeconds(double seconds) { windowSeconds_ = seconds; }
+  double windowSeconds() const { return windowSeconds_; }
+  // Epoch summaries (epoch_end) are skipped: they are averages, not samples.
+  void addRecords(const std::vector<TelemetryRecord>& records);
+  void clear();
+
+  QStringList series() const { return seriesOrder_; }
+  int pointCount(const QString& series, Plot plot) const;  // points of its main graph now
+  int replots() const { return replots_; }
+  QCustomPlot* plot(Plot p) const { return plots_[p]; }
+
+ protected:
+  void changeEvent(QEvent* event) override;
+
+ private:
+  struct Series {
+    std::vector<QCPGraph*> graphs;  // per plot: main, secondary[, tertiary]
+  };
+  Series& seriesFor(const QString& label);
+  void redraw();
+  void applyPalette();
+
+  QCustomPlot* plots_[PlotCount] = {};
+  QHash<QString, Series> series_;
+  QStringList seriesOrder_;
+  QTimer* timer_;
+  bool labelByRank_ = false;
+  bool dirty_ = false;
+  double windowSeconds_ = 60;
+  double origin_ = -1;   // time of the first record: x = seconds since
+  double latest_ = 0;
+  int replots_ = 0;
+};
+
+}  // namespace stoker
