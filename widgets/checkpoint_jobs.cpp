@@ -96,8 +96,8 @@ bool CheckpointJobs::plan(const ConvertSettings& settings) {
 
 bool CheckpointJobs::convert(const ConvertSettings& settings, bool resume) {
   return launch([this, settings, resume] {
-    if (settings.destination.trimmed().isEmpty()) throwBadInput("convert", "choose a destination folder");
     auto plan = makePlan(settings);
+    if (settings.destination.trimmed().isEmpty()) throwBadInput("convert", "choose a destination folder");
     {
       std::lock_guard<std::mutex> lock(mutex_);
       plan_ = plan;

@@ -28,7 +28,6 @@
 #include <QTableWidget>
 #include <QTimer>
 #include <QVBoxLayout>
-#include <map>
 
 #include "loader_options_form.h"
 #include "loader_runner.h"
@@ -64,7 +63,7 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
   dataset_ = new QComboBox(data);
   dataset_->setObjectName("dataset");
   dataset_->setEditable(true);
-  dataset_->addItems({"fashion-mnist", "synthetic:50000,3x32x32,float32", "synthetic:20000,3x64x64,uint8,20"});
+  dataset_->addItems({"fashion-mnist", "synthetic:50000,3x32x32,f32", "synthetic:20000,3x64x64,u8,20"});
   dataset_->setToolTip(tr("fashion-mnist (Debian's dataset-fashion-mnist), synthetic:N,SHAPE[,dtype][,cost_us], "
                           "or a .safetensors / .npy file"));
   auto* browse = new QPushButton(tr("File…"), data);
@@ -332,6 +331,7 @@ void LoaderWorkspace::run() {
   plots_->clear();
   badge_->clear();
   badge_->hide();
+  deviceModes_.clear();
   runner_->takeTelemetry();
   if (!runner_->start(request)) return;
   setRunning(true);
@@ -468,10 +468,9 @@ void LoaderWorkspace::drainTelemetry() {
   if (records.empty()) return;
   plots_->addRecords(records);
   // The badge: the latest mode of every device, e.g. "sim:0 resident".
-  std::map<std::string, std::string> modes;
-  for (const auto& r : records) modes[r.device] = r.mode;
+  for (const auto& r : records) deviceModes_[QString::fromStdString(r.device)] = QString::fromStdString(r.mode);
   QStringList parts;
-  for (const auto& [device, mode] : modes) parts << QString::fromStdString(device + " " + mode);
+  for (auto it = deviceModes_.cbegin(); it != deviceModes_.cend(); ++it) parts << it.key() + " " + it.value();
   badge_->setText(parts.join(" · "));
   badge_->show();
 }

@@ -5,6 +5,7 @@
 // applied to the form. Settings persist in QSettings.
 #pragma once
 
+#include <QMap>
 #include <QWidget>
 
 class QComboBox;
@@ -93,6 +94,7 @@ class LoaderWorkspace : public QWidget {
   QTableWidget* sweepTable_;
   QTimer* drainTimer_;
   QStringList sweepAxisNames_;
+  QMap<QString, QString> deviceModes_;  // the badge: latest mode of each device this run
   int bestRow_ = -1;
 };
 

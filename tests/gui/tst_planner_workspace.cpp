@@ -11,6 +11,7 @@
 
 #include "plan/shard_plan.h"
 #include "plan_grid_view.h"
+#include "event_loop_probe.h"
 #include "planner_workspace.h"
 
 using namespace stoker;
@@ -119,14 +120,7 @@ class TestPlannerWorkspace : public QObject {
     QTest::qWait(100);  // the first paint (fonts, styles) is not what this measures
     PlannerInputs in;
     in.samples = 10000000, in.worldSize = 1024, in.batchSize = 32, in.resumeFrom = 5000000, in.resumeWorldSize = 768;
-    QElapsedTimer gap;
-    qint64 worst = 0;
-    QTimer probe;
-    probe.setInterval(5);
-    QObject::connect(&probe, &QTimer::timeout, [&] {
-      worst = std::max(worst, gap.restart());
-    });
-    gap.start();
+    stoker::test::EventLoopProbe probe;
     probe.start();
     QSignalSpy ready(&w, &PlannerWorkspace::planReady);
     w.setInputs(in);
@@ -137,7 +131,8 @@ class TestPlannerWorkspace : public QObject {
     probe.stop();
     QVERIFY(!ready.isEmpty());
     QCOMPARE(w.findChild<QTableWidget*>()->rowCount(), 1024);
-    QVERIFY2(worst < 50, qPrintable(QString("the event loop stalled %1 ms").arg(worst)));
+    QVERIFY2(probe.worstMs() < 50, qPrintable(QString("the event loop stalled %1 ms").arg(probe.worstMs())));
+    stoker::test::saveScreenshot(&w, "planner-workspace");
   }
 };
 

@@ -1,0 +1,200 @@
+// The Checkpoints workspace driven through its API: open (and drop) a
+// checkpoint, the tensor tree and the shard layout view, a dry run, a
+// conversion end to end on a small checkpoint with progress and a verify
+// verdict, cancel then resume, and bad inputs shown as readable errors. The
+// event loop never stalls >= 50 ms during a conversion.
+#include <QtTest>
+
+#include <QMimeData>
+#include <QSignalSpy>
+#include <QTreeWidget>
+
+#include "checkpoint_jobs.h"
+#include "ckpt/inspect.h"
+#include "checkpoints_workspace.h"
+#include "core/ckpt_fixtures.h"
+#include "event_loop_probe.h"
+#include "shard_layout_view.h"
+#include "test_support.h"
+
+#include <ATen/ATen.h>
+
+using namespace stoker;
+using stoker::test::EventLoopProbe;
+using stoker::test::saveScreenshot;
+
+namespace {
+
+// Waits until `spy` has recorded `count` signals.
+bool waitForCount(QSignalSpy& spy, int count, int ms = 60000) {
+  QElapsedTimer t;
+  t.start();
+  while (spy.size() < count && t.elapsed() < ms) QTest::qWait(10);
+  return spy.size() >= count;
+}
+bool waitFor(QSignalSpy& spy, int ms = 60000) { return waitForCount(spy, 1, ms); }
+
+}  // namespace
+
+class TestCheckpointsWorkspace : public QObject {
+  Q_OBJECT
+  QTemporaryDir dir_;
+  QString ranks3_;  // a sample model saved on 3 ranks
+  QString big_;     // 2 ranks, 96 MiB: slow enough to cancel
+
+ private Q_SLOTS:
+  void initTestCase() {
+    QCoreApplication::setOrganizationName("StokerTest");
+    QStandardPaths::setTestModeEnabled(true);
+    ranks3_ = dir_.filePath("ranks3");
+    test::writeRanks(ranks3_.toStdString(), test::sampleModel(1), 3);
+    big_ = dir_.filePath("big");
+    test::TensorMap big;
+    for (int i = 0; i < 6; ++i) big["layer" + std::to_string(i) + ".weight"] = at::rand({2048, 2048});
+    test::writeRanks(big_.toStdString(), big, 2);
+  }
+
+  void openShowsTreeAndSourceShards() {
+    CheckpointsWorkspace w;
+    QSignalSpy opened(&w, &CheckpointsWorkspace::checkpointOpened);
+    w.openPath(ranks3_);
+    QVERIFY(waitFor(opened));
+    QVERIFY2(opened.first().at(0).toString().contains("3 ranks"), qPrintable(opened.first().at(0).toString()));
+    int leaves = 0;
+    for (QTreeWidgetItemIterator it(w.tree(), QTreeWidgetItemIterator::NoChildren); *it; ++it) ++leaves;
+    QCOMPARE(leaves, static_cast<int>(test::sampleModel(1).size()));
+    QVERIFY(w.recentFiles().contains(ranks3_));
+    // The first tensor split across ranks shows one source segment per rank.
+    auto src = w.jobs()->source();
+    const LogicalTensor* split = nullptr;
+    for (const auto& t : src->tensors)
+      if (t.shardDim && t.pieces.size() == 3) split = &t;
+    QVERIFY(split);
+    w.selectTensor(QString::fromStdString(split->name));
+    const ShardLayout& layout = w.layoutView()->shardLayout();
+    QCOMPARE(layout.tensor, QString::fromStdString(split->name));
+    QCOMPARE(layout.source.size(), 3);
+    QCOMPARE(layout.source[0].label, QString("rank_0.safetensors"));
+    QVERIFY(layout.target.isEmpty());
+  }
+
+  void convertEndToEndThenVerify() {
+    CheckpointsWorkspace w;
+    w.resize(1100, 750);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QSignalSpy opened(&w, &CheckpointsWorkspace::checkpointOpened), planned(&w, &CheckpointsWorkspace::planReady);
+    QSignalSpy finished(&w, &CheckpointsWorkspace::conversionFinished), verified(&w, &CheckpointsWorkspace::verifyFinished);
+    QSignalSpy progress(w.jobs(), &CheckpointJobs::progress);
+    w.openPath(big_);
+    QVERIFY(waitFor(opened));
+    w.setTarget("ranks:3", "keep");
+    w.setDestination(dir_.filePath("big-3"));
+    w.setMemoryBudget("16MiB");
+    w.setJobs(2);
+    w.dryRun();
+    QVERIFY(waitFor(planned));
+    QVERIFY2(w.logText().contains("dry run: ranks:3 -> 3 file(s)"), qPrintable(w.logText()));
+    w.selectTensor("layer0.weight");
+    QCOMPARE(w.layoutView()->shardLayout().source.size(), 2);
+    QCOMPARE(w.layoutView()->shardLayout().target.size(), 3);
+    QCOMPARE(w.layoutView()->shardLayout().target[2].label, QString("rank_2.safetensors"));
+    EventLoopProbe probe;
+    QTest::qWait(50);
+    probe.start();
+    w.convert();
+    QVERIFY2(waitFor(finished), qPrintable(w.statusText()));
+    probe.stop();
+    QVERIFY(finished.first().at(0).toBool());
+    QVERIFY(!progress.isEmpty());
+    QCOMPARE(progress.last().at(0).toLongLong(), progress.last().at(1).toLongLong());
+    QVERIFY2(probe.worstMs() < 50, qPrintable(QString("the event loop stalled %1 ms").arg(probe.worstMs())));
+    QVERIFY(QFile::exists(dir_.filePath("big-3/metadata.json")));
+    w.verify();
+    QVERIFY(waitFor(verified));
+    QVERIFY(verified.first().at(0).toBool());
+    QVERIFY2(w.verdictText().startsWith("Same model: 6 tensors"), qPrintable(w.verdictText()));
+    saveScreenshot(&w, "checkpoints-workspace");
+
+    // A different model is a clear "Different" verdict.
+    const QString other = dir_.filePath("other");
+    test::writeSingle(other.toStdString(), test::sampleModel(2));
+    w.setDestination(other + "/model.safetensors");
+    w.verify();
+    QVERIFY(waitForCount(verified, 2));
+    QVERIFY(!verified.last().at(0).toBool());
+    QVERIFY2(w.verdictText().startsWith("Different:"), qPrintable(w.verdictText()));
+  }
+
+  void cancelThenResume() {
+    CheckpointsWorkspace w;
+    QSignalSpy opened(&w, &CheckpointsWorkspace::checkpointOpened), stopped(&w, &CheckpointsWorkspace::jobStopped);
+    QSignalSpy finished(&w, &CheckpointsWorkspace::conversionFinished), verified(&w, &CheckpointsWorkspace::verifyFinished);
+    w.openPath(big_);
+    QVERIFY(waitFor(opened));
+    w.setTarget("hf:20MB", "f16");
+    w.setDestination(dir_.filePath("big-hf"));
+    w.setMemoryBudget("8MiB");
+    w.setJobs(1);
+    w.convert();
+    w.cancel();  // at once: the first safe point stops it
+    QVERIFY(waitFor(stopped));
+    QVERIFY(finished.isEmpty());
+    QVERIFY2(w.statusText().startsWith("Cancelled."), qPrintable(w.statusText()));
+    QVERIFY(!QFile::exists(dir_.filePath("big-hf/model.safetensors.index.json")));
+    w.resume();
+    QVERIFY(waitFor(finished));
+    QVERIFY(finished.first().at(0).toBool());
+    QVERIFY(QFile::exists(dir_.filePath("big-hf/model.safetensors.index.json")));
+    w.verify();  // f16 changes the bytes: verify says so, naming a tensor
+    QVERIFY(waitFor(verified));
+    QVERIFY(!verified.first().at(0).toBool());
+    QVERIFY2(w.verdictText().contains("layer"), qPrintable(w.verdictText()));
+  }
+
+  void badInputsAreReadableErrors() {
+    CheckpointsWorkspace w;
+    QSignalSpy failed(&w, &CheckpointsWorkspace::jobFailed), opened(&w, &CheckpointsWorkspace::checkpointOpened);
+    w.convert();  // nothing open
+    QVERIFY(waitFor(failed));
+    QVERIFY2(failed.last().at(0).toString().contains("open a checkpoint first"), qPrintable(failed.last().at(0).toString()));
+    w.openPath(dir_.filePath("nope.safetensors"));
+    QVERIFY(waitForCount(failed, 2));
+    QVERIFY(failed.last().at(0).toString().contains("nope.safetensors"));
+    const QString junk = dir_.filePath("junk.safetensors");
+    QVERIFY(test::writeFile(junk, QByteArray("\xff\xff\xff\xff\xff\xff\xff\x7f{not json", 17)));
+    w.openPath(junk);
+    QVERIFY(waitForCount(failed, 3));
+    QVERIFY2(failed.last().at(0).toString().contains("junk.safetensors"), qPrintable(failed.last().at(0).toString()));
+    QVERIFY(w.statusText().startsWith("Error:"));
+    w.openPath(ranks3_);
+    QVERIFY(waitFor(opened));
+    w.setTarget("ranks:2");
+    w.setMemoryBudget("lots");
+    w.setDestination(dir_.filePath("x"));
+    w.dryRun();
+    QVERIFY(waitForCount(failed, 4));
+    QVERIFY2(failed.last().at(0).toString().contains("memory budget"), qPrintable(failed.last().at(0).toString()));
+    w.setMemoryBudget("64MiB");
+    w.setDestination(ranks3_ + "/inside");  // inside the source
+    w.convert();
+    QVERIFY(waitForCount(failed, 5));
+    QVERIFY2(failed.last().at(0).toString().contains("inside"), qPrintable(failed.last().at(0).toString()));
+  }
+
+  void droppingAFolderOpensIt() {
+    CheckpointsWorkspace w;
+    QSignalSpy opened(&w, &CheckpointsWorkspace::checkpointOpened);
+    QMimeData mime;
+    mime.setUrls({QUrl::fromLocalFile(ranks3_)});
+    QDragEnterEvent enter(QPoint(5, 5), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(&w, &enter);
+    QVERIFY(enter.isAccepted());
+    QDropEvent drop(QPointF(5, 5), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(&w, &drop);
+    QVERIFY(waitFor(opened));
+  }
+};
+
+QTEST_MAIN(TestCheckpointsWorkspace)
+#include "tst_checkpoints_workspace.moc"

@@ -1,0 +1,232 @@
+// The Loader workspace driven through its API: a run reports progress, fills
+// the live plots and the mode badge and finishes; Stop cancels; the form shows
+// the core's validation messages; bad datasets and option files fail
+// readably; JSON import/export and snippets; the auto-tune sweep ranks
+// combinations and applies the best; the event loop never stalls >= 50 ms.
+#include <QtTest>
+
+#include <QCheckBox>
+#include <QLabel>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QTableWidget>
+
+#include "event_loop_probe.h"
+#include "loader_options_form.h"
+#include "loader_runner.h"
+#include "loader_workspace.h"
+#include "telemetry_plots.h"
+#include "test_support.h"
+
+using namespace stoker;
+using stoker::test::EventLoopProbe;
+using stoker::test::saveScreenshot;
+
+namespace {
+
+LoaderOptions smallOptions() {
+  LoaderOptions o;
+  o.batch_size = 64;
+  o.num_workers = 1;
+  o.prefetch = 4;
+  o.telemetry_interval_ms = 20;
+  return o;
+}
+
+// Waits until `spy` has recorded `count` signals.
+bool waitForCount(QSignalSpy& spy, int count, int ms = 60000) {
+  QElapsedTimer t;
+  t.start();
+  while (spy.size() < count && t.elapsed() < ms) QTest::qWait(10);
+  return spy.size() >= count;
+}
+bool waitFor(QSignalSpy& spy, int ms = 60000) { return waitForCount(spy, 1, ms); }
+
+}  // namespace
+
+class TestLoaderWorkspace : public QObject {
+  Q_OBJECT
+  QTemporaryDir dir_;
+
+ private Q_SLOTS:
+  void initTestCase() {
+    QCoreApplication::setOrganizationName("StokerTest");
+    QStandardPaths::setTestModeEnabled(true);
+  }
+
+  void runShowsProgressPlotsAndBadgeWithoutStalling() {
+    LoaderWorkspace w;
+    w.resize(1200, 800);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QTest::qWait(100);
+    w.setDataset("synthetic:6000,3x32x32,f32");
+    w.setDevices("sim:0,sim:1");
+    w.setEpochs(3);
+    w.setStepMicros(1500);  // ~0.2 s per epoch: several telemetry reports per device
+    w.form()->setOptions(smallOptions());
+    QSignalSpy started(&w, &LoaderWorkspace::runStarted), finished(&w, &LoaderWorkspace::runFinished);
+    QSignalSpy progress(w.runner(), &LoaderRunner::progress);
+    EventLoopProbe probe;
+    probe.start();
+    w.run();
+    QCOMPARE(started.size(), 1);
+    QVERIFY(!w.findChild<QPushButton*>("run")->isEnabled());
+    QVERIFY(w.findChild<QPushButton*>("stop")->isEnabled());
+    QVERIFY2(waitFor(finished), qPrintable(w.statusText()));
+    QTest::qWait(60);  // the last redraw
+    probe.stop();
+    QVERIFY(finished.first().at(0).toDouble() > 0);
+    QVERIFY(!progress.isEmpty());
+    QCOMPARE(w.findChild<QProgressBar*>()->value(), 1000);
+    QVERIFY2(w.statusText().startsWith("steady state:"), qPrintable(w.statusText()));
+    // One series per device, with points in every plot, and the badge names both.
+    QVERIFY2(w.plots()->series() == (QStringList{"sim:0", "sim:1"}), qPrintable(w.plots()->series().join(", ")));
+    for (int p = 0; p < TelemetryPlots::PlotCount; ++p)
+      QVERIFY(w.plots()->pointCount("sim:0", static_cast<TelemetryPlots::Plot>(p)) > 0);
+    QVERIFY(w.plots()->replots() > 0);
+    QVERIFY2(w.badgeText().contains("sim:0 resident") && w.badgeText().contains("sim:1 resident"), qPrintable(w.badgeText()));
+    QVERIFY(w.findChild<QPushButton*>("run")->isEnabled());
+    QVERIFY2(probe.worstMs() < 50, qPrintable(QString("the event loop stalled %1 ms").arg(probe.worstMs())));
+    saveScreenshot(&w, "loader-workspace");
+  }
+
+  void stopCancelsARun() {
+    LoaderWorkspace w;
+    w.setDataset("synthetic:200000,3x32x32,f32");
+    w.setDevices("cpu");
+    w.setEpochs(50);
+    w.setStepMicros(2000);
+    w.form()->setOptions(smallOptions());
+    QSignalSpy stopped(&w, &LoaderWorkspace::runStopped), finished(&w, &LoaderWorkspace::runFinished);
+    QSignalSpy progress(w.runner(), &LoaderRunner::progress);
+    w.run();
+    QVERIFY(waitFor(progress));
+    w.stop();
+    QVERIFY(waitFor(stopped, 10000));
+    QVERIFY(finished.isEmpty());
+    QCOMPARE(w.statusText(), QString("Stopped."));
+    QVERIFY(!w.runner()->busy());
+  }
+
+  void formShowsTheCoresValidationMessages() {
+    LoaderWorkspace w;
+    LoaderOptionsForm* form = w.form();
+    QSignalSpy validity(form, &LoaderOptionsForm::validityChanged);
+    qobject_cast<QSpinBox*>(form->editor("batch_size"))->setValue(0);
+    QVERIFY(!form->isValid());
+    QCOMPARE(form->invalidKnob(), QString("batch_size"));
+    QVERIFY2(form->validationMessage().contains("batch_size: must be at least 1"), qPrintable(form->validationMessage()));
+    QVERIFY(!validity.isEmpty() && !validity.last().at(0).toBool());
+    QVERIFY(!w.findChild<QPushButton*>("run")->isEnabled());
+    QVERIFY(w.findChild<QLabel*>("validationMessage")->text().contains("batch_size"));
+    qobject_cast<QSpinBox*>(form->editor("batch_size"))->setValue(32);
+    QVERIFY(form->isValid());
+    QVERIFY(w.findChild<QPushButton*>("run")->isEnabled());
+    // Another knob, another message; run() refuses while invalid.
+    qobject_cast<QDoubleSpinBox*>(form->editor("vram_max_usage"))->setValue(0.2);
+    QCOMPARE(form->invalidKnob(), QString("vram_max_usage"));
+    QSignalSpy started(&w, &LoaderWorkspace::runStarted);
+    w.run();
+    QVERIFY(started.isEmpty());
+    QVERIFY(w.statusText().startsWith("Fix the options first: vram_max_usage"));
+    qobject_cast<QSpinBox*>(form->editor("shard_rank"))->setValue(3);  // the first error stays reported
+    qobject_cast<QDoubleSpinBox*>(form->editor("vram_max_usage"))->setValue(0.9);
+    QCOMPARE(form->invalidKnob(), QString("shard_rank"));
+    QVERIFY(form->validationMessage().contains("shard_world_size 1"));
+  }
+
+  void badDatasetsFailReadably() {
+    LoaderWorkspace w;
+    w.form()->setOptions(smallOptions());
+    QSignalSpy failed(&w, &LoaderWorkspace::runFailed);
+    w.setDataset(dir_.filePath("missing.npy"));
+    w.run();
+    QVERIFY(waitFor(failed));
+    QVERIFY2(failed.last().at(0).toString().contains("missing.npy"), qPrintable(failed.last().at(0).toString()));
+    QVERIFY(w.statusText().startsWith("Failed:"));
+    w.setDataset("synthetic:10,abc");
+    w.run();
+    QVERIFY(waitForCount(failed, 2));
+    QVERIFY2(failed.last().at(0).toString().contains("synthetic"), qPrintable(failed.last().at(0).toString()));
+    w.setDataset("synthetic:1000,4");
+    w.setDevices("tpu:0");
+    w.run();
+    QVERIFY(waitForCount(failed, 3));
+    QVERIFY2(failed.last().at(0).toString().contains("tpu:0"), qPrintable(failed.last().at(0).toString()));
+  }
+
+  void importExportAndSnippets() {
+    LoaderWorkspace w;
+    LoaderOptions o = smallOptions();
+    o.batch_size = 48;
+    w.form()->setOptions(o);
+    const QString path = dir_.filePath("opts.json");
+    QVERIFY(w.exportOptions(path));
+    w.form()->setOptions(LoaderOptions{});
+    QVERIFY(w.importOptions(path));
+    QCOMPARE(w.form()->options().batch_size, 48);
+    QVERIFY(test::writeFile(dir_.filePath("bad.json"), R"({"batch_size": "many"})"));
+    QVERIFY(!w.importOptions(dir_.filePath("bad.json")));
+    QVERIFY2(w.statusText().contains("batch_size"), qPrintable(w.statusText()));
+    QCOMPARE(w.form()->options().batch_size, 48);  // a failed import leaves the form alone
+    QVERIFY(test::writeFile(dir_.filePath("notjson.json"), "{"));
+    QVERIFY(!w.importOptions(dir_.filePath("notjson.json")));
+    QVERIFY(w.pytorchSnippet().contains("DataLoader(") && w.pytorchSnippet().contains("batch_size=48"));
+    QVERIFY(w.cppSnippet().contains("batchSize(48)"));
+    w.applyPreset("debug_mode");
+    QCOMPARE(w.form()->options().num_workers, 0);
+  }
+
+  void sweepRanksCombinationsAndAppliesTheBest() {
+    LoaderWorkspace w;
+    w.setDataset("synthetic:3000,3x16x16,f32,5");
+    w.setDevices("cpu");
+    w.setEpochs(2);
+    w.form()->setOptions(smallOptions());
+    w.setSweep("num_workers", "0,2", "loading_mode", "resident,streaming");
+    QSignalSpy done(&w, &LoaderWorkspace::sweepFinished);
+    w.runSweep();
+    QVERIFY(waitFor(done, 120000));
+    QTableWidget* t = w.sweepTable();
+    QCOMPARE(t->rowCount(), 4);
+    QCOMPARE(t->horizontalHeaderItem(0)->text(), QString("num_workers"));
+    const int best = done.first().at(0).toInt();
+    QVERIFY(best >= 0);
+    QCOMPARE(w.bestSweepRow(), best);
+    double bestRate = 0;
+    for (int r = 0; r < 4; ++r) bestRate = std::max(bestRate, t->item(r, 2)->text().toDouble());
+    QCOMPARE(t->item(best, 2)->text().toDouble(), bestRate);
+    QVERIFY(t->item(best, 0)->font().bold());
+    w.applyBestSweepRow();
+    QCOMPARE(w.form()->options().num_workers, t->item(best, 0)->text().toInt());
+    QCOMPARE(QString::fromStdString(loadingModeName(w.form()->options().loading_mode)), t->item(best, 1)->text());
+    saveScreenshot(&w, "loader-sweep");
+
+    // A value of the wrong type is refused, naming the knob.
+    QSignalSpy failed(&w, &LoaderWorkspace::runFailed);
+    w.setSweep("prefetch", "two,4");
+    w.runSweep();
+    QVERIFY(waitFor(failed));
+    QVERIFY2(failed.last().at(0).toString().startsWith("prefetch:"), qPrintable(failed.last().at(0).toString()));
+  }
+
+  void settingsPersist() {
+    {
+      LoaderWorkspace w;
+      w.setDataset("synthetic:777,4");
+      w.setDevices("sim:0");
+      LoaderOptions o = smallOptions();
+      o.batch_size = 77;
+      w.form()->setOptions(o);
+    }  // saved when the workspace goes
+    LoaderWorkspace again;
+    QCOMPARE(again.dataset(), QString("synthetic:777,4"));
+    QCOMPARE(again.form()->options().batch_size, 77);
+  }
+};
+
+QTEST_MAIN(TestLoaderWorkspace)
+#include "tst_loader_workspace.moc"
