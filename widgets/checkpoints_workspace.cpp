@@ -73,7 +73,10 @@ CheckpointsWorkspace::CheckpointsWorkspace(QWidget* parent) : QWidget(parent), j
   tree_ = new QTreeWidget(split);
   tree_->setObjectName("tensorTree");
   tree_->setHeaderLabels({tr("Name"), tr("dtype"), tr("Shape"), tr("Size"), tr("Problems")});
+  tree_->header()->setStretchLastSection(false);
+  tree_->header()->setSectionResizeMode(QHeaderView::ResizeToContents);
   tree_->header()->setSectionResizeMode(0, QHeaderView::Stretch);
+  tree_->setMinimumWidth(380);
   tree_->setUniformRowHeights(true);
   connect(tree_, &QTreeWidget::currentItemChanged, this, [this] { showLayout(); });
 
@@ -220,6 +223,7 @@ CheckpointsWorkspace::CheckpointsWorkspace(QWidget* parent) : QWidget(parent), j
     setBusy(false);
     progress_->setValue(1000);
     verdict_->setText(verdict);
+    status_->setText(tr("Verified."));
     verdict_->setStyleSheet(equal ? "QLabel { color: white; background: #2e7d32; padding: 6px; font-weight: bold; }"
                                   : "QLabel { color: white; background: #c62828; padding: 6px; font-weight: bold; }");
     log("verify: " + verdict);
@@ -411,7 +415,6 @@ void CheckpointsWorkspace::fillTree() {
     }
   }
   tree_->expandToDepth(1);
-  tree_->resizeColumnToContents(1);
 }
 
 void CheckpointsWorkspace::selectTensor(const QString& name) {

@@ -20,9 +20,10 @@
 namespace stoker {
 namespace {
 
-enum Column { Rank, Host, Pid, Device, Mode, Epoch, Step, SamplesPerS, Bandwidth, Wait, StepMs, Share, Verdict, Columns };
-const char* kHeaders[Columns] = {"rank", "host", "pid", "device", "mode", "epoch", "step", "samples/s",
-                                 "bytes/s", "data wait ms", "step ms", "wait share", "verdict"};
+// The verdict first: it is what the table is for.
+enum Column { Rank, Device, Verdict, Share, SamplesPerS, Bandwidth, Wait, StepMs, Epoch, Step, Mode, Host, Pid, Columns };
+const char* kHeaders[Columns] = {"rank", "device", "verdict", "wait share", "samples/s", "bytes/s", "data wait ms",
+                                 "step ms", "epoch", "step", "mode", "host", "pid"};
 
 QColor verdictColour(InputBound b) {
   switch (b) {
@@ -72,14 +73,16 @@ MonitorWorkspace::MonitorWorkspace(QWidget* parent)
   table_->setHorizontalHeaderLabels(headers);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->verticalHeader()->hide();
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->horizontalHeader()->setStretchLastSection(true);
   table_->horizontalHeaderItem(Share)->setToolTip(tr("data wait ÷ (data wait + step): the share of each iteration "
                                                      "spent waiting for input"));
   table_->horizontalHeaderItem(Verdict)->setToolTip(tr("< 5 % fine, 5–20 % moderate, ≥ 20 % input-bound"));
   split->addWidget(plots_);
   split->addWidget(table_);
-  split->setStretchFactor(0, 3);
+  split->setStretchFactor(0, 2);
   split->setStretchFactor(1, 1);
+  split->setSizes({420, 200});
   outer->addWidget(split, 1);
 
   connect(listenButton_, &QPushButton::clicked, this, &MonitorWorkspace::listen);
@@ -179,14 +182,13 @@ void MonitorWorkspace::drain() {
       const double share = dataWaitShare(rec.data_wait_ms, rec.step_ms);
       const InputBound b = classifyInputBound(share);
       const QString cells[Columns] = {
-          QString::number(rec.rank), QString::fromStdString(rec.host), QString::number(rec.pid),
-          QString::fromStdString(rec.device), QString::fromStdString(rec.mode), QString::number(rec.epoch),
-          rec.steps_total > 0 ? QString("%1/%2").arg(rec.step).arg(rec.steps_total) : QString::number(rec.step),
+          QString::number(rec.rank), QString::fromStdString(rec.device), QString::fromStdString(inputBoundName(b)),
+          share < 0 ? QString("–") : QString("%1 %").arg(100 * share, 0, 'f', 1),
           QString::number(rec.samples_per_s, 'f', 0),
           QString::fromStdString(humanBytes(static_cast<std::uint64_t>(rec.bytes_per_s))) + "/s",
-          QString::number(rec.data_wait_ms, 'f', 2), QString::number(rec.step_ms, 'f', 2),
-          share < 0 ? QString("–") : QString("%1 %").arg(100 * share, 0, 'f', 1),
-          QString::fromStdString(inputBoundName(b))};
+          QString::number(rec.data_wait_ms, 'f', 2), QString::number(rec.step_ms, 'f', 2), QString::number(rec.epoch),
+          rec.steps_total > 0 ? QString("%1/%2").arg(rec.step).arg(rec.steps_total) : QString::number(rec.step),
+          QString::fromStdString(rec.mode), QString::fromStdString(rec.host), QString::number(rec.pid)};
       for (int c = 0; c < Columns; ++c) {
         QTableWidgetItem* item = table_->item(row, c);
         item->setText(cells[c]);

@@ -48,7 +48,8 @@ TelemetryPlots::TelemetryPlots(QWidget* parent) : QWidget(parent), timer_(new QT
     }
     if (p == Throughput) {  // the legend appears with the first series
       plot->legend->setFont(QFont(font().family(), 8));
-      plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
+      // Bottom right, where falling-off-a-cliff throughput is rarest; see-through.
+      plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignRight);
     }
     plots_[p] = plot;
     grid->addWidget(plot, p / 2, p % 2);
@@ -128,7 +129,7 @@ void TelemetryPlots::redraw() {
   const double from = latest_ - windowSeconds_;
   for (auto* plot : plots_) {
     for (int g = 0; g < plot->graphCount(); ++g) plot->graph(g)->data()->removeBefore(from);
-    plot->xAxis->setRange(std::max(0.0, from), std::max(latest_, 1.0));
+    plot->xAxis->setRange(std::max(0.0, from), std::max(latest_, 0.25));
     plot->yAxis->rescale(true);
     plot->yAxis->setRangeLower(0);
     plot->yAxis->setRangeUpper(std::max(plot->yAxis->range().upper * 1.1, 1.0));
@@ -163,7 +164,9 @@ void TelemetryPlots::applyPalette() {
       axis->setLabelColor(text);
       axis->grid()->setPen(QPen(gridColour, 0, Qt::DotLine));
     }
-    plot->legend->setBrush(base);
+    QColor legendBase = base;
+    legendBase.setAlpha(200);
+    plot->legend->setBrush(legendBase);
     plot->legend->setTextColor(text);
     plot->legend->setBorderPen(QPen(gridColour));
     if (auto* title = qobject_cast<QCPTextElement*>(plot->plotLayout()->element(0, 0))) title->setTextColor(text);

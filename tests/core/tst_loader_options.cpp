@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "data/loader_options.h"
+#include "data/loader_sweep.h"
 #include "expect_error.h"
 #include "test_support.h"
 #include "util/error.h"
@@ -22,6 +23,33 @@ class TestLoaderOptions : public QObject {
   QTemporaryDir dir_;
 
  private Q_SLOTS:
+  void sweepAxesAndCombinations() {
+    const SweepAxis workers = parseSweepAxis("num_workers", " 0, 2 ,4");
+    QCOMPARE(workers.values, (std::vector<std::string>{"0", "2", "4"}));
+    QCOMPARE(parseSweepAxis("loading_mode", "resident,streaming").values,
+             (std::vector<std::string>{"\"resident\"", "\"streaming\""}));
+    QCOMPARE(parseSweepAxis("pin_memory", "true,false").values, (std::vector<std::string>{"true", "false"}));
+    QCOMPARE(expectBadInput([] { parseSweepAxis("prefetch", " , "); }, {"prefetch: no values to sweep"}), QString());
+    LoaderOptions base;
+    auto points = sweepPoints(base, {workers, parseSweepAxis("prefetch", "0,8")});
+    QCOMPARE(points.size(), std::size_t(6));
+    QCOMPARE(points[1].values, (std::vector<std::string>{"0", "8"}));  // the last axis varies fastest
+    QCOMPARE(points[1].options.prefetch, 8);
+    QCOMPARE(points[5].options.num_workers, 4);
+    // An invalid combination stays in the table with the core's message.
+    QVERIFY(points[0].error.find("prefetch: must be 1-1024") != std::string::npos);
+    QVERIFY(points[1].error.empty());
+    // A knob that does not exist or a value of the wrong type refuses the sweep.
+    QCOMPARE(expectBadInput([&] { sweepPoints(base, {parseSweepAxis("num_wrokers", "1")}); }, {"num_wrokers: not a loader knob"}), QString());
+    QCOMPARE(expectBadInput([&] { sweepPoints(base, {parseSweepAxis("prefetch", "two")}); }, {"prefetch: must be an integer"}), QString());
+    QCOMPARE(expectBadInput([&] { sweepPoints(base, {parseSweepAxis("loading_mode", "hbm")}); }, {"loading_mode: unknown value"}), QString());
+    QCOMPARE(expectBadInput([&] { sweepPoints(base, {}); }, {"sweep: choose at least one knob"}), QString());
+    QCOMPARE(expectBadInput([&] { sweepPoints(base, {parseSweepAxis("seed", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17"),
+                                                     parseSweepAxis("prefetch", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16")}); },
+                            {"more than 256 combinations"}),
+             QString());
+  }
+
   void builderAndPresets() {
     LoaderOptions o = LoaderOptions::builder().batchSize(256).numWorkers(3).shard(1, 4).sampler(SamplerType::Distributed)
                           .timeout(2.5).vramMaxUsage(0.8).reuseBuffers(true).build();

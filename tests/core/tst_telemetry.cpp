@@ -4,8 +4,11 @@
 #include <QtTest>
 
 #include <QElapsedTimer>
+#include <cmath>
 
+#include "telemetry/input_bound.h"
 #include "telemetry/telemetry_listener.h"
+#include "telemetry/telemetry_queue.h"
 #include "telemetry/telemetry_publisher.h"
 #include "util/error.h"
 
@@ -56,6 +59,36 @@ class TestTelemetry : public QObject {
   QTemporaryDir dir_;
 
  private Q_SLOTS:
+  void inputBoundThresholds() {
+    // data wait / (data wait + step): < 5 % fine, 5-20 % moderate, >= 20 % input-bound.
+    QCOMPARE(classifyInputBound(dataWaitShare(0, 10)), InputBound::Fine);
+    QCOMPARE(classifyInputBound(dataWaitShare(0.49, 9.51)), InputBound::Fine);
+    QCOMPARE(classifyInputBound(dataWaitShare(0.5, 9.5)), InputBound::Moderate);
+    QCOMPARE(classifyInputBound(dataWaitShare(1.99, 8.01)), InputBound::Moderate);
+    QCOMPARE(classifyInputBound(dataWaitShare(2, 8)), InputBound::InputBound);
+    QCOMPARE(classifyInputBound(dataWaitShare(10, 0)), InputBound::InputBound);
+    // No timing yet, or nonsense from a hostile publisher: unknown, never a verdict.
+    QCOMPARE(classifyInputBound(dataWaitShare(0, 0)), InputBound::Unknown);
+    QCOMPARE(classifyInputBound(dataWaitShare(-1, 5)), InputBound::Unknown);
+    QCOMPARE(classifyInputBound(dataWaitShare(std::nan(""), 5)), InputBound::Unknown);
+    QCOMPARE(classifyInputBound(dataWaitShare(1, INFINITY)), InputBound::Unknown);
+    QCOMPARE(inputBoundName(InputBound::InputBound), std::string("input-bound"));
+  }
+
+  void queueDropsTheOldestWhenFull() {
+    TelemetryQueue q(3);
+    for (int i = 0; i < 5; ++i) {
+      TelemetryRecord r;
+      r.step = i;
+      q.onRecord(r);
+    }
+    const auto got = q.takeAll();
+    QCOMPARE(got.size(), std::size_t(3));
+    QCOMPARE(got.front().step, std::int64_t(2));
+    QCOMPARE(q.dropped(), std::int64_t(2));
+    QVERIFY(q.takeAll().empty());
+  }
+
   void recordRoundTrip() {
     const TelemetryRecord r = sample(1, 7);
     const std::string line = telemetryToJson(r);

@@ -35,6 +35,29 @@ class TestMainWindow : public QObject {
     QCOMPARE(w.currentWorkspace(), QString("monitor"));
   }
 
+  void themesShortcutsAndSettingsPersist() {
+    {
+      stoker::MainWindow w;
+      w.show();
+      QVERIFY(QTest::qWaitForWindowExposed(&w));
+      QVERIFY(w.setTheme("dark"));
+      QVERIFY(QApplication::palette().color(QPalette::Window).lightness() < 80);
+      QVERIFY(!w.setTheme("purple"));
+      QCOMPARE(w.theme(), QString("dark"));
+      QTest::keyClick(&w, Qt::Key_3, Qt::ControlModifier);  // View > Checkpoints
+      QCOMPARE(w.currentWorkspace(), QString("checkpoints"));
+      QTest::keyClick(&w, Qt::Key_4, Qt::ControlModifier);
+      QCOMPARE(w.currentWorkspace(), QString("monitor"));
+      w.close();  // saves geometry, workspace and theme
+    }
+    stoker::MainWindow again;
+    QCOMPARE(again.currentWorkspace(), QString("monitor"));
+    QCOMPARE(again.theme(), QString("dark"));
+    QVERIFY(again.setTheme("light"));
+    QVERIFY(QApplication::palette().color(QPalette::Window).lightness() > 150);
+    again.close();
+  }
+
   void screenshotEachWorkspace() {
     for (const QString& id : stoker::MainWindow::workspaceIds()) {
       const QString png = dir_.filePath(id + ".png");
