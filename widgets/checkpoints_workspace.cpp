@@ -27,6 +27,7 @@
 #include "ckpt/inspect.h"
 #include "ckpt/reshard_plan.h"
 #include "shard_layout_view.h"
+#include "eta_text.h"
 #include "util/byte_size.h"
 
 namespace stoker {
@@ -34,12 +35,6 @@ namespace {
 
 constexpr int kMaxRecent = 8;
 constexpr int kNameRole = Qt::UserRole + 1;  // full tensor name on leaf items
-
-QString etaText(double seconds) {
-  if (seconds < 0) return QStringLiteral("?");
-  const int s = static_cast<int>(seconds + 0.5);
-  return s >= 60 ? QString("%1 min %2 s").arg(s / 60).arg(s % 60) : QString("%1 s").arg(s);
-}
 
 }  // namespace
 
@@ -256,7 +251,10 @@ CheckpointsWorkspace::CheckpointsWorkspace(QWidget* parent) : QWidget(parent), j
   rememberRecent({});  // fills the menu
 }
 
-CheckpointsWorkspace::~CheckpointsWorkspace() { saveSettings(); }
+CheckpointsWorkspace::~CheckpointsWorkspace() {
+  jobs_->disconnect(this);  // its thread may still report while the children go
+  saveSettings();
+}
 
 void CheckpointsWorkspace::saveSettings() const {
   QSettings s;

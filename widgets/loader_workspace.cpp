@@ -32,6 +32,7 @@
 #include "loader_options_form.h"
 #include "loader_runner.h"
 #include "telemetry_plots.h"
+#include "eta_text.h"
 #include "util/byte_size.h"
 #include "util/error.h"
 
@@ -39,12 +40,6 @@ namespace stoker {
 namespace {
 
 const char* kPresets[] = {"gpu_optimized", "distributed_optimized", "debug_mode"};
-
-QString etaText(double seconds) {
-  if (seconds < 0) return QStringLiteral("?");
-  const int s = static_cast<int>(seconds + 0.5);
-  return s >= 60 ? QString("%1 min %2 s").arg(s / 60).arg(s % 60) : QString("%1 s").arg(s);
-}
 
 }  // namespace
 
@@ -291,7 +286,10 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
   restoreSettings();
 }
 
-LoaderWorkspace::~LoaderWorkspace() { saveSettings(); }
+LoaderWorkspace::~LoaderWorkspace() {
+  runner_->disconnect(this);  // its thread may still report while the children go
+  saveSettings();
+}
 
 void LoaderWorkspace::setDataset(const QString& spec) { dataset_->setCurrentText(spec); }
 QString LoaderWorkspace::dataset() const { return dataset_->currentText().trimmed(); }

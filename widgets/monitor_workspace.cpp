@@ -121,7 +121,10 @@ MonitorWorkspace::MonitorWorkspace(QWidget* parent)
   connect(drainTimer_, &QTimer::timeout, this, &MonitorWorkspace::drain);
 }
 
-MonitorWorkspace::~MonitorWorkspace() { QSettings().setValue("monitor/address", address_->text()); }
+MonitorWorkspace::~MonitorWorkspace() {
+  source_->disconnect(this);  // its thread may still report while the children go
+  QSettings().setValue("monitor/address", address_->text());
+}
 
 void MonitorWorkspace::setAddress(const QString& address) { address_->setText(address); }
 QString MonitorWorkspace::statusText() const { return status_->text(); }
@@ -129,18 +132,16 @@ QString MonitorWorkspace::statusText() const { return status_->text(); }
 void MonitorWorkspace::listen() {
   if (!source_->listen(address_->text().trimmed())) return;
   QSettings().setValue("monitor/address", address_->text());
-  records_ = 0;
-  plots_->clear();
-  table_->setRowCount(0);
-  listenButton_->setEnabled(false);
-  followButton_->setEnabled(false);
-  stopButton_->setEnabled(true);
-  drainTimer_->start();
+  beginSession();
 }
 
 void MonitorWorkspace::followFile(const QString& path) {
-  if (!source_->follow(path)) return;
+  if (source_->follow(path)) beginSession();
+}
+
+void MonitorWorkspace::beginSession() {
   records_ = 0;
+  sourceText_.clear();
   plots_->clear();
   table_->setRowCount(0);
   listenButton_->setEnabled(false);

@@ -44,6 +44,7 @@ class MonitorWorkspace : public QWidget {
   void failed(const QString& message);
 
  private:
+  void beginSession();  // a source started: clear the last session's rows and plots
   void drain();
   int rowFor(int rank, const QString& device);
 

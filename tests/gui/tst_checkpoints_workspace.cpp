@@ -14,6 +14,7 @@
 #include "checkpoints_workspace.h"
 #include "core/ckpt_fixtures.h"
 #include "event_loop_probe.h"
+#include "wait_for.h"
 #include "shard_layout_view.h"
 #include "test_support.h"
 
@@ -22,19 +23,9 @@
 using namespace stoker;
 using stoker::test::EventLoopProbe;
 using stoker::test::saveScreenshot;
-
-namespace {
-
-// Waits until `spy` has recorded `count` signals.
-bool waitForCount(QSignalSpy& spy, int count, int ms = 60000) {
-  QElapsedTimer t;
-  t.start();
-  while (spy.size() < count && t.elapsed() < ms) QTest::qWait(10);
-  return spy.size() >= count;
-}
-bool waitFor(QSignalSpy& spy, int ms = 60000) { return waitForCount(spy, 1, ms); }
-
-}  // namespace
+using stoker::test::waitFor;
+using stoker::test::waitForCount;
+using stoker::test::waitUntil;
 
 class TestCheckpointsWorkspace : public QObject {
   Q_OBJECT
@@ -108,6 +99,7 @@ class TestCheckpointsWorkspace : public QObject {
     QVERIFY(finished.first().at(0).toBool());
     QVERIFY(!progress.isEmpty());
     QCOMPARE(progress.last().at(0).toLongLong(), progress.last().at(1).toLongLong());
+    qInfo("longest event-loop gap: %lld ms", probe.worstMs());
     QVERIFY2(probe.worstMs() < 50, qPrintable(QString("the event loop stalled %1 ms").arg(probe.worstMs())));
     QVERIFY(QFile::exists(dir_.filePath("big-3/metadata.json")));
     w.verify();
