@@ -26,6 +26,15 @@ class SignalProgress : public ProgressSink {
 
 QString hb(std::uint64_t n) { return QString::fromStdString(humanBytes(n)); }
 
+// The options the settings give, read in one place for the plan check and the conversion.
+ConvertOptions convertOptions(const ConvertSettings& s) {
+  ConvertOptions o;
+  o.memoryBudget = parseByteSize(s.memoryBudget.toStdString(), "memory budget");
+  o.jobs = s.jobs;
+  o.force = s.force;
+  return o;
+}
+
 }  // namespace
 
 CheckpointJobs::CheckpointJobs(QObject* parent) : BackgroundJob(parent) {}
@@ -66,10 +75,7 @@ std::shared_ptr<const ReshardPlan> CheckpointJobs::makePlan(const ConvertSetting
   if (!src) throwBadInput("convert", "open a checkpoint first");
   requireConsistent(*src);
   auto plan = std::make_shared<ReshardPlan>(planReshard(*src, parseTargetSpec(s.target.toStdString(), s.dtype.toStdString())));
-  ConvertOptions o;
-  o.memoryBudget = parseByteSize(s.memoryBudget.toStdString(), "memory budget");
-  o.jobs = s.jobs;
-  validateConvertOptions(*src, *plan, o);
+  validateConvertOptions(*src, *plan, convertOptions(s));
   return plan;
 }
 
@@ -103,10 +109,7 @@ bool CheckpointJobs::convert(const ConvertSettings& settings, bool resume) {
       plan_ = plan;
     }
     SignalProgress sink(this);
-    ConvertOptions o;
-    o.memoryBudget = parseByteSize(settings.memoryBudget.toStdString(), "memory budget");
-    o.jobs = settings.jobs;
-    o.force = settings.force;
+    ConvertOptions o = convertOptions(settings);
     o.resume = resume;
     o.progress = &sink;
     o.cancel = cancelToken();
