@@ -109,7 +109,9 @@ PlannedTensor planTensor(const LogicalTensor& src, const Box& box, const TargetS
   t.source = &src;
   t.dtype = target.dtype && convertibleFloat(src.dtype) ? *target.dtype : src.dtype;
   t.box = box;
-  t.nbytes = *dtypeBytesFor(t.dtype, elementsOf(box.shape));
+  const auto bytes = dtypeBytesFor(t.dtype, elementsOf(box.shape));
+  if (!bytes) throwBadInput(src.name, "too large in " + std::string(dtypeName(t.dtype)));
+  t.nbytes = *bytes;
   if (elementsOf(box.shape) == 0) return t;
   for (const auto& piece : src.pieces) {
     if (auto common = intersect(box, Box{piece.start, piece.shape}))

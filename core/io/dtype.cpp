@@ -35,8 +35,14 @@ unsigned dtypeBits(Dtype d) { return info(d).bits; }
 bool dtypeIsFloating(Dtype d) { return info(d).floating; }
 
 std::optional<std::uint64_t> dtypeBytesFor(Dtype d, std::uint64_t elements) {
+  const unsigned width = dtypeBits(d);
+  if (width % 8 == 0) {  // whole bytes: only the byte count has to fit, not the bit count
+    std::uint64_t bytes = 0;
+    if (__builtin_mul_overflow(elements, static_cast<std::uint64_t>(width / 8), &bytes)) return std::nullopt;
+    return bytes;
+  }
   std::uint64_t bits = 0;
-  if (__builtin_mul_overflow(elements, static_cast<std::uint64_t>(dtypeBits(d)), &bits))
+  if (__builtin_mul_overflow(elements, static_cast<std::uint64_t>(width), &bits))
     return std::nullopt;
   if (bits % 8 != 0) return std::nullopt;
   return bits / 8;

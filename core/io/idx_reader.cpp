@@ -69,15 +69,18 @@ HostTensor readIdx(const std::string& path) {
     if (__builtin_mul_overflow(elements, static_cast<std::uint64_t>(d), &elements))
       throwBadInput(path, "IDX dimensions overflow");
   }
-  const std::uint64_t nbytes = *dtypeBytesFor(dtype, elements);
+  const auto declared = dtypeBytesFor(dtype, elements);
+  if (!declared) throwBadInput(path, "IDX dimensions overflow");
+  const std::uint64_t nbytes = *declared;
 
-  // Grow as data actually arrives, so a header that lies about its size
-  // cannot make us allocate more than the file really holds.
+  // Grow as data actually arrives (doubling from 1 MiB, at most 64 MiB a step), so a header
+  // that lies about its size cannot make us allocate more than twice what the file holds.
   auto buffer = std::make_shared<std::vector<std::uint8_t>>();
-  constexpr std::uint64_t kStep = 64ull << 20;
+  constexpr std::uint64_t kFirstStep = 1ull << 20, kMaxStep = 64ull << 20;
   while (buffer->size() < nbytes) {
     std::size_t have = buffer->size();
-    std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(nbytes - have, kStep));
+    const std::uint64_t step = std::clamp<std::uint64_t>(have, kFirstStep, kMaxStep);
+    std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(nbytes - have, step));
     buffer->resize(have + want);
     std::size_t got = readSome(f.get(), buffer->data() + have, want, path);
     if (got < want)

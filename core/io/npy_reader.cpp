@@ -190,7 +190,9 @@ HostTensor readNpy(const std::string& path) {
   for (auto d : header.shape)
     if (__builtin_mul_overflow(elements, static_cast<std::uint64_t>(d), &elements))
       throwBadInput(path, ".npy shape overflows");
-  const std::uint64_t nbytes = *dtypeBytesFor(descr.dtype, elements);
+  const auto declared = dtypeBytesFor(descr.dtype, elements);
+  if (!declared) throwBadInput(path, ".npy shape overflows");
+  const std::uint64_t nbytes = *declared;
   const std::uint64_t dataStart = headerStart + headerLen;
   if (size - dataStart != nbytes)
     throwBadInput(path, "data is " + std::to_string(size - dataStart) + " bytes, shape and dtype need " +

@@ -41,11 +41,19 @@ SocketAddress parseSocketAddress(const std::string& text) {
   if (colon == std::string::npos) throwBadInput("address " + text, "expected HOST:PORT or :PORT");
   SocketAddress a;
   a.host = rest.substr(0, colon);
-  if (a.host.size() >= 2 && a.host.front() == '[' && a.host.back() == ']') a.host = a.host.substr(1, a.host.size() - 2);
+  const bool bracketed = a.host.size() >= 2 && a.host.front() == '[' && a.host.back() == ']';
+  if (bracketed) a.host = a.host.substr(1, a.host.size() - 2);
+  // A host name or an IP literal: printable, no spaces, slashes or brackets; an IPv6 literal
+  // (it has colons) comes in brackets, so that HOST:PORT stays unambiguous.
+  for (const char c : a.host)
+    if (c <= ' ' || c > '~' || c == '/' || c == '[' || c == ']' || (c == ':' && !bracketed))
+      throwBadInput("address " + text, "the host must be a name or an IP address ([IPv6]:PORT in brackets)");
+  if (bracketed && a.host.empty()) throwBadInput("address " + text, "empty brackets where the host belongs");
   const std::string port = rest.substr(colon + 1);
-  char* end = nullptr;
-  const long p = std::strtol(port.c_str(), &end, 10);
-  if (port.empty() || *end != '\0' || p < 0 || p > 65535) throwBadInput("address " + text, "the port must be 0-65535");
+  bool digits = !port.empty() && port.size() <= 5;
+  for (const char c : port) digits = digits && c >= '0' && c <= '9';
+  const long p = digits ? std::strtol(port.c_str(), nullptr, 10) : -1;
+  if (p < 0 || p > 65535) throwBadInput("address " + text, "the port must be 0-65535");
   a.port = static_cast<int>(p);
   return a;
 }

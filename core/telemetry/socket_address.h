@@ -9,7 +9,10 @@ namespace stoker {
 struct SocketAddress {
   std::string host;  // empty: any interface (listen) / localhost (connect)
   int port = 0;
-  std::string text() const { return (host.empty() ? "" : host) + ":" + std::to_string(port); }
+  // HOST:PORT, with an IPv6 host in brackets.
+  std::string text() const {
+    return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
+  }
 };
 
 // "HOST:PORT", ":PORT" or "tcp://HOST:PORT"; throws Error(BadInput) naming the address.

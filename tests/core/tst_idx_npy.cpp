@@ -109,6 +109,8 @@ class TestIdxNpy : public QObject {
     QTest::newRow("truncated data") << idx(0x08, {10}, "abc") << "truncated: 3 data bytes, header declares 10";
     QTest::newRow("lying size") << idx(0x08, {0xFFFFFFFF, 0xFFFFFFFF}, "abc") << "truncated";
     QTest::newRow("trailing data") << idx(0x08, {2}, "abc") << "more data than the IDX header declares";
+    // 2^62 elements of 8 bytes: the element count fits 64 bits, the byte count does not.
+    QTest::newRow("byte count overflows") << idx(0x0E, {0x80000000u, 0x80000000u}, "abc") << "IDX dimensions overflow";
   }
   void idxMalformed() {
     QFETCH(QByteArray, bytes);
@@ -206,6 +208,7 @@ np.save(d + '/np_u16.npy', np.array([1, 65535], dtype='<u2'))
     QTest::newRow("data too short") << npy("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }", QByteArray(8, 0)) << "data is 8 bytes, shape and dtype need 16";
     QTest::newRow("missing key") << npy("{'descr': '<f4', 'shape': (4,), }", QByteArray(16, 0)) << "lacks one of";
     QTest::newRow("bad shape") << npy("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }", "") << "non-integer";
+    QTest::newRow("byte count overflows") << npy("{'descr': '<f8', 'fortran_order': False, 'shape': (4611686018427387904,), }", "") << "shape overflows";
     QTest::newRow("header past end") << QByteArray("\x93NUMPY\x01\x00\xff\x00{", 11) << "runs past the end";
   }
   void npyMalformed() {

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "telemetry/input_bound.h"
+#include "telemetry/socket_address.h"
 #include "telemetry/telemetry_listener.h"
 #include "telemetry/telemetry_queue.h"
 #include "telemetry/telemetry_publisher.h"
@@ -181,6 +182,29 @@ class TestTelemetry : public QObject {
         QVERIFY(std::string(e.what()).find("address") != std::string::npos);
       }
     }
+  }
+
+  // Found by fuzzing (tests/fuzz/regressions/socket_address): strtol took signs, spaces and a
+  // trailing NUL, and hosts with control characters, slashes or bare IPv6 colons were accepted,
+  // so an address did not print back as itself.
+  void addressesAreStrict() {
+    for (const std::string bad : {std::string("host: 80"), std::string("host:+80"), std::string("host:80\0", 8),
+                                  std::string("ho st:80"), std::string("a/b:80"), std::string("::1:80"),
+                                  std::string("[]:80"), std::string("[tcp://x]:80"), std::string("host:080000")}) {
+      try {
+        parseSocketAddress(bad);
+        QFAIL(bad.c_str());
+      } catch (const Error& e) {
+        QCOMPARE(e.kind(), ErrorKind::BadInput);
+      }
+    }
+    const SocketAddress v6 = parseSocketAddress("tcp://[::1]:7070");
+    QCOMPARE(v6.host, std::string("::1"));
+    QCOMPARE(v6.port, 7070);
+    QCOMPARE(v6.text(), std::string("[::1]:7070"));
+    QCOMPARE(parseSocketAddress(v6.text()).host, std::string("::1"));
+    QCOMPARE(parseSocketAddress(":0").port, 0);
+    QCOMPARE(parseSocketAddress("node-3.cluster:29650").host, std::string("node-3.cluster"));
   }
 };
 
