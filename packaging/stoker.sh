@@ -6,6 +6,9 @@
 #   bash packaging/stoker.sh test    install what is missing, build, run every test (CTest);
 #                                    with CI=true or STOKER_TEST_DEB=1 also the .deb install test
 #   bash packaging/stoker.sh build   install what is missing and build only
+#   bash packaging/stoker.sh check   sanitizers: ASan+UBSan over every suite, then TSan over the
+#                                    concurrent suites (STOKER_CHECK=asan or tsan runs one pass)
+#   bash packaging/stoker.sh fuzz [SECONDS]   every libFuzzer target for SECONDS each (default 60)
 #
 # Safe to run again: packages already installed are skipped and the build is
 # incremental. Set STOKER_BUILD_DIR to build elsewhere (default: ./build).
@@ -25,6 +28,7 @@ PACKAGES=(
   dataset-fashion-mnist
   python3 python3-torch python3-numpy
   dpkg-dev desktop-file-utils appstream  # the .deb: dpkg-shlibdeps, metadata checks
+  clang libclang-rt-14-dev llvm  # libFuzzer targets and readable sanitizer stacks (llvm-symbolizer)
 )
 
 log() { printf 'stoker: %s\n' "$*" >&2; }
@@ -67,6 +71,105 @@ run_tests() {
   fi
 }
 
+# A sanitizer build of everything (tests included) in its own folder.
+sanitizer_build() {  # DIR SANITIZERS [extra cmake args...]
+  local dir="$1" sanitize="$2"
+  shift 2
+  install_missing
+  if [[ ! -f "$dir/build.ninja" ]]; then
+    cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTOKER_SANITIZE="$sanitize" "$@"
+  fi
+  cmake --build "$dir"
+}
+
+# The runtime options of the sanitizer passes; suppressions cover third-party code only
+# (packaging/sanitizers/*.supp say why, one by one).
+sanitizer_env() {
+  local supp="$ROOT/packaging/sanitizers"
+  export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:check_initialization_order=1:detect_stack_use_after_return=1:strict_string_checks=1"
+  export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
+  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$supp/ubsan.supp"
+  export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$supp/tsan.supp:history_size=4"
+  export QT_QPA_PLATFORM=offscreen
+}
+
+# The suites that run threads: loader workers, multi-device, telemetry, c10d processes, the
+# workbench's runs, conversions with --jobs and the async saver.
+TSAN_SUITES='tst_loader$|tst_multi_device|tst_telemetry|tst_multi_process|tst_ckpt_reshard|tst_cli_convert|tst_cli_bench|tst_loader_workspace|tst_checkpoints_workspace|tst_monitor_workspace|tst_planner_workspace'
+
+run_check() {
+  local which="${STOKER_CHECK:-all}"
+  sanitizer_env
+  if [[ "$which" == all || "$which" == asan ]]; then
+    local asan_dir="${STOKER_ASAN_BUILD_DIR:-$ROOT/build-asan}"
+    log "ASan+UBSan: building in $asan_dir"
+    sanitizer_build "$asan_dir" address,undefined
+    log "ASan+UBSan: every suite"
+    ctest --test-dir "$asan_dir" --output-on-failure --timeout 1200
+  fi
+  if [[ "$which" == all || "$which" == tsan ]]; then
+    local tsan_dir="${STOKER_TSAN_BUILD_DIR:-$ROOT/build-tsan}"
+    log "TSan: building in $tsan_dir"
+    sanitizer_build "$tsan_dir" thread
+    log "TSan: the concurrent suites"
+    # libtorch's intra-op pool is libgomp, which TSan cannot see into (it reports the pool's own
+    # barriers as races): one OpenMP thread keeps it out of the picture; Stoker's threads are ours.
+    OMP_NUM_THREADS=1 ctest --test-dir "$tsan_dir" --output-on-failure --timeout 1800 -R "$TSAN_SUITES"
+  fi
+}
+
+# Every fuzz target for SECONDS, two at a time; a report per target (executions, coverage at the
+# start and the end, findings). Inputs that fail land in build-fuzz/findings/<target>/: copy them
+# to tests/fuzz/regressions/<target>/ once fixed, so tst_fuzz_regressions keeps them fixed.
+run_fuzz() {
+  local seconds="${1:-60}"
+  local dir="${STOKER_FUZZ_BUILD_DIR:-$ROOT/build-fuzz}"
+  install_missing
+  if [[ ! -f "$dir/build.ninja" ]]; then
+    CC=clang CXX=clang++ cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DSTOKER_FUZZ=ON -DSTOKER_GUI=OFF -DSTOKER_TESTS=OFF
+  fi
+  cmake --build "$dir" --target stoker_fuzzers
+  sanitizer_env
+  export ASAN_OPTIONS="$ASAN_OPTIONS:detect_stack_use_after_return=0"
+  mkdir -p "$dir/logs" "$dir/findings" "$dir/corpus"
+  local targets
+  targets=$(sed -n '/^set(STOKER_FUZZ_TARGETS/,/)/p' "$ROOT/CMakeLists.txt" | sed '1s/set(STOKER_FUZZ_TARGETS//; s/)//' | xargs)
+  log "fuzzing $(wc -w <<<"$targets") targets for ${seconds}s each, $(nproc) at a time"
+  export dir seconds ROOT
+  # The pt target needs full stacks for its one suppression (see packaging/sanitizers/lsan.supp).
+  # shellcheck disable=SC2016
+  xargs -n1 -P "$(nproc)" bash -c '
+    t="$0"
+    rm -rf "$dir/findings/$t"
+    mkdir -p "$dir/corpus/$t" "$dir/findings/$t"
+    lsan="$LSAN_OPTIONS"
+    [[ "$t" == pt ]] && lsan="$lsan:fast_unwind_on_malloc=0"
+    LSAN_OPTIONS="$lsan" "$dir/fuzz/fuzz_$t" "$dir/corpus/$t" "$ROOT/tests/fuzz/corpus/$t" \
+      -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
+      -print_final_stats=1 -artifact_prefix="$dir/findings/$t/" >"$dir/logs/$t.log" 2>&1
+    echo "$?" >"$dir/logs/$t.rc"' <<<"$targets"
+  local failed=() t report="$dir/fuzz-report.md"
+  printf "| target | executions | exec/s | coverage at start → end | corpus | findings |\n| --- | ---: | ---: | --- | ---: | ---: |\n" >"$report"
+  for t in $targets; do
+    local log="$dir/logs/$t.log" execs rate start end corp finds
+    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+    rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+    start=$(sed -n 's/^#[0-9]*[[:space:]]*INITED cov: \([0-9]*\).*/\1/p' "$log" | head -1)
+    end=$(sed -n 's/^#[0-9]*[[:space:]].* cov: \([0-9]*\).*/\1/p' "$log" | tail -1)
+    corp=$(find "$dir/corpus/$t" -type f | wc -l)
+    finds=$(find "$dir/findings/$t" -type f | wc -l)
+    [[ "$(cat "$dir/logs/$t.rc")" == 0 && "$finds" == 0 ]] || failed+=("$t")
+    printf "| %s | %s | %s | %s → %s | %s | %s |\n" "$t" "${execs:-?}" "${rate:-?}" "${start:-?}" "${end:-?}" "$corp" "$finds" >>"$report"
+  done
+  cat "$report"
+  if ((${#failed[@]})); then
+    log "fuzzing found problems in: ${failed[*]} (inputs in $dir/findings/<target>/, output in $dir/logs/<target>.log)"
+    return 1
+  fi
+  log "no crash, leak, hang or broken invariant in any target (report: $report)"
+}
+
 run_main() {
   build
   local bin="$BUILD_DIR/bin"
@@ -84,5 +187,7 @@ case "${1:-}" in
   run) run_main ;;
   test) run_tests ;;
   build) build ;;
-  *) echo "usage: bash packaging/stoker.sh run|test|build" >&2; exit 2 ;;
+  check) run_check ;;
+  fuzz) run_fuzz "${2:-60}" ;;
+  *) echo "usage: bash packaging/stoker.sh run|test|build|check|fuzz [SECONDS]" >&2; exit 2 ;;
 esac
