@@ -27,12 +27,14 @@ class TelemetryListener {
   std::vector<TelemetryRecord> poll(int timeoutMs);
   int connections() const { return static_cast<int>(peers_.size()); }
   std::int64_t badLines() const { return badLines_; }
+  std::int64_t refusedConnections() const { return refusedConnections_; }  // over the peer limit
 
  private:
   int listenFd_ = -1;
   int port_ = 0;
   std::map<int, std::string> peers_;  // fd -> bytes of an unfinished line
   std::int64_t badLines_ = 0;
+  std::int64_t refusedConnections_ = 0;
 };
 
 }  // namespace stoker
