@@ -9,6 +9,8 @@
 #   bash packaging/stoker.sh check   sanitizers: ASan+UBSan over every suite, then TSan over the
 #                                    concurrent suites (STOKER_CHECK=asan or tsan runs one pass)
 #   bash packaging/stoker.sh fuzz [SECONDS]   every libFuzzer target for SECONDS each (default 60)
+#   bash packaging/stoker.sh soak    fault injection and soak: 10,000 loader epochs with faults,
+#                                    hostile telemetry, killed/ENOSPC/truncated conversions, killed ranks
 #
 # Safe to run again: packages already installed are skipped and the build is
 # incremental. Set STOKER_BUILD_DIR to build elsewhere (default: ./build).
@@ -170,6 +172,29 @@ run_fuzz() {
   log "no crash, leak, hang or broken invariant in any target (report: $report)"
 }
 
+# Fault injection and soak (tests/soak/): each program prints its curve or rounds and a verdict;
+# logs in build/soak/. STOKER_SOAK_EPOCHS, STOKER_SOAK_RUNS and STOKER_SOAK_ROUNDS scale them.
+run_soak() {
+  build
+  local out="$BUILD_DIR/soak" bin="$BUILD_DIR/bin" failed=()
+  mkdir -p "$out"
+  log "loader soak (${STOKER_SOAK_EPOCHS:-10000} epochs)"
+  "$bin/stoker_loader_soak" "${STOKER_SOAK_EPOCHS:-10000}" | tee "$out/loader.log" | grep -v '^csv,' || failed+=(loader)
+  log "hostile telemetry"
+  "$bin/stoker_telemetry_hostile" 100000 1000 | tee "$out/telemetry.log" || failed+=(telemetry)
+  log "conversion faults (${STOKER_SOAK_RUNS:-50} rounds)"
+  /usr/bin/python3 "$ROOT/tests/soak/convert_faults.py" --stoker "$bin/stoker" --runs "${STOKER_SOAK_RUNS:-50}" \
+    | tee "$out/convert.log" || failed+=(convert)
+  log "killed ranks (${STOKER_SOAK_ROUNDS:-20} rounds)"
+  /usr/bin/python3 "$ROOT/tests/soak/feed_kill.py" --stoker "$bin/stoker" --rounds "${STOKER_SOAK_ROUNDS:-20}" \
+    | tee "$out/feed.log" || failed+=(feed)
+  if ((${#failed[@]})); then
+    log "soak failed: ${failed[*]} (logs in $out)"
+    return 1
+  fi
+  log "soak passed (logs in $out)"
+}
+
 run_main() {
   build
   local bin="$BUILD_DIR/bin"
@@ -189,5 +214,6 @@ case "${1:-}" in
   build) build ;;
   check) run_check ;;
   fuzz) run_fuzz "${2:-60}" ;;
-  *) echo "usage: bash packaging/stoker.sh run|test|build|check|fuzz [SECONDS]" >&2; exit 2 ;;
+  soak) run_soak ;;
+  *) echo "usage: bash packaging/stoker.sh run|test|build|check|fuzz [SECONDS]|soak" >&2; exit 2 ;;
 esac

@@ -160,7 +160,12 @@ void prepareDestination(const CheckpointInfo& source, const std::string& dst, co
   if (!fs::is_directory(dst, ec)) throwBadInput(dst, "exists and is not a directory");
   const std::string recorded = journal.recordedFingerprint();
   if (o.resume) {
-    if (recorded.empty()) throwBadInput(dst, "has no journal: there is no interrupted conversion to resume");
+    // Killed after creating DST but before its journal was written: nothing was converted yet,
+    // so resuming is starting.
+    if (recorded.empty() && (fs::is_empty(dst, ec) || holdsOnlyJournal(dst))) return;
+    if (recorded.empty())
+      throwBadInput(dst, "has no journal: there is no interrupted conversion to resume (a finished conversion "
+                         "removes its journal; stoker ckpt verify SRC DST checks it)");
     if (recorded != fingerprint)
       throwBadInput(dst, "holds an interrupted conversion of a different source or target; resume it with the "
                          "same SRC and --to/--dtype, or pass --force to start over");

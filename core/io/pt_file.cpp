@@ -254,13 +254,16 @@ void writePtStreaming(const std::string& path, const std::vector<TensorSpec>& sp
 
   AtomicFile file(path);
   std::unique_ptr<Error> writeError;
+  // The sink never reports a failure to the zip writer: libtorch's writer throws from inside
+  // miniz on a short write, and its destructor then finalises the broken archive and throws
+  // again -- std::terminate (a full disk aborted `--to pt`; found by tests/soak/convert_faults.py).
+  // The first error is kept, everything after it is discarded, and the temp file is removed.
   auto sink = [&](const void* data, std::size_t n) -> std::size_t {
-    if (writeError) return n;  // let the zip writer finish quietly; the temp file is discarded
+    if (writeError) return n;
     try {
       file.write(data, n);
     } catch (const Error& e) {
       writeError = std::make_unique<Error>(e);
-      return 0;
     }
     return n;
   };
@@ -274,6 +277,8 @@ void writePtStreaming(const std::string& path, const std::vector<TensorSpec>& sp
         throw Error(ErrorKind::Internal, path, "tensor \"" + specs[i].name + "\" does not match its spec");
       zip.writeRecord("data/" + std::to_string(i), t.data, t.nbytes);
     }
+    // After a write error the remaining records cost nothing (the sink discards them), and
+    // finishing the archive here keeps its destructor quiet.
     zip.writeRecord("byteorder", "little", 6);
     zip.writeEndOfFile();
   } catch (const c10::Error& e) {

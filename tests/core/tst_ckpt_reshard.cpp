@@ -363,6 +363,15 @@ class TestCkptReshard : public QObject {
     ConvertOptions resume;
     resume.resume = true;
     expectBadInput([&] { convert(path("dst_src"), path("dst_none"), "single", "keep", resume); }, "no conversion to resume");
+    // Killed between creating DST and writing its journal (found by tests/soak/convert_faults.py):
+    // nothing was converted, so --resume starts the conversion.
+    fs::create_directories(path("dst_unjournaled/.stoker-journal"));
+    std::ofstream(path("dst_unjournaled/.stoker-journal/.plan.stoker-tmp-1-0")) << "torn";
+    QVERIFY(convert(path("dst_src"), path("dst_unjournaled"), "single", "keep", resume).complete);
+    QCOMPARE(listDir(path("dst_unjournaled")), std::vector<std::string>{"model.safetensors"});
+    // A finished conversion has no journal left: --resume says so and points to verify.
+    expectBadInput([&] { convert(path("dst_src"), path("dst_unjournaled"), "single", "keep", resume); },
+                   "a finished conversion removes its journal");
   }
 
   void optionValidation() {

@@ -167,6 +167,18 @@ class TestCliConvert : public QObject {
     QVERIFY(!entries(tmp("full")).contains(".stoker-journal"));
   }
 
+  // A full disk while writing a .pt: libtorch's zip writer used to throw from its destructor
+  // (std::terminate, SIGABRT and a stack trace; found by tests/soak/convert_faults.py).
+  void diskFullWritingPtIsAnError() {
+    auto r = runStoker({"ckpt", "convert", tmp("r8"), tmp("fullpt"), "--to", "pt"}, {"STOKER_FAULT_ENOSPC_AFTER=3000000"});
+    QVERIFY2(!r.crashed && r.exitCode == 2, r.err.constData());
+    const QStringList lines = QString::fromUtf8(r.err).trimmed().split('\n');
+    QVERIFY2(lines.last().startsWith("error: ") && lines.last().contains("No space left on device"), r.err.constData());
+    for (const auto& n : entries(tmp("fullpt"))) QVERIFY2(n == ".stoker-journal", qPrintable(n));
+    QCOMPARE(runStoker({"ckpt", "convert", tmp("r8"), tmp("fullpt"), "--to", "pt", "--resume"}).exitCode, 0);
+    QCOMPARE(runStoker({"ckpt", "verify", tmp("r8"), tmp("fullpt")}).exitCode, 0);
+  }
+
   void crashThenResume() {
     auto r = runStoker({"ckpt", "convert", tmp("r8"), tmp("crash"), "--to", "hf:20MB", "--jobs", "1"},
                           {"STOKER_FAULT_CRASH_AFTER=30000000"});

@@ -2,13 +2,15 @@
 """Fault injection for `stoker ckpt convert`: crashes, full disks and a source truncated under it.
 
 For each of --runs rounds, on a multi-file ranks checkpoint, with a random target and --jobs 2:
-  kill    SIGKILL at a random moment of the conversion, then `--resume` to the end;
+  kill    SIGKILL at a random moment of the conversion, then `--resume` to the end (or a plain
+          restart when it died before creating DST);
   enospc  writes fail with ENOSPC after a random number of bytes (STOKER_FAULT_ENOSPC_AFTER),
           the run must exit 2 with one `error:` line, then `--resume` without the fault;
 and after every interrupted run and every resume: no file under its final name is partial
 (every final-named safetensors has exactly the size its header promises, every .pt is a
 sound zip, an index exists only when all it names is complete), and the finished output is
-what `stoker ckpt verify` declares equal to the source.
+what `stoker ckpt verify` declares equal to an uninterrupted conversion to the same target
+(the source itself when no dtype changes).
   truncate  a private copy of one source file is truncated while the conversion runs: the
           conversion exits 2 naming that file (never a crash such as SIGBUS), or finishes
           before the truncation with output equal to the untruncated source; no final-named
@@ -81,6 +83,22 @@ def partial_files(dst):
     return bad
 
 
+class Popen(subprocess.Popen):
+    def __init__(self, *args, **kwargs):
+        self.started = time.monotonic()
+        super().__init__(*args, **kwargs)
+
+
+subprocess.Popen = Popen
+
+
+def wait_for(dst, proc):
+    """Seconds from the start until DST exists (or the process ended)."""
+    while not os.path.exists(dst) and proc.poll() is None:
+        time.sleep(0.005)
+    return time.monotonic() - proc.started
+
+
 def run(cmd, env=None, timeout=600):
     return subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
 
@@ -102,10 +120,13 @@ def main():
     stoker = os.path.abspath(a.stoker)
     print("convert faults: seed %d, %d rounds, source %s (8 ranks, %d MiB)" % (a.seed, a.runs, src, a.size_mib))
 
-    # How long an uninterrupted conversion takes, per target: kills land inside that window.
-    durations = {}
-    for t in TARGETS:
-        dst = os.path.join(work, "timing")
+    # How long an uninterrupted conversion takes, per target: kills land inside that window. Its
+    # output is also the reference a resumed conversion must equal (a dtype target differs from
+    # the source by design, so `verify` compares it with this one).
+    durations, references = {}, {}
+    for i, t in enumerate(TARGETS):
+        dst = os.path.join(work, "reference-%d" % i)
+        references[" ".join(t)] = dst
         shutil.rmtree(dst, ignore_errors=True)
         t0 = time.monotonic()
         r = run([stoker, "ckpt", "convert", src, dst, "--jobs", "2"] + t)
@@ -114,7 +135,8 @@ def main():
         durations[" ".join(t)] = time.monotonic() - t0
     print("uninterrupted: " + ", ".join("%s %.2fs" % (k, v) for k, v in durations.items()))
 
-    violations, counts = [], {"kill": 0, "enospc": 0, "truncate": 0, "resumed": 0, "verified": 0}
+    violations, counts = [], {"kill": 0, "enospc": 0, "truncate": 0, "resumed": 0, "restarted": 0,
+                              "finished": 0, "verified": 0}
     total_bytes = sum(os.path.getsize(os.path.join(src, f)) for f in os.listdir(src))
 
     def check_partial(round_name, dst):
@@ -122,13 +144,15 @@ def main():
             violations.append("%s: final-named partial file: %s" % (round_name, b))
 
     def resume_and_verify(round_name, dst, target):
-        r = run([stoker, "ckpt", "convert", src, dst, "--jobs", "2", "--resume"] + target)
-        counts["resumed"] += 1
+        # Killed before it created DST, there is nothing to resume: the user simply starts again.
+        resume = ["--resume"] if os.path.exists(dst) else []
+        r = run([stoker, "ckpt", "convert", src, dst, "--jobs", "2"] + resume + target)
+        counts["resumed" if resume else "restarted"] += 1
         if r.returncode != 0:
             violations.append("%s: --resume exited %d: %s" % (round_name, r.returncode, r.stderr.decode().strip()))
             return
         check_partial(round_name + " (resumed)", dst)
-        v = run([stoker, "ckpt", "verify", src, dst])
+        v = run([stoker, "ckpt", "verify", references[" ".join(target)], dst])
         if v.returncode != 0:
             violations.append("%s: verify exited %d: %s" % (round_name, v.returncode, (v.stdout + v.stderr).decode()[-400:]))
         else:
@@ -143,13 +167,23 @@ def main():
         name = "round %d (%s, %s)" % (i, kind, key)
         cmd = [stoker, "ckpt", "convert", src, dst, "--jobs", "2"] + target
         if kind == "kill":
-            delay = rng.uniform(0.05, durations[key])
             proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            time.sleep(delay)
+            # Half the kills anywhere, half once the copying has begun (DST exists).
+            delay = rng.uniform(0.05, durations[key])
+            if rng.random() < 0.5:
+                delay = wait_for(dst, proc) + rng.uniform(0, durations[key] / 2)
+            time.sleep(max(0.0, delay - (time.monotonic() - proc.started)))
             proc.send_signal(signal.SIGKILL)
             proc.wait()
             counts["kill"] += 1
             check_partial(name, dst)
+            if proc.returncode == 0:  # it finished before the kill: check it, there is nothing to resume
+                counts["finished"] += 1
+                v = run([stoker, "ckpt", "verify", references[key], dst])
+                if v.returncode != 0:
+                    violations.append("%s: finished but differs from the reference" % name)
+                print("%s: finished before the kill" % name)
+                continue
             resume_and_verify(name, dst, target)
             print("%s: killed after %.2fs" % (name, delay))
         elif kind == "enospc":
@@ -158,8 +192,14 @@ def main():
             r = run(cmd, env=env)
             err = r.stderr.decode().strip().splitlines()
             counts["enospc"] += 1
-            if r.returncode == 0:
-                pass  # the budget outlasted the bytes it had to write (e.g. a bf16 target)
+            if r.returncode == 0:  # the budget outlasted the bytes it had to write
+                counts["finished"] += 1
+                check_partial(name, dst)
+                v = run([stoker, "ckpt", "verify", references[key], dst])
+                if v.returncode != 0:
+                    violations.append("%s: finished but differs from the reference" % name)
+                print("%s: disk never filled (%d bytes budget)" % (name, budget))
+                continue
             elif r.returncode != 2 or not err or not err[-1].startswith("error: ") or "No space left" not in err[-1]:
                 violations.append("%s: exit %d, stderr %r (want exit 2 and one error line naming ENOSPC)"
                                   % (name, r.returncode, err[-3:]))
@@ -172,17 +212,20 @@ def main():
             shutil.copytree(src, victim_src)
             victim = os.path.join(victim_src, "rank_%d.safetensors" % rng.randrange(8))
             cut = rng.randint(0, os.path.getsize(victim) - 1)
-            delay = rng.uniform(0.0, durations[key])
             proc = subprocess.Popen([stoker, "ckpt", "convert", victim_src, dst, "--jobs", "2"] + target,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            time.sleep(delay)
+            # Mostly while the copying runs (DST exists), sometimes before it starts.
+            delay = rng.uniform(0.0, durations[key])
+            if rng.random() < 0.8:
+                delay = wait_for(dst, proc) + rng.uniform(0, durations[key] / 2)
+            time.sleep(max(0.0, delay - (time.monotonic() - proc.started)))
             os.truncate(victim, cut)
             _, err = proc.communicate(timeout=600)
             err = err.decode().strip().splitlines()
             counts["truncate"] += 1
             if proc.returncode == 0:
-                # Finished before the cut reached it: the output must equal the original source.
-                v = run([stoker, "ckpt", "verify", src, dst])
+                # Finished before the cut reached it: the output must equal the untruncated one.
+                v = run([stoker, "ckpt", "verify", references[key], dst])
                 if v.returncode != 0:
                     violations.append("%s: finished but differs from the source" % name)
             elif proc.returncode != 2 or not err or not err[-1].startswith("error: "):
@@ -192,8 +235,10 @@ def main():
             print("%s: %s cut to %d bytes after %.2fs -> exit %d %s" % (
                 name, os.path.basename(victim), cut, delay, proc.returncode, err[-1] if err else ""))
 
-    print("summary: %d kills, %d disk-full runs, %d truncations; %d resumes, %d verified equal; %d violations"
-          % (counts["kill"], counts["enospc"], counts["truncate"], counts["resumed"], counts["verified"], len(violations)))
+    print("summary: %d kills, %d disk-full runs, %d truncations; %d resumed, %d started again (killed before DST "
+          "existed), %d finished before their fault, %d verified equal; %d violations"
+          % (counts["kill"], counts["enospc"], counts["truncate"], counts["resumed"], counts["restarted"],
+             counts["finished"], counts["verified"], len(violations)))
     for v in violations:
         print("VIOLATION " + v)
     if not a.work:
