@@ -74,12 +74,14 @@ run_tests() {
 }
 
 # A sanitizer build of everything (tests included) in its own folder.
+# clang: it compiles the libtorch-heavy sources about twice as fast as g++ here.
 sanitizer_build() {  # DIR SANITIZERS [extra cmake args...]
   local dir="$1" sanitize="$2"
   shift 2
   install_missing
   if [[ ! -f "$dir/build.ninja" ]]; then
-    cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTOKER_SANITIZE="$sanitize" "$@"
+    CC=clang CXX=clang++ cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DSTOKER_SANITIZE="$sanitize" "$@"
   fi
   cmake --build "$dir"
 }
@@ -95,9 +97,13 @@ sanitizer_env() {
   export QT_QPA_PLATFORM=offscreen
 }
 
-# The suites that run threads: loader workers, multi-device, telemetry, c10d processes, the
-# workbench's runs, conversions with --jobs and the async saver.
-TSAN_SUITES='tst_loader$|tst_multi_device|tst_telemetry|tst_multi_process|tst_ckpt_reshard|tst_cli_convert|tst_cli_bench|tst_loader_workspace|tst_checkpoints_workspace|tst_monitor_workspace|tst_planner_workspace'
+# The suites whose threads are Stoker's own, in process: loader workers, multi-device, telemetry
+# publisher/listener, conversions with jobs and the async saver. Suites that spawn processes
+# through QProcess cannot run under clang 14's TSan (its clone interceptor aborts: "CHECK failed:
+# tsan_rtl.cpp:234 ((!thr->slot)) != (0)"), and the GUI suites are all Qt, which is not
+# instrumented (false races in its reference counts); so the CLI's threads (convert --jobs 2,
+# stoker feed over c10d/Gloo) run under TSan from Python drivers instead, and the soak programs.
+TSAN_SUITES='tst_loader$|tst_multi_device|tst_telemetry|tst_ckpt_reshard'
 
 run_check() {
   local which="${STOKER_CHECK:-all}"
@@ -116,7 +122,13 @@ run_check() {
     log "TSan: the concurrent suites"
     # libtorch's intra-op pool is libgomp, which TSan cannot see into (it reports the pool's own
     # barriers as races): one OpenMP thread keeps it out of the picture; Stoker's threads are ours.
-    OMP_NUM_THREADS=1 ctest --test-dir "$tsan_dir" --output-on-failure --timeout 1800 -R "$TSAN_SUITES"
+    export OMP_NUM_THREADS=1
+    ctest --test-dir "$tsan_dir" --output-on-failure --timeout 1800 -R "$TSAN_SUITES"
+    log "TSan: loader soak, hostile telemetry, conversions with --jobs 2, killed feed ranks"
+    "$tsan_dir/bin/stoker_loader_soak" 1000 | grep -v '^csv,'
+    "$tsan_dir/bin/stoker_telemetry_hostile" 20000 200 | tail -4
+    /usr/bin/python3 "$ROOT/tests/soak/convert_faults.py" --stoker "$tsan_dir/bin/stoker" --runs 6 --size-mib 32 | tail -3
+    /usr/bin/python3 "$ROOT/tests/soak/feed_kill.py" --stoker "$tsan_dir/bin/stoker" --rounds 3 | tail -3
   fi
 }
 

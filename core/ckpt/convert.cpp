@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 
@@ -185,6 +186,21 @@ void prepareDestination(const CheckpointInfo& source, const std::string& dst, co
   throwBadInput(dst, "already exists; pass --force to replace the checkpoint files in it");
 }
 
+// A conversion killed after it finished (index written, journal removed) but before it exited
+// leaves no journal: it is complete when every planned file has exactly its planned size --
+// the journal's own evidence -- and the index holds exactly the planned bytes.
+bool finishedWithoutJournal(const ReshardPlan& plan, const std::string& dst) {
+  std::error_code ec;
+  for (const auto& f : plan.files) {
+    const auto size = fs::file_size(fs::path(dst) / f.name, ec);
+    if (ec || size != f.fileBytes) return false;
+  }
+  if (plan.indexName.empty()) return true;
+  std::ifstream in(fs::path(dst) / plan.indexName, std::ios::binary);
+  const std::string index((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return in.good() || in.eof() ? index == plan.indexContent : false;
+}
+
 }  // namespace
 
 std::uint64_t perJobBufferBytes(const ConvertOptions& o) {
@@ -202,6 +218,13 @@ ConvertReport convertCheckpoint(const CheckpointInfo& source, const ReshardPlan&
   validateConvertOptions(source, plan, o);
   const std::string fingerprint = conversionFingerprint(source, plan);
   ConvertJournal journal(dst);
+  if (o.resume && journal.recordedFingerprint().empty() && finishedWithoutJournal(plan, dst)) {
+    ConvertReport done;  // resuming a finished conversion is a no-op, not an error
+    for (const auto& f : plan.files) done.alreadyDone.push_back(f.name);
+    done.complete = true;
+    done.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return done;
+  }
   prepareDestination(source, dst, fingerprint, o, journal);
   journal.start(fingerprint, source.path + " -> " + targetName(plan.target));
 

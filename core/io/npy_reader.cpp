@@ -212,7 +212,7 @@ HostTensor readNpy(const std::string& path) {
   auto buffer = std::make_shared<std::vector<std::uint8_t>>(nbytes);
   if (needsOrder)
     fortranToC(p + dataStart, buffer->data(), header.shape, elem);
-  else
+  else if (nbytes > 0)  // an empty vector's data() may be null, which memcpy must not get
     std::memcpy(buffer->data(), p + dataStart, nbytes);
   swapToNative(buffer->data(), nbytes, descr.swapWidth, descr.bigEndian);
   t.data = buffer->data();

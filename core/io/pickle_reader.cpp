@@ -177,7 +177,10 @@ class Unpickler {
   }
   void memo(std::size_t index) {
     need(1);
-    if (index > (1u << 26)) fail("memo index too large");
+    // Picklers number memo slots from 0, one per memoised object, and every object costs at
+    // least a byte: an index beyond the pickle's size is hostile (a LONG_BINPUT of 2^26 used to
+    // allocate 1 GiB of slots; found by fuzz_unpickle).
+    if (index > n_) fail("memo index " + std::to_string(index) + " is beyond the pickle's " + std::to_string(n_) + " bytes");
     if (memo_.size() <= index) memo_.resize(index + 1);
     memo_[index] = stack_.back();
   }

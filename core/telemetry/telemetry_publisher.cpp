@@ -148,6 +148,7 @@ void TelemetryPublisher::run() {
       }
       if (any) sent_.fetch_add(1);
     }
+    batch.clear();  // free the lines before taking the lock that onRecord() waits for
     lock.lock();
     busy_ = false;
     if (queue_.empty()) drained_.notify_all();

@@ -369,7 +369,12 @@ class TestCkptReshard : public QObject {
     std::ofstream(path("dst_unjournaled/.stoker-journal/.plan.stoker-tmp-1-0")) << "torn";
     QVERIFY(convert(path("dst_src"), path("dst_unjournaled"), "single", "keep", resume).complete);
     QCOMPARE(listDir(path("dst_unjournaled")), std::vector<std::string>{"model.safetensors"});
-    // A finished conversion has no journal left: --resume says so and points to verify.
+    // Killed after finishing (journal removed, process not yet gone): --resume has nothing to do.
+    const auto again = convert(path("dst_src"), path("dst_unjournaled"), "single", "keep", resume);
+    QVERIFY(again.complete && again.written.empty());
+    QCOMPARE(again.alreadyDone, std::vector<std::string>{"model.safetensors"});
+    // Not the planned bytes and no journal: nothing to resume, and the message says why.
+    fs::resize_file(path("dst_unjournaled/model.safetensors"), 8);
     expectBadInput([&] { convert(path("dst_src"), path("dst_unjournaled"), "single", "keep", resume); },
                    "a finished conversion removes its journal");
   }

@@ -197,6 +197,14 @@ np.save(d + '/np_u16.npy', np.array([1, 65535], dtype='<u2'))
     QCOMPARE(values<std::uint16_t>(u16), (std::vector<std::uint16_t>{1, 65535}));
   }
 
+  // Found by fuzz_npy: an empty big-endian array passed a null pointer to memcpy (UBSan).
+  void emptyBigEndianArray() {
+    QVERIFY(test::writeFile(tmp("empty.npy"), npy("{'descr': '>f8', 'fortran_order': False, 'shape': (0, 4), }", "")));
+    const HostTensor t = readNpy(tmp("empty.npy").toStdString());
+    QCOMPARE(t.nbytes, std::uint64_t(0));
+    QCOMPARE(t.shape, (std::vector<std::int64_t>{0, 4}));
+  }
+
   void npyMalformed_data() {
     QTest::addColumn<QByteArray>("bytes");
     QTest::addColumn<QString>("expected");

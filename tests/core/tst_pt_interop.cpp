@@ -10,6 +10,7 @@
 
 #include <ATen/ATen.h>
 
+#include "io/pickle_reader.h"
 #include "io/pt_file.h"
 #include "test_support.h"
 #include "util/error.h"
@@ -146,6 +147,19 @@ class TestPtInterop : public QObject {
     const QString error = openError(path("evil.pt"));
     QVERIFY2(error.contains("refuses to call posix.system"), qPrintable(error));
     QVERIFY(!QFile::exists(path("PWNED")));
+  }
+
+  // Found by fuzz_unpickle: LONG_BINPUT with slot 2^26 allocated 1 GiB of memo slots (seconds
+  // per 10-byte input). A memo slot beyond the pickle's own size is refused at once.
+  void refusesMemoSlotsBeyondThePickle() {
+    const QByteArray pickle = QByteArray("\x80\x02}r", 4) + QByteArray("\x00\x00\x00\x04", 4) + ".";
+    try {
+      stoker::unpickle(reinterpret_cast<const std::uint8_t*>(pickle.constData()), std::size_t(pickle.size()), "memo.pkl");
+      QFAIL("a memo slot of 2^26 in a 9-byte pickle was accepted");
+    } catch (const stoker::Error& e) {
+      QCOMPARE(e.kind(), stoker::ErrorKind::BadInput);
+      QVERIFY2(std::string(e.what()).find("memo index 67108864 is beyond") != std::string::npos, e.what());
+    }
   }
 
   void refusesLegacyGarbageAndTruncatedFiles() {
