@@ -71,16 +71,26 @@ run_tests() {
   else
     log "skipping the .deb install test (it installs into /usr): STOKER_TEST_DEB=1 or packaging/test-deb.sh runs it"
   fi
+  # CI also runs every suite under ASan+UBSan and a 20 s smoke run of every fuzz target
+  # (`check` with STOKER_CHECK=tsan and `fuzz 600` are the longer passes, run by hand).
+  if [[ -n "${CI:-}" || -n "${STOKER_TEST_SANITIZERS:-}" ]]; then
+    STOKER_CHECK=asan run_check
+    run_fuzz 20
+  else
+    log "skipping the sanitizer pass and the fuzz smoke run (CI=true or STOKER_TEST_SANITIZERS=1 runs them)"
+  fi
 }
 
 # A sanitizer build of everything (tests included) in its own folder.
-# clang: it compiles the libtorch-heavy sources about twice as fast as g++ here.
-sanitizer_build() {  # DIR SANITIZERS [extra cmake args...]
-  local dir="$1" sanitize="$2"
-  shift 2
+# COMPILER=gcc or clang. ASan+UBSan use g++ (what the release build uses); TSan uses clang, whose
+# runtime copes with libtorch's threads here and which compiles the libtorch-heavy sources faster.
+sanitizer_build() {  # DIR SANITIZERS COMPILER [extra cmake args...]
+  local dir="$1" sanitize="$2" compiler="$3" cc=gcc cxx=g++
+  shift 3
+  [[ "$compiler" == clang ]] && cc=clang cxx=clang++
   install_missing
   if [[ ! -f "$dir/build.ninja" ]]; then
-    CC=clang CXX=clang++ cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    CC=$cc CXX=$cxx cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DSTOKER_SANITIZE="$sanitize" "$@"
   fi
   cmake --build "$dir"
@@ -111,14 +121,14 @@ run_check() {
   if [[ "$which" == all || "$which" == asan ]]; then
     local asan_dir="${STOKER_ASAN_BUILD_DIR:-$ROOT/build-asan}"
     log "ASan+UBSan: building in $asan_dir"
-    sanitizer_build "$asan_dir" address,undefined
+    sanitizer_build "$asan_dir" address,undefined gcc
     log "ASan+UBSan: every suite"
     ctest --test-dir "$asan_dir" --output-on-failure --timeout 1200
   fi
   if [[ "$which" == all || "$which" == tsan ]]; then
     local tsan_dir="${STOKER_TSAN_BUILD_DIR:-$ROOT/build-tsan}"
     log "TSan: building in $tsan_dir"
-    sanitizer_build "$tsan_dir" thread
+    sanitizer_build "$tsan_dir" thread clang
     log "TSan: the concurrent suites"
     # libtorch's intra-op pool is libgomp, which TSan cannot see into (it reports the pool's own
     # barriers as races): one OpenMP thread keeps it out of the picture; Stoker's threads are ours.

@@ -116,8 +116,9 @@ class TestTelemetry : public QObject {
     QVERIFY(listener.port() > 0);
     const std::string address = "127.0.0.1:" + std::to_string(listener.port());
     TelemetryPublisher rank0({address}), rank1({"tcp://" + address});
-    // Connections are set up by the publisher thread; give them a moment.
-    for (int i = 0; i < 20 && listener.connections() < 2; ++i) {
+    // Connections are set up by the publisher thread, retried once a second: give them a few
+    // seconds (a sanitizer build is slow to connect the first time).
+    for (int i = 0; i < 100 && listener.connections() < 2; ++i) {
       rank0.publishLine("{}");
       rank1.publishLine("{}");
       listener.poll(50);
