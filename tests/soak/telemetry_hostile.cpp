@@ -5,7 +5,8 @@
 //
 // Passes when: the honest records keep arriving in every second of the attack; every hostile
 // line is refused (counted, never delivered); the process's RSS stays within a bound; and the
-// stalled publisher's onRecord() never takes more than a few milliseconds (it drops and counts).
+// stalled publisher's onRecord() never blocks (a quarter second at worst, which a blocking send
+// would exceed forever; it drops and counts instead).
 // Prints one line per second (received, refused, connections, RSS) and a verdict; exit 1 on
 // failure. A soak program, not a timed test: `packaging/stoker.sh soak` runs it.
 #include <arpa/inet.h>
@@ -237,7 +238,9 @@ int main(int argc, char** argv) {
   if (good.load() < 100) fail("too few honest records arrived");
   if (hostileDelivered.load() != 0) fail("a hostile line was delivered as a record");
   if (rssGrowthMiB > 256) fail("the listener's memory grew by more than 256 MiB");
-  if (worstMs > 20) fail("onRecord blocked on a stalled peer");
+  // A send that blocked on the stalled peer would hold onRecord until the peer reads -- forever.
+  // Milliseconds are scheduling noise (2 cores, sanitizer builds); a quarter second is not.
+  if (worstMs > 250) fail("onRecord blocked on a stalled peer");
   if (dropped == 0) fail("a stalled peer dropped nothing (the queue cannot be bounded)");
   std::printf("%s\n", ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;
