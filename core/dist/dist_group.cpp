@@ -1,5 +1,6 @@
 #include "dist/dist_group.h"
 
+#include <csignal>
 #include <string>
 
 #include "util/error.h"
@@ -46,6 +47,12 @@ auto collective(const char* name, F f) {
 bool distAvailable() { return true; }
 
 std::unique_ptr<DistGroup> DistGroup::connect(const DistEnv& env, double timeoutSeconds) {
+  // Gloo's TCP pairs write without MSG_NOSIGNAL: when a peer dies, the next write raised SIGPIPE
+  // and silently killed this rank instead of failing the collective with a named error (found
+  // by tests/soak/feed_kill.py). Python ignores SIGPIPE at start-up, which is why PyTorch users
+  // never see it; do the same, unless the program installed a handler of its own.
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
   auto impl = std::make_unique<Impl>();
   impl->env = env;
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeoutSeconds * 1000));

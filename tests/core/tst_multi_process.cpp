@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <map>
 #include <set>
 
@@ -244,6 +245,20 @@ class TestMultiProcess : public QObject {
     for (auto s : after) QVERIFY2(!before.count(s), qPrintable(QString("sample %1 repeated after resume").arg(s)));
     QCOMPARE(before.size() + after.size(), std::size_t(3000));  // nothing skipped
     QCOMPARE(progressOf(progress)["epoch"].toInt(), 1);  // the epoch completed
+  }
+
+  // Found by tests/soak/feed_kill.py: Gloo writes to a dead peer without MSG_NOSIGNAL, and the
+  // SIGPIPE killed a surviving rank silently (exit by signal 13, no error line). Joining a group
+  // now ignores SIGPIPE, as Python does, unless the program set a handler of its own.
+  void joiningAGroupIgnoresSigpipe() {
+    if (!stoker::distAvailable()) QSKIP("built without c10d");
+    std::signal(SIGPIPE, SIG_DFL);
+    stoker::DistEnv env;
+    env.masterPort = freePort();
+    auto group = stoker::DistGroup::connect(env, 20);
+    struct sigaction now {};
+    QCOMPARE(sigaction(SIGPIPE, nullptr, &now), 0);
+    QVERIFY(now.sa_handler == SIG_IGN);
   }
 
   void aPeerThatNeverJoinsTimesOutClearly() {

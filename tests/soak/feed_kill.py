@@ -76,9 +76,15 @@ def main():
         victim = rng.randrange(world)
         common = ["--dataset", "synthetic:%d,4" % SAMPLES, "--batch-size", "10", "--seed", "7",
                   "--progress", progress, "--rendezvous-timeout", "15"]
-        procs = start(stoker, world, common + ["--step-us", "3000", "--record", os.path.join(work, "before")])
-        delay = rng.uniform(0.0, 2.5)
-        time.sleep(delay)
+        procs = start(stoker, world, common + ["--step-us", "20000", "--record", os.path.join(work, "before")])
+        t_start = time.monotonic()
+        if rng.random() < 0.25:  # anywhere, the rendezvous included
+            time.sleep(rng.uniform(0.0, 2.0))
+        else:  # mid-epoch: after the first committed step (an epoch takes 3000 / (10 x world) x 20 ms)
+            while not os.path.exists(progress) and time.monotonic() - t_start < 60:
+                time.sleep(0.01)
+            time.sleep(rng.uniform(0.0, 6.0 / world))
+        delay = time.monotonic() - t_start
         procs[victim].send_signal(signal.SIGKILL)
         t0 = time.monotonic()
         name = "round %d (world %d, rank %d killed after %.2fs)" % (i, world, victim, delay)
