@@ -223,7 +223,11 @@ class Unpickler {
       fail("unsupported persistent id (expected a torch storage)");
     auto cls = pid->items[1]->text.substr(pid->items[1]->text.rfind('.') + 1);
     auto v = make(Kind::Storage);
-    v->tensor.dtype = storageClasses().at(cls);
+    // Any allowed global may sit where the storage class belongs (found by fuzz_unpickle: an
+    // OrderedDict there escaped as std::out_of_range instead of a refusal).
+    const auto known = storageClasses().find(cls);
+    if (known == storageClasses().end()) fail("persistent id names " + pid->items[1]->text + ", not a storage class");
+    v->tensor.dtype = known->second;
     if (pid->items[2]->kind != Kind::String || pid->items[3]->kind != Kind::String)
       fail("storage key or location is not a string");
     v->tensor.storageKey = pid->items[2]->text;

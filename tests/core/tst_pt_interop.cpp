@@ -162,6 +162,25 @@ class TestPtInterop : public QObject {
     }
   }
 
+  // Found by fuzz_unpickle: an allowed global that is not a storage class where a persistent id
+  // names the storage class escaped as std::out_of_range (map::at) instead of a refusal.
+  void refusesAPersistentIdThatIsNotAStorage() {
+    auto unicode = [](const QByteArray& s) {
+      QByteArray b("X");
+      for (int i = 0; i < 4; ++i) b += char((s.size() >> (8 * i)) & 0xff);
+      return b + s;
+    };
+    const QByteArray pickle = QByteArray("\x80\x02(", 3) + unicode("storage") + "ccollections\nOrderedDict\n" +
+                              unicode("0") + unicode("cpu") + QByteArray("K\x01tQ.", 6);
+    try {
+      stoker::unpickle(reinterpret_cast<const std::uint8_t*>(pickle.constData()), std::size_t(pickle.size()), "pid.pkl");
+      QFAIL("an OrderedDict as a storage class was accepted");
+    } catch (const stoker::Error& e) {
+      QCOMPARE(e.kind(), stoker::ErrorKind::BadInput);
+      QVERIFY2(std::string(e.what()).find("not a storage class") != std::string::npos, e.what());
+    }
+  }
+
   void refusesLegacyGarbageAndTruncatedFiles() {
     QVERIFY(openError(path("legacy.pt")).contains("legacy (pre-1.6)"));
     QVERIFY(test::writeFile(path("garbage.pt"), "hello, not a checkpoint"));
