@@ -1,5 +1,7 @@
 #include "fuzz_checkpoint.h"
 
+#include <filesystem>
+
 #include "ckpt/reshard_plan.h"
 #include "fuzz_target.h"
 
@@ -13,6 +15,15 @@ std::string safetensorsBytes(const std::string& headerJson, std::uint64_t dataBy
   out += header;
   for (std::uint64_t i = 0; i < dataBytes; ++i) out += static_cast<char>(i * 7 + 1);
   return out;
+}
+
+std::string checkpointFolder(const std::string& name, const std::vector<std::pair<std::string, std::string>>& files) {
+  const std::string dir = scratchDir() + "/" + name;
+  if (!std::filesystem::exists(dir)) {
+    std::filesystem::create_directories(dir);
+    for (const auto& [file, bytes] : files) writeScratchFile(name + "/" + file, bytes);
+  }
+  return dir;
 }
 
 void checkAcceptedCheckpoint(const CheckpointInfo& info) {

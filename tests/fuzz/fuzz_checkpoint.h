@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "ckpt/inspect.h"
 
@@ -12,6 +14,9 @@ namespace stoker::fuzz {
 
 // A valid safetensors file: `headerJson` padded to 8 bytes, then `dataBytes` bytes of a counter.
 std::string safetensorsBytes(const std::string& headerJson, std::uint64_t dataBytes);
+
+// A scratch folder `name` holding `files` (file name -> bytes), written on the first call only.
+std::string checkpointFolder(const std::string& name, const std::vector<std::pair<std::string, std::string>>& files);
 
 // Plans accepted, consistent checkpoints onto `ranks:3` and `hf:64` and walks every copy run.
 void checkAcceptedCheckpoint(const CheckpointInfo& info);
