@@ -184,7 +184,8 @@ int main(int argc, char** argv) {
                   static_cast<long long>(listener.badLines()), static_cast<unsigned long long>(hostileSent.load()),
                   listener.connections(), rssKiB() / 1024);
       std::fflush(stdout);
-      if (g == goodAtLastPrint) starved = true;
+      // From the honest publisher's first record on (it connects within its 1 s retry interval).
+      if (goodAtLastPrint > 0 && g == goodAtLastPrint) starved = true;
       goodAtLastPrint = g;
       lastPrint = now;
     }
