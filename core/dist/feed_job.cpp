@@ -17,6 +17,7 @@
 #include "plan/shard_plan.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/json_number.h"
 
 namespace stoker {
 namespace {
@@ -185,11 +186,16 @@ FeedProgress readFeedProgress(const std::string& path) {
   try {
     const auto j = nlohmann::json::parse(in);
     FeedProgress p;
-    p.samples = j.at("samples").get<std::int64_t>();
-    p.seed = j.at("seed").get<std::uint64_t>();
-    p.epoch = j.at("epoch").get<std::int64_t>();
-    p.consumed = j.at("consumed").get<std::int64_t>();
-    p.worldSize = j.at("world_size").get<int>();
+    auto integer = [&](const char* key, auto& out) {
+      const auto v = jsonInteger<std::decay_t<decltype(out)>>(j.at(key));
+      if (!v) throwBadInput(path, std::string("\"") + key + "\" is not an integer in range");
+      out = *v;
+    };
+    integer("samples", p.samples);
+    integer("seed", p.seed);
+    integer("epoch", p.epoch);
+    integer("consumed", p.consumed);
+    integer("world_size", p.worldSize);
     if (p.epoch < 0 || p.consumed < 0 || p.consumed > p.samples) throwBadInput(path, "progress values out of range");
     return p;
   } catch (const nlohmann::json::exception& e) {

@@ -3,8 +3,23 @@
 #include <nlohmann/json.hpp>
 
 #include "util/error.h"
+#include "util/json_number.h"
 
 namespace stoker {
+
+namespace {
+// Integral fields must hold an integer that fits; everything else converts as nlohmann does.
+template <class T>
+void readField(const nlohmann::json& v, T& out, const char* name) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    const auto n = jsonInteger<T>(v);
+    if (!n) throwBadInput("telemetry", std::string("field \"") + name + "\" is not an integer in range");
+    out = *n;
+  } else {
+    out = v.get<T>();
+  }
+}
+}  // namespace
 
 #define STOKER_TELEMETRY_FIELDS(X)                                                                                   \
   X(time) X(host) X(pid) X(rank) X(worker) X(device) X(epoch) X(step) X(steps_total) X(samples_per_s) X(bytes_per_s) \
@@ -26,7 +41,7 @@ TelemetryRecord telemetryFromJson(const std::string& line) {
   try {
     // Missing fields keep their defaults: other producers may send fewer.
 #define STOKER_GET(name) \
-  if (j.contains(#name) && !j[#name].is_null()) r.name = j[#name].get<decltype(r.name)>();
+  if (j.contains(#name) && !j[#name].is_null()) readField(j[#name], r.name, #name);
     STOKER_TELEMETRY_FIELDS(STOKER_GET)
 #undef STOKER_GET
   } catch (const nlohmann::json::exception& e) {

@@ -309,6 +309,10 @@ class TestMultiProcess : public QObject {
     QVERIFY(stoker::test::writeFile(progress, "{not json"));
     r = stoker::test::runStoker({"feed", "--dataset", "synthetic:100,4", "--progress", progress, "--resume"});
     QVERIFY2(r.exitCode == 2 && r.err.contains("not a stoker progress file"), r.err.constData());
+    // A float where an integer belongs was cast to int64 unchecked (undefined behaviour).
+    QVERIFY(stoker::test::writeFile(progress, R"({"samples": 100, "seed": 0, "epoch": 1e30, "consumed": 10, "world_size": 2})"));
+    r = stoker::test::runStoker({"feed", "--dataset", "synthetic:100,4", "--progress", progress, "--resume"});
+    QVERIFY2(r.exitCode == 2 && r.err.contains("\"epoch\" is not an integer in range"), r.err.constData());
     r = stoker::test::runStoker({"feed", "--dataset", "synthetic:100,4", "--weights", "1,0"}, {"RANK=0", "WORLD_SIZE=1"});
     QVERIFY2(r.exitCode == 2 && r.err.contains("2 entries for world size 1"), r.err.constData());
   }

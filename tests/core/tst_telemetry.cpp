@@ -185,6 +185,22 @@ class TestTelemetry : public QObject {
     }
   }
 
+  // Found by fuzz_telemetry: a float where an integer belongs (1e30 for "pid") was cast to int64
+  // unchecked -- undefined behaviour -- and a wide integer wrapped into an int field.
+  void integerFieldsMustHoldIntegersInRange() {
+    for (const char* bad : {R"({"pid": 1e30})", R"({"rank": 4294967296})", R"({"step": 2.5})", R"({"ready": -1e300})",
+                            R"({"mem_total": 18446744073709551615})"}) {
+      try {
+        telemetryFromJson(bad);
+        QFAIL(bad);
+      } catch (const Error& e) {
+        QCOMPARE(e.kind(), ErrorKind::BadInput);
+        QVERIFY2(std::string(e.what()).find("is not an integer in range") != std::string::npos, e.what());
+      }
+    }
+    QCOMPARE(telemetryFromJson(R"({"rank": 3.0, "pid": 12})").rank, 3);  // an integral float is an integer
+  }
+
   // Found by fuzzing (tests/fuzz/regressions/socket_address): strtol took signs, spaces and a
   // trailing NUL, and hosts with control characters, slashes or bare IPv6 colons were accepted,
   // so an address did not print back as itself.
