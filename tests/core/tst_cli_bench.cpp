@@ -66,7 +66,11 @@ class TestCliBench : public QObject {
     QCOMPARE(devices.size(), 2);
     const double ratio = devices[0].toObject()["step_share"].toDouble() / devices[1].toObject()["step_share"].toDouble();
     QVERIFY2(ratio >= 1.5 && ratio <= 6.0, qPrintable(QString::number(ratio)));  // 3 in theory; the cores are shared
-    QCOMPARE(devices[0].toObject()["samples"].toInteger() + devices[1].toObject()["samples"].toInteger(), 12000);
+    // drop_last (the default): when fewer whole batches than devices are left, El Che drops them
+    // (plan/el_che.h). Whether one is left depends on the counts the measured times give -- a slow
+    // sanitizer build in CI met it -- so each epoch may end up to one batch short.
+    const auto seen = devices[0].toObject()["samples"].toInteger() + devices[1].toObject()["samples"].toInteger();
+    QVERIFY2(seen <= 12000 && seen >= 12000 - 2 * 20, qPrintable(QString::number(seen)));
     QVERIFY(doc["samples_per_s"].toDouble() > 0);
     // Weighted shares: 3:1 of each 40-sample step.
     r = runStoker({"bench", "--dataset", "synthetic:4000,16", "--device", "sim:0,sim:1", "--batch-size", "20", "--split",
