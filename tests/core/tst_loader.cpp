@@ -458,6 +458,9 @@ class TestLoader : public QObject {
     QTest::newRow("synthetic bad shape") << "synthetic:10,3x0" << "SHAPE must be positive";
     QTest::newRow("synthetic bad dtype") << "synthetic:10,4,f33" << "unknown dtype";
     QTest::newRow("synthetic bad cost") << "synthetic:10,4,f32,-3" << "cost_us";
+    // Found by fuzz_dataset_spec: the sample size overflowed int64 (UBSan), and so could N x it.
+    QTest::newRow("synthetic huge sample") << "synthetic:10,3x32x63332x2x63x63332x2x63x3x32x64" << "a sample of this shape is too large";
+    QTest::newRow("synthetic huge dataset") << "synthetic:4611686018427387904,1024" << "N samples of this shape are too large";
     QTest::newRow("fashion dir") << "fashion-mnist:/nonexistent" << "dataset-fashion-mnist";
     QTest::newRow("missing file") << "/nonexistent/x.safetensors" << "/nonexistent/x.safetensors";
   }
