@@ -82,8 +82,8 @@ run_tests() {
 }
 
 # A sanitizer build of everything (tests included) in its own folder.
-# COMPILER=gcc or clang. ASan+UBSan use g++ (what the release build uses); TSan uses clang, whose
-# runtime copes with libtorch's threads here and which compiles the libtorch-heavy sources faster.
+# COMPILER=gcc or clang. ASan+UBSan use g++ (what the release build uses); TSan uses clang, which
+# compiles the libtorch-heavy sources about twice as fast as g++ here.
 sanitizer_build() {  # DIR SANITIZERS COMPILER [extra cmake args...]
   local dir="$1" sanitize="$2" compiler="$3" cc=gcc cxx=g++
   shift 3
@@ -142,7 +142,8 @@ run_check() {
   fi
 }
 
-# Every fuzz target for SECONDS, two at a time; a report per target (executions, coverage at the
+# Every fuzz target for SECONDS, two at a time (a unit slower than 30 s is a hang: a starved
+# machine made 10 s units of 1 ms "time out"); a report per target (executions, coverage at the
 # start and the end, findings). Inputs that fail land in build-fuzz/findings/<target>/: copy them
 # to tests/fuzz/regressions/<target>/ once fixed, so tst_fuzz_regressions keeps them fixed.
 run_fuzz() {
@@ -171,7 +172,7 @@ run_fuzz() {
     lsan="$LSAN_OPTIONS"
     [[ "$t" == pt ]] && lsan="$lsan:fast_unwind_on_malloc=0"
     LSAN_OPTIONS="$lsan" "$dir/fuzz/fuzz_$t" "$dir/corpus/$t" "$ROOT/tests/fuzz/corpus/$t" \
-      -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
+      -max_total_time="$seconds" -timeout=30 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
       -print_final_stats=1 -artifact_prefix="$dir/findings/$t/" >"$dir/logs/$t.log" 2>&1
     echo "$?" >"$dir/logs/$t.rc"' <<<"$targets"
   local failed=() t report="$dir/fuzz-report.md"
