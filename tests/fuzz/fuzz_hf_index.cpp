@@ -8,7 +8,7 @@
 using stoker::fuzz::safetensorsBytes;
 
 STOKER_FUZZ_TARGET(hf_index) {
-  const std::string dir = stoker::fuzz::checkpointFolder(
+  stoker::fuzz::checkpointFolder(
       "hf", {{"model-00001-of-00002.safetensors",
               safetensorsBytes(R"({"a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},)"
                                R"("b":{"dtype":"F32","shape":[3],"data_offsets":[24,36]}})", 36)},
@@ -16,5 +16,4 @@ STOKER_FUZZ_TARGET(hf_index) {
               safetensorsBytes(R"({"c":{"dtype":"F16","shape":[4],"data_offsets":[0,8]}})", 8)}});
   const std::string index = stoker::fuzz::writeScratchFile("hf/model.safetensors.index.json", data, size);
   stoker::fuzz::checkAcceptedCheckpoint(stoker::inspectCheckpoint(index));
-  (void)dir;
 }

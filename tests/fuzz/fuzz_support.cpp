@@ -99,6 +99,15 @@ void check(bool ok, const std::string& what) {
   if (!ok) throw std::logic_error("invariant broken: " + what);
 }
 
+void checkHostTensor(const HostTensor& t) {
+  const auto bytes = dtypeBytesFor(t.dtype, t.elementCount());
+  check(bytes && *bytes == t.nbytes, "byte count = elements x dtype size");
+  std::uint64_t sum = 0;
+  for (std::uint64_t i = 0; i < t.nbytes; ++i) sum += t.data[i];
+  volatile std::uint64_t sink = sum;
+  (void)sink;
+}
+
 }  // namespace stoker::fuzz
 
 #ifdef STOKER_LIBFUZZER

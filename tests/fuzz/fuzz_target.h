@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "io/host_tensor.h"
+
 namespace stoker::fuzz {
 
 using TargetFn = void (*)(const std::uint8_t* data, std::size_t size);
@@ -30,6 +32,10 @@ std::string runTarget(TargetFn fn, const std::uint8_t* data, std::size_t size);
 const std::string& scratchDir();
 std::string writeScratchFile(const std::string& name, const std::uint8_t* data, std::size_t size);
 std::string writeScratchFile(const std::string& name, const std::string& text);
+
+// A tensor a reader accepted: its byte count is elements x dtype size, and every byte is readable
+// (ASan sees a view that runs past its mapping or buffer).
+void checkHostTensor(const HostTensor& t);
 
 // An invariant of an accepted input that does not hold: a finding, like a crash.
 void check(bool ok, const std::string& what);
