@@ -8,6 +8,7 @@
 #include "io/pt_file.h"
 #include "io/safetensors_file.h"
 #include "util/error.h"
+#include "util/file_exists.h"
 
 namespace stoker {
 namespace fs = std::filesystem;
@@ -106,8 +107,8 @@ void readPtFile(const std::string& path, CheckpointInfo& info) {
 // A directory: which layout is it?
 void readDirectory(const std::string& dir, CheckpointInfo& info) {
   const fs::path d(dir);
-  if (fs::exists(d / "metadata.json")) return readRanksDirectory(dir, info);
-  if (fs::exists(d / "model.safetensors.index.json"))
+  if (fileExists(d / "metadata.json")) return readRanksDirectory(dir, info);
+  if (fileExists(d / "model.safetensors.index.json"))
     return readHfIndex((d / "model.safetensors.index.json").string(), info);
   std::vector<fs::path> indexes;
   std::error_code ec;
@@ -118,11 +119,11 @@ void readDirectory(const std::string& dir, CheckpointInfo& info) {
   }
   if (indexes.size() == 1) return readHfIndex(indexes.front().string(), info);
   if (indexes.size() > 1) throwBadInput(dir, "holds several *.safetensors.index.json files; name the one to use");
-  if (fs::exists(d / "model.safetensors")) {
+  if (fileExists(d / "model.safetensors")) {
     readSafetensorsFile((d / "model.safetensors").string(), info);
     return;
   }
-  if (fs::exists(d / "model.pt")) {
+  if (fileExists(d / "model.pt")) {
     readPtFile((d / "model.pt").string(), info);
     return;
   }

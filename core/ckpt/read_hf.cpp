@@ -10,6 +10,7 @@
 
 #include "ckpt/layout_readers.h"
 #include "util/error.h"
+#include "util/file_exists.h"
 
 namespace stoker {
 namespace fs = std::filesystem;
@@ -84,7 +85,7 @@ void readHfIndex(const std::string& indexPath, CheckpointInfo& info) {
   std::map<std::string, int> fileIndex;
   for (const auto& f : fileNames) {
     const std::string path = (dir / f).string();
-    if (!fs::exists(path)) {
+    if (!fileExists(path)) {
       info.problems.push_back(f + " is named by the index but missing");
       continue;
     }

@@ -10,6 +10,7 @@
 
 #include "ckpt/layout_readers.h"
 #include "util/error.h"
+#include "util/file_exists.h"
 
 namespace stoker {
 namespace fs = std::filesystem;
@@ -110,7 +111,7 @@ void readRanksDirectory(const std::string& dir, CheckpointInfo& info) {
   std::vector<int> fileIndex(numRanks, -1);
   for (int r = 0; r < numRanks; ++r) {
     const std::string path = (root / ("rank_" + std::to_string(r) + ".safetensors")).string();
-    if (!fs::exists(path)) {
+    if (!fileExists(path)) {
       info.problems.push_back("rank_" + std::to_string(r) + ".safetensors is missing (num_ranks " +
                               std::to_string(numRanks) + ")");
       continue;

@@ -1,7 +1,9 @@
 #include "io/pickle_reader.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
+#include <unordered_map>
 
 #include "util/error.h"
 
@@ -26,10 +28,22 @@ PyRef make(Kind k) {
   return v;
 }
 
+// What a state dict never needs, refused so that walking the result stays cheap: nesting deeper
+// than this, or more values than this once shared ones are counted at every place they appear
+// (a 1 KB pickle of x = [x, x] forty times over expands to 2^40; found while fixing the cycle
+// leak below, it hung `stoker ckpt inspect`).
+constexpr int kMaxDepth = 1000;
+constexpr std::uint64_t kMaxExpanded = 1u << 22;
+
 class Unpickler {
  public:
   Unpickler(const std::uint8_t* data, std::size_t n, const std::string& subject)
       : p_(data), n_(n), subject_(subject) {}
+  Unpickler(const Unpickler&) = delete;
+  Unpickler& operator=(const Unpickler&) = delete;
+  ~Unpickler() {
+    if (!accepted_) takeApart();
+  }
 
   PyRef run() {
     while (true) {
@@ -39,9 +53,11 @@ class Unpickler {
         case 0x95: bytes(8); break;                  // FRAME
         case '.':                                    // STOP
           if (stack_.size() != 1 || !marks_.empty()) fail("stack not balanced at STOP");
+          checkShape(stack_.back());
+          accepted_ = true;
           return stack_.back();
         case '(': marks_.push_back(stack_.size()); break;
-        case ')': push(make(Kind::Tuple)); break;
+        case ')': push(container(Kind::Tuple)); break;
         case 't': push(sequence(Kind::Tuple, popMark())); break;
         case 0x85: case 0x86: case 0x87: {           // TUPLE1..3
           std::size_t k = op - 0x84u;
@@ -51,12 +67,12 @@ class Unpickler {
           push(sequence(Kind::Tuple, std::move(items)));
           break;
         }
-        case ']': push(make(Kind::List)); break;
+        case ']': push(container(Kind::List)); break;
         case 'l': push(sequence(Kind::List, popMark())); break;
         case 'a': { auto v = pop(); listTop()->items.push_back(v); break; }
         case 'e': { auto items = popMark(); auto l = listTop(); l->items.insert(l->items.end(), items.begin(), items.end()); break; }
-        case '}': push(make(Kind::Dict)); break;
-        case 'd': { auto items = popMark(); auto d = make(Kind::Dict); setItems(d, items); push(d); break; }
+        case '}': push(container(Kind::Dict)); break;
+        case 'd': { auto items = popMark(); auto d = container(Kind::Dict); setItems(d, items); push(d); break; }
         case 's': { auto v = pop(); auto k = pop(); setItems(dictTop(), {k, v}); break; }
         case 'u': { auto items = popMark(); setItems(dictTop(), items); break; }
         case 'N': push(make(Kind::None)); break;
@@ -168,7 +184,70 @@ class Unpickler {
     stack_.resize(m);
     return items;
   }
-  PyRef sequence(Kind k, std::vector<PyRef> items) { auto v = make(k); v->items = std::move(items); return v; }
+  PyRef sequence(Kind k, std::vector<PyRef> items) { auto v = container(k); v->items = std::move(items); return v; }
+  PyRef container(Kind k) {
+    auto v = make(k);
+    containers_.push_back(v);
+    return v;
+  }
+
+  // Pickle may build a value that contains itself (APPEND or SETITEM of a memoised list or dict
+  // into itself), which shared_ptr never frees (found by fuzz_unpickle as a leak), and it may
+  // share one value at many places. Walks the result once, without recursion, and refuses a
+  // cycle, nesting deeper than kMaxDepth and more than kMaxExpanded values counted per place.
+  void checkShape(const PyRef& root) {
+    struct Seen { bool done = false; int height = 0; std::uint64_t expanded = 0; };
+    struct Frame { const PyValue* v; std::size_t next = 0; int height = 0; std::uint64_t expanded = 1; };
+    auto child = [](const PyValue& v, std::size_t i) -> const PyValue* {
+      if (i < v.items.size()) return v.items[i].get();
+      i -= v.items.size();
+      if (i / 2 < v.dict.size()) return (i % 2 ? v.dict[i / 2].second : v.dict[i / 2].first).get();
+      return nullptr;
+    };
+    std::unordered_map<const PyValue*, Seen> seen;
+    std::vector<Frame> path{{root.get()}};
+    seen[root.get()];
+    while (!path.empty()) {
+      const PyValue* next = child(*path.back().v, path.back().next++);
+      if (next) {
+        auto [it, fresh] = seen.try_emplace(next);
+        if (fresh) {
+          if (path.size() > static_cast<std::size_t>(kMaxDepth))
+            fail("values nest deeper than " + std::to_string(kMaxDepth) + " levels");
+          path.push_back({next});
+          continue;
+        }
+        if (!it->second.done) fail("a value contains itself (a cycle), which a state dict never does");
+        Frame& f = path.back();
+        f.height = std::max(f.height, it->second.height + 1);
+        f.expanded = std::min(kMaxExpanded + 1, f.expanded + it->second.expanded);
+        continue;
+      }
+      const Frame f = path.back();
+      path.pop_back();
+      if (f.height > kMaxDepth) fail("values nest deeper than " + std::to_string(kMaxDepth) + " levels");
+      if (f.expanded > kMaxExpanded)
+        fail("shared values repeat to more than " + std::to_string(kMaxExpanded) + " entries when expanded");
+      seen[f.v] = {true, f.height, f.expanded};
+      if (!path.empty()) {
+        path.back().height = std::max(path.back().height, f.height + 1);
+        path.back().expanded = std::min(kMaxExpanded + 1, path.back().expanded + f.expanded);
+      }
+    }
+  }
+
+  // A refused pickle's values are freed one by one: every container is emptied while this holds
+  // a reference to each, so cycles come apart and a deep chain is not freed by deep recursion.
+  void takeApart() {
+    std::vector<PyRef> alive;
+    alive.reserve(containers_.size());
+    for (auto& w : containers_)
+      if (auto v = w.lock()) alive.push_back(std::move(v));
+    for (auto& v : alive) {
+      v->items.clear();
+      v->dict.clear();
+    }
+  }
   PyRef listTop() { need(1); if (stack_.back()->kind != Kind::List) fail("APPEND to a non-list"); return stack_.back(); }
   PyRef dictTop() { need(1); if (stack_.back()->kind != Kind::Dict) fail("SETITEM on a non-dict"); return stack_.back(); }
   void setItems(const PyRef& d, const std::vector<PyRef>& kv) {
@@ -243,7 +322,7 @@ class Unpickler {
     const auto& a = args->items;
     const std::string& f = fn->text;
     if (f == "collections.OrderedDict") {
-      auto d = make(Kind::Dict);
+      auto d = container(Kind::Dict);
       if (!a.empty() && a[0]->kind == Kind::List)
         for (auto& pair : a[0]->items)
           if (pair->kind == Kind::Tuple && pair->items.size() == 2)
@@ -288,6 +367,8 @@ class Unpickler {
   std::vector<PyRef> stack_;
   std::vector<std::size_t> marks_;
   std::vector<PyRef> memo_;
+  std::vector<std::weak_ptr<PyValue>> containers_;  // every tuple, list and dict made, for takeApart
+  bool accepted_ = false;
 };
 
 }  // namespace

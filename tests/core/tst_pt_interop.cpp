@@ -66,6 +66,13 @@ class Evil:
         return (os.system, ('touch ' + out + '/PWNED',))
 torch.save({'w': torch.ones(1), 'evil': Evil()}, out + '/evil.pt')
 torch.save({'w': torch.ones(1)}, out + '/legacy.pt', _use_new_zipfile_serialization=False)
+loop = [torch.ones(1)]
+loop.append(loop)
+torch.save({'w': torch.ones(1), 'loop': loop}, out + '/cycle.pt')
+shared = {'w': torch.ones(2)}
+for _ in range(40): shared = [shared, shared]
+torch.save({'a': shared}, out + '/shared-2e40.pt')
+torch.save({'w': torch.ones(2), 'deep': [[[[[[[[torch.zeros(1)]]]]]]]]}, out + '/deep-ok.pt')
 )";
 
 const char* kLoadScript = R"(
@@ -178,6 +185,27 @@ class TestPtInterop : public QObject {
                               unicode("0") + unicode("cpu") + QByteArray("K\x01tQ.", 6);
     QVERIFY2(unpickleError(pickle).contains("names collections.OrderedDict, not a storage class"),
              qPrintable(unpickleError(pickle)));
+  }
+
+  // Found by fuzz_unpickle as a leak: a list appended to itself through the memo made a
+  // shared_ptr cycle that was never freed (torch.save writes the same for `l.append(l)`).
+  void refusesAValueThatContainsItself() {
+    const QString error = openError(path("cycle.pt"));
+    QVERIFY2(error.contains("a value contains itself (a cycle)"), qPrintable(error));
+    // EMPTY_LIST, BINPUT 0, BINGET 0, APPEND, STOP: the smallest cycle.
+    const QByteArray smallest("\x80\x02]q\x00h\x00" "a.", 9);
+    QVERIFY2(unpickleError(smallest).contains("a cycle"), qPrintable(unpickleError(smallest)));
+  }
+
+  // Found while fixing the cycle: 1 KB holding x = [x, x] forty times over expanded to 2^40
+  // entries, and `stoker ckpt inspect` never returned. Sharing stays fine where it is bounded
+  // (tied weights, views of one storage: readsViewsSharedStoragesAndEveryDtype).
+  void refusesSharedValuesThatExpandWithoutBound() {
+    const QString error = openError(path("shared-2e40.pt"));
+    QVERIFY2(error.contains("shared values repeat to more than 4194304 entries when expanded"), qPrintable(error));
+    PtFile deep = PtFile::open(path("deep-ok.pt").toStdString());
+    QCOMPARE(int(deep.tensors().size()), 2);
+    QCOMPARE(deep.tensors()[1].name, std::string("deep.0.0.0.0.0.0.0.0"));
   }
 
   void refusesLegacyGarbageAndTruncatedFiles() {
