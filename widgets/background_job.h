@@ -23,6 +23,9 @@ class BackgroundJob : public QObject {
 
   bool busy() const { return busy_.load(); }
   void stop();  // asks the running body to stop at its next safe point
+  // Cancels and joins: afterwards the body emits nothing more. Subclass destructors call it
+  // first (their members must outlive the body), and so do the workspaces that own a job.
+  void stopAndWait();
 
  Q_SIGNALS:
   void failed(const QString& message);
@@ -34,8 +37,6 @@ class BackgroundJob : public QObject {
   const CancelToken* cancelToken() const { return cancel_.get(); }
   // Call just before the body's last signal, so a slot may launch again.
   void markIdle() { busy_ = false; }
-  // Subclass destructors call this first: their members must outlive the body.
-  void stopAndWait();
 
  private:
   std::unique_ptr<CancelToken> cancel_;

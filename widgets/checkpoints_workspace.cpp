@@ -252,7 +252,10 @@ CheckpointsWorkspace::CheckpointsWorkspace(QWidget* parent) : QWidget(parent), j
 }
 
 CheckpointsWorkspace::~CheckpointsWorkspace() {
-  jobs_->disconnect(this);  // its thread may still report while the children go
+  // Join the job's thread before the children go, so nothing reports into a half-destroyed
+  // workspace (and no emission is still running while its connections are dropped).
+  jobs_->stopAndWait();
+  jobs_->disconnect(this);
   saveSettings();
 }
 

@@ -287,7 +287,10 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
 }
 
 LoaderWorkspace::~LoaderWorkspace() {
-  runner_->disconnect(this);  // its thread may still report while the children go
+  // Join the job's thread before the children go, so nothing reports into a half-destroyed
+  // workspace (and no emission is still running while its connections are dropped).
+  runner_->stopAndWait();
+  runner_->disconnect(this);
   saveSettings();
 }
 

@@ -122,7 +122,10 @@ MonitorWorkspace::MonitorWorkspace(QWidget* parent)
 }
 
 MonitorWorkspace::~MonitorWorkspace() {
-  source_->disconnect(this);  // its thread may still report while the children go
+  // Join the job's thread before the children go, so nothing reports into a half-destroyed
+  // workspace (and no emission is still running while its connections are dropped).
+  source_->stopAndWait();
+  source_->disconnect(this);
   QSettings().setValue("monitor/address", address_->text());
 }
 

@@ -9,6 +9,8 @@
 #include <QWidget>
 #include <algorithm>
 
+#include "slowdown.h"
+
 namespace stoker::test {
 
 class EventLoopProbe {
@@ -30,6 +32,9 @@ class EventLoopProbe {
   QElapsedTimer gap_;
   qint64 worst_ = 0;
 };
+
+// The longest stall a workspace may show: 50 ms, scaled by a sanitizer pass's slowdown.
+inline qint64 stallBudgetMs() { return 50 * slowdown(); }
 
 // With STOKER_SCREENSHOT_DIR set, saves `widget` as NAME.png there: the
 // screenshots of populated workspaces the README shows come from the tests.

@@ -7,12 +7,16 @@
 #include <QTest>
 #include <functional>
 
+#include "slowdown.h"
+
 namespace stoker::test {
 
+// `ms` is for a plain build; a sanitizer pass waits slowdown() times longer.
 inline bool waitUntil(const std::function<bool()>& done, int ms = 60000) {
+  const qint64 limit = qint64(ms) * slowdown();
   QElapsedTimer t;
   t.start();
-  while (!done() && t.elapsed() < ms) QTest::qWait(10);
+  while (!done() && t.elapsed() < limit) QTest::qWait(10);
   return done();
 }
 // Until `spy` has recorded `count` signals.
