@@ -98,6 +98,8 @@ LoaderOptionsForm::LoaderOptionsForm(QWidget* parent) : QWidget(parent) {
     label->setToolTip(tip);
     groups[group]->addRow(label, editor);
     editors_.insert(name, editor);
+    labels_.insert(name, label);
+    tips_.insert(name, tip);
     order_ << name;
   }
   messageLabel_ = new QLabel(this);
@@ -166,7 +168,7 @@ void LoaderOptionsForm::revalidate() {
   if (loading_) return;
   QString message, knob;
   try {
-    options();
+    updateInactive(options());
   } catch (const Error& e) {
     message = QString::fromStdString(e.what());
     knob = QString::fromStdString(e.subject());
@@ -180,6 +182,29 @@ void LoaderOptionsForm::revalidate() {
   messageLabel_->setVisible(!message.isEmpty());
   if (changedValidity) Q_EMIT validityChanged(message.isEmpty(), message);
   Q_EMIT changed();
+}
+
+void LoaderOptionsForm::setHostDevice(bool host) {
+  if (host == hostDevice_) return;
+  hostDevice_ = host;
+  revalidate();
+}
+
+// Greys out the knobs that do nothing with the other settings, and says why in
+// the tooltip (the value is kept: it matters again when the setting changes).
+void LoaderOptionsForm::updateInactive(const LoaderOptions& o) {
+  inactive_.clear();
+  for (const auto& k : inactiveKnobs(o, hostDevice_))
+    inactive_.insert(QString::fromStdString(k.knob), QString::fromStdString(k.reason));
+  for (const QString& name : order_) {
+    const QString reason = inactive_.value(name);
+    const QString tip = reason.isEmpty() ? tips_.value(name)
+                                         : tips_.value(name) + tr("<br><b>Greyed out:</b> %1").arg(reason.toHtmlEscaped());
+    for (QWidget* w : {editors_.value(name), static_cast<QWidget*>(labels_.value(name))}) {
+      w->setEnabled(reason.isEmpty());
+      w->setToolTip(tip);
+    }
+  }
 }
 
 }  // namespace stoker

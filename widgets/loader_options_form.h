@@ -28,6 +28,10 @@ class LoaderOptionsForm : public QWidget {
   QString invalidKnob() const { return invalidKnob_; }
   // The editor of `knob` (tests drive the form through these).
   QWidget* editor(const QString& knob) const { return editors_.value(knob); }
+  // Whether the devices run are all host devices (cpu): copy knobs then do nothing.
+  void setHostDevice(bool host);
+  // Why `knob` is greyed out (no effect with the other settings), or empty.
+  QString inactiveReason(const QString& knob) const { return inactive_.value(knob); }
 
  Q_SIGNALS:
   void changed();
@@ -37,7 +41,13 @@ class LoaderOptionsForm : public QWidget {
   QString formJson() const;
   void revalidate();
 
+  void updateInactive(const LoaderOptions& o);
+
   QHash<QString, QWidget*> editors_;
+  QHash<QString, QLabel*> labels_;
+  QHash<QString, QString> tips_;
+  QHash<QString, QString> inactive_;
+  bool hostDevice_ = true;
   QStringList order_;
   QLabel* messageLabel_;
   QString message_;

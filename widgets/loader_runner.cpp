@@ -78,12 +78,14 @@ bool LoaderRunner::startSweep(const LoaderRunRequest& request, const QList<Sweep
       if (!a.knob.isEmpty()) axes.push_back(parseSweepAxis(a.knob.toStdString(), a.values.toStdString()));
     sweepPoints(request.options, axes);  // refuse a bad axis before opening the dataset
     const auto devices = expandDevices(request.devices.toStdString());
-    auto dataset = openDataset(request.dataset.toStdString(), request.options);
+    const std::string spec = request.dataset.toStdString();
     Q_EMIT started({});
     // Sweep points publish no telemetry: their plots would interleave.
     const SweepResult result =
-        runSweep(dataset, request.options, axes, devices, sessionOptions(request, nullptr), cancelToken(),
+        runSweep([spec](const LoaderOptions& o) { return openDataset(spec, o); }, request.options, axes, devices,
+                 sessionOptions(request, nullptr), cancelToken(),
                  [this](const SweepPoint& p, int index, int count) {
+                   if (p.reopened) Q_EMIT note(tr("sweep row %1: dataset opened again for its reader settings").arg(index + 1));
                    QStringList values;
                    for (const auto& v : p.values) values << QString::fromStdString(v);
                    Q_EMIT sweepPoint(index, count, values, p.samplesPerS, p.bytesPerS, QString::fromStdString(p.mode),

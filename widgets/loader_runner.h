@@ -46,6 +46,7 @@ class LoaderRunner : public BackgroundJob {
   void sweepPoint(int index, int count, const QStringList& values, double samplesPerSecond, double bytesPerSecond,
                   const QString& mode, const QString& error);
   void sweepFinished(int bestIndex);
+  void note(const QString& text);  // a line for the log
 
  private:
   std::shared_ptr<TelemetryQueue> telemetry_;

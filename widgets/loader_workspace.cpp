@@ -5,8 +5,11 @@
 #include <QComboBox>
 #include <QDialog>
 #include <QDialogButtonBox>
+#include <QDir>
 #include <QDoubleSpinBox>
+#include <QFile>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QFontDatabase>
 #include <QFormLayout>
 #include <QGroupBox>
@@ -75,6 +78,12 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
   devices_->setToolTip(tr("cpu, sim:0 (a simulated GPU), sim:0,sim:1 (one loader per device, each on its shard), "
                           "cuda:0, or all"));
   dataForm->addRow(tr("Devices"), devices_);
+  // On cpu alone nothing is copied to a device: the form greys out the copy knobs.
+  connect(devices_, &QLineEdit::textChanged, this, [this](const QString& text) {
+    bool host = true;
+    for (const QString& d : text.split(',', Qt::SkipEmptyParts)) host = host && d.trimmed() == "cpu";
+    form_->setHostDevice(host);
+  });
   epochs_ = new QSpinBox(data);
   epochs_->setRange(1, 1000);
   epochs_->setValue(3);
@@ -115,9 +124,9 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
     if (!f.isEmpty()) exportOptions(f);
   });
   addButton(tr("PyTorch…"), tr("The equivalent torch.utils.data.DataLoader(...)"),
-            [this] { showSnippet(tr("PyTorch DataLoader"), pytorchSnippet()); });
+            [this] { showSnippet(tr("PyTorch DataLoader"), pytorchSnippet(), true); });
   addButton(tr("C++…"), tr("The LoaderOptions builder for a C++ training program"),
-            [this] { showSnippet(tr("C++ builder"), cppSnippet()); });
+            [this] { showSnippet(tr("C++ builder"), cppSnippet(), false); });
   optionsLayout->addLayout(fileRow);
   form_ = new LoaderOptionsForm(optionsBox);
   optionsLayout->addWidget(form_);
@@ -216,6 +225,7 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
   connect(runner_, &LoaderRunner::started, this, [this](const QStringList& notes) {
     for (const auto& n : notes) log_->appendPlainText(n);
   });
+  connect(runner_, &LoaderRunner::note, this, [this](const QString& text) { log_->appendPlainText(text); });
   connect(runner_, &LoaderRunner::progress, this, [this](qint64 done, qint64 total, double rate, double eta) {
     progress_->setValue(total > 0 ? static_cast<int>(1000.0 * static_cast<double>(done) / static_cast<double>(total)) : 0);
     if (rate > 0)
@@ -435,7 +445,35 @@ QString LoaderWorkspace::cppSnippet() const {
   }
 }
 
-void LoaderWorkspace::showSnippet(const QString& title, const QString& text) {
+QString LoaderWorkspace::weightsPathFor(const QString& snippetPath) const {
+  const QFileInfo info(snippetPath);
+  return info.dir().filePath(info.completeBaseName() + ".weights.json");
+}
+
+bool LoaderWorkspace::saveSnippet(const QString& path, bool pytorch) {
+  try {
+    const LoaderOptions o = form_->options();
+    const std::string weights = weightsPathFor(path).toStdString();
+    QString device = devices_->text().section(',', 0, 0).trimmed();  // the snippet runs one loader
+    if (device.isEmpty() || device == "all") device = "cuda:0";
+    const std::string text = pytorch ? exportPyTorchSnippet(o, "dataset", weights)
+                                     : exportCppSnippet(o, device.toStdString(), weights);
+    if (o.sampler_type == SamplerType::Weighted) saveWeightsFile(weights, o.weights);
+    QFile file(path);
+    if (!file.open(QIODevice::WriteOnly | QIODevice::Truncate) || file.write(QByteArray::fromStdString(text)) < 0 ||
+        !file.flush())
+      throw Error(ErrorKind::Io, path.toStdString(), file.errorString().toStdString());
+    status_->setText(o.sampler_type == SamplerType::Weighted
+                         ? tr("Saved %1 and the weights it loads, %2.").arg(path, QString::fromStdString(weights))
+                         : tr("Saved %1.").arg(path));
+    return true;
+  } catch (const Error& e) {
+    status_->setText(tr("Cannot save the snippet: %1").arg(QString::fromStdString(e.what())));
+    return false;
+  }
+}
+
+void LoaderWorkspace::showSnippet(const QString& title, const QString& text, bool pytorch) {
   QDialog dialog(this);
   dialog.setWindowTitle(title);
   auto* layout = new QVBoxLayout(&dialog);
@@ -446,6 +484,13 @@ void LoaderWorkspace::showSnippet(const QString& title, const QString& text) {
   auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close, &dialog);
   auto* copy = buttons->addButton(tr("Copy"), QDialogButtonBox::ActionRole);
   connect(copy, &QPushButton::clicked, &dialog, [text] { QApplication::clipboard()->setText(text); });
+  auto* save = buttons->addButton(tr("Save…"), QDialogButtonBox::ActionRole);
+  save->setToolTip(tr("Write the snippet to a file (a weighted sampler's weights go beside it)"));
+  connect(save, &QPushButton::clicked, &dialog, [this, &dialog, pytorch] {
+    const QString f = QFileDialog::getSaveFileName(&dialog, tr("Save snippet"), pytorch ? "loader.py" : "loader.cpp",
+                                                   pytorch ? tr("Python (*.py)") : tr("C++ (*.cpp)"));
+    if (!f.isEmpty() && saveSnippet(f, pytorch)) dialog.accept();
+  });
   connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
   layout->addWidget(buttons);
   dialog.resize(640, 420);

@@ -48,6 +48,10 @@ class LoaderWorkspace : public QWidget {
   int bestSweepRow() const { return bestRow_; }
   QString pytorchSnippet() const;
   QString cppSnippet() const;
+  // Writes the PyTorch (.py) or C++ snippet to `path`; with a weighted sampler
+  // also the weights it loads, to "<path without suffix>.weights.json".
+  // False (message in status) when the options are invalid or a write fails.
+  bool saveSnippet(const QString& path, bool pytorch);
   bool importOptions(const QString& path);  // false (message in status) when unreadable
   bool exportOptions(const QString& path);
 
@@ -69,7 +73,8 @@ class LoaderWorkspace : public QWidget {
   bool makeRequest(LoaderRunRequest& request);
   void setRunning(bool running);
   void drainTelemetry();
-  void showSnippet(const QString& title, const QString& text);
+  void showSnippet(const QString& title, const QString& text, bool pytorch);
+  QString weightsPathFor(const QString& snippetPath) const;
   void saveSettings() const;
   void restoreSettings();
 

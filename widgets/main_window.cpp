@@ -11,6 +11,7 @@
 #include <QStackedWidget>
 #include <QStatusBar>
 #include <QVBoxLayout>
+#include <algorithm>
 
 #include "checkpoints_workspace.h"
 #include "loader_workspace.h"
@@ -59,9 +60,20 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     page->body()->addWidget(body, 1);
     stack_->addWidget(page);
   }
-  nav_->setMaximumWidth(180);
+  // Wide enough for the longest title in the current font, never cut off
+  // ("Checkpoint…" with a scroll bar at the default size) nor collapsed.
+  int longest = 0;
+  for (int i = 0; i < nav_->count(); ++i)
+    longest = std::max(longest, nav_->fontMetrics().horizontalAdvance(nav_->item(i)->text()));
+  const int navWidth = longest + 2 * nav_->frameWidth() + 4 * nav_->fontMetrics().averageCharWidth() + 8;
+  nav_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  nav_->setTextElideMode(Qt::ElideNone);
+  nav_->setMinimumWidth(navWidth);
+  nav_->setMaximumWidth(std::max(180, navWidth));
+  split->setCollapsible(0, false);
+  split->setStretchFactor(0, 0);
   split->setStretchFactor(1, 1);
-  split->setSizes({160, 940});
+  split->setSizes({navWidth, 1100 - navWidth});
   setCentralWidget(split);
   connect(nav_, &QListWidget::currentRowChanged, stack_, &QStackedWidget::setCurrentIndex);
   nav_->setCurrentRow(0);

@@ -17,13 +17,17 @@ struct PlotText {
   const char* yLabel;
   const char* y2Label;  // nullptr: no right axis
   int graphsPerSeries;
+  int rightGraph;       // the graph drawn against the right axis, -1: none
 };
 
+// Memory: the device's total is a share on the right axis, not a line beside
+// used/reserved -- 24 GiB of host RAM drawn on the same axis flattened the
+// loader's few hundred MiB to zero.
 const PlotText kPlots[TelemetryPlots::PlotCount] = {
-    {"Throughput: samples/s, MB/s dashed", "samples/s", "MB/s", 2},
-    {"Memory: used, reserved dashed, total dotted", "MiB", nullptr, 3},
-    {"Prefetch: depth, ready batches dashed", "batches", nullptr, 2},
-    {"Batch latency: p50, p99 dashed", "ms", nullptr, 2},
+    {"Throughput: samples/s, MB/s dashed", "samples/s", "MB/s", 2, 1},
+    {"Memory: used, reserved dashed; % of total dotted", "MiB", "% of total", 3, 2},
+    {"Prefetch: depth, ready batches dashed", "batches", nullptr, 2, -1},
+    {"Batch latency: p50, p99 dashed", "ms", nullptr, 2, -1},
 };
 
 const Qt::PenStyle kStyles[] = {Qt::SolidLine, Qt::DashLine, Qt::DotLine};
@@ -68,7 +72,7 @@ TelemetryPlots::Series& TelemetryPlots::seriesFor(const QString& label) {
   const QColor colour = PlanGridView::rankColor(static_cast<int>(seriesOrder_.size())).darker(115);
   for (int p = 0; p < PlotCount; ++p) {
     for (int g = 0; g < kPlots[p].graphsPerSeries; ++g) {
-      const bool right = kPlots[p].y2Label && g == 1;
+      const bool right = g == kPlots[p].rightGraph;
       QCPGraph* graph = plots_[p]->addGraph(plots_[p]->xAxis, right ? plots_[p]->yAxis2 : plots_[p]->yAxis);
       graph->setPen(QPen(colour, 1, kStyles[g]));
       graph->setName(g == 0 ? label : QString());
@@ -92,7 +96,8 @@ void TelemetryPlots::addRecords(const std::vector<TelemetryRecord>& records) {
     Series& s = seriesFor(label);
     const double values[] = {
         r.samples_per_s, r.bytes_per_s / 1e6,                                              // throughput
-        r.mem_used / kMiB, r.mem_reserved / kMiB, r.mem_total / kMiB,                      // memory
+        r.mem_used / kMiB, r.mem_reserved / kMiB,                                          // memory
+        r.mem_total > 0 ? 100.0 * static_cast<double>(r.mem_used) / static_cast<double>(r.mem_total) : qQNaN(),
         static_cast<double>(r.prefetch_depth), static_cast<double>(r.ready),               // prefetch
         r.batch_latency_p50_ms, r.batch_latency_p99_ms,                                    // latency
     };
@@ -121,6 +126,25 @@ int TelemetryPlots::pointCount(const QString& label, Plot plot) const {
   int index = 0;
   for (int p = 0; p < plot; ++p) index += kPlots[p].graphsPerSeries;
   return it->graphs[static_cast<std::size_t>(index)]->dataCount();
+}
+
+double TelemetryPlots::axisUpper(Plot plot, bool right) const {
+  return (right ? plots_[plot]->yAxis2 : plots_[plot]->yAxis)->range().upper;
+}
+
+QString TelemetryPlots::axisLabel(Plot plot, bool right) const {
+  return (right ? plots_[plot]->yAxis2 : plots_[plot]->yAxis)->label();
+}
+
+bool TelemetryPlots::onRightAxis(Plot plot, int graph) const { return graph == kPlots[plot].rightGraph; }
+
+double TelemetryPlots::lastValue(const QString& label, Plot plot, int graph) const {
+  auto it = series_.find(label);
+  if (it == series_.end() || graph < 0 || graph >= kPlots[plot].graphsPerSeries) return qQNaN();
+  int index = graph;
+  for (int p = 0; p < plot; ++p) index += kPlots[p].graphsPerSeries;
+  const QCPGraph* g = it->graphs[static_cast<std::size_t>(index)];
+  return g->dataCount() ? (g->data()->constEnd() - 1)->value : qQNaN();
 }
 
 void TelemetryPlots::redraw() {

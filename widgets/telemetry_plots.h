@@ -1,6 +1,6 @@
 // telemetry_plots: the live per-device plots the Loader and Monitor share --
-// throughput (samples/s, MB/s dashed), memory (used, reserved dashed, total
-// dotted), prefetch depth (ready batches dashed) and batch latency (p50, p99
+// throughput (samples/s, MB/s dashed), memory (used, reserved dashed; used as
+// a % of the device's total dotted, on the right axis), prefetch depth (ready batches dashed) and batch latency (p50, p99
 // dashed). Records are added in batches; the plots redraw from a 25 Hz timer
 // only when something changed, and keep a bounded window of seconds
 // (QCustomPlot practice: addData in batches, removeBefore, queued replots).
@@ -36,6 +36,11 @@ class TelemetryPlots : public QWidget {
 
   QStringList series() const { return seriesOrder_; }
   int pointCount(const QString& series, Plot plot) const;  // points of its main graph now
+  // What the plots show (tests read these; the widgets' users see them):
+  double axisUpper(Plot plot, bool right) const;  // the y axis range's top
+  QString axisLabel(Plot plot, bool right) const;
+  bool onRightAxis(Plot plot, int graph) const;   // graph: 0 main, 1 dashed, 2 dotted
+  double lastValue(const QString& series, Plot plot, int graph) const;  // NaN when none
   int replots() const { return replots_; }
   QCustomPlot* plot(Plot p) const { return plots_[p]; }
 

@@ -27,7 +27,7 @@ namespace {
 
 struct BenchArgs {
   std::string dataset = "fashion-mnist";
-  std::string optionsFile, preset, device = "cpu", mode, saveOptions;
+  std::string optionsFile, preset, device = "cpu", mode, saveOptions, weightsFile = "weights.json";
   std::int64_t batchSize = -1;  // -1: not given, the options decide
   int epochs = 3, workers = -1, prefetch = -1;
   double stepMicros = 0;
@@ -164,9 +164,18 @@ void runBench(const BenchArgs& a) {
   if (a.stepMicros < 0) throwBadInput("--step-us", "must be non-negative");
   LoaderOptions options = resolveOptions(a);
   if (!a.saveOptions.empty()) saveLoaderOptions(a.saveOptions, options);
-  if (a.exportPytorch) std::printf("%s", exportPyTorchSnippet(options).c_str());
-  if (a.exportCpp) std::printf("%s", exportCppSnippet(options).c_str());
-  if (a.exportPytorch || a.exportCpp) return;
+  if (a.exportPytorch || a.exportCpp) {
+    // The snippets load a weighted sampler's weights from a file: write it.
+    if (options.sampler_type == SamplerType::Weighted) {
+      saveWeightsFile(a.weightsFile, options.weights);
+      std::fprintf(stderr, "wrote %zu weights to %s (the snippet loads them)\n", options.weights.size(),
+                   a.weightsFile.c_str());
+    }
+    const std::string device = a.device.find(',') == std::string::npos && a.device != "all" ? a.device : "cuda:0";
+    if (a.exportPytorch) std::printf("%s", exportPyTorchSnippet(options, "dataset", a.weightsFile).c_str());
+    if (a.exportCpp) std::printf("%s", exportCppSnippet(options, device, a.weightsFile).c_str());
+    return;
+  }
 
   SimDeviceConfig sim;
   sim.capacityBytes = static_cast<std::int64_t>(parseByteSize(a.simCapacity, "--sim-capacity"));
@@ -310,6 +319,8 @@ void addBenchCommands(CLI::App& app, int& exitCode) {
   bench->add_option("--save-options", args->saveOptions, "write the resolved LoaderOptions to this JSON file");
   bench->add_flag("--export-pytorch", args->exportPytorch, "print the equivalent PyTorch DataLoader(...) and exit");
   bench->add_flag("--export-cpp", args->exportCpp, "print the C++ builder for these options and exit");
+  bench->add_option("--weights-file", args->weightsFile,
+                    "exports with a weighted sampler: write its weights here for the snippet to load (default weights.json)");
   bench->add_option("--split", args->split, "several devices: equal, weights or el-che (default equal)")
       ->check(CLI::IsMember({"equal", "weights", "el-che"}));
   bench->add_option("--device-weights", args->deviceWeights, "--split weights: per-device shares (w0,w1,...)")

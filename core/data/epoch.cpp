@@ -162,9 +162,18 @@ const char* stageName(Stage s) {
   return "?";
 }
 
-Produced produceBatch(EpochState& s, std::int64_t b, WorkerStatus& status) {
+Produced produceBatch(EpochState& s, std::int64_t b, WorkerStatus& status, Clock::time_point deadline) {
   LoaderCore& c = *s.core;
   const auto start = Clock::now();
+  // With num_workers=0 the batch is made on the consumer's thread, so no one
+  // else can watch it: it checks the timeout itself after every sample (a
+  // sample that never returns cannot be interrupted on its own thread).
+  auto checkDeadline = [&] {
+    if (Clock::now() <= deadline) return;
+    char limit[32];
+    std::snprintf(limit, sizeof limit, "%g", c.options.timeout);
+    throw Error(ErrorKind::Timeout, "", std::string("not ready after timeout ") + limit + " s: " + describeStall(s, b));
+  };
   const std::int64_t begin = s.batchBegin[static_cast<std::size_t>(b)];
   const std::int64_t count = s.batchBegin[static_cast<std::size_t>(b) + 1] - begin;
   const std::int64_t* idx = s.order.data() + begin;
@@ -189,6 +198,7 @@ Produced produceBatch(EpochState& s, std::int64_t b, WorkerStatus& status) {
         throwBadInput("sample " + std::to_string(idx[i]), "out of range for " + std::to_string(n) + " samples");
     for (std::size_t f = 0; f < c.fields.size(); ++f)
       c.device->gatherRows(c.resident[f], idx, count, out->data() + c.fieldOffsets[f]);
+    checkDeadline();
   } else {
     std::shared_ptr<BufferLease> staging = c.device->isHost() ? out : c.stagingPool->acquire();
     status.stage.store(static_cast<int>(Stage::Reading));
@@ -202,6 +212,7 @@ Produced produceBatch(EpochState& s, std::int64_t b, WorkerStatus& status) {
       for (std::size_t f = 0; f < c.fields.size(); ++f)
         dst[f] = staging->data() + c.fieldOffsets[f] + i * c.fields[f].sampleBytes;
       c.dataset->readBatch(idx + i, std::min(step, count - i), dst.data());
+      checkDeadline();
     }
     status.sample.store(-1);
     if (!c.device->isHost()) {
@@ -375,8 +386,12 @@ std::optional<Batch> Epoch::next() {
   Produced p;
   int ready = 0;
   if (s.workerCount == 0) {
+    const double timeout = c.options.timeout;
+    const auto deadline = timeout > 0 ? asked + std::chrono::duration_cast<Clock::duration>(
+                                                    std::chrono::duration<double>(std::min(timeout, 1e9)))  // no overflow
+                                      : Clock::time_point::max();
     try {
-      p = produceBatch(s, s.consumed, s.status[s.workerCount]);
+      p = produceBatch(s, s.consumed, s.status[s.workerCount], deadline);
     } catch (...) {
       fail(std::current_exception());
     }

@@ -313,13 +313,22 @@ int Loader::prefetchDepth() const {
 }
 std::int64_t Loader::batchesPerEpoch() const {
   const LoaderOptions& o = core_->options;
+  const std::int64_t n = sampledPerEpoch();
+  return o.drop_last ? n / o.batch_size : (n + o.batch_size - 1) / o.batch_size;
+}
+std::int64_t Loader::sampledPerEpoch() const {
+  const LoaderOptions& o = core_->options;
   std::int64_t n = core_->dataset->size();
   if (o.sampler_type == SamplerType::Distributed)
     n = distributedSamplesPerRank({n, o.shard_rank, o.shard_world_size, o.shuffle, o.seed, o.drop_last});
   else if ((o.sampler_type == SamplerType::RandomWithReplacement || o.sampler_type == SamplerType::Weighted) &&
            o.num_samples > 0)
     n = o.num_samples;
-  return o.drop_last ? n / o.batch_size : (n + o.batch_size - 1) / o.batch_size;
+  return n;
+}
+std::int64_t Loader::samplesPerEpoch() const {
+  const std::int64_t n = sampledPerEpoch();
+  return core_->options.drop_last ? n / core_->options.batch_size * core_->options.batch_size : n;
 }
 const LoaderOptions& Loader::options() const { return core_->options; }
 const Dataset& Loader::dataset() const { return *core_->dataset; }

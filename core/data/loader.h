@@ -143,6 +143,9 @@ class Loader {
   LoadingMode mode() const;
   int prefetchDepth() const;  // of the last epoch started
   std::int64_t batchesPerEpoch() const;
+  // Samples an epoch hands out: the sampler's count, less the partial batch
+  // drop_last drops.
+  std::int64_t samplesPerEpoch() const;
   const LoaderOptions& options() const;
   const Dataset& dataset() const;
   DeviceBackend& device() const;
@@ -153,6 +156,7 @@ class Loader {
   std::int64_t poolAllocations() const;  // buffer blocks ever allocated (leak and reuse tests)
 
  private:
+  std::int64_t sampledPerEpoch() const;  // the sampler's count for this rank
   Epoch startEpoch(std::int64_t e, std::vector<std::int64_t> order, std::vector<std::int64_t> batchBegin, bool fed);
   std::shared_ptr<LoaderCore> core_;
 };

@@ -105,8 +105,10 @@ struct EpochState {
   TelemetryWindow window;
 };
 
-// Produces batch `b` of the epoch (epoch.cpp).
-Produced produceBatch(EpochState& s, std::int64_t b, WorkerStatus& status);
+// Produces batch `b` of the epoch (epoch.cpp). Past `deadline` (checked
+// after each sample) it throws Error(Timeout) naming the stage.
+Produced produceBatch(EpochState& s, std::int64_t b, WorkerStatus& status,
+                      Clock::time_point deadline = Clock::time_point::max());
 // The body every worker thread runs during an epoch (epoch.cpp).
 void workerLoop(const std::shared_ptr<EpochState>& state, int worker);
 

@@ -130,8 +130,6 @@ std::string got(T v) {
   return " (got " + s.str() + ")";
 }
 
-std::string pyBool(bool b) { return b ? "True" : "False"; }
-
 }  // namespace
 
 std::string loadingModeName(LoadingMode m) { return enumName(kModes, m); }
@@ -277,6 +275,35 @@ std::vector<std::string> knobChoices(const std::string& knob) {
   return {};
 }
 
+std::vector<InactiveKnob> inactiveKnobs(const LoaderOptions& o, bool hostDevice) {
+  std::vector<InactiveKnob> out;
+  auto add = [&out](const char* knob, const std::string& reason) { out.push_back({knob, reason}); };
+  if (o.num_workers == 0) {
+    add("prefetch", "no effect with num_workers = 0: each batch is made on the consumer's thread when it asks");
+    add("persistent_workers", "no worker threads with num_workers = 0");
+  }
+  if (hostDevice) {
+    const std::string why = "no effect on cpu: batches stay in host memory, nothing is copied to a device";
+    add("pin_memory", why);
+    add("non_blocking", why);
+  }
+  if (o.sampler_type != SamplerType::Distributed) {
+    add("shard_rank", "used only by the distributed sampler (sampler_type = distributed)");
+    add("shard_world_size", "used only by the distributed sampler (sampler_type = distributed)");
+  }
+  if (o.sampler_type != SamplerType::Weighted) add("weights", "used only by the weighted sampler (sampler_type = weighted)");
+  if (o.sampler_type != SamplerType::Weighted && o.sampler_type != SamplerType::RandomWithReplacement)
+    add("num_samples", "used only by the weighted and random_with_replacement samplers");
+  if (o.sampler_type == SamplerType::Sequential || o.sampler_type == SamplerType::Weighted ||
+      o.sampler_type == SamplerType::RandomWithReplacement)
+    add("shuffle", "the " + samplerTypeName(o.sampler_type) + " sampler decides the order itself");
+  if (o.reader_mode != ReaderMode::Read) {
+    add("part_size", "used only with reader_mode = read");
+    add("max_inflight_parts", "used only with reader_mode = read");
+  }
+  return out;
+}
+
 const std::vector<KnobInfo>& knobTable() {
   static const std::vector<KnobInfo> table = {
       {"batch_size", false, "samples per batch", "Batches", "DataLoader(batch_size=)"},
@@ -310,112 +337,6 @@ const std::vector<KnobInfo>& knobTable() {
       {"telemetry_interval_ms", false, "how often records reach observers", "Telemetry", "none"},
   };
   return table;
-}
-
-std::string exportPyTorchSnippet(const LoaderOptions& o, const std::string& ds) {
-  std::ostringstream s;
-  s << "import torch\n"
-    << "from torch.utils.data import DataLoader";
-  const bool dist = o.sampler_type == SamplerType::Distributed;
-  const bool weighted = o.sampler_type == SamplerType::Weighted;
-  const bool replacement = o.sampler_type == SamplerType::RandomWithReplacement;
-  if (dist) s << ", DistributedSampler";
-  if (weighted) s << ", WeightedRandomSampler";
-  if (replacement) s << ", RandomSampler";
-  s << "\n\n";
-  s << "generator = torch.Generator()\ngenerator.manual_seed(" << o.seed << ")\n";
-  std::string samplerArg;
-  if (dist) {
-    s << "sampler = DistributedSampler(" << ds << ", num_replicas=" << o.shard_world_size << ", rank=" << o.shard_rank
-      << ", shuffle=" << pyBool(o.shuffle) << ", seed=" << o.seed << ", drop_last=" << pyBool(o.drop_last) << ")\n"
-      << "# call sampler.set_epoch(epoch) at the start of every epoch\n";
-    samplerArg = "sampler=sampler";
-  } else if (weighted) {
-    s << "weights = torch.load('weights.pt')  # " << o.weights.size() << " weights, one per sample\n"
-      << "sampler = WeightedRandomSampler(weights, num_samples=" << (o.num_samples ? std::to_string(o.num_samples) : "len(weights)")
-      << ", replacement=True, generator=generator)\n";
-    samplerArg = "sampler=sampler";
-  } else if (replacement) {
-    s << "sampler = RandomSampler(" << ds << ", replacement=True"
-      << (o.num_samples ? ", num_samples=" + std::to_string(o.num_samples) : std::string()) << ", generator=generator)\n";
-    samplerArg = "sampler=sampler";
-  }
-  s << "loader = DataLoader(\n    " << ds << ",\n    batch_size=" << o.batch_size << ",\n";
-  if (samplerArg.empty())
-    s << "    shuffle=" << pyBool(o.shuffle && o.sampler_type != SamplerType::Sequential) << ",\n    generator=generator,\n";
-  else
-    s << "    " << samplerArg << ",\n";
-  s << "    drop_last=" << pyBool(o.drop_last) << ",\n    num_workers=" << o.num_workers << ",\n";
-  if (o.num_workers > 0) {
-    // PyTorch's prefetch_factor counts batches per worker; Stoker's prefetch counts them in total.
-    s << "    prefetch_factor=" << std::max(1, (o.prefetch + o.num_workers - 1) / o.num_workers) << ",\n"
-      << "    persistent_workers=" << pyBool(o.persistent_workers) << ",\n";
-    if (!o.multiprocessing_context.empty()) s << "    multiprocessing_context='" << o.multiprocessing_context << "',\n";
-  }
-  s << "    pin_memory=" << pyBool(o.pin_memory) << ",\n    timeout=" << o.timeout << ",\n)\n";
-  if (o.memory_format == MemoryFormat::Nhwc)
-    s << "# batches: images = images.to(device, non_blocking=" << pyBool(o.non_blocking)
-      << ", memory_format=torch.channels_last)\n";
-  else
-    s << "# batches: x = x.to(device, non_blocking=" << pyBool(o.non_blocking) << ")\n";
-  return s.str();
-}
-
-std::string exportCppSnippet(const LoaderOptions& o) {
-  const LoaderOptions d;
-  std::ostringstream s;
-  s << "#include \"data/loader.h\"\n\n"
-    << "auto options = stoker::LoaderOptions::builder()\n";
-  auto line = [&s](const std::string& call) { s << "    ." << call << "\n"; };
-  auto b = [](bool v) { return std::string(v ? "true" : "false"); };
-  line("batchSize(" + std::to_string(o.batch_size) + ")");
-  if (o.drop_last != d.drop_last) line("dropLast(" + b(o.drop_last) + ")");
-  if (o.shuffle != d.shuffle) line("shuffle(" + b(o.shuffle) + ")");
-  if (o.seed != d.seed) line("seed(" + std::to_string(o.seed) + ")");
-  line("numWorkers(" + std::to_string(o.num_workers) + ")");
-  line("prefetch(" + std::to_string(o.prefetch) + ")");
-  if (o.auto_tune != d.auto_tune) line("autoTune(" + b(o.auto_tune) + ")");
-  static const char* modes[] = {"Auto", "Resident", "Streaming"};
-  if (o.loading_mode != d.loading_mode)
-    line(std::string("loadingMode(stoker::LoadingMode::") + modes[static_cast<int>(o.loading_mode)] + ")");
-  if (o.reader_mode != d.reader_mode) line("readerMode(stoker::ReaderMode::Read)");
-  if (o.part_size != d.part_size) line("partSize(" + std::to_string(o.part_size) + ")");
-  if (o.max_inflight_parts != d.max_inflight_parts) line("maxInflightParts(" + std::to_string(o.max_inflight_parts) + ")");
-  if (o.shard_world_size != 1 || o.shard_rank != 0)
-    line("shard(" + std::to_string(o.shard_rank) + ", " + std::to_string(o.shard_world_size) + ")");
-  if (o.worker_id != d.worker_id) line("workerId(" + std::to_string(o.worker_id) + ")");
-  if (o.pin_memory != d.pin_memory) line("pinMemory(" + b(o.pin_memory) + ")");
-  if (o.persistent_workers != d.persistent_workers) line("persistentWorkers(" + b(o.persistent_workers) + ")");
-  if (o.timeout != d.timeout) {
-    std::ostringstream t;
-    t << o.timeout;
-    line("timeout(" + t.str() + ")");
-  }
-  static const char* samplers[] = {"Sequential", "Random", "RandomWithReplacement", "Distributed", "Weighted"};
-  if (o.sampler_type != d.sampler_type)
-    line(std::string("sampler(stoker::SamplerType::") + samplers[static_cast<int>(o.sampler_type)] + ")");
-  if (!o.weights.empty()) line("weights(weights)  // " + std::to_string(o.weights.size()) + " weights");
-  if (o.num_samples != d.num_samples) line("numSamples(" + std::to_string(o.num_samples) + ")");
-  static const char* formats[] = {"Auto", "Nchw", "Nhwc"};
-  if (o.memory_format != d.memory_format)
-    line(std::string("memoryFormat(stoker::MemoryFormat::") + formats[static_cast<int>(o.memory_format)] + ")");
-  if (o.non_blocking != d.non_blocking) line("nonBlocking(" + b(o.non_blocking) + ")");
-  if (o.generator_seed != d.generator_seed) line("generatorSeed(" + std::to_string(o.generator_seed) + ")");
-  if (o.enable_transforms != d.enable_transforms) line("enableTransforms(" + b(o.enable_transforms) + ")");
-  if (o.collate_buffer_size != d.collate_buffer_size) line("collateBufferSize(" + std::to_string(o.collate_buffer_size) + ")");
-  if (o.vram_max_usage != d.vram_max_usage) {
-    std::ostringstream t;
-    t << o.vram_max_usage;
-    line("vramMaxUsage(" + t.str() + ")");
-  }
-  if (o.reuse_buffers != d.reuse_buffers) line("reuseBuffers(" + b(o.reuse_buffers) + ")");
-  if (o.telemetry_interval_ms != d.telemetry_interval_ms)
-    line("telemetryIntervalMs(" + std::to_string(o.telemetry_interval_ms) + ")");
-  s << "    .build();\n"
-    << "stoker::Loader loader(dataset, options, stoker::DeviceSpec::parse(\"cuda:0\"));\n"
-    << "for (int64_t epoch = 0; epoch < epochs; ++epoch)\n"
-    << "  for (const stoker::Batch& batch : loader.epoch(epoch)) { /* batch[\"images\"] */ }\n";
-  return s.str();
 }
 
 }  // namespace stoker

@@ -130,8 +130,29 @@ const std::vector<KnobInfo>& knobTable();
 // The names an enumerated knob accepts (loading_mode, ...); empty for others.
 std::vector<std::string> knobChoices(const std::string& knob);
 
-// `datasetExpr` names the Python dataset object (e.g. "dataset").
-std::string exportPyTorchSnippet(const LoaderOptions& o, const std::string& datasetExpr = "dataset");
-std::string exportCppSnippet(const LoaderOptions& o);
+// Knobs that have no effect with these options (on a host-only device such
+// as cpu when `hostDevice`), each with the reason in words: the workbench
+// form greys them out instead of accepting them silently.
+struct InactiveKnob {
+  std::string knob;
+  std::string reason;
+};
+std::vector<InactiveKnob> inactiveKnobs(const LoaderOptions& o, bool hostDevice);
+
+// Exports (data/loader_export.cpp). The PyTorch snippet builds `loader` and
+// `set_epoch(epoch)`; called before each epoch, the loader serves the same
+// samples in the same batches as Stoker with these options. `datasetExpr`
+// names the Python dataset object. The C++ snippet defines stokerOptions()
+// and feedEpochs(dataset, epochs) on `device`. A weighted sampler's weights
+// are read from `weightsFile` (write it with saveWeightsFile). Both throw
+// what validateLoaderOptions throws.
+std::string exportPyTorchSnippet(const LoaderOptions& o, const std::string& datasetExpr = "dataset",
+                                 const std::string& weightsFile = "weights.json");
+std::string exportCppSnippet(const LoaderOptions& o, const std::string& device = "cuda:0",
+                             const std::string& weightsFile = "weights.json");
+// The weights as a JSON array (exact doubles); loading throws Error(BadInput)
+// naming the file.
+void saveWeightsFile(const std::string& path, const std::vector<double>& weights);
+std::vector<double> loadWeightsFile(const std::string& path);
 
 }  // namespace stoker

@@ -25,15 +25,28 @@ double steadyRate(const std::vector<EpochSummary>& epochs, bool bytes) {
   return seconds > 0 ? amount / seconds : 0;
 }
 
+void checkSplittable(const LoaderOptions& o, int devices) {
+  const std::string n = std::to_string(devices);
+  if (o.sampler_type == SamplerType::Weighted || o.sampler_type == SamplerType::RandomWithReplacement)
+    throwBadInput("sampler_type", samplerTypeName(o.sampler_type) + " sampling cannot be split across " + n +
+                                      " devices (each device runs a distributed shard); use random or sequential, "
+                                      "or one device");
+  if (o.sampler_type == SamplerType::Distributed && (o.shard_world_size != 1 || o.shard_rank != 0))
+    throwBadInput("shard_world_size", "with " + n + " devices each device is one shard (rank = its position); set "
+                                      "shard_rank 0 and shard_world_size 1, or run one device per process");
+}
+
 LoaderSession::LoaderSession(std::shared_ptr<Dataset> dataset, const LoaderOptions& options,
                              const std::vector<DeviceSpec>& devices, LoaderSessionOptions session)
     : dataset_(std::move(dataset)), options_(options), session_(std::move(session)) {
   if (session_.epochs < 1) throwBadInput("epochs", "must be at least 1 (got " + std::to_string(session_.epochs) + ")");
   if (session_.stepMicros < 0) throwBadInput("step", "must be non-negative");
   if (devices.empty()) throwBadInput("device", "no device given");
+  if (devices.size() > 1) checkSplittable(options_, static_cast<int>(devices.size()));
   for (std::size_t d = 0; d < devices.size(); ++d) {
     LoaderOptions o = options_;
     if (devices.size() > 1) {  // one shard of the dataset per device
+      if (o.sampler_type == SamplerType::Sequential) o.shuffle = false;  // each shard in order
       o.sampler_type = SamplerType::Distributed;
       o.shard_rank = static_cast<int>(d);
       o.shard_world_size = static_cast<int>(devices.size());
@@ -58,8 +71,7 @@ std::vector<std::string> LoaderSession::notes() const {
 std::uint64_t LoaderSession::totalBytes() const {
   std::uint64_t total = 0;
   for (const auto& r : runs_)
-    total += static_cast<std::uint64_t>(r->loader->batchesPerEpoch() * options_.batch_size * dataset_->sampleBytes() *
-                                        session_.epochs);
+    total += static_cast<std::uint64_t>(r->loader->samplesPerEpoch() * dataset_->sampleBytes() * session_.epochs);
   return total;
 }
 

@@ -47,6 +47,11 @@ struct LoaderSessionResult {
 // growth), or the only epoch.
 double steadyRate(const std::vector<EpochSummary>& epochs, bool bytes);
 
+// Several devices each run one distributed shard (rank = position). Throws
+// Error(BadInput) naming the knob for options that cannot be split that way:
+// weighted or with-replacement sampling, or a shard of a larger world.
+void checkSplittable(const LoaderOptions& o, int devices);
+
 class LoaderSession {
  public:
   // Opens one loader per device now (mode choice, resident upload), so

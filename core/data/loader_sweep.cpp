@@ -65,17 +65,30 @@ std::vector<SweepPoint> sweepPoints(const LoaderOptions& base, const std::vector
   return points;
 }
 
-SweepResult runSweep(std::shared_ptr<Dataset> dataset, const LoaderOptions& base, const std::vector<SweepAxis>& axes,
+bool datasetKnobsDiffer(const LoaderOptions& a, const LoaderOptions& b) {
+  return a.reader_mode != b.reader_mode || a.part_size != b.part_size || a.max_inflight_parts != b.max_inflight_parts;
+}
+
+SweepResult runSweep(const DatasetOpener& open, const LoaderOptions& base, const std::vector<SweepAxis>& axes,
                      const std::vector<DeviceSpec>& devices, const LoaderSessionOptions& session,
                      const CancelToken* cancel, const std::function<void(const SweepPoint&, int, int)>& onPoint) {
   SweepResult result;
   result.points = sweepPoints(base, axes);
   const int n = static_cast<int>(result.points.size());
+  std::shared_ptr<Dataset> dataset;
+  LoaderOptions openedWith;
   for (int i = 0; i < n; ++i) {
     if (cancel) cancel->throwIfCancelled("sweep");
     SweepPoint& p = result.points[i];
     if (p.error.empty()) {
       try {
+        if (!dataset || datasetKnobsDiffer(openedWith, p.options)) {
+          p.reopened = dataset != nullptr;
+          dataset.reset();  // the old one's memory goes before the new one is read
+          dataset = open(p.options);
+          openedWith = p.options;
+          result.datasetOpens++;
+        }
         LoaderSession run(dataset, p.options, devices, session);
         LoaderSessionResult r = run.run(nullptr, cancel);
         p.samplesPerS = r.samplesPerS;

@@ -21,6 +21,7 @@ struct SweepAxis {
 struct SweepPoint {
   std::vector<std::string> values;  // one per axis
   LoaderOptions options;
+  bool reopened = false;            // the dataset was opened again for this point's dataset-level knobs
   double samplesPerS = 0;
   double bytesPerS = 0;
   std::string mode;                 // of the first device
@@ -30,7 +31,16 @@ struct SweepPoint {
 struct SweepResult {
   std::vector<SweepPoint> points;
   int bestIndex = -1;  // the fastest point without error
+  int datasetOpens = 0;
 };
+
+// Opens the swept dataset for some options (openDataset(spec, options)).
+using DatasetOpener = std::function<std::shared_ptr<Dataset>(const LoaderOptions&)>;
+
+// Knobs that decide how the dataset reaches memory (openDataset reads them),
+// not how the loader runs: a point that changes one needs the dataset opened
+// again, or it measures the previous point's dataset.
+bool datasetKnobsDiffer(const LoaderOptions& a, const LoaderOptions& b);
 
 // Every combination's options, validated: an axis naming no knob or a value of
 // the wrong type is Error(BadInput) naming the knob; a combination the loader
@@ -42,8 +52,10 @@ std::vector<SweepPoint> sweepPoints(const LoaderOptions& base, const std::vector
 SweepAxis parseSweepAxis(const std::string& knob, const std::string& commaValues);
 
 // Runs each point for session.epochs epochs (at least 2 is sensible: the
-// first is warm-up). `onPoint` is called after each, from this thread.
-SweepResult runSweep(std::shared_ptr<Dataset> dataset, const LoaderOptions& base, const std::vector<SweepAxis>& axes,
+// first is warm-up). The dataset is opened with the first point's options and
+// again whenever a point's dataset-level knobs differ from the open one's.
+// `onPoint` is called after each, from this thread.
+SweepResult runSweep(const DatasetOpener& open, const LoaderOptions& base, const std::vector<SweepAxis>& axes,
                      const std::vector<DeviceSpec>& devices, const LoaderSessionOptions& session,
                      const CancelToken* cancel, const std::function<void(const SweepPoint&, int index, int count)>& onPoint);
 

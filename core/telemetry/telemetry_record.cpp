@@ -34,12 +34,25 @@ std::string telemetryToJson(const TelemetryRecord& r) {
   return j.dump();
 }
 
+// DESIGN.md's Telemetry section: what every record carries. A record
+// without one of them is not telemetry (a zero would be shown as a measured
+// value); worker, steps_total and epoch_end default when absent.
+#define STOKER_TELEMETRY_REQUIRED(X)                                                                             \
+  X(time) X(host) X(pid) X(rank) X(device) X(epoch) X(step) X(samples_per_s) X(bytes_per_s) X(batch_latency_p50_ms) \
+  X(batch_latency_p99_ms) X(data_wait_ms) X(step_ms) X(prefetch_depth) X(ready) X(mode) X(mem_used) X(mem_reserved) \
+  X(mem_allocated) X(mem_total)
+
 TelemetryRecord telemetryFromJson(const std::string& line) {
   nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
   if (j.is_discarded() || !j.is_object()) throwBadInput("telemetry", "not a JSON object");
+  std::string missing;
+#define STOKER_NEED(name) \
+  if (!j.contains(#name) || j[#name].is_null()) missing += (missing.empty() ? "" : ", ") + std::string(#name);
+  STOKER_TELEMETRY_REQUIRED(STOKER_NEED)
+#undef STOKER_NEED
+  if (!missing.empty()) throwBadInput("telemetry", "record lacks required fields: " + missing);
   TelemetryRecord r;
   try {
-    // Missing fields keep their defaults: other producers may send fewer.
 #define STOKER_GET(name) \
   if (j.contains(#name) && !j[#name].is_null()) readField(j[#name], r.name, #name);
     STOKER_TELEMETRY_FIELDS(STOKER_GET)

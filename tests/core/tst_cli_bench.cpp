@@ -53,6 +53,20 @@ class TestCliBench : public QObject {
     auto cpp = runStoker({"bench", "--options", saved, "--export-cpp"});
     QCOMPARE(cpp.exitCode, 0);
     QVERIFY(cpp.out.contains(".batchSize(8)"));
+
+    // A weighted sampler's export writes the weights file its snippets load.
+    const QString weighted = dir_.filePath("weighted.json"), weights = dir_.filePath("w.json");
+    QFile f(weighted);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(R"({"sampler_type": "weighted", "weights": [1, 0.5, 2, 0.25]})");
+    f.close();
+    auto py = runStoker({"bench", "--options", weighted, "--export-pytorch", "--export-cpp", "--weights-file", weights});
+    QVERIFY2(py.exitCode == 0, py.err.constData());
+    QVERIFY2(py.out.contains("WeightedRandomSampler") && py.out.contains(weights.toUtf8()) &&
+                 py.out.contains("loadWeightsFile(\"" + weights.toUtf8() + "\")"),
+             py.out.constData());
+    QCOMPARE(stoker::test::readFile(weights).trimmed(), QByteArray("[1.0,0.5,2.0,0.25]"));
+    QVERIFY(py.err.contains("wrote 4 weights to"));
   }
 
   void severalDevicesSplitEachStep() {

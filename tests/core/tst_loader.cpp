@@ -7,10 +7,14 @@
 #include <ATen/ATen.h>
 
 #include <atomic>
+#include <cstring>
+#include <mutex>
 #include <fstream>
 #include <thread>
 
 #include "data/loader.h"
+#include "data/loader_session.h"
+#include "data/loader_sweep.h"
 #include "data/sampler.h"
 #include "data/worker_pool.h"
 #include "io/safetensors_writer.h"
@@ -339,6 +343,139 @@ class TestLoader : public QObject {
     QVERIFY2(msg.find("batch 2") != std::string::npos && msg.find("reading samples") != std::string::npos &&
                  msg.find("sample 40") != std::string::npos && msg.find("timeout 0.3") != std::string::npos,
              msg.c_str());
+  }
+
+  // The debug_mode preset sets num_workers=0 with a 60 s timeout; before, the timeout was only
+  // watched by a consumer waiting for workers, so with no workers it could never fire.
+  void timeoutFiresWithoutWorkers() {
+    LoaderOptions o = debugMode();
+    o.batch_size = 16;
+    o.timeout = 0.3;
+    o.loading_mode = LoadingMode::Streaming;
+    Loader loader(std::make_shared<FaultyDataset>(40, 1000), o);
+    ErrorKind kind{};
+    std::int64_t delivered = 0;
+    const std::string msg = errorOf([&] {
+      for (const Batch& b : loader.epoch(0)) delivered += b.size();
+    }, &kind);
+    QCOMPARE(kind, ErrorKind::Timeout);
+    QVERIFY2(msg.find("batch 2") != std::string::npos && msg.find("reading samples") != std::string::npos &&
+                 msg.find("consumer's thread") != std::string::npos && msg.find("sample 40") != std::string::npos &&
+                 msg.find("timeout 0.3") != std::string::npos,
+             msg.c_str());
+    QCOMPARE(delivered, 32);  // the batches before the slow one arrived
+    // Without the slow sample the same options run the whole epoch.
+    Loader fine(std::make_shared<FaultyDataset>(-1, 1000), o);
+    std::int64_t all = 0;
+    for (const Batch& b : fine.epoch(0)) all += b.size();
+    QCOMPARE(all, 500);  // debug_mode keeps the last, partial batch
+  }
+
+  // The progress total counted every batch as full: with drop_last=false the bar ended short.
+  void sessionProgressTotalIsWhatItHandsOut() {
+    struct Last : ProgressSink {
+      ProgressUpdate last;
+      std::mutex m;
+      void progress(const ProgressUpdate& u) override {
+        std::lock_guard<std::mutex> lock(m);
+        last = u;
+      }
+    };
+    for (bool dropLast : {false, true}) {
+      LoaderOptions o = LoaderOptions::builder().batchSize(16).numWorkers(1).dropLast(dropLast).build();
+      auto ds = std::make_shared<FaultyDataset>(-1, 0);  // 500 samples of 8 bytes
+      LoaderSessionOptions so;
+      so.epochs = 2;
+      LoaderSession session(ds, o, {DeviceSpec::parse("cpu")}, so);
+      const std::uint64_t expected = (dropLast ? 496 : 500) * 8 * 2;
+      QCOMPARE(session.totalBytes(), expected);
+      Last sink;
+      session.run(&sink, nullptr);
+      QVERIFY(sink.last.finished);
+      QCOMPARE(sink.last.done, expected);
+      QCOMPARE(sink.last.total, expected);
+    }
+  }
+
+  // Several devices used to force the distributed sampler silently, dropping weighted and
+  // with-replacement sampling and overwriting shard_rank/shard_world_size. They are refused
+  // naming the knob; sequential stays in order on every shard.
+  void severalDevicesRefuseWhatTheyCannotSplit() {
+    auto ds = std::make_shared<FaultyDataset>(-1, 0);
+    const std::vector<DeviceSpec> two{DeviceSpec::parse("sim:0"), DeviceSpec::parse("sim:1")};
+    LoaderSessionOptions so;
+    so.epochs = 1;
+    LoaderOptions weighted = LoaderOptions::builder().sampler(SamplerType::Weighted).weights(std::vector<double>(500, 1.0)).build();
+    LoaderOptions replacement = LoaderOptions::builder().sampler(SamplerType::RandomWithReplacement).build();
+    LoaderOptions shard = LoaderOptions::builder().sampler(SamplerType::Distributed).shard(1, 4).build();
+    const std::pair<LoaderOptions, const char*> refused[] = {
+        {weighted, "sampler_type: weighted sampling cannot be split across 2 devices"},
+        {replacement, "sampler_type: random_with_replacement sampling cannot be split across 2 devices"},
+        {shard, "shard_world_size: with 2 devices each device is one shard"}};
+    for (const auto& [o, expected] : refused) {
+      const std::string msg = errorOf([&] { LoaderSession(ds, o, two, so); });
+      QVERIFY2(msg.find(expected) != std::string::npos, msg.c_str());
+      LoaderSession one(ds, o, {DeviceSpec::parse("sim:0")}, so);  // one device keeps them
+      QVERIFY(one.run(nullptr, nullptr).samplesPerS > 0);
+    }
+    // Sequential over two devices: each shard in order (rank r takes r, r + 2, ...).
+    struct ReadOrder : Dataset {
+      std::vector<FieldSpec> specs{FieldSpec{"v", c10::ScalarType::Long, {}, 8}};
+      mutable std::mutex m;
+      mutable std::vector<std::int64_t> read;
+      std::string description() const override { return "read order"; }
+      std::int64_t size() const override { return 500; }
+      const std::vector<FieldSpec>& fields() const override { return specs; }
+      void readItem(std::int64_t index, std::uint8_t* const* dst) const override {
+        std::lock_guard<std::mutex> lock(m);
+        read.push_back(index);
+        std::memcpy(dst[0], &index, 8);
+      }
+    };
+    auto order = std::make_shared<ReadOrder>();
+    LoaderOptions seq = LoaderOptions::builder().sampler(SamplerType::Sequential).batchSize(10).numWorkers(0)
+                            .loadingMode(LoadingMode::Streaming).build();
+    QVERIFY(seq.shuffle);  // the default: the sequential sampler must win over it on every shard
+    LoaderSession split(order, seq, two, so);
+    const LoaderSessionResult r = split.run(nullptr, nullptr);
+    QCOMPARE(r.devices.size(), std::size_t(2));
+    QCOMPARE(r.devices[0].epochs.at(0).samples + r.devices[1].epochs.at(0).samples, std::int64_t(500));
+    std::vector<std::int64_t> perRank[2];
+    for (std::int64_t i : order->read) perRank[i % 2].push_back(i);
+    for (int rank = 0; rank < 2; ++rank) {
+      QCOMPARE(perRank[rank].size(), std::size_t(250));
+      for (std::size_t k = 0; k < perRank[rank].size(); ++k)
+        QCOMPARE(perRank[rank][k], static_cast<std::int64_t>(2 * k) + rank);
+    }
+  }
+
+  // A sweep over a dataset-level knob measured the first point's dataset on every row: the
+  // dataset was opened once, before the sweep. It is opened again when such a knob changes.
+  void sweepReopensTheDatasetForDatasetKnobs() {
+    std::vector<ReaderMode> opened;
+    auto open = [&opened](const LoaderOptions& o) {
+      opened.push_back(o.reader_mode);
+      return std::static_pointer_cast<Dataset>(std::make_shared<FaultyDataset>(-1, 0));
+    };
+    LoaderSessionOptions so;
+    so.epochs = 1;
+    const LoaderOptions base = LoaderOptions::builder().batchSize(50).build();
+    SweepResult r = runSweep(open, base, {parseSweepAxis("reader_mode", "mmap,read"), parseSweepAxis("num_workers", "0,1")},
+                             {DeviceSpec::parse("cpu")}, so, nullptr, nullptr);
+    QCOMPARE(r.points.size(), std::size_t(4));
+    QCOMPARE(r.datasetOpens, 2);  // (mmap, 0) (mmap, 1) | (read, 0) (read, 1)
+    QCOMPARE(opened, (std::vector<ReaderMode>{ReaderMode::Mmap, ReaderMode::Read}));
+    QCOMPARE(r.points[2].reopened, true);
+    QCOMPARE(r.points[1].reopened || r.points[3].reopened, false);
+    for (const auto& p : r.points) QVERIFY2(p.error.empty() && p.samplesPerS > 0, p.error.c_str());
+    // Loader-level knobs only: one open for the whole sweep.
+    opened.clear();
+    r = runSweep(open, base, {parseSweepAxis("num_workers", "0,1,2")}, {DeviceSpec::parse("cpu")}, so, nullptr, nullptr);
+    QCOMPARE(r.datasetOpens, 1);
+    for (const auto& [knob, values] : {std::pair{"part_size", "1048576,4194304"}, std::pair{"max_inflight_parts", "1,4"}}) {
+      r = runSweep(open, base, {parseSweepAxis(knob, values)}, {DeviceSpec::parse("cpu")}, so, nullptr, nullptr);
+      QCOMPARE(r.datasetOpens, 2);
+    }
   }
 
   void persistentWorkersSurviveEpochs() {

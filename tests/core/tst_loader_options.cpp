@@ -3,20 +3,36 @@
 // exported PyTorch snippets that Debian's PyTorch actually runs.
 #include <QtTest>
 
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 
 #include <thread>
 
+#include <ATen/ATen.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "data/dataset.h"
+#include "data/loader.h"
 #include "data/loader_options.h"
 #include "data/loader_sweep.h"
 #include "expect_error.h"
+#include "snippet_cases.h"
 #include "test_support.h"
 #include "util/error.h"
 
 using namespace stoker;
 
 using stoker::test::expectBadInput;
+
+// The exported C++ snippets, compiled into this test (snippet_gen writes them at build time).
+#define STOKER_DECLARE_CASE(name, json)            \
+  stoker::LoaderOptions stokerOptions_##name(); \
+  void feedEpochs_##name(std::shared_ptr<stoker::Dataset> dataset, std::int64_t epochs);
+STOKER_SNIPPET_CASES(STOKER_DECLARE_CASE)
+#undef STOKER_DECLARE_CASE
 
 class TestLoaderOptions : public QObject {
   Q_OBJECT
@@ -147,22 +163,103 @@ class TestLoaderOptions : public QObject {
   void pytorchSnippetRuns_data() {
     QTest::addColumn<QString>("json");
     QTest::newRow("random") << R"({"batch_size": 8, "num_workers": 0, "seed": 3})";
+    QTest::newRow("random-partial") << R"({"batch_size": 6, "num_workers": 0, "seed": 11, "drop_last": false})";
     QTest::newRow("workers") << R"({"batch_size": 8, "num_workers": 2, "prefetch": 4, "multiprocessing_context": "spawn"})";
-    QTest::newRow("distributed") << R"({"batch_size": 5, "num_workers": 0, "sampler_type": "distributed", "shard_rank": 1, "shard_world_size": 3})";
-    QTest::newRow("replacement") << R"({"batch_size": 4, "num_workers": 0, "sampler_type": "random_with_replacement", "num_samples": 20})";
+    QTest::newRow("unshuffled") << R"({"batch_size": 7, "num_workers": 0, "shuffle": false, "drop_last": false})";
+    QTest::newRow("distributed") << R"({"batch_size": 5, "num_workers": 0, "sampler_type": "distributed", "shard_rank": 1, "shard_world_size": 3, "seed": 5})";
+    QTest::newRow("distributed-drop") << R"({"batch_size": 4, "num_workers": 1, "sampler_type": "distributed", "shard_rank": 2, "shard_world_size": 3, "drop_last": true, "shuffle": false})";
+    QTest::newRow("replacement") << R"({"batch_size": 4, "num_workers": 0, "sampler_type": "random_with_replacement", "num_samples": 70, "seed": 9})";
     QTest::newRow("sequential") << R"({"batch_size": 4, "num_workers": 0, "sampler_type": "sequential", "drop_last": false})";
+    QTest::newRow("weighted") << R"({"batch_size": 5, "num_workers": 0, "sampler_type": "weighted", "num_samples": 33, "seed": 2, "drop_last": false})";
   }
+  // The exported DataLoader, run by Debian's torch, serves the same samples in the same batches
+  // as Stoker's loader with those options, epoch after epoch (set_epoch before each).
   void pytorchSnippetRuns() {
     QFETCH(QString, json);
     QVERIFY2(stoker::test::pythonTorchAvailable(), "Debian's python3-torch is needed");
-    const std::string snippet = exportPyTorchSnippet(loaderOptionsFromJson(json.toStdString()));
-    const QString script = "import torch\nfrom torch.utils.data import TensorDataset\n"
-                           "dataset = TensorDataset(torch.arange(40.0).reshape(40, 1))\n" +
+    constexpr int n = 40, epochs = 3;
+    nlohmann::json j = nlohmann::json::parse(json.toStdString());
+    if (j.value("sampler_type", "") == "weighted")
+      for (int i = 0; i < n; ++i) j["weights"].push_back(0.25 + (i % 7) * 1.5);
+    const LoaderOptions o = loaderOptionsFromJson(j.dump());
+    const QString weightsFile = dir_.filePath(QString("weights-%1.json").arg(QTest::currentDataTag()));
+    if (!o.weights.empty()) saveWeightsFile(weightsFile.toStdString(), o.weights);
+    const std::string snippet = exportPyTorchSnippet(o, "dataset", weightsFile.toStdString());
+    const QString script = "import json, torch\nfrom torch.utils.data import TensorDataset\n"
+                           "dataset = TensorDataset(torch.arange(" + QString::number(n) + "))\n" +
                            QString::fromStdString(snippet) +
-                           "batches = list(loader)\nprint(len(batches), tuple(batches[0][0].shape))\n";
+                           "out = []\nfor epoch in range(" + QString::number(epochs) + "):\n"
+                           "    set_epoch(epoch)\n"
+                           "    out.append([batch[0].tolist() for batch in loader])\n"
+                           "print(json.dumps(out))\n";
     auto r = stoker::test::runPython(script);
     QVERIFY2(r.exitCode == 0, qPrintable(QString::fromUtf8(r.err) + "\n" + script));
-    QVERIFY(!r.out.trimmed().isEmpty());
+    const QJsonArray torchEpochs = QJsonDocument::fromJson(r.out).array();
+    QCOMPARE(torchEpochs.size(), epochs);
+
+    auto values = at::arange(n, at::kLong);
+    Loader loader(std::make_shared<TensorDataset>("numbers", std::vector<std::string>{"v"}, std::vector<at::Tensor>{values}),
+                  o, DeviceSpec::parse("cpu"));
+    for (int e = 0; e < epochs; ++e) {
+      QJsonArray stokerBatches;
+      for (const Batch& b : loader.epoch(e)) {
+        QJsonArray batch;
+        const auto* idx = b.indices.data_ptr<std::int64_t>();
+        for (std::int64_t i = 0; i < b.size(); ++i) batch.append(static_cast<qint64>(idx[i]));
+        stokerBatches.append(batch);
+      }
+      const QJsonArray torchBatches = torchEpochs[e].toArray();
+      QVERIFY2(!stokerBatches.isEmpty(), "no batches");
+      QVERIFY2(torchBatches == stokerBatches,
+               qPrintable(QString("epoch %1\ntorch:  %2\nstoker: %3\n%4")
+                              .arg(e)
+                              .arg(QString::fromUtf8(QJsonDocument(torchBatches).toJson(QJsonDocument::Compact)),
+                                   QString::fromUtf8(QJsonDocument(stokerBatches).toJson(QJsonDocument::Compact)),
+                                   QString::fromStdString(snippet))));
+    }
+  }
+
+  // The weights file round-trips exactly, and a bad one is refused naming the file.
+  void weightsFiles() {
+    const std::vector<double> w{0.1, 1.0 / 3.0, 2.5e-300, 7};
+    const std::string path = dir_.filePath("w.json").toStdString();
+    saveWeightsFile(path, w);
+    QCOMPARE(loadWeightsFile(path), w);
+    const std::string bad = dir_.filePath("bad.json").toStdString();
+    for (const char* text : {"{\"w\": 1}", "[1, \"two\"]", "not json"}) {
+      std::ofstream(bad) << text;
+      QCOMPARE(expectBadInput([&] { loadWeightsFile(bad); }, {QString::fromStdString(bad + ": ")}), QString());
+    }
+    QCOMPARE(expectBadInput([&] { loadWeightsFile(bad + ".missing"); }, {"cannot open the weights file"}), QString());
+  }
+
+  // Each case's snippet compiled against the core: stokerOptions() rebuilds exactly the options
+  // it was exported from (every knob changed in "tuned", the weights through their file), and
+  // feedEpochs() runs its epochs on the CPU.
+  void cppSnippetCompilesAndRebuildsTheOptions() {
+    auto dataset = std::make_shared<TensorDataset>("numbers", std::vector<std::string>{"v"},
+                                                   std::vector<at::Tensor>{at::arange(stoker::test::kSnippetSamples, at::kLong)});
+    int cases = 0;
+#define STOKER_CHECK_CASE(name, json)                                                                            \
+  {                                                                                                              \
+    const LoaderOptions expected = stoker::test::snippetCaseOptions(json);                                       \
+    QCOMPARE(QString::fromStdString(loaderOptionsToJson(stokerOptions_##name())),                                \
+             QString::fromStdString(loaderOptionsToJson(expected)));                                             \
+    feedEpochs_##name(dataset, 2);                                                                               \
+    ++cases;                                                                                                     \
+  }
+    STOKER_SNIPPET_CASES(STOKER_CHECK_CASE)
+#undef STOKER_CHECK_CASE
+    QCOMPARE(cases, 4);
+    // "tuned" changes every knob from its default, so every builder line is exercised.
+    const nlohmann::json tuned = nlohmann::json::parse(loaderOptionsToJson(stokerOptions_tuned()));
+    const nlohmann::json defaults = nlohmann::json::parse(loaderOptionsToJson(LoaderOptions{}));
+    QStringList same;
+    for (const auto& [key, value] : defaults.items())
+      if (tuned[key] == value && key != "sampler_type" && key != "weights" && key != "num_samples" &&
+          key != "shard_rank" && key != "shard_world_size" && key != "shuffle")
+        same << QString::fromStdString(key);
+    QVERIFY2(same.isEmpty(), qPrintable("knobs the tuned case leaves at their default: " + same.join(", ")));
   }
 
   void cppSnippetNamesTheChangedKnobs() {

@@ -6,6 +6,7 @@
 #include <QtTest>
 
 #include <QCheckBox>
+#include <QComboBox>
 #include <QLabel>
 #include <QProgressBar>
 #include <QPushButton>
@@ -176,6 +177,21 @@ class TestLoaderWorkspace : public QObject {
     QVERIFY(!w.importOptions(dir_.filePath("notjson.json")));
     QVERIFY(w.pytorchSnippet().contains("DataLoader(") && w.pytorchSnippet().contains("batch_size=48"));
     QVERIFY(w.cppSnippet().contains("batchSize(48)"));
+    // Saved with a weighted sampler, the snippet comes with the weights file it loads.
+    LoaderOptions weighted = smallOptions();
+    weighted.sampler_type = SamplerType::Weighted;
+    weighted.weights = {1, 2, 3};
+    w.form()->setOptions(weighted);
+    const QString py = dir_.filePath("train_loader.py"), cpp = dir_.filePath("train_loader.cpp");
+    QVERIFY2(w.saveSnippet(py, true), qPrintable(w.statusText()));
+    const QString weightsFile = dir_.filePath("train_loader.weights.json");
+    QVERIFY(stoker::test::readFile(py).contains(("with open(\"" + weightsFile + "\")").toUtf8()));
+    QCOMPARE(stoker::test::readFile(weightsFile).trimmed(), QByteArray("[1.0,2.0,3.0]"));
+    QVERIFY(w.statusText().contains("and the weights it loads"));
+    QVERIFY(w.saveSnippet(cpp, false));
+    QVERIFY(stoker::test::readFile(cpp).contains(("loadWeightsFile(\"" + weightsFile + "\")").toUtf8()));
+    QVERIFY(!w.saveSnippet(dir_.filePath("missing/dir/x.py"), true));
+    QVERIFY2(w.statusText().startsWith("Cannot save the snippet:"), qPrintable(w.statusText()));
     w.applyPreset("debug_mode");
     QCOMPARE(w.form()->options().num_workers, 0);
   }
@@ -211,6 +227,103 @@ class TestLoaderWorkspace : public QObject {
     w.runSweep();
     QVERIFY(waitFor(failed));
     QVERIFY2(failed.last().at(0).toString().startsWith("prefetch:"), qPrintable(failed.last().at(0).toString()));
+  }
+
+  // A sweep over reader_mode measured one dataset on every row; the dataset is now opened
+  // again for each reader setting, and the log says so.
+  void sweepOverReaderModeReopensTheDataset() {
+    LoaderWorkspace w;
+    w.setDataset("synthetic:2000,16");
+    w.setDevices("cpu");
+    w.setEpochs(2);
+    w.form()->setOptions(smallOptions());
+    w.setSweep("reader_mode", "mmap,read");
+    QSignalSpy notes(w.runner(), &LoaderRunner::note);
+    QSignalSpy done(&w, &LoaderWorkspace::sweepFinished);
+    w.runSweep();
+    QVERIFY(waitFor(done, 120000));
+    QCOMPARE(w.sweepTable()->rowCount(), 2);
+    QCOMPARE(notes.size(), 1);
+    QVERIFY2(notes.first().at(0).toString().contains("sweep row 2: dataset opened again"),
+             qPrintable(notes.first().at(0).toString()));
+  }
+
+  // Knobs that do nothing with the other settings are greyed out with the reason in their
+  // tooltip, instead of being accepted silently.
+  void formGreysOutKnobsThatDoNothing() {
+    LoaderWorkspace w;
+    w.setDevices("cpu");
+    LoaderOptions o = smallOptions();
+    o.num_workers = 0;
+    w.form()->setOptions(o);
+    LoaderOptionsForm* f = w.form();
+    auto greyed = [f](const char* knob) { return !f->editor(knob)->isEnabled() && !f->inactiveReason(knob).isEmpty(); };
+    QVERIFY(greyed("prefetch"));
+    QVERIFY(f->inactiveReason("prefetch").contains("num_workers = 0"));
+    QVERIFY(f->editor("prefetch")->toolTip().contains("Greyed out"));
+    QVERIFY(greyed("pin_memory"));
+    QVERIFY(f->inactiveReason("pin_memory").contains("cpu"));
+    QVERIFY(greyed("shard_rank") && greyed("shard_world_size"));  // sampler_type random
+    QVERIFY(greyed("part_size"));                                // reader_mode mmap
+    // Change what made them moot: they come back.
+    qobject_cast<QSpinBox*>(f->editor("num_workers"))->setValue(2);
+    QVERIFY(f->editor("prefetch")->isEnabled());
+    QVERIFY(f->inactiveReason("prefetch").isEmpty());
+    QVERIFY(!f->editor("prefetch")->toolTip().contains("Greyed out"));
+    w.setDevices("sim:0");
+    QVERIFY(f->editor("pin_memory")->isEnabled());
+    w.setDevices("cpu, cpu");
+    QVERIFY(!f->editor("pin_memory")->isEnabled());
+    qobject_cast<QComboBox*>(f->editor("sampler_type"))->setCurrentText("distributed");
+    QVERIFY(f->editor("shard_rank")->isEnabled() && f->editor("shard_world_size")->isEnabled());
+    QVERIFY(f->isValid());
+  }
+
+  // Several devices each run one distributed shard: a weighted sampler cannot be split that way
+  // and is refused naming the knob (it used to be replaced silently).
+  void severalDevicesRefuseAWeightedSampler() {
+    LoaderWorkspace w;
+    w.setDataset("synthetic:100,4");
+    w.setDevices("sim:0,sim:1");
+    LoaderOptions o = smallOptions();
+    o.sampler_type = SamplerType::Weighted;
+    o.weights.assign(100, 1.0);
+    w.form()->setOptions(o);
+    QVERIFY2(w.form()->isValid(), qPrintable(w.form()->validationMessage()));
+    QSignalSpy failed(&w, &LoaderWorkspace::runFailed);
+    w.run();
+    QVERIFY(waitFor(failed));
+    QVERIFY2(failed.first().at(0).toString().startsWith("sampler_type: weighted sampling cannot be split across 2 devices"),
+             qPrintable(failed.first().at(0).toString()));
+  }
+
+  // On cpu the device's total is host RAM (24 GiB here): drawn beside used/reserved it
+  // flattened them to zero. The total is now a percentage on the right axis.
+  void memoryPlotKeepsUsedReadable() {
+    TelemetryPlots plots;
+    plots.resize(800, 500);
+    plots.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&plots));
+    std::vector<TelemetryRecord> records;
+    for (int i = 0; i < 10; ++i) {
+      TelemetryRecord r;
+      r.time = 1000 + 0.1 * i;
+      r.device = "cpu";
+      r.mem_used = (300LL + i) << 20;
+      r.mem_reserved = 400LL << 20;
+      r.mem_total = 24LL << 30;
+      records.push_back(r);
+    }
+    plots.addRecords(records);
+    const int before = plots.replots();
+    QVERIFY(waitUntil([&] { return plots.replots() > before; }));
+    const auto memory = TelemetryPlots::Memory;
+    const double top = plots.axisUpper(memory, false);  // MiB
+    QVERIFY2(top >= 400 && top < 1000, qPrintable(QString::number(top)));
+    QVERIFY(plots.onRightAxis(memory, 2) && !plots.onRightAxis(memory, 0) && !plots.onRightAxis(memory, 1));
+    QCOMPARE(plots.axisLabel(memory, true), QString("% of total"));
+    QVERIFY(qAbs(plots.lastValue("cpu", memory, 2) - 100.0 * 309 / (24 * 1024)) < 1e-9);
+    QCOMPARE(plots.lastValue("cpu", memory, 0), 309.0);
   }
 
   void settingsPersist() {

@@ -4,6 +4,8 @@
 
 #include <QImage>
 #include <QListWidget>
+#include <QScrollBar>
+#include <QSettings>
 #include <QStackedWidget>
 
 #include "main_window.h"
@@ -17,6 +19,29 @@ class TestMainWindow : public QObject {
   void initTestCase() {
     QCoreApplication::setOrganizationName("StokerTest");
     QStandardPaths::setTestModeEnabled(true);  // keep QSettings away from the user's
+  }
+
+  // Seen as a new user: the first launch opens on the Loader, and the workspace list shows every
+  // title whole at the default size (it was cut to "Checkpoint…" with a horizontal scroll bar).
+  void firstLaunchOpensOnTheLoaderWithTheListWhole() {
+    QSettings().clear();
+    stoker::MainWindow w;
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QCOMPARE(w.currentWorkspace(), QString("loader"));
+    auto* nav = w.findChild<QListWidget*>();
+    QVERIFY(!nav->horizontalScrollBar()->isVisible());
+    for (int i = 0; i < nav->count(); ++i) {
+      const QRect r = nav->visualItemRect(nav->item(i));
+      const int textWidth = nav->fontMetrics().horizontalAdvance(nav->item(i)->text());
+      QVERIFY2(textWidth <= nav->viewport()->width() - 4,
+               qPrintable(QString("%1: %2 px of text in a %3 px list").arg(nav->item(i)->text()).arg(textWidth)
+                              .arg(nav->viewport()->width())));
+      QVERIFY(r.right() <= nav->viewport()->width());
+    }
+    w.resize(700, 500);  // narrower: the list keeps its width, the workspace gives way
+    QTest::qWait(20);
+    QVERIFY(nav->width() >= nav->minimumWidth());
   }
 
   void hasFourWorkspacesAndSwitches() {

@@ -1,0 +1,172 @@
+// data/loader_export: the current LoaderOptions as code a user pastes into
+// their own program: a PyTorch DataLoader that serves the same samples in
+// the same batches as Stoker (tests run it with Debian's torch and compare
+// the indices), and a C++ function built against the core (a test compiles
+// it). A weighted sampler's weights travel in a JSON file both load.
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "data/loader_options.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+
+namespace stoker {
+namespace {
+
+std::string pyBool(bool b) { return b ? "True" : "False"; }
+
+// A Python string literal (JSON's escaping is valid Python for these).
+std::string pyString(const std::string& s) { return nlohmann::json(s).dump(); }
+
+}  // namespace
+
+void saveWeightsFile(const std::string& path, const std::vector<double>& weights) {
+  AtomicFile file(path);
+  const std::string text = nlohmann::json(weights).dump() + "\n";  // 17 significant digits: exact
+  file.write(text.data(), text.size());
+  file.commit();
+}
+
+std::vector<double> loadWeightsFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throwBadInput(path, "cannot open the weights file");
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_array()) throwBadInput(path, "not a JSON array of weights");
+  std::vector<double> weights;
+  weights.reserve(j.size());
+  for (const auto& v : j) {
+    if (!v.is_number()) throwBadInput(path, "weights must be numbers");
+    weights.push_back(v.get<double>());
+  }
+  return weights;
+}
+
+std::string exportPyTorchSnippet(const LoaderOptions& o, const std::string& ds, const std::string& weightsFile) {
+  validateLoaderOptions(o);
+  const bool dist = o.sampler_type == SamplerType::Distributed;
+  const bool weighted = o.sampler_type == SamplerType::Weighted;
+  const bool replacement = o.sampler_type == SamplerType::RandomWithReplacement;
+  // Stoker's random orders are torch's samplers drawing from a generator
+  // seeded seed + epoch (data/sampler.h); shuffle=false serves in order.
+  const bool random = o.sampler_type == SamplerType::Random && o.shuffle;
+  const bool seeded = weighted || replacement || random;
+  std::ostringstream s;
+  s << "import torch\n";
+  if (weighted) s << "import json\n";
+  s << "from torch.utils.data import DataLoader, ";
+  if (dist) s << "DistributedSampler";
+  else if (weighted) s << "WeightedRandomSampler";
+  else if (seeded) s << "RandomSampler";
+  else s << "SequentialSampler";
+  s << "\n\nSEED = " << o.seed << "\n";
+  if (seeded) s << "generator = torch.Generator()\n";
+  if (dist) {
+    s << "sampler = DistributedSampler(" << ds << ", num_replicas=" << o.shard_world_size << ", rank=" << o.shard_rank
+      << ", shuffle=" << pyBool(o.shuffle) << ", seed=SEED, drop_last=" << pyBool(o.drop_last) << ")\n";
+  } else if (weighted) {
+    s << "with open(" << pyString(weightsFile) << ") as f:  # " << o.weights.size() << " weights, one per sample\n"
+      << "    weights = torch.tensor(json.load(f), dtype=torch.double)\n"
+      << "sampler = WeightedRandomSampler(weights, num_samples="
+      << (o.num_samples ? std::to_string(o.num_samples) : "len(weights)") << ", replacement=True, generator=generator)\n";
+  } else if (replacement) {
+    s << "sampler = RandomSampler(" << ds << ", replacement=True"
+      << (o.num_samples ? ", num_samples=" + std::to_string(o.num_samples) : std::string()) << ", generator=generator)\n";
+  } else if (random) {
+    s << "sampler = RandomSampler(" << ds << ", generator=generator)\n";
+  } else {
+    s << "sampler = SequentialSampler(" << ds << ")\n";
+  }
+  s << "loader = DataLoader(\n    " << ds << ",\n    batch_size=" << o.batch_size << ",\n    sampler=sampler,\n"
+    << "    drop_last=" << pyBool(o.drop_last) << ",\n    num_workers=" << o.num_workers << ",\n";
+  if (o.num_workers > 0) {
+    // PyTorch's prefetch_factor counts batches per worker; Stoker's prefetch counts them in total.
+    s << "    prefetch_factor=" << std::max(1, (o.prefetch + o.num_workers - 1) / o.num_workers) << ",\n"
+      << "    persistent_workers=" << pyBool(o.persistent_workers) << ",\n";
+    if (!o.multiprocessing_context.empty()) s << "    multiprocessing_context=" << pyString(o.multiprocessing_context) << ",\n";
+  }
+  s << "    pin_memory=" << pyBool(o.pin_memory) << ",\n    timeout=" << o.timeout << ",\n)\n\n\n"
+    << "def set_epoch(epoch):\n"
+    << "    \"\"\"Call before each epoch: the loader then serves Stoker's samples for that epoch.\"\"\"\n";
+  if (dist) s << "    sampler.set_epoch(epoch)\n";
+  else if (seeded) s << "    generator.manual_seed(SEED + epoch)\n";
+  else s << "    pass  # in order every epoch\n";
+  s << "\n\n# for epoch in range(epochs):\n#     set_epoch(epoch)\n#     for batch in loader:\n";
+  if (o.memory_format == MemoryFormat::Nhwc)
+    s << "#         images = images.to(device, non_blocking=" << pyBool(o.non_blocking)
+      << ", memory_format=torch.channels_last)\n";
+  else
+    s << "#         x = x.to(device, non_blocking=" << pyBool(o.non_blocking) << ")\n";
+  return s.str();
+}
+
+std::string exportCppSnippet(const LoaderOptions& o, const std::string& device, const std::string& weightsFile) {
+  validateLoaderOptions(o);
+  const LoaderOptions d;
+  std::ostringstream s;
+  s << "#include <cstdint>\n#include <memory>\n\n#include \"data/loader.h\"\n\n"
+    << "// The options as the workbench had them.\n"
+    << "stoker::LoaderOptions stokerOptions() {\n"
+    << "  return stoker::LoaderOptions::builder()\n";
+  auto line = [&s](const std::string& call) { s << "      ." << call << "\n"; };
+  auto b = [](bool v) { return std::string(v ? "true" : "false"); };
+  auto num = [](double v) {
+    std::ostringstream t;
+    t.precision(17);
+    t << v;
+    return t.str();
+  };
+  line("batchSize(" + std::to_string(o.batch_size) + ")");
+  if (o.drop_last != d.drop_last) line("dropLast(" + b(o.drop_last) + ")");
+  if (o.shuffle != d.shuffle) line("shuffle(" + b(o.shuffle) + ")");
+  if (o.seed != d.seed) line("seed(" + std::to_string(o.seed) + "u)");
+  line("numWorkers(" + std::to_string(o.num_workers) + ")");
+  line("prefetch(" + std::to_string(o.prefetch) + ")");
+  if (o.auto_tune != d.auto_tune) line("autoTune(" + b(o.auto_tune) + ")");
+  static const char* modes[] = {"Auto", "Resident", "Streaming"};
+  if (o.loading_mode != d.loading_mode)
+    line(std::string("loadingMode(stoker::LoadingMode::") + modes[static_cast<int>(o.loading_mode)] + ")");
+  if (o.reader_mode != d.reader_mode) line("readerMode(stoker::ReaderMode::Read)");
+  if (o.part_size != d.part_size) line("partSize(" + std::to_string(o.part_size) + ")");
+  if (o.max_inflight_parts != d.max_inflight_parts) line("maxInflightParts(" + std::to_string(o.max_inflight_parts) + ")");
+  if (o.shard_world_size != 1 || o.shard_rank != 0)
+    line("shard(" + std::to_string(o.shard_rank) + ", " + std::to_string(o.shard_world_size) + ")");
+  if (o.worker_id != d.worker_id) line("workerId(" + std::to_string(o.worker_id) + ")");
+  if (o.pin_memory != d.pin_memory) line("pinMemory(" + b(o.pin_memory) + ")");
+  if (o.persistent_workers != d.persistent_workers) line("persistentWorkers(" + b(o.persistent_workers) + ")");
+  if (o.timeout != d.timeout) line("timeout(" + num(o.timeout) + ")");
+  if (!o.multiprocessing_context.empty())
+    line("multiprocessingContext(" + pyString(o.multiprocessing_context) + ")  // export only");
+  static const char* samplers[] = {"Sequential", "Random", "RandomWithReplacement", "Distributed", "Weighted"};
+  if (o.sampler_type != d.sampler_type)
+    line(std::string("sampler(stoker::SamplerType::") + samplers[static_cast<int>(o.sampler_type)] + ")");
+  if (!o.weights.empty())
+    line("weights(stoker::loadWeightsFile(" + pyString(weightsFile) + "))  // " + std::to_string(o.weights.size()) +
+         " weights");
+  if (o.num_samples != d.num_samples) line("numSamples(" + std::to_string(o.num_samples) + ")");
+  static const char* formats[] = {"Auto", "Nchw", "Nhwc"};
+  if (o.memory_format != d.memory_format)
+    line(std::string("memoryFormat(stoker::MemoryFormat::") + formats[static_cast<int>(o.memory_format)] + ")");
+  if (o.non_blocking != d.non_blocking) line("nonBlocking(" + b(o.non_blocking) + ")");
+  if (o.generator_seed != d.generator_seed) line("generatorSeed(" + std::to_string(o.generator_seed) + "u)");
+  if (o.enable_transforms != d.enable_transforms) line("enableTransforms(" + b(o.enable_transforms) + ")");
+  if (o.collate_buffer_size != d.collate_buffer_size) line("collateBufferSize(" + std::to_string(o.collate_buffer_size) + ")");
+  if (o.vram_max_usage != d.vram_max_usage) line("vramMaxUsage(" + num(o.vram_max_usage) + ")");
+  if (o.reuse_buffers != d.reuse_buffers) line("reuseBuffers(" + b(o.reuse_buffers) + ")");
+  if (o.telemetry_interval_ms != d.telemetry_interval_ms)
+    line("telemetryIntervalMs(" + std::to_string(o.telemetry_interval_ms) + ")");
+  s << "      .build();\n}\n\n"
+    << "// Runs `epochs` epochs of `dataset` (e.g. stoker::openDataset(\"fashion-mnist\")) on " << device << ".\n"
+    << "void feedEpochs(std::shared_ptr<stoker::Dataset> dataset, std::int64_t epochs) {\n"
+    << "  stoker::Loader loader(std::move(dataset), stokerOptions(), stoker::DeviceSpec::parse(" << pyString(device)
+    << "));\n"
+    << "  for (std::int64_t epoch = 0; epoch < epochs; ++epoch)\n"
+    << "    for (const stoker::Batch& batch : loader.epoch(epoch)) {\n"
+    << "      (void)batch;  // train(batch[\"images\"], batch[\"labels\"]);\n"
+    << "    }\n}\n";
+  return s.str();
+}
+
+}  // namespace stoker
