@@ -206,6 +206,43 @@ Loader::Loader(std::shared_ptr<Dataset> dataset, LoaderOptions options, std::sha
     c.workers = std::make_unique<WorkerPool>(c.options.num_workers, c.options.persistent_workers);
 }
 
+void Loader::retune(const LoaderOptions& next) {
+  validateLoaderOptions(next);
+  LoaderCore& c = *core_;
+  for (const std::string& k : changedKnobs(c.options, next))
+    if (!isBatchBoundaryKnob(k))
+      throwBadInput(k, "cannot change on a running loader (it changes the sample order or the batch layout); "
+                       "start a new loader");
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    if (auto running = c.running.lock()) {
+      std::lock_guard<std::mutex> stateLock(running->mutex);
+      if (!running->finished) throwBadInput("retune", "an epoch is running; stop it first");
+    }
+  }
+  const LoaderOptions old = c.options;
+  c.options = next;
+  // Worker threads and pools are sized by these knobs: rebuild what changed.
+  if (next.num_workers != old.num_workers || next.persistent_workers != old.persistent_workers) {
+    c.workers.reset();
+    if (next.num_workers > 0) c.workers = std::make_unique<WorkerPool>(next.num_workers, next.persistent_workers);
+  }
+  const auto keepOf = [](const LoaderOptions& o) {
+    return o.collate_buffer_size > 0 ? o.collate_buffer_size : o.num_workers + o.prefetch + 1;
+  };
+  const bool keepChanged = keepOf(next) != keepOf(old);
+  auto dev = c.device;
+  if (keepChanged)
+    c.outputPool = BufferPool::create([dev](std::int64_t n) { return dev->allocateBytes(n); }, c.blockBytes, keepOf(next));
+  if (c.stagingPool && (keepChanged || next.pin_memory != old.pin_memory)) {
+    const bool pinned = next.pin_memory;
+    c.stagingPool = BufferPool::create([dev, pinned](std::int64_t n) { return dev->allocateHostBytes(n, pinned); },
+                                       c.blockBytes, keepOf(next));
+  }
+  const std::string change = describeChange(old, next);
+  if (!change.empty()) c.note("retuned: " + change);
+}
+
 Loader::~Loader() = default;
 Loader::Loader(Loader&&) noexcept = default;
 

@@ -129,6 +129,15 @@ class Loader {
   // Rank reported in telemetry (default: shard_rank).
   void setTelemetryRank(int rank);
 
+  // Applies the knobs that can change between two batches -- num_workers,
+  // prefetch, auto_tune, pin_memory, non_blocking, reuse_buffers,
+  // enable_transforms, generator_seed, memory_format, timeout,
+  // persistent_workers, collate_buffer_size, telemetry_interval_ms,
+  // worker_id -- from `next`, between epochs (a running one is an error).
+  // Throws Error(BadInput) naming the first other knob that differs: those
+  // change the sample order or the dataset's layout and need a new Loader.
+  void retune(const LoaderOptions& next);
+
   // Starts epoch `e` (re-sizes the prefetch depth first). Throws
   // Error(BadInput) while another epoch of this loader is still alive.
   Epoch epoch(std::int64_t e);

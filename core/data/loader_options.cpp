@@ -275,6 +275,37 @@ std::vector<std::string> knobChoices(const std::string& knob) {
   return {};
 }
 
+std::vector<std::string> changedKnobs(const LoaderOptions& a, const LoaderOptions& b) {
+  const nlohmann::json ja = nlohmann::json::parse(loaderOptionsToJson(a)), jb = nlohmann::json::parse(loaderOptionsToJson(b));
+  std::vector<std::string> out;
+  for (const KnobInfo& k : knobTable())
+    if (ja.value(k.name, nlohmann::json()) != jb.value(k.name, nlohmann::json())) out.push_back(k.name);
+  return out;
+}
+
+std::string describeChange(const LoaderOptions& a, const LoaderOptions& b) {
+  const nlohmann::json ja = nlohmann::json::parse(loaderOptionsToJson(a)), jb = nlohmann::json::parse(loaderOptionsToJson(b));
+  auto text = [](const nlohmann::json& v) {
+    if (v.is_string()) return v.get<std::string>();
+    if (v.is_array()) return std::to_string(v.size()) + " weights";
+    return v.dump();
+  };
+  std::string out;
+  for (const std::string& k : changedKnobs(a, b))
+    out += (out.empty() ? "" : ", ") + k + " " + text(ja[k]) + " \u2192 " + text(jb[k]);
+  return out;
+}
+
+bool isBatchBoundaryKnob(const std::string& knob) {
+  static const char* const live[] = {"num_workers",       "prefetch",        "auto_tune",        "pin_memory",
+                                     "non_blocking",      "reuse_buffers",   "enable_transforms", "generator_seed",
+                                     "memory_format",     "timeout",         "persistent_workers", "collate_buffer_size",
+                                     "telemetry_interval_ms", "worker_id",   "multiprocessing_context"};
+  for (const char* k : live)
+    if (knob == k) return true;
+  return false;
+}
+
 std::vector<InactiveKnob> inactiveKnobs(const LoaderOptions& o, bool hostDevice) {
   std::vector<InactiveKnob> out;
   auto add = [&out](const char* knob, const std::string& reason) { out.push_back({knob, reason}); };

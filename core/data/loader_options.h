@@ -130,6 +130,13 @@ const std::vector<KnobInfo>& knobTable();
 // The names an enumerated knob accepts (loading_mode, ...); empty for others.
 std::vector<std::string> knobChoices(const std::string& knob);
 
+// Knob names whose values differ between `a` and `b` (JSON keys, in the
+// knob table's order), and "knob a → b" for each (weights: their count).
+std::vector<std::string> changedKnobs(const LoaderOptions& a, const LoaderOptions& b);
+std::string describeChange(const LoaderOptions& a, const LoaderOptions& b);
+// Knobs a running loader can take between two batches (Loader::retune).
+bool isBatchBoundaryKnob(const std::string& knob);
+
 // Knobs that have no effect with these options (on a host-only device such
 // as cpu when `hostDevice`), each with the reason in words: the workbench
 // form greys them out instead of accepting them silently.

@@ -1,9 +1,12 @@
 #include "data/loader_session.h"
 
+#include <chrono>
 #include <exception>
 #include <mutex>
 #include <thread>
 
+#include "data/loader_sweep.h"
+#include "data/sampler.h"
 #include "util/busy_work.h"
 #include "util/error.h"
 #include "util/progress.h"
@@ -12,9 +15,26 @@ namespace stoker {
 
 struct LoaderSession::DeviceRun {
   std::string device;
+  DeviceSpec spec;
+  std::size_t index = 0;
   std::unique_ptr<Loader> loader;
-  std::vector<EpochSummary> epochs;
+  std::vector<EpochSummary> epochs;  // since the last retune
+  std::uint64_t generation = 0;      // of the options this device runs with
 };
+
+namespace {
+
+double unixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+bool onlyBatchKnobs(const LoaderOptions& a, const LoaderOptions& b) {
+  for (const auto& k : changedKnobs(a, b))
+    if (!isBatchBoundaryKnob(k)) return false;
+  return true;
+}
+
+}  // namespace
 
 double steadyRate(const std::vector<EpochSummary>& epochs, bool bytes) {
   double amount = 0, seconds = 0;
@@ -38,28 +58,38 @@ void checkSplittable(const LoaderOptions& o, int devices) {
 
 LoaderSession::LoaderSession(std::shared_ptr<Dataset> dataset, const LoaderOptions& options,
                              const std::vector<DeviceSpec>& devices, LoaderSessionOptions session)
-    : dataset_(std::move(dataset)), options_(options), session_(std::move(session)) {
-  if (session_.epochs < 1) throwBadInput("epochs", "must be at least 1 (got " + std::to_string(session_.epochs) + ")");
+    : dataset_(std::move(dataset)), options_(options), session_(std::move(session)), deviceCount_(devices.size()),
+      pending_(options), datasetOptions_(options) {
+  if (session_.epochs < 0)
+    throwBadInput("epochs", "must be at least 1, or 0 to run until stopped (got " + std::to_string(session_.epochs) + ")");
   if (session_.stepMicros < 0) throwBadInput("step", "must be non-negative");
   if (devices.empty()) throwBadInput("device", "no device given");
   if (devices.size() > 1) checkSplittable(options_, static_cast<int>(devices.size()));
   for (std::size_t d = 0; d < devices.size(); ++d) {
-    LoaderOptions o = options_;
-    if (devices.size() > 1) {  // one shard of the dataset per device
-      if (o.sampler_type == SamplerType::Sequential) o.shuffle = false;  // each shard in order
-      o.sampler_type = SamplerType::Distributed;
-      o.shard_rank = static_cast<int>(d);
-      o.shard_world_size = static_cast<int>(devices.size());
-    }
     auto run = std::make_unique<DeviceRun>();
     run->device = devices[d].name();
-    run->loader = std::make_unique<Loader>(dataset_, o, DeviceBackend::create(devices[d], session_.sim));
+    run->spec = devices[d];
+    run->index = d;
+    run->loader = std::make_unique<Loader>(dataset_, deviceOptions(options_, d), DeviceBackend::create(devices[d], session_.sim));
     for (const auto& observer : session_.observers) run->loader->addObserver(observer);
     runs_.push_back(std::move(run));
   }
 }
 
 LoaderSession::~LoaderSession() = default;
+
+// Several devices: one distributed shard per device; sequential stays in
+// order on every shard.
+LoaderOptions LoaderSession::deviceOptions(const LoaderOptions& options, std::size_t d) const {
+  LoaderOptions o = options;
+  if (deviceCount_ > 1) {
+    if (o.sampler_type == SamplerType::Sequential) o.shuffle = false;
+    o.sampler_type = SamplerType::Distributed;
+    o.shard_rank = static_cast<int>(d);
+    o.shard_world_size = static_cast<int>(deviceCount_);
+  }
+  return o;
+}
 
 std::vector<std::string> LoaderSession::notes() const {
   std::vector<std::string> out;
@@ -69,32 +99,130 @@ std::vector<std::string> LoaderSession::notes() const {
 }
 
 std::uint64_t LoaderSession::totalBytes() const {
+  if (session_.epochs == 0) return 0;  // until stopped: no end to count towards
   std::uint64_t total = 0;
   for (const auto& r : runs_)
     total += static_cast<std::uint64_t>(r->loader->samplesPerEpoch() * dataset_->sampleBytes() * session_.epochs);
   return total;
 }
 
+void LoaderSession::retune(const LoaderOptions& next) {
+  validateLoaderOptions(next);
+  if (deviceCount_ > 1) checkSplittable(next, static_cast<int>(deviceCount_));
+  if (datasetKnobsDiffer(options_, next) && !session_.reopen)
+    throwBadInput("reader_mode", "this run cannot re-open its dataset; change the reader settings between runs");
+  std::lock_guard<std::mutex> lock(liveMutex_);
+  checkSamplerFits(next, dataset_->size());
+  pending_ = next;
+  latestGeneration_.store(++generation_);
+}
+
+std::shared_ptr<Dataset> LoaderSession::datasetFor(const LoaderOptions& o, std::uint64_t generation) {
+  std::lock_guard<std::mutex> lock(liveMutex_);
+  // Devices share one re-opened dataset per retune.
+  if (datasetKnobsDiffer(datasetOptions_, o) && datasetGeneration_ != generation) {
+    dataset_.reset();  // the old one's memory goes first (the loaders still hold theirs until rebuilt)
+    dataset_ = session_.reopen(o);
+    datasetOptions_ = o;
+    datasetGeneration_ = generation;
+  }
+  return dataset_;
+}
+
+// Batch-boundary knobs only: stop the epoch where it is, retune the loader,
+// and serve the rest of the same order from a fed epoch.
+void LoaderSession::applyAtBatch(DeviceRun& r, std::optional<Epoch>& epoch, std::int64_t e, std::int64_t served) {
+  if (latestGeneration_.load() == r.generation) return;  // the common case, without the lock
+  LoaderOptions next;
+  std::uint64_t generation;
+  {
+    std::lock_guard<std::mutex> lock(liveMutex_);
+    if (generation_ == r.generation) return;
+    next = deviceOptions(pending_, r.index);
+    generation = generation_;
+  }
+  const LoaderOptions current = r.loader->options();
+  if (!onlyBatchKnobs(current, next)) return;  // waits for the epoch's end
+  epoch->stop();
+  r.loader->retune(next);
+  r.generation = generation;
+  r.epochs.clear();  // rates count from the change
+  const std::vector<std::int64_t> order = epochIndices(next, r.loader->dataset().size(), e);
+  const auto total = std::min<std::int64_t>(r.loader->samplesPerEpoch(), static_cast<std::int64_t>(order.size()));
+  const std::int64_t rest = std::max<std::int64_t>(0, total - served);
+  epoch.emplace(r.loader->openEpoch(e, rest));
+  if (rest > 0) epoch->feed(order.data() + served, rest, next.batch_size);
+  epoch->closeFeed();
+  if (session_.onRetuned) session_.onRetuned({r.device, describeChange(current, next), unixNow(), false});
+}
+
+void LoaderSession::applyAtEpochEnd(DeviceRun& r) {
+  LoaderOptions next, given;
+  std::uint64_t generation;
+  {
+    std::lock_guard<std::mutex> lock(liveMutex_);
+    if (generation_ == r.generation) return;
+    given = pending_;
+    next = deviceOptions(pending_, r.index);
+    generation = generation_;
+  }
+  const LoaderOptions current = r.loader->options();
+  if (onlyBatchKnobs(current, next)) {
+    r.loader->retune(next);
+  } else {
+    auto dataset = datasetFor(given, generation);
+    r.loader.reset();  // its pools and resident copy go before the new loader takes its own
+    r.loader = std::make_unique<Loader>(dataset, next, DeviceBackend::create(r.spec, session_.sim));
+    for (const auto& observer : session_.observers) r.loader->addObserver(observer);
+  }
+  r.generation = generation;
+  r.epochs.clear();
+  if (session_.onRetuned) session_.onRetuned({r.device, describeChange(current, next), unixNow(), true});
+}
+
+void LoaderSession::drive(DeviceRun& r, ProgressMeter& meter, const CancelToken* cancel, CancelToken& stopAll) {
+  const bool untilStopped = session_.epochs == 0;
+  for (std::int64_t e = 0; untilStopped || e < session_.epochs; ++e) {
+    applyAtEpochEnd(r);
+    r.loader->setCancelToken(&stopAll);
+    const std::string item = r.device + " epoch " + std::to_string(e);
+    std::optional<Epoch> epoch;
+    epoch.emplace(r.loader->epoch(e));
+    std::int64_t served = 0;
+    try {
+      while (auto batch = epoch->next()) {
+        served += batch->size();
+        meter.add(static_cast<std::uint64_t>(batch->nbytes()), item);
+        busyWork(session_.stepMicros);
+        if (cancel && cancel->cancelled()) {
+          userStopped_ = true;
+          stopAll.cancel();
+        }
+        applyAtBatch(r, epoch, e, served);
+      }
+    } catch (const Error& error) {
+      // Stop is how an until-stopped run ends: keep what the epoch measured.
+      if (untilStopped && error.kind() == ErrorKind::Cancelled && userStopped_) {
+        if (r.loader->lastEpoch().batches > 0) r.epochs.push_back(r.loader->lastEpoch());
+        return;
+      }
+      throw;
+    }
+    r.epochs.push_back(r.loader->lastEpoch());
+  }
+}
+
 LoaderSessionResult LoaderSession::run(ProgressSink* progress, const CancelToken* cancel) {
   // A token of our own lets one device's failure stop the others; the
   // caller's token is forwarded to it by polling between batches.
   CancelToken stopAll;
-  for (auto& r : runs_) r->loader->setCancelToken(&stopAll);
+  userStopped_ = false;
   ProgressMeter meter(progress, totalBytes());
   std::mutex errorMutex;
   std::exception_ptr error;
-  auto drive = [&](DeviceRun& r) {
+  auto driveOne = [&](DeviceRun& r) {
     try {
-      for (int e = 0; e < session_.epochs; ++e) {
-        const std::string item = r.device + " epoch " + std::to_string(e);
-        Epoch epoch = r.loader->epoch(e);
-        while (auto batch = epoch.next()) {
-          meter.add(static_cast<std::uint64_t>(batch->nbytes()), item);
-          busyWork(session_.stepMicros);
-          if (cancel && cancel->cancelled()) stopAll.cancel();
-        }
-        r.epochs.push_back(r.loader->lastEpoch());
-      }
+      drive(r, meter, cancel, stopAll);
     } catch (...) {
       stopAll.cancel();
       std::lock_guard<std::mutex> lock(errorMutex);
@@ -102,10 +230,11 @@ LoaderSessionResult LoaderSession::run(ProgressSink* progress, const CancelToken
     }
   };
   std::vector<std::thread> threads;
-  for (std::size_t i = 1; i < runs_.size(); ++i) threads.emplace_back(drive, std::ref(*runs_[i]));
-  drive(*runs_[0]);
+  for (std::size_t i = 1; i < runs_.size(); ++i) threads.emplace_back(driveOne, std::ref(*runs_[i]));
+  driveOne(*runs_[0]);
   for (auto& t : threads) t.join();
-  for (auto& r : runs_) r->loader->setCancelToken(nullptr);
+  for (auto& r : runs_)
+    if (r->loader) r->loader->setCancelToken(nullptr);  // a failed rebuild leaves none
   if (error) std::rethrow_exception(error);
   meter.finish();
 

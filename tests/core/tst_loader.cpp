@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 
 #include <atomic>
+#include <functional>
 #include <cstring>
 #include <mutex>
 #include <fstream>
@@ -50,6 +51,29 @@ class FaultyDataset : public Dataset {
   std::int64_t bad_;
   int stallMs_;
   std::vector<FieldSpec> specs_;
+};
+
+// Logs every sample read and calls a hook with the count so far (live retune tests).
+struct HookedDataset : Dataset {
+  explicit HookedDataset(std::int64_t n) : n(n) {}
+  std::int64_t n;
+  std::vector<FieldSpec> specs{FieldSpec{"v", c10::ScalarType::Long, {}, 8}};
+  mutable std::mutex m;
+  mutable std::vector<std::int64_t> read;
+  std::function<void(std::size_t)> onRead;
+  std::string description() const override { return "hooked"; }
+  std::int64_t size() const override { return n; }
+  const std::vector<FieldSpec>& fields() const override { return specs; }
+  void readItem(std::int64_t index, std::uint8_t* const* dst) const override {
+    std::size_t count;
+    {
+      std::lock_guard<std::mutex> lock(m);
+      read.push_back(index);
+      count = read.size();
+    }
+    if (onRead) onRead(count);
+    std::memcpy(dst[0], &index, 8);
+  }
 };
 
 // Checks every batch against the dataset and the sampler's order.
@@ -476,6 +500,113 @@ class TestLoader : public QObject {
       r = runSweep(open, base, {parseSweepAxis(knob, values)}, {DeviceSpec::parse("cpu")}, so, nullptr, nullptr);
       QCOMPARE(r.datasetOpens, 2);
     }
+  }
+
+  // Live tuning: a batch-boundary knob changed mid-epoch takes effect at the next batch and the
+  // epoch goes on with the same samples in the same order -- none repeated, none skipped.
+  void retuneMidEpochKeepsTheOrder() {
+    auto ds = std::make_shared<HookedDataset>(300);
+    LoaderOptions o = LoaderOptions::builder().batchSize(16).numWorkers(0).seed(4).dropLast(false)
+                          .loadingMode(LoadingMode::Streaming).build();
+    std::vector<RetuneApplied> applied;
+    LoaderSessionOptions so;
+    so.epochs = 2;
+    so.onRetuned = [&applied](const RetuneApplied& a) { applied.push_back(a); };
+    LoaderSession session(ds, o, {DeviceSpec::parse("cpu")}, so);
+    LoaderOptions next = o;
+    next.timeout = 5;
+    next.prefetch = 2;
+    ds->onRead = [&](std::size_t count) {
+      if (count == 100) session.retune(next);  // from the consumer's own thread, mid-batch
+    };
+    const LoaderSessionResult r = session.run(nullptr, nullptr);
+    QCOMPARE(applied.size(), std::size_t(1));
+    QCOMPARE(applied[0].atEpochEnd, false);
+    QCOMPARE(QString::fromStdString(applied[0].change), QString("prefetch 4 \u2192 2, timeout 0.0 \u2192 5.0"));
+    QVERIFY(applied[0].time > 1e9);
+    std::vector<std::int64_t> expected = epochIndices(o, 300, 0), second = epochIndices(o, 300, 1);
+    expected.insert(expected.end(), second.begin(), second.end());
+    QCOMPARE(ds->read, expected);  // num_workers 0: what was read is what was served, in order
+    QCOMPARE(r.devices[0].epochs.size(), std::size_t(2));  // since the change: the rest of epoch 0, epoch 1
+    QCOMPARE(r.devices[0].epochs[0].samples + 112, std::int64_t(300));  // 7 batches of 16 came before it
+    QVERIFY(r.devices[0].notes.back().find("retuned: prefetch 4") != std::string::npos);
+  }
+
+  // Workers can change between two batches; sample-order knobs wait for the epoch's end and get
+  // a new loader; dataset-level knobs re-open the dataset (refused without a way to re-open).
+  void retuneWorkersBatchSizeAndReader() {
+    auto ds = std::make_shared<HookedDataset>(500);
+    LoaderOptions o = LoaderOptions::builder().batchSize(10).numWorkers(1).loadingMode(LoadingMode::Streaming).build();
+    int reopened = 0;
+    std::vector<RetuneApplied> applied;
+    LoaderSessionOptions so;
+    so.epochs = 3;
+    ReaderMode reopenedWith = ReaderMode::Mmap;
+    so.reopen = [&](const LoaderOptions& opened) {
+      ++reopened;
+      reopenedWith = opened.reader_mode;
+      return std::static_pointer_cast<Dataset>(std::make_shared<HookedDataset>(500));
+    };
+    so.onRetuned = [&applied](const RetuneApplied& a) { applied.push_back(a); };
+    LoaderSession session(ds, o, {DeviceSpec::parse("sim:0")}, so);
+    LoaderOptions workers = o;
+    workers.num_workers = 2;
+    LoaderOptions bigger = workers;
+    bigger.batch_size = 20;
+    bigger.reader_mode = ReaderMode::Read;
+    ds->onRead = [&](std::size_t count) {  // on worker threads: retune is thread-safe
+      if (count == 100) session.retune(workers);
+      if (count == 300) session.retune(bigger);
+    };
+    const LoaderSessionResult r = session.run(nullptr, nullptr);
+    QCOMPARE(applied.size(), std::size_t(2));
+    QCOMPARE(QString::fromStdString(applied[0].change), QString("num_workers 1 \u2192 2"));
+    QVERIFY(!applied[0].atEpochEnd);
+    QCOMPARE(QString::fromStdString(applied[1].change), QString("batch_size 10 \u2192 20, reader_mode mmap \u2192 read"));
+    QVERIFY(applied[1].atEpochEnd);
+    QCOMPARE(reopened, 1);
+    QCOMPARE(reopenedWith, ReaderMode::Read);
+    QCOMPARE(r.devices[0].epochs.size(), std::size_t(2));  // epochs 1 and 2, with the new loader
+    for (const auto& e : r.devices[0].epochs) QCOMPARE(e.batches, std::int64_t(25));  // 500 in batches of 20
+    // Refusals name the knob and leave the run as it was.
+    LoaderSessionOptions plain;
+    plain.epochs = 1;
+    LoaderSession fixedDataset(ds, o, {DeviceSpec::parse("cpu")}, plain);
+    LoaderOptions read = o;
+    read.reader_mode = ReaderMode::Read;
+    QVERIFY(errorOf([&] { fixedDataset.retune(read); }).rfind("reader_mode: this run cannot re-open its dataset", 0) == 0);
+    LoaderOptions weighted = o;
+    weighted.sampler_type = SamplerType::Weighted;
+    weighted.weights = {1, 2};
+    QVERIFY(errorOf([&] { fixedDataset.retune(weighted); }).rfind("weights: has 2 entries for 500 samples", 0) == 0);
+    LoaderOptions negative = o;
+    negative.prefetch = -3;
+    QVERIFY(errorOf([&] { fixedDataset.retune(negative); }).rfind("prefetch:", 0) == 0);
+    QVERIFY(fixedDataset.run(nullptr, nullptr).samplesPerS > 0);
+    // A Loader refuses a sample-order knob outright.
+    Loader loader(ds, o);
+    QVERIFY(errorOf([&] { loader.retune(bigger); }).rfind("batch_size: cannot change on a running loader", 0) == 0);
+  }
+
+  // epochs = 0 runs until the caller cancels; Stop then ends it normally with what it measured.
+  void untilStoppedEndsOnCancel() {
+    auto ds = std::make_shared<FaultyDataset>(-1, 0);
+    LoaderOptions o = LoaderOptions::builder().batchSize(10).numWorkers(1).build();
+    LoaderSessionOptions so;
+    so.epochs = 0;
+    so.stepMicros = 50;
+    LoaderSession session(ds, o, {DeviceSpec::parse("sim:0"), DeviceSpec::parse("sim:1")}, so);
+    QCOMPARE(session.totalBytes(), std::uint64_t(0));
+    CancelToken stop;
+    std::thread stopper([&stop] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      stop.cancel();
+    });
+    const LoaderSessionResult r = session.run(nullptr, &stop);
+    stopper.join();
+    QCOMPARE(r.devices.size(), std::size_t(2));
+    QVERIFY(r.devices[0].epochs.size() >= 2);  // 25 batches of 10 per device and epoch: many epochs in 0.3 s
+    QVERIFY(r.samplesPerS > 0);
   }
 
   void persistentWorkersSurviveEpochs() {
