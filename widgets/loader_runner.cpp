@@ -2,6 +2,8 @@
 
 #include <QMetaObject>
 
+#include <algorithm>
+
 #include "data/dataset.h"
 #include "data/loader_session.h"
 #include "data/loader_sweep.h"
@@ -59,16 +61,55 @@ std::vector<TelemetryRecord> LoaderRunner::takeTelemetry() { return telemetry_->
 bool LoaderRunner::start(const LoaderRunRequest& request) {
   return launch([this, request] {
     const auto devices = expandDevices(request.devices.toStdString());
-    auto dataset = openDataset(request.dataset.toStdString(), request.options);
-    LoaderSession session(dataset, request.options, devices, sessionOptions(request, telemetry_));
+    const std::string spec = request.dataset.toStdString();
+    // The plots want points several times a second, even from short epochs.
+    LoaderOptions options = request.options;
+    options.telemetry_interval_ms = std::min(options.telemetry_interval_ms, kWatchedTelemetryMs);
+    auto dataset = openDataset(spec, options);
+    LoaderSessionOptions so = sessionOptions(request, telemetry_);
+    so.reopen = [spec](const LoaderOptions& o) { return openDataset(spec, o); };
+    so.onRetuned = [this](const RetuneApplied& a) {
+      Q_EMIT retuned(QString::fromStdString(a.device), QString::fromStdString(a.change), a.time, a.atEpochEnd);
+    };
+    LoaderSession session(dataset, options, devices, so);
     QStringList notes;
     for (const auto& n : session.notes()) notes << QString::fromStdString(n);
+    if (options.telemetry_interval_ms != request.options.telemetry_interval_ms)
+      notes << tr("telemetry every %1 ms while the workbench watches").arg(options.telemetry_interval_ms);
     Q_EMIT started(notes);
     SignalProgress progress(this);
+    struct Live {  // retune() reaches the session only while run() runs
+      LoaderRunner* runner;
+      ~Live() {
+        std::lock_guard<std::mutex> lock(runner->liveMutex_);
+        runner->live_ = nullptr;
+      }
+    } live{this};
+    {
+      std::lock_guard<std::mutex> lock(liveMutex_);
+      live_ = &session;
+    }
     const LoaderSessionResult result = session.run(&progress, cancelToken());
     markIdle();
     Q_EMIT finished(summaryText(result), result.samplesPerS);
   });
+}
+
+bool LoaderRunner::retune(const LoaderOptions& options, QString* error) {
+  std::lock_guard<std::mutex> lock(liveMutex_);
+  if (!live_) {
+    if (error) *error = tr("no run is in progress");
+    return false;
+  }
+  LoaderOptions o = options;
+  o.telemetry_interval_ms = std::min(o.telemetry_interval_ms, kWatchedTelemetryMs);
+  try {
+    live_->retune(o);
+    return true;
+  } catch (const Error& e) {
+    if (error) *error = QString::fromStdString(e.what());
+    return false;
+  }
 }
 
 bool LoaderRunner::startSweep(const LoaderRunRequest& request, const QList<SweepAxisText>& axesText) {

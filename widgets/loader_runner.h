@@ -5,6 +5,7 @@
 
 #include <QStringList>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "background_job.h"
@@ -13,13 +14,14 @@
 
 namespace stoker {
 
+class LoaderSession;
 class TelemetryQueue;
 
 struct LoaderRunRequest {
   QString dataset = "fashion-mnist";  // as `stoker bench --dataset` takes it
   LoaderOptions options;
   QString devices = "cpu";            // cpu, sim:0, sim:0,sim:1, cuda:0, all
-  int epochs = 3;
+  int epochs = 0;                     // 0: until Stop
   double stepMicros = 0;              // simulated training step per batch
 };
 
@@ -38,6 +40,12 @@ class LoaderRunner : public BackgroundJob {
   bool start(const LoaderRunRequest& request);
   bool startSweep(const LoaderRunRequest& request, const QList<SweepAxisText>& axes);
   std::vector<TelemetryRecord> takeTelemetry();
+  // While a run (not a sweep) is in progress: hand it new options, applied
+  // at its next safe point (retuned() says when). False, with the reason in
+  // `error`, when no run takes them or they are invalid for it.
+  bool retune(const LoaderOptions& options, QString* error);
+  // While the workbench watches, loaders report at least this often.
+  static constexpr int kWatchedTelemetryMs = 100;
 
  Q_SIGNALS:
   void started(const QStringList& notes);
@@ -47,9 +55,13 @@ class LoaderRunner : public BackgroundJob {
                   const QString& mode, const QString& error);
   void sweepFinished(int bestIndex);
   void note(const QString& text);  // a line for the log
+  // A device runs with retuned options from `unixTime` on (the telemetry clock).
+  void retuned(const QString& device, const QString& change, double unixTime, bool atEpochEnd);
 
  private:
   std::shared_ptr<TelemetryQueue> telemetry_;
+  std::mutex liveMutex_;
+  LoaderSession* live_ = nullptr;  // the running session, on the job's thread
 };
 
 }  // namespace stoker

@@ -31,11 +31,13 @@
 #include <QTableWidget>
 #include <QTimer>
 #include <QVBoxLayout>
+#include <thread>
 
 #include "loader_options_form.h"
 #include "loader_runner.h"
 #include "telemetry_plots.h"
 #include "eta_text.h"
+#include "data/bottleneck.h"
 #include "util/byte_size.h"
 #include "util/error.h"
 
@@ -47,7 +49,7 @@ const char* kPresets[] = {"gpu_optimized", "distributed_optimized", "debug_mode"
 }  // namespace
 
 LoaderWorkspace::LoaderWorkspace(QWidget* parent)
-    : QWidget(parent), runner_(new LoaderRunner(this)), drainTimer_(new QTimer(this)) {
+    : QWidget(parent), runner_(new LoaderRunner(this)), retuneTimer_(new QTimer(this)), drainTimer_(new QTimer(this)) {
   auto* split = new QSplitter(this);
   auto* outer = new QHBoxLayout(this);
   outer->setContentsMargins(0, 0, 0, 0);
@@ -85,9 +87,12 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
     form_->setHostDevice(host);
   });
   epochs_ = new QSpinBox(data);
-  epochs_->setRange(1, 1000);
-  epochs_->setValue(3);
-  epochs_->setToolTip(tr("Epochs per run; the steady-state rate counts the epochs after the first"));
+  epochs_->setRange(0, 1000);
+  epochs_->setSpecialValueText(tr("until Stop"));  // 0
+  epochs_->setValue(0);
+  epochs_->setToolTip(tr("Epochs per run, or until Stop: the loader keeps running and every change in the form "
+                         "takes effect live. The steady-state rate counts the epochs after the first since the "
+                         "last change"));
   dataForm->addRow(tr("Epochs"), epochs_);
   stepMicros_ = new QDoubleSpinBox(data);
   stepMicros_->setRange(0, 1e6);
@@ -169,6 +174,15 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
   status_->setObjectName("status");
   status_->setWordWrap(true);
   rightLayout->addWidget(status_);
+  bottleneck_ = new QLabel(right);
+  bottleneck_->setObjectName("bottleneck");
+  bottleneck_->setWordWrap(true);
+  bottleneck_->setTextFormat(Qt::PlainText);
+  bottleneck_->setFrameShape(QFrame::StyledPanel);
+  bottleneck_->setToolTip(tr("What limits the run now, from the share of each step spent waiting for data, and "
+                             "the knob most likely to help"));
+  bottleneck_->hide();
+  rightLayout->addWidget(bottleneck_);
   plots_ = new TelemetryPlots(right);
   rightLayout->addWidget(plots_, 3);
 
@@ -217,6 +231,22 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
   connect(stopButton_, &QPushButton::clicked, this, &LoaderWorkspace::stop);
   connect(sweepButton_, &QPushButton::clicked, this, &LoaderWorkspace::runSweep);
   connect(applyButton_, &QPushButton::clicked, this, &LoaderWorkspace::applyBestSweepRow);
+  retuneTimer_->setSingleShot(true);
+  retuneTimer_->setInterval(250);
+  connect(retuneTimer_, &QTimer::timeout, this, &LoaderWorkspace::retuneRunningLoader);
+  connect(form_, &LoaderOptionsForm::changed, this, [this] {
+    if (liveRun_) retuneTimer_->start();
+  });
+  connect(runner_, &LoaderRunner::retuned, this,
+          [this](const QString& device, const QString& change, double time, bool atEpochEnd) {
+            // One marker per change: every device reports it.
+            const auto markers = plots_->markers();
+            if (markers.isEmpty() || markers.back().label != change) plots_->addMarker(time, change);
+            log_->appendPlainText(QString("%1: %2 (%3)").arg(device, change,
+                                                             atEpochEnd ? tr("from the next epoch")
+                                                                        : tr("from the next batch")));
+            status_->setText(tr("Applied: %1").arg(change));
+          });
   connect(form_, &LoaderOptionsForm::validityChanged, this, [this](bool valid, const QString&) {
     runButton_->setEnabled(valid && !runner_->busy());
     sweepButton_->setEnabled(valid && !runner_->busy());
@@ -227,8 +257,8 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
   });
   connect(runner_, &LoaderRunner::note, this, [this](const QString& text) { log_->appendPlainText(text); });
   connect(runner_, &LoaderRunner::progress, this, [this](qint64 done, qint64 total, double rate, double eta) {
-    progress_->setValue(total > 0 ? static_cast<int>(1000.0 * static_cast<double>(done) / static_cast<double>(total)) : 0);
-    if (rate > 0)
+    if (total > 0) progress_->setValue(static_cast<int>(1000.0 * static_cast<double>(done) / static_cast<double>(total)));
+    if (rate > 0 && total > 0)
       status_->setText(tr("Running: %1/s, about %2 left")
                            .arg(QString::fromStdString(humanBytes(static_cast<std::uint64_t>(rate))), etaText(eta)));
   });
@@ -310,6 +340,7 @@ void LoaderWorkspace::setDevices(const QString& devices) { devices_->setText(dev
 void LoaderWorkspace::setEpochs(int epochs) { epochs_->setValue(epochs); }
 void LoaderWorkspace::setStepMicros(double micros) { stepMicros_->setValue(micros); }
 QString LoaderWorkspace::badgeText() const { return badge_->text(); }
+QString LoaderWorkspace::bottleneckText() const { return bottleneck_->text(); }
 QString LoaderWorkspace::statusText() const { return status_->text(); }
 
 void LoaderWorkspace::setSweep(const QString& knob1, const QString& values1, const QString& knob2, const QString& values2) {
@@ -344,10 +375,19 @@ void LoaderWorkspace::run() {
   badge_->hide();
   deviceModes_.clear();
   runner_->takeTelemetry();
+  bottleneck_->clear();
+  bottleneck_->hide();
   if (!runner_->start(request)) return;
   setRunning(true);
-  status_->setText(tr("Opening %1 on %2…").arg(request.dataset, request.devices));
-  log_->appendPlainText(QString("run: %1 on %2, %3 epochs").arg(request.dataset, request.devices).arg(request.epochs));
+  liveRun_ = true;
+  runOptions_ = request.options;
+  if (request.epochs == 0) progress_->setRange(0, 0);  // until Stop: busy, no end to show
+  status_->setText(request.epochs == 0 ? tr("Opening %1 on %2… Runs until Stop; changes in the form apply live.")
+                                             .arg(request.dataset, request.devices)
+                                       : tr("Opening %1 on %2…").arg(request.dataset, request.devices));
+  log_->appendPlainText(QString("run: %1 on %2, %3")
+                            .arg(request.dataset, request.devices,
+                                 request.epochs == 0 ? QString("until Stop") : QString("%1 epochs").arg(request.epochs)));
   saveSettings();
   Q_EMIT runStarted();
 }
@@ -497,7 +537,27 @@ void LoaderWorkspace::showSnippet(const QString& title, const QString& text, boo
   dialog.exec();
 }
 
+void LoaderWorkspace::retuneRunningLoader() {
+  if (!liveRun_ || !form_->isValid()) return;
+  const LoaderOptions next = form_->options();
+  const QString change = QString::fromStdString(describeChange(runOptions_, next));
+  if (change.isEmpty()) return;
+  QString error;
+  if (runner_->retune(next, &error)) {
+    runOptions_ = next;
+    status_->setText(tr("Applying %1 at the next safe point…").arg(change));
+  } else {
+    status_->setText(tr("Cannot apply while running: %1").arg(error));
+    log_->appendPlainText("cannot apply: " + error);
+  }
+}
+
 void LoaderWorkspace::setRunning(bool running) {
+  if (!running) {
+    liveRun_ = false;
+    retuneTimer_->stop();
+    progress_->setRange(0, 1000);
+  }
   runButton_->setEnabled(!running && form_->isValid());
   sweepButton_->setEnabled(!running && form_->isValid());
   stopButton_->setEnabled(running);
@@ -519,6 +579,17 @@ void LoaderWorkspace::drainTelemetry() {
   for (auto it = deviceModes_.cbegin(); it != deviceModes_.cend(); ++it) parts << it.key() + " " + it.value();
   badge_->setText(parts.join(" · "));
   badge_->show();
+  // The panel speaks for the device that waits most for data.
+  const TelemetryRecord* worst = nullptr;
+  for (const auto& r : records)
+    if (!worst || dataWaitShare(r.data_wait_ms, r.step_ms) > dataWaitShare(worst->data_wait_ms, worst->step_ms)) worst = &r;
+  const Bottleneck b = diagnoseBottleneck(*worst, runOptions_, static_cast<int>(std::thread::hardware_concurrency()));
+  if (b.kind != InputBound::Unknown) {
+    const QString text = QString::fromStdString(b.headline) +
+                         (b.advice.empty() ? QString() : "\n" + QString::fromStdString(b.advice));
+    bottleneck_->setText(text);
+    bottleneck_->show();
+  }
 }
 
 void LoaderWorkspace::saveSettings() const {
@@ -554,7 +625,7 @@ void LoaderWorkspace::restoreSettings() {
   }
   setDataset(s.value("dataset", "fashion-mnist").toString());
   devices_->setText(s.value("devices", "cpu").toString());
-  epochs_->setValue(s.value("epochs", 3).toInt());
+  epochs_->setValue(s.value("epochs", 0).toInt());
   stepMicros_->setValue(s.value("stepMicros", 0).toDouble());
   for (int i = 0; i < 2; ++i) {
     if (s.contains(QString("sweepKnob%1").arg(i))) sweepKnob_[i]->setCurrentText(s.value(QString("sweepKnob%1").arg(i)).toString());

@@ -8,6 +8,8 @@
 #include <QMap>
 #include <QWidget>
 
+#include "data/loader_options.h"
+
 class QComboBox;
 class QLabel;
 class QLineEdit;
@@ -44,6 +46,8 @@ class LoaderWorkspace : public QWidget {
   void setSweep(const QString& knob1, const QString& values1, const QString& knob2 = {}, const QString& values2 = {});
   QString badgeText() const;
   QString statusText() const;
+  // The bottleneck panel: what limits the run now and the knob most likely to help.
+  QString bottleneckText() const;
   QTableWidget* sweepTable() const { return sweepTable_; }
   int bestSweepRow() const { return bestRow_; }
   QString pytorchSnippet() const;
@@ -73,6 +77,7 @@ class LoaderWorkspace : public QWidget {
   bool makeRequest(LoaderRunRequest& request);
   void setRunning(bool running);
   void drainTelemetry();
+  void retuneRunningLoader();  // the form changed during a run
   void showSnippet(const QString& title, const QString& text, bool pytorch);
   QString weightsPathFor(const QString& snippetPath) const;
   void saveSettings() const;
@@ -93,6 +98,10 @@ class LoaderWorkspace : public QWidget {
   QProgressBar* progress_;
   QLabel* badge_;
   QLabel* status_;
+  QLabel* bottleneck_;
+  QTimer* retuneTimer_;   // edits settle for a moment before the run takes them
+  bool liveRun_ = false;  // a run (not a sweep) is in progress: form edits retune it
+  LoaderOptions runOptions_;  // what the running loader was last given
   QPlainTextEdit* log_;
   QComboBox* sweepKnob_[2];
   QLineEdit* sweepValues_[2];

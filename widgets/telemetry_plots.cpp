@@ -3,6 +3,7 @@
 #include <QEvent>
 #include <QGridLayout>
 #include <QTimer>
+#include <algorithm>
 #include <qcustomplot.h>
 
 #include "plan_grid_view.h"
@@ -24,13 +25,20 @@ struct PlotText {
 // used/reserved -- 24 GiB of host RAM drawn on the same axis flattened the
 // loader's few hundred MiB to zero.
 const PlotText kPlots[TelemetryPlots::PlotCount] = {
-    {"Throughput: samples/s, MB/s dashed", "samples/s", "MB/s", 2, 1},
-    {"Memory: used, reserved dashed; % of total dotted", "MiB", "% of total", 3, 2},
+    {"Throughput: samples/s ± p10-p90, MB/s dashed", "samples/s", "MB/s", 4, 1},
+    {"Memory: used, reserved dashed, % total dotted", "MiB", "% of total", 3, 2},
     {"Prefetch: depth, ready batches dashed", "batches", nullptr, 2, -1},
     {"Batch latency: p50, p99 dashed", "ms", nullptr, 2, -1},
 };
 
-const Qt::PenStyle kStyles[] = {Qt::SolidLine, Qt::DashLine, Qt::DotLine};
+const Qt::PenStyle kStyles[] = {Qt::SolidLine, Qt::DashLine, Qt::DotLine, Qt::NoPen};
+constexpr std::size_t kBandReports = 10;
+
+// The q-quantile (0..1) of a few values, by nearest rank.
+double quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5))];
+}
 
 }  // namespace
 
@@ -74,9 +82,15 @@ TelemetryPlots::Series& TelemetryPlots::seriesFor(const QString& label) {
     for (int g = 0; g < kPlots[p].graphsPerSeries; ++g) {
       const bool right = g == kPlots[p].rightGraph;
       QCPGraph* graph = plots_[p]->addGraph(plots_[p]->xAxis, right ? plots_[p]->yAxis2 : plots_[p]->yAxis);
-      graph->setPen(QPen(colour, 1, kStyles[g]));
+      graph->setPen(QPen(colour, 1, kStyles[std::min(g, 3)]));
       graph->setName(g == 0 ? label : QString());
       if (g > 0 && p == Throughput) graph->removeFromLegend();
+      if (p == Throughput && g == 3) {  // the band: filled between p10 (graph 2) and p90 (graph 3)
+        QColor fill = colour;
+        fill.setAlpha(50);
+        graph->setBrush(fill);
+        graph->setChannelFillGraph(s.graphs.back());
+      }
       s.graphs.push_back(graph);
     }
   }
@@ -87,15 +101,17 @@ TelemetryPlots::Series& TelemetryPlots::seriesFor(const QString& label) {
 
 void TelemetryPlots::addRecords(const std::vector<TelemetryRecord>& records) {
   for (const auto& r : records) {
-    if (r.epoch_end) continue;
     if (origin_ < 0) origin_ = r.time;
     const double x = r.time - origin_;
     QString label = QString::fromStdString(r.device);
     if (r.worker > 0) label += QString(" #%1").arg(r.worker);
     if (labelByRank_) label = QString("rank %1 %2").arg(r.rank).arg(label);
     Series& s = seriesFor(label);
+    s.recentRates.push_back(r.samples_per_s);
+    if (s.recentRates.size() > kBandReports) s.recentRates.erase(s.recentRates.begin());
     const double values[] = {
         r.samples_per_s, r.bytes_per_s / 1e6,                                              // throughput
+        quantile(s.recentRates, 0.1), quantile(s.recentRates, 0.9),                        //   its band
         r.mem_used / kMiB, r.mem_reserved / kMiB,                                          // memory
         r.mem_total > 0 ? 100.0 * static_cast<double>(r.mem_used) / static_cast<double>(r.mem_total) : qQNaN(),
         static_cast<double>(r.prefetch_depth), static_cast<double>(r.ready),               // prefetch
@@ -107,7 +123,54 @@ void TelemetryPlots::addRecords(const std::vector<TelemetryRecord>& records) {
   }
 }
 
+void TelemetryPlots::addMarker(double unixTime, const QString& label) {
+  if (origin_ < 0) origin_ = unixTime;
+  const double x = unixTime - origin_;
+  markers_.push_back({x, label});
+  MarkerItems items;
+  const QColor colour = palette().color(QPalette::Text);
+  for (int p = 0; p < PlotCount; ++p) {
+    auto* line = new QCPItemStraightLine(plots_[p]);
+    line->setPen(QPen(colour, 1, Qt::DashDotLine));
+    line->point1->setCoords(x, 0);
+    line->point2->setCoords(x, 1);
+    items.items.push_back(line);
+    auto* text = new QCPItemText(plots_[p]);
+    text->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
+    text->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
+    text->position->setCoords(x, 0.02);
+    text->setText(" " + label);
+    text->setColor(colour);
+    text->setFont(QFont(font().family(), 8));
+    text->setClipToAxisRect(true);
+    items.items.push_back(text);
+  }
+  markerItems_.push_back(items);
+  latest_ = std::max(latest_, x);
+  dirty_ = true;
+}
+
+QCPGraph* TelemetryPlots::graph(const Series& s, Plot plot, int g) const {
+  if (g < 0 || g >= kPlots[plot].graphsPerSeries) return nullptr;
+  int index = g;
+  for (int p = 0; p < plot; ++p) index += kPlots[p].graphsPerSeries;
+  return s.graphs[static_cast<std::size_t>(index)];
+}
+
+QList<QPointF> TelemetryPlots::points(const QString& label, Plot plot, int g) const {
+  QList<QPointF> out;
+  auto it = series_.find(label);
+  if (it == series_.end()) return out;
+  if (const QCPGraph* gr = graph(*it, plot, g))
+    for (auto d = gr->data()->constBegin(); d != gr->data()->constEnd(); ++d) out.push_back({d->key, d->value});
+  return out;
+}
+
 void TelemetryPlots::clear() {
+  for (auto& m : markerItems_)
+    for (auto* item : m.items) item->parentPlot()->removeItem(item);
+  markerItems_.clear();
+  markers_.clear();
   for (auto* plot : plots_) {
     plot->clearGraphs();
     plot->legend->setVisible(false);
@@ -151,6 +214,11 @@ void TelemetryPlots::redraw() {
   if (!dirty_ || !isVisible()) return;
   dirty_ = false;
   const double from = latest_ - windowSeconds_;
+  while (!markers_.isEmpty() && markers_.front().x < from) {  // scrolled out of the window
+    for (auto* item : markerItems_.front().items) item->parentPlot()->removeItem(item);
+    markerItems_.erase(markerItems_.begin());
+    markers_.pop_front();
+  }
   for (auto* plot : plots_) {
     for (int g = 0; g < plot->graphCount(); ++g) plot->graph(g)->data()->removeBefore(from);
     plot->xAxis->setRange(std::max(0.0, from), std::max(latest_, 0.25));

@@ -1,12 +1,16 @@
 // telemetry_plots: the live per-device plots the Loader and Monitor share --
 // throughput (samples/s, MB/s dashed), memory (used, reserved dashed; used as
 // a % of the device's total dotted, on the right axis), prefetch depth (ready batches dashed) and batch latency (p50, p99
-// dashed). Records are added in batches; the plots redraw from a 25 Hz timer
+// dashed). Throughput carries a band: p10-p90 of the series' last 10 reports.
+// Markers (a labelled vertical line on every plot) show when a setting
+// changed during the run. Records are added in batches; the plots redraw from a 25 Hz timer
 // only when something changed, and keep a bounded window of seconds
 // (QCustomPlot practice: addData in batches, removeBefore, queued replots).
 #pragma once
 
 #include <QHash>
+#include <QList>
+#include <QPointF>
 #include <QStringList>
 #include <QWidget>
 #include <vector>
@@ -15,6 +19,7 @@
 
 class QCustomPlot;
 class QCPGraph;
+class QCPAbstractItem;
 class QTimer;
 
 namespace stoker {
@@ -30,9 +35,19 @@ class TelemetryPlots : public QWidget {
   void setLabelByRank(bool byRank) { labelByRank_ = byRank; }
   void setWindowSeconds(double seconds) { windowSeconds_ = seconds; }
   double windowSeconds() const { return windowSeconds_; }
-  // Epoch summaries (epoch_end) are skipped: they are averages, not samples.
+  // Epoch-end records are plotted too: they report the epoch's last window,
+  // so a run of short epochs still draws points.
   void addRecords(const std::vector<TelemetryRecord>& records);
+  // A labelled vertical line at `unixTime` (the records' clock) on every plot.
+  void addMarker(double unixTime, const QString& label);
   void clear();
+  struct Marker {
+    double x = 0;  // seconds since the first record, like the points
+    QString label;
+  };
+  QList<Marker> markers() const { return markers_; }
+  // The points of one graph of a series (x = seconds since the first record).
+  QList<QPointF> points(const QString& series, Plot plot, int graph = 0) const;
 
   QStringList series() const { return seriesOrder_; }
   int pointCount(const QString& series, Plot plot) const;  // points of its main graph now
@@ -49,8 +64,13 @@ class TelemetryPlots : public QWidget {
 
  private:
   struct Series {
-    std::vector<QCPGraph*> graphs;  // per plot: main, secondary[, tertiary]
+    std::vector<QCPGraph*> graphs;  // per plot: main, secondary[, tertiary / band]
+    std::vector<double> recentRates;  // the last reports' samples/s, for the band
   };
+  struct MarkerItems {
+    std::vector<QCPAbstractItem*> items;
+  };
+  QCPGraph* graph(const Series& s, Plot plot, int g) const;
   Series& seriesFor(const QString& label);
   void redraw();
   void applyPalette();
@@ -58,6 +78,8 @@ class TelemetryPlots : public QWidget {
   QCustomPlot* plots_[PlotCount] = {};
   QHash<QString, Series> series_;
   QStringList seriesOrder_;
+  QList<Marker> markers_;
+  std::vector<MarkerItems> markerItems_;
   QTimer* timer_;
   bool labelByRank_ = false;
   bool dirty_ = false;

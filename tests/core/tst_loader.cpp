@@ -637,7 +637,12 @@ class TestLoader : public QObject {
         for (const Batch& b : epoch) (void)b;
         if (e == 10) allocations = loader.poolAllocations();
       }
-      QCOMPARE(loader.poolAllocations(), allocations);  // blocks recycle
+      // Blocks recycle: at most the ring's depth in flight plus the batch the consumer holds are
+      // ever out at once, so a leak would pass that bound within 1000 epochs. (How many of them
+      // a run needs depends on thread timing: comparing with the count at epoch 10 was flaky.)
+      QVERIFY(allocations >= 1);
+      QVERIFY2(loader.poolAllocations() <= o.prefetch + 1,
+               qPrintable(QString("%1 blocks for a ring of %2").arg(loader.poolAllocations()).arg(o.prefetch)));
       QCOMPARE(threadCount(), threadsBefore + 2);        // the two persistent workers
     }
     QCOMPARE(threadCount(), threadsBefore);

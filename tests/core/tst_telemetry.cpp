@@ -7,6 +7,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "data/bottleneck.h"
 #include "telemetry/input_bound.h"
 #include "telemetry/socket_address.h"
 #include "telemetry/telemetry_listener.h"
@@ -61,6 +62,38 @@ class TestTelemetry : public QObject {
   QTemporaryDir dir_;
 
  private Q_SLOTS:
+  // The Loader workspace's bottleneck panel: what limits the run, in words, and the knob to turn.
+  void bottleneckNamesTheKnob() {
+    TelemetryRecord r = sample(0, 1);
+    r.device = "cuda:0";
+    r.mode = "streaming";
+    r.step_ms = 10;
+    r.data_wait_ms = 0.1;  // 1 %: the loader keeps up
+    LoaderOptions o;
+    o.num_workers = 2;
+    Bottleneck b = diagnoseBottleneck(r, o, 16);
+    QCOMPARE(b.kind, InputBound::Fine);
+    QVERIFY2(b.headline.rfind("Compute-bound", 0) == 0 && b.knob.empty(), b.headline.c_str());
+    r.data_wait_ms = 10;  // 50 %
+    b = diagnoseBottleneck(r, o, 16);
+    QCOMPARE(b.kind, InputBound::InputBound);
+    QVERIFY2(b.headline.find("waits 50% of the time") != std::string::npos, b.headline.c_str());
+    QCOMPARE(b.knob, std::string("num_workers"));
+    QVERIFY2(b.advice.find("2 \u2192 3") != std::string::npos, b.advice.c_str());
+    o.num_workers = 15;  // every core busy: the ring, then pinning, then resident
+    r.ready = 0;
+    QCOMPARE(diagnoseBottleneck(r, o, 16).knob, std::string("prefetch"));
+    r.ready = 3;
+    o.pin_memory = false;
+    QCOMPARE(diagnoseBottleneck(r, o, 16).knob, std::string("pin_memory"));
+    o.pin_memory = true;
+    QCOMPARE(diagnoseBottleneck(r, o, 16).knob, std::string("loading_mode"));
+    r.step_ms = 0;  // no training step: say so rather than blame the loader
+    QVERIFY(diagnoseBottleneck(r, o, 16).headline.find("Step is 0") != std::string::npos);
+    r.data_wait_ms = 0;
+    QCOMPARE(diagnoseBottleneck(r, o, 16).kind, InputBound::Unknown);
+  }
+
   void inputBoundThresholds() {
     // data wait / (data wait + step): < 5 % fine, 5-20 % moderate, >= 20 % input-bound.
     QCOMPARE(classifyInputBound(dataWaitShare(0, 10)), InputBound::Fine);

@@ -5,6 +5,8 @@
 // combinations and applies the best; the event loop never stalls >= 50 ms.
 #include <QtTest>
 
+#include <algorithm>
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QLabel>
@@ -92,6 +94,63 @@ class TestLoaderWorkspace : public QObject {
     QVERIFY2(probe.worstMs() < stoker::test::stallBudgetMs(),
              qPrintable(QString("the event loop stalled %1 ms").arg(probe.worstMs())));
     saveScreenshot(&w, "loader-workspace");
+  }
+
+  // The instrument users come for: the default run goes until Stop, a change in the form takes
+  // effect while it runs, the plots mark the moment ("num_workers 0 → 1"), the measured rate moves
+  // the expected way (a second thread on a dataset that costs CPU per sample), and the
+  // bottleneck panel names the knob. Stop then ends the run with its summary.
+  void liveChangeShowsItsMarkerAndMovesTheRate() {
+    LoaderWorkspace w;
+    w.resize(1200, 800);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    w.setDataset("synthetic:1000000,16,f32,150");  // 150 µs of CPU per sample
+    w.setDevices("cpu");
+    w.setEpochs(0);
+    w.setStepMicros(500);
+    LoaderOptions o = smallOptions();
+    o.batch_size = 32;
+    o.num_workers = 0;
+    o.loading_mode = LoadingMode::Streaming;  // pay the per-sample cost every batch
+    w.form()->setOptions(o);
+    QSignalSpy retuned(w.runner(), &LoaderRunner::retuned);
+    QSignalSpy finished(&w, &LoaderWorkspace::runFinished), stopped(&w, &LoaderWorkspace::runStopped);
+    w.run();
+    const QString series = "cpu";
+    QVERIFY(waitUntil([&] { return w.plots()->points(series, TelemetryPlots::Throughput).size() >= 8; }));
+    QVERIFY2(w.bottleneckText().contains("num_workers (0 \u2192 1"), qPrintable(w.bottleneckText()));
+    qobject_cast<QSpinBox*>(w.form()->editor("num_workers"))->setValue(1);
+    QVERIFY(waitFor(retuned, 10000));
+    QCOMPARE(retuned.first().at(1).toString(), QString("num_workers 0 \u2192 1"));
+    QCOMPARE(retuned.first().at(3).toBool(), false);  // at the next batch, not the epoch's end
+    QVERIFY(waitUntil([&] { return !w.plots()->markers().isEmpty(); }));
+    const double at = w.plots()->markers().first().x;
+    QCOMPARE(w.plots()->markers().first().label, QString("num_workers 0 \u2192 1"));
+    auto after = [&] {
+      int n = 0;
+      for (const QPointF& p : w.plots()->points(series, TelemetryPlots::Throughput))
+        n += p.x() > at + 0.15 ? 1 : 0;
+      return n;
+    };
+    QVERIFY(waitUntil([&] { return after() >= 8; }));
+    std::vector<double> before, later;
+    for (const QPointF& p : w.plots()->points(series, TelemetryPlots::Throughput)) {
+      if (p.x() < at) before.push_back(p.y());
+      else if (p.x() > at + 0.15) later.push_back(p.y());  // past the report that straddles the change
+    }
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    qInfo("samples/s before %.0f, after %.0f (%zu and %zu reports)", median(before), median(later), before.size(), later.size());
+    QVERIFY2(median(later) > 1.25 * median(before),
+             qPrintable(QString("before %1, after %2").arg(median(before)).arg(median(later))));
+    saveScreenshot(&w, "loader-live");
+    w.stop();
+    QVERIFY(waitFor(finished, 20000));  // until Stop: Stop is the normal end
+    QVERIFY(stopped.isEmpty());
+    QVERIFY2(w.statusText().startsWith("steady state:"), qPrintable(w.statusText()));
   }
 
   void stopCancelsARun() {

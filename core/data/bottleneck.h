@@ -1,0 +1,27 @@
+// data/bottleneck: what limits a loader run right now, in words, and the knob
+// most likely to help -- the Loader workspace's bottleneck panel. Reads the
+// share of each iteration the consumer waits for data (telemetry/input_bound)
+// and the loader's settings; per-stage times will refine "which stage" once
+// records carry them.
+#pragma once
+
+#include <string>
+
+#include "data/loader_options.h"
+#include "telemetry/input_bound.h"
+#include "telemetry/telemetry_record.h"
+
+namespace stoker {
+
+struct Bottleneck {
+  InputBound kind = InputBound::Unknown;
+  double waitShare = -1;  // data_wait / (data_wait + step), -1 unknown
+  std::string headline;   // what limits the run
+  std::string knob;       // the knob most likely to help ("" when none would)
+  std::string advice;     // what to do, naming the knob and a value to try
+};
+
+// `cores`: the machine's hardware threads (workers beyond cores - 1 only contend).
+Bottleneck diagnoseBottleneck(const TelemetryRecord& r, const LoaderOptions& o, int cores);
+
+}  // namespace stoker
