@@ -7,6 +7,7 @@
 #include "data/dataset.h"
 #include "data/loader_session.h"
 #include "data/loader_sweep.h"
+#include "data/loader_tune.h"
 #include "telemetry/telemetry_queue.h"
 #include "util/byte_size.h"
 #include "util/error.h"
@@ -95,6 +96,28 @@ bool LoaderRunner::start(const LoaderRunRequest& request) {
   });
 }
 
+bool LoaderRunner::startTune(const LoaderRunRequest& request) {
+  return launch([this, request] {
+    const auto devices = expandDevices(request.devices.toStdString());
+    auto dataset = openDataset(request.dataset.toStdString(), request.options);
+    Q_EMIT started({});
+    TuneSpec spec;
+    spec.budgetSeconds = request.tuneBudgetSeconds;
+    spec.measure = request.measure;
+    const TuneResult r = autoTune(dataset, request.options, devices, sessionOptions(request, nullptr), spec, cancelToken(),
+                                  [this, &spec](const TuneTrial& t, double seconds) {
+                                    Q_EMIT tuneTrial(QString::fromStdString(t.change), t.measurement.samplesPerS,
+                                                     t.measurement.ciHalfWidth, QString::fromStdString(t.error), seconds);
+                                    Q_EMIT progress(static_cast<qint64>(std::min(seconds, spec.budgetSeconds) * 1000),
+                                                    static_cast<qint64>(spec.budgetSeconds * 1000), 0, -1);
+                                  });
+    markIdle();
+    Q_EMIT tuneFinished(QString::fromStdString(r.bestChange), QString::fromStdString(loaderOptionsToJson(r.best)),
+                        r.bestMeasurement.samplesPerS, r.bestMeasurement.ciHalfWidth, r.startMeasurement.samplesPerS,
+                        QString::fromStdString(r.confidence));
+  });
+}
+
 bool LoaderRunner::retune(const LoaderOptions& options, QString* error) {
   std::lock_guard<std::mutex> lock(liveMutex_);
   if (!live_) {
@@ -124,17 +147,21 @@ bool LoaderRunner::startSweep(const LoaderRunRequest& request, const QList<Sweep
     // Sweep points publish no telemetry: their plots would interleave.
     const SweepResult result =
         runSweep([spec](const LoaderOptions& o) { return openDataset(spec, o); }, request.options, axes, devices,
-                 sessionOptions(request, nullptr), cancelToken(),
+                 sessionOptions(request, nullptr), request.measure, cancelToken(),
                  [this](const SweepPoint& p, int index, int count) {
                    if (p.reopened) Q_EMIT note(tr("sweep row %1: dataset opened again for its reader settings").arg(index + 1));
                    QStringList values;
                    for (const auto& v : p.values) values << QString::fromStdString(v);
                    Q_EMIT sweepPoint(index, count, values, p.samplesPerS, p.bytesPerS, QString::fromStdString(p.mode),
                                      QString::fromStdString(p.error));
+                   Q_EMIT sweepPointSpread(index, p.measurement.ciHalfWidth, p.measurement.p10, p.measurement.p90);
                    Q_EMIT progress(index + 1, count, 0, -1);
                  });
     markIdle();
-    Q_EMIT sweepFinished(result.bestIndex);
+    QList<int> similar;
+    for (int i = 0; i < static_cast<int>(result.points.size()); ++i)
+      if (result.points[static_cast<std::size_t>(i)].noClearDifference) similar << i;
+    Q_EMIT sweepFinished(result.bestIndex, similar);
   });
 }
 

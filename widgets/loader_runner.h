@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "background_job.h"
+#include "data/measure_spec.h"
 #include "data/loader_options.h"
 #include "telemetry/telemetry_record.h"
 
@@ -23,6 +24,8 @@ struct LoaderRunRequest {
   QString devices = "cpu";            // cpu, sim:0, sim:0,sim:1, cuda:0, all
   int epochs = 0;                     // 0: until Stop
   double stepMicros = 0;              // simulated training step per batch
+  MeasureSpec measure;                // sweeps and the auto-tuner: how precisely to measure each setting
+  double tuneBudgetSeconds = 60;      // the auto-tuner's budget
 };
 
 struct SweepAxisText {
@@ -39,6 +42,7 @@ class LoaderRunner : public BackgroundJob {
   // Both return false (and do nothing) while a run is in progress.
   bool start(const LoaderRunRequest& request);
   bool startSweep(const LoaderRunRequest& request, const QList<SweepAxisText>& axes);
+  bool startTune(const LoaderRunRequest& request);
   std::vector<TelemetryRecord> takeTelemetry();
   // While a run (not a sweep) is in progress: hand it new options, applied
   // at its next safe point (retuned() says when). False, with the reason in
@@ -53,7 +57,13 @@ class LoaderRunner : public BackgroundJob {
   void finished(const QString& summary, double samplesPerSecond);
   void sweepPoint(int index, int count, const QStringList& values, double samplesPerSecond, double bytesPerSecond,
                   const QString& mode, const QString& error);
-  void sweepFinished(int bestIndex);
+  void sweepPointSpread(int index, double ciHalfWidth, double p10, double p90);
+  // `similar`: rows whose 95 % interval overlaps the best's ("no clear difference").
+  void sweepFinished(int bestIndex, const QList<int>& similar);
+  // The auto-tuner: each trial as it is measured, then the result.
+  void tuneTrial(const QString& change, double samplesPerS, double ciHalfWidth, const QString& error, double seconds);
+  void tuneFinished(const QString& bestChange, const QString& bestOptionsJson, double samplesPerS, double ciHalfWidth,
+                    double startSamplesPerS, const QString& confidence);
   void note(const QString& text);  // a line for the log
   // A device runs with retuned options from `unixTime` on (the telemetry clock).
   void retuned(const QString& device, const QString& change, double unixTime, bool atEpochEnd);

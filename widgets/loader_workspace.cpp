@@ -64,7 +64,7 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
   dataset_->setObjectName("dataset");
   dataset_->setEditable(true);
   dataset_->addItems({"fashion-mnist", "synthetic:50000,3x32x32,f32", "synthetic:20000,3x64x64,u8,20"});
-  dataset_->setToolTip(tr("fashion-mnist (Debian's dataset-fashion-mnist), synthetic:N,SHAPE[,dtype][,cost_us], "
+  dataset_->setToolTip(tr("fashion-mnist (Debian's dataset-fashion-mnist), synthetic:N,SHAPE[,dtype][,cost_us[,wait_us]], "
                           "or a .safetensors / .npy file"));
   auto* browse = new QPushButton(tr("File…"), data);
   connect(browse, &QPushButton::clicked, this, [this] {
@@ -186,7 +186,7 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
   plots_ = new TelemetryPlots(right);
   rightLayout->addWidget(plots_, 3);
 
-  auto* tabs = new QTabWidget(right);
+  auto* tabs = tabs_ = new QTabWidget(right);
   auto* sweepPage = new QWidget;
   auto* sweepLayout = new QVBoxLayout(sweepPage);
   auto* axesRow = new QHBoxLayout;
@@ -206,7 +206,8 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
   }
   sweepButton_ = new QPushButton(tr("Run sweep"), sweepPage);
   sweepButton_->setObjectName("runSweep");
-  sweepButton_->setToolTip(tr("Run each combination for the chosen epochs and rank them by steady-state throughput"));
+  sweepButton_->setToolTip(tr("Measure each combination after a warm-up until its 95 % interval is within ± 3 % (or "
+                              "5 s), and rank them; overlapping intervals are marked \"no clear difference\""));
   applyButton_ = new QPushButton(tr("Apply best"), sweepPage);
   applyButton_->setObjectName("applyBest");
   applyButton_->setEnabled(false);
@@ -218,7 +219,42 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
   sweepTable_->setSelectionBehavior(QAbstractItemView::SelectRows);
   sweepTable_->horizontalHeader()->setStretchLastSection(true);
   sweepLayout->addWidget(sweepTable_);
-  tabs->addTab(sweepPage, tr("Auto-tune sweep"));
+  tabs->addTab(sweepPage, tr("Sweep"));
+
+  auto* tunePage = new QWidget;
+  auto* tuneLayout = new QVBoxLayout(tunePage);
+  auto* tuneRow = new QHBoxLayout;
+  tuneBudget_ = new QSpinBox(tunePage);
+  tuneBudget_->setObjectName("tuneBudget");
+  tuneBudget_->setRange(5, 3600);
+  tuneBudget_->setValue(60);
+  tuneBudget_->setSuffix(tr(" s"));
+  tuneBudget_->setToolTip(tr("Time the auto-tuner may spend searching"));
+  tuneButton_ = new QPushButton(tr("Auto-tune"), tunePage);
+  tuneButton_->setObjectName("autoTune");
+  tuneButton_->setToolTip(tr("Search num_workers, prefetch, batch_size, pin_memory and reuse_buffers one knob at a time "
+                             "(coordinate descent), moving only to clearly faster settings, within the budget"));
+  applyTunedButton_ = new QPushButton(tr("Apply"), tunePage);
+  applyTunedButton_->setObjectName("applyTuned");
+  applyTunedButton_->setEnabled(false);
+  tuneRow->addWidget(new QLabel(tr("Budget"), tunePage));
+  tuneRow->addWidget(tuneBudget_);
+  tuneRow->addWidget(tuneButton_);
+  tuneRow->addWidget(applyTunedButton_);
+  tuneRow->addStretch(1);
+  tuneLayout->addLayout(tuneRow);
+  tuneSummary_ = new QLabel(tunePage);
+  tuneSummary_->setObjectName("tuneSummary");
+  tuneSummary_->setWordWrap(true);
+  tuneLayout->addWidget(tuneSummary_);
+  tuneTable_ = new QTableWidget(0, 4, tunePage);
+  tuneTable_->setHorizontalHeaderLabels({tr("seconds"), tr("samples/s"), tr("± 95 %"), tr("change from the start")});
+  tuneTable_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  tuneTable_->horizontalHeader()->setStretchLastSection(true);
+  tuneLayout->addWidget(tuneTable_);
+  tunePage_ = tunePage;
+  sweepPage_ = sweepPage;
+  tabs->addTab(tunePage, tr("Auto-tune"));
   log_ = new QPlainTextEdit(right);
   log_->setReadOnly(true);
   log_->setMaximumBlockCount(2000);
@@ -231,6 +267,38 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
   connect(stopButton_, &QPushButton::clicked, this, &LoaderWorkspace::stop);
   connect(sweepButton_, &QPushButton::clicked, this, &LoaderWorkspace::runSweep);
   connect(applyButton_, &QPushButton::clicked, this, &LoaderWorkspace::applyBestSweepRow);
+  connect(tuneButton_, &QPushButton::clicked, this, &LoaderWorkspace::runAutoTune);
+  connect(applyTunedButton_, &QPushButton::clicked, this, &LoaderWorkspace::applyTuned);
+  connect(runner_, &LoaderRunner::tuneTrial, this,
+          [this](const QString& change, double sps, double ci, const QString& error, double seconds) {
+            const int row = tuneTable_->rowCount();
+            tuneTable_->insertRow(row);
+            tuneTable_->setItem(row, 0, new QTableWidgetItem(QString::number(seconds, 'f', 1)));
+            tuneTable_->setItem(row, 1, new QTableWidgetItem(error.isEmpty() ? QString::number(sps, 'f', 0) : error));
+            tuneTable_->setItem(row, 2, new QTableWidgetItem(error.isEmpty() && sps > 0
+                                                                 ? QString("± %1 %").arg(100 * ci / sps, 0, 'f', 1)
+                                                                 : QString()));
+            tuneTable_->setItem(row, 3, new QTableWidgetItem(change.isEmpty() ? tr("(start)") : change));
+            tuneTable_->scrollToBottom();
+            status_->setText(tr("Auto-tune: %1 settings measured in %2 s").arg(row + 1).arg(seconds, 0, 'f', 0));
+          });
+  connect(runner_, &LoaderRunner::tuneFinished, this,
+          [this](const QString& change, const QString& json, double sps, double ci, double start, const QString& confidence) {
+            setRunning(false);
+            progress_->setValue(1000);
+            tunedJson_ = json;
+            const QString text = change.isEmpty()
+                                     ? tr("Best: the starting options, %1 samples/s ± %2. %3")
+                                           .arg(sps, 0, 'f', 0).arg(ci, 0, 'f', 0).arg(confidence)
+                                     : tr("Best: %1 — %2 samples/s ± %3 (start: %4). %5")
+                                           .arg(change).arg(sps, 0, 'f', 0).arg(ci, 0, 'f', 0).arg(start, 0, 'f', 0)
+                                           .arg(confidence);
+            tuneSummary_->setText(text);
+            status_->setText(tr("Auto-tune done. Apply copies the best setting into the form."));
+            log_->appendPlainText("auto-tune: " + text);
+            applyTunedButton_->setEnabled(!change.isEmpty());
+            Q_EMIT tuneFinished(!change.isEmpty());
+          });
   retuneTimer_->setSingleShot(true);
   retuneTimer_->setInterval(250);
   connect(retuneTimer_, &QTimer::timeout, this, &LoaderWorkspace::retuneRunningLoader);
@@ -250,6 +318,7 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
   connect(form_, &LoaderOptionsForm::validityChanged, this, [this](bool valid, const QString&) {
     runButton_->setEnabled(valid && !runner_->busy());
     sweepButton_->setEnabled(valid && !runner_->busy());
+    tuneButton_->setEnabled(valid && !runner_->busy());
   });
 
   connect(runner_, &LoaderRunner::started, this, [this](const QStringList& notes) {
@@ -286,9 +355,11 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
           [this](int index, int count, const QStringList& values, double sps, double bps, const QString& mode,
                  const QString& error) {
             sweepTable_->setRowCount(count);
+            // values..., samples/s, ± 95 %, p10-p90 (filled by sweepPointSpread), MB/s, mode, verdict, error
             const QStringList cells = values + QStringList{error.isEmpty() ? QString::number(sps, 'f', 0) : QString(),
+                                                           QString(), QString(),
                                                            error.isEmpty() ? QString::number(bps / 1e6, 'f', 1) : QString(),
-                                                           mode, error};
+                                                           mode, QString(), error};
             for (int c = 0; c < cells.size(); ++c) {
               QString text = cells[c];
               if (c < values.size() && text.startsWith('"')) text = text.mid(1, text.size() - 2);  // a name
@@ -298,9 +369,25 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
             }
             status_->setText(tr("Sweep: %1 of %2 done").arg(index + 1).arg(count));
           });
-  connect(runner_, &LoaderRunner::sweepFinished, this, [this](int best) {
+  connect(runner_, &LoaderRunner::sweepPointSpread, this, [this](int index, double ci, double p10, double p90) {
+    const int c = static_cast<int>(sweepAxisNames_.size()) + 1;
+    const QString sps = sweepTable_->item(index, c - 1) ? sweepTable_->item(index, c - 1)->text() : QString();
+    if (sps.isEmpty()) return;  // the point failed
+    const double mean = sps.toDouble();
+    sweepTable_->setItem(index, c, new QTableWidgetItem(mean > 0 ? QString("± %1 %").arg(100 * ci / mean, 0, 'f', 1) : QString()));
+    sweepTable_->setItem(index, c + 1, new QTableWidgetItem(QString("%1–%2").arg(p10, 0, 'f', 0).arg(p90, 0, 'f', 0)));
+  });
+  connect(runner_, &LoaderRunner::sweepFinished, this, [this](int best, const QList<int>& similar) {
     setRunning(false);
     bestRow_ = best;
+    similarRows_ = similar;
+    const int verdict = static_cast<int>(sweepAxisNames_.size()) + 5;
+    if (best >= 0) sweepTable_->setItem(best, verdict, new QTableWidgetItem(tr("fastest")));
+    for (int row : similar) {
+      auto* item = new QTableWidgetItem(tr("no clear difference"));
+      item->setToolTip(tr("Its 95 % interval overlaps the fastest's: the two cannot be told apart"));
+      sweepTable_->setItem(row, verdict, item);
+    }
     if (best >= 0) {
       const QColor highlight = palette().color(QPalette::Highlight);
       for (int c = 0; c < sweepTable_->columnCount(); ++c)
@@ -311,9 +398,15 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
           f.setBold(true);
           item->setFont(f);
         }
-      status_->setText(tr("Sweep done: row %1 is fastest (%2 samples/s). Apply best copies it into the form.")
-                           .arg(best + 1)
-                           .arg(sweepTable_->item(best, sweepAxisNames_.size())->text()));
+      status_->setText(similar.isEmpty()
+                           ? tr("Sweep done: row %1 is fastest (%2 samples/s). Apply best copies it into the form.")
+                                 .arg(best + 1)
+                                 .arg(sweepTable_->item(best, sweepAxisNames_.size())->text())
+                           : tr("Sweep done: row %1 measured fastest (%2 samples/s), but %3 other row(s) show no clear "
+                                "difference. Apply best copies it into the form.")
+                                 .arg(best + 1)
+                                 .arg(sweepTable_->item(best, sweepAxisNames_.size())->text())
+                                 .arg(similar.size()));
     } else {
       status_->setText(tr("Sweep done: every combination failed (see the error column)."));
     }
@@ -364,6 +457,7 @@ bool LoaderWorkspace::makeRequest(LoaderRunRequest& request) {
   request.devices = devices_->text().trimmed();
   request.epochs = epochs_->value();
   request.stepMicros = stepMicros_->value();
+  request.measure = measure_;
   return true;
 }
 
@@ -410,10 +504,12 @@ void LoaderWorkspace::runSweep() {
   applyButton_->setEnabled(false);
   sweepTable_->clear();
   sweepTable_->setRowCount(0);
-  sweepTable_->setColumnCount(sweepAxisNames_.size() + 4);
-  sweepTable_->setHorizontalHeaderLabels(sweepAxisNames_ + QStringList{tr("samples/s"), tr("MB/s"), tr("mode"), tr("error")});
+  sweepTable_->setColumnCount(sweepAxisNames_.size() + 8);
+  sweepTable_->setHorizontalHeaderLabels(sweepAxisNames_ + QStringList{tr("samples/s"), tr("± 95 %"), tr("p10–p90"),
+                                                                       tr("MB/s"), tr("mode"), tr("verdict"), tr("error")});
   if (!runner_->startSweep(request, axes)) return;
   setRunning(true);
+  tabs_->setCurrentWidget(sweepPage_);
   status_->setText(tr("Sweeping %1…").arg(sweepAxisNames_.join(" × ")));
   saveSettings();
   Q_EMIT runStarted();
@@ -435,6 +531,35 @@ void LoaderWorkspace::applyBestSweepRow() {
     status_->setText(tr("Cannot apply: %1").arg(QString::fromStdString(e.what())));
   }
 }
+
+void LoaderWorkspace::runAutoTune() {
+  LoaderRunRequest request;
+  if (runner_->busy() || !makeRequest(request)) return;
+  request.tuneBudgetSeconds = tuneBudget_->value();
+  tunedJson_.clear();
+  applyTunedButton_->setEnabled(false);
+  tuneTable_->setRowCount(0);
+  tuneSummary_->setText(tr("Searching for up to %1 s…").arg(tuneBudget_->value()));
+  if (!runner_->startTune(request)) return;
+  setRunning(true);
+  tabs_->setCurrentWidget(tunePage_);
+  status_->setText(tr("Auto-tuning %1 on %2…").arg(request.dataset, request.devices));
+  saveSettings();
+  Q_EMIT runStarted();
+}
+
+void LoaderWorkspace::applyTuned() {
+  if (tunedJson_.isEmpty()) return;
+  try {
+    form_->setOptions(loaderOptionsFromJson(tunedJson_.toStdString(), "auto-tune"));
+    status_->setText(tr("Applied the auto-tuner's best setting to the form."));
+  } catch (const Error& e) {
+    status_->setText(tr("Cannot apply: %1").arg(QString::fromStdString(e.what())));
+  }
+}
+
+void LoaderWorkspace::setTuneBudget(int seconds) { tuneBudget_->setValue(seconds); }
+QString LoaderWorkspace::tuneSummary() const { return tuneSummary_->text(); }
 
 void LoaderWorkspace::stop() { runner_->stop(); }
 
@@ -560,6 +685,7 @@ void LoaderWorkspace::setRunning(bool running) {
   }
   runButton_->setEnabled(!running && form_->isValid());
   sweepButton_->setEnabled(!running && form_->isValid());
+  tuneButton_->setEnabled(!running && form_->isValid());
   stopButton_->setEnabled(running);
   if (running) {
     progress_->setValue(0);

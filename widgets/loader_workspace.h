@@ -8,6 +8,7 @@
 #include <QMap>
 #include <QWidget>
 
+#include "data/measure_spec.h"
 #include "data/loader_options.h"
 
 class QComboBox;
@@ -19,6 +20,7 @@ class QPushButton;
 class QSpinBox;
 class QDoubleSpinBox;
 class QTableWidget;
+class QTabWidget;
 class QTimer;
 
 namespace stoker {
@@ -50,6 +52,12 @@ class LoaderWorkspace : public QWidget {
   QString bottleneckText() const;
   QTableWidget* sweepTable() const { return sweepTable_; }
   int bestSweepRow() const { return bestRow_; }
+  QList<int> similarSweepRows() const { return similarRows_; }  // "no clear difference" from the best
+  // How precisely sweeps and the auto-tuner measure each setting.
+  void setMeasurePrecision(const MeasureSpec& spec) { measure_ = spec; }
+  void setTuneBudget(int seconds);
+  QTableWidget* tuneTable() const { return tuneTable_; }
+  QString tuneSummary() const;
   QString pytorchSnippet() const;
   QString cppSnippet() const;
   // Writes the PyTorch (.py) or C++ snippet to `path`; with a weighted sampler
@@ -64,6 +72,8 @@ class LoaderWorkspace : public QWidget {
   void stop();
   void runSweep();
   void applyBestSweepRow();
+  void runAutoTune();
+  void applyTuned();
   void applyPreset(const QString& name);
 
  Q_SIGNALS:
@@ -72,6 +82,7 @@ class LoaderWorkspace : public QWidget {
   void runFailed(const QString& message);
   void runStopped();
   void sweepFinished(int bestRow);
+  void tuneFinished(bool foundBetter);
 
  private:
   bool makeRequest(LoaderRunRequest& request);
@@ -105,7 +116,18 @@ class LoaderWorkspace : public QWidget {
   QPlainTextEdit* log_;
   QComboBox* sweepKnob_[2];
   QLineEdit* sweepValues_[2];
+  QTabWidget* tabs_;
+  QWidget* sweepPage_;
+  QWidget* tunePage_;
   QTableWidget* sweepTable_;
+  QList<int> similarRows_;
+  MeasureSpec measure_;
+  QSpinBox* tuneBudget_;
+  QPushButton* tuneButton_;
+  QPushButton* applyTunedButton_;
+  QLabel* tuneSummary_;
+  QTableWidget* tuneTable_;
+  QString tunedJson_;
   QTimer* drainTimer_;
   QStringList sweepAxisNames_;
   QMap<QString, QString> deviceModes_;  // the badge: latest mode of each device this run

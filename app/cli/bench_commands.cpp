@@ -302,7 +302,7 @@ void addBenchCommands(CLI::App& app, int& exitCode) {
   auto args = std::make_shared<BenchArgs>();
   auto* bench = app.add_subcommand("bench", "Run the loader on a dataset and report its throughput");
   bench->add_option("--dataset", args->dataset,
-                    "fashion-mnist[:DIR], synthetic:N,SHAPE[,dtype][,cost_us], FILE.safetensors or FILE.npy");
+                    "fashion-mnist[:DIR], synthetic:N,SHAPE[,dtype][,cost_us[,wait_us]], FILE.safetensors or FILE.npy");
   bench->add_option("--options", args->optionsFile, "LoaderOptions JSON file (knob names as keys)");
   bench->add_option("--preset", args->preset, "gpu_optimized (default), distributed_optimized or debug_mode");
   bench->add_option("--batch-size", args->batchSize, "samples per batch");

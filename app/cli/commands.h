@@ -11,4 +11,5 @@ void addDatasetCommands(CLI::App& app, int& exitCode);
 void addBenchCommands(CLI::App& app, int& exitCode);  // bench, monitor
 void addPlanCommands(CLI::App& app, int& exitCode);
 void addFeedCommands(CLI::App& app, int& exitCode);
+void addTuneCommands(CLI::App& app, int& exitCode);
 }  // namespace stoker

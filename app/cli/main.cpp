@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   stoker::addBenchCommands(app, exitCode);
   stoker::addPlanCommands(app, exitCode);
   stoker::addFeedCommands(app, exitCode);
+  stoker::addTuneCommands(app, exitCode);
   try {
     app.parse(argc, argv);
     return exitCode;

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "data/device.h"
 #include "data/fashion_mnist.h"
@@ -128,8 +129,9 @@ void TensorDataset::readBatch(const std::int64_t* indices, std::int64_t count, s
   for (std::size_t f = 0; f < specs_.size(); ++f) gatherHostRows(tensors_[f], indices, count, dst[f]);
 }
 
-SyntheticDataset::SyntheticDataset(std::int64_t n, std::vector<std::int64_t> shape, c10::ScalarType dtype, double costMicros)
-    : n_(n), costMicros_(costMicros) {
+SyntheticDataset::SyntheticDataset(std::int64_t n, std::vector<std::int64_t> shape, c10::ScalarType dtype, double costMicros,
+                                   double waitMicros)
+    : n_(n), costMicros_(costMicros), waitMicros_(waitMicros) {
   FieldSpec data;
   data.name = "data";
   data.dtype = dtype;
@@ -144,14 +146,18 @@ SyntheticDataset::SyntheticDataset(std::int64_t n, std::vector<std::int64_t> sha
 std::string SyntheticDataset::description() const {
   char cost[48] = "";
   if (costMicros_ > 0) std::snprintf(cost, sizeof cost, ", %g us of work each", costMicros_);
+  char wait[48] = "";
+  if (waitMicros_ > 0) std::snprintf(wait, sizeof wait, ", %g us of latency each", waitMicros_);
   return "synthetic (" + std::string(dtypeName(dtypeFromTorch(specs_[0].dtype))) + " " + shapeText(specs_[0].sampleShape) +
-         cost + ")";
+         cost + wait + ")";
 }
 
 void SyntheticDataset::readItem(std::int64_t index, std::uint8_t* const* dst) const {
   if (index < 0 || index >= n_)
     throwBadInput("sample " + std::to_string(index), "out of range for " + std::to_string(n_) + " samples");
   busyWork(costMicros_);  // decoding occupies a core
+  if (waitMicros_ > 0)     // storage latency does not
+    std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(waitMicros_));
   const FieldSpec& spec = specs_[0];
   const std::int64_t count = spec.sampleBytes / static_cast<std::int64_t>(c10::elementSize(spec.dtype));
   const double value = static_cast<double>(index % 251) / 251.0;
@@ -171,7 +177,8 @@ void SyntheticDataset::readItem(std::int64_t index, std::uint8_t* const* dst) co
 }
 
 std::shared_ptr<SyntheticDataset> parseSyntheticSpec(const std::string& spec) {
-  const std::string usage = "expected synthetic:N,SHAPE[,dtype][,cost_us], e.g. synthetic:10000,3x32x32,f32,200";
+  const std::string usage =
+      "expected synthetic:N,SHAPE[,dtype][,cost_us[,wait_us]], e.g. synthetic:10000,3x32x32,f32,200";
   if (spec.rfind("synthetic:", 0) != 0) throwBadInput(spec, usage);
   std::vector<std::string> parts;
   std::string rest = spec.substr(10);
@@ -181,7 +188,7 @@ std::shared_ptr<SyntheticDataset> parseSyntheticSpec(const std::string& spec) {
     if (comma == std::string::npos) break;
     pos = comma + 1;
   }
-  if (parts.size() < 2 || parts.size() > 4) throwBadInput(spec, usage);
+  if (parts.size() < 2 || parts.size() > 5) throwBadInput(spec, usage);
   char* end = nullptr;
   const long long n = std::strtoll(parts[0].c_str(), &end, 10);
   if (parts[0].empty() || *end != '\0' || n < 1) throwBadInput(spec, "N must be a positive sample count (got \"" + parts[0] + "\")");
@@ -204,6 +211,13 @@ std::shared_ptr<SyntheticDataset> parseSyntheticSpec(const std::string& spec) {
       throwBadInput(spec, "cost_us must be 0-10000000 microseconds (got \"" + parts[next] + "\")");
     ++next;
   }
+  double wait = 0;
+  if (parts.size() > next) {
+    wait = std::strtod(parts[next].c_str(), &end);
+    if (parts[next].empty() || *end != '\0' || !(wait >= 0) || wait > 1e7)
+      throwBadInput(spec, "wait_us must be 0-10000000 microseconds (got \"" + parts[next] + "\")");
+    ++next;
+  }
   if (next != parts.size()) throwBadInput(spec, usage);
   // Sizes are int64 everywhere (sample bytes, the dataset's total): refuse what overflows them
   // (found by fuzz_dataset_spec: 10,3x32x63332x2x63x... overflowed the sample size).
@@ -212,7 +226,7 @@ std::shared_ptr<SyntheticDataset> parseSyntheticSpec(const std::string& spec) {
     if (__builtin_mul_overflow(bytes, d, &bytes)) throwBadInput(spec, "a sample of this shape is too large");
   if (__builtin_mul_overflow(bytes, static_cast<std::int64_t>(n), &total))
     throwBadInput(spec, "N samples of this shape are too large");
-  return std::make_shared<SyntheticDataset>(n, shape, dtype, cost);
+  return std::make_shared<SyntheticDataset>(n, shape, dtype, cost, wait);
 }
 
 std::shared_ptr<Dataset> openDataset(const std::string& spec, const LoaderOptions& options) {

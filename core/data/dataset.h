@@ -64,21 +64,26 @@ class TensorDataset : public Dataset {
   std::vector<at::Tensor> tensors_;
 };
 
-// synthetic:N,SHAPE[,dtype][,cost_us]: N samples of SHAPE (e.g. 3x32x32) with
-// content derived from the index, plus an int64 label (index % 10). cost_us
-// of busy CPU work per sample stands in for decoding.
+// synthetic:N,SHAPE[,dtype][,cost_us[,wait_us]]: N samples of SHAPE (e.g.
+// 3x32x32) with content derived from the index, plus an int64 label (index %
+// 10). cost_us of busy CPU work per sample stands in for decoding; wait_us of
+// sleep per sample for storage latency (a network file system, an object
+// store), which frees the core, so more readers than cores still help.
 class SyntheticDataset : public Dataset {
  public:
-  SyntheticDataset(std::int64_t n, std::vector<std::int64_t> shape, c10::ScalarType dtype, double costMicros);
+  SyntheticDataset(std::int64_t n, std::vector<std::int64_t> shape, c10::ScalarType dtype, double costMicros,
+                   double waitMicros = 0);
   std::string description() const override;
   std::int64_t size() const override { return n_; }
   const std::vector<FieldSpec>& fields() const override { return specs_; }
   void readItem(std::int64_t index, std::uint8_t* const* dst) const override;
   double costMicros() const { return costMicros_; }
+  double waitMicros() const { return waitMicros_; }
 
  private:
   std::int64_t n_;
   double costMicros_;
+  double waitMicros_;
   std::vector<FieldSpec> specs_;
 };
 
@@ -87,7 +92,7 @@ std::shared_ptr<SyntheticDataset> parseSyntheticSpec(const std::string& spec);
 
 // A dataset by the names `stoker bench --dataset` accepts:
 //   fashion-mnist[:DIR]   Debian's dataset-fashion-mnist (train split)
-//   synthetic:N,SHAPE[,dtype][,cost_us]
+//   synthetic:N,SHAPE[,dtype][,cost_us[,wait_us]]
 //   PATH.safetensors      tensors sharing dim 0 become fields
 //   PATH.npy              one field, "data"
 // reader_mode/part_size/max_inflight_parts decide how files reach memory.

@@ -172,6 +172,14 @@ const at::Tensor& Batch::operator[](std::string_view name) const {
   throwBadInput("batch field " + std::string(name), "no such field (fields: " + known + ")");
 }
 
+std::shared_ptr<Dataset> decodeOnce(std::shared_ptr<Dataset> dataset, int threads, const CancelToken* cancel) {
+  if (!dataset->hostFields().empty()) return dataset;
+  std::vector<std::string> names;
+  for (const auto& f : dataset->fields()) names.push_back(f.name);
+  return std::make_shared<TensorDataset>(dataset->description() + ", decoded once", std::move(names),
+                                         materialise(*dataset, threads, cancel));
+}
+
 Loader::Loader(std::shared_ptr<Dataset> dataset, LoaderOptions options, DeviceSpec device, SimDeviceConfig sim)
     : Loader(std::move(dataset), std::move(options), DeviceBackend::create(device, sim)) {}
 

@@ -112,6 +112,12 @@ class Epoch {
   std::shared_ptr<EpochState> state_;
 };
 
+// A dataset that produces samples on demand, read once into host memory in
+// parallel (what resident mode does at every Loader's start); in-memory
+// datasets come back as they are. The auto-tuner uses it so its trials do
+// not each pay the decode.
+std::shared_ptr<Dataset> decodeOnce(std::shared_ptr<Dataset> dataset, int threads, const CancelToken* cancel);
+
 class Loader {
  public:
   // Validates the options, opens the device, chooses the mode (auto probes

@@ -71,7 +71,8 @@ bool datasetKnobsDiffer(const LoaderOptions& a, const LoaderOptions& b) {
 
 SweepResult runSweep(const DatasetOpener& open, const LoaderOptions& base, const std::vector<SweepAxis>& axes,
                      const std::vector<DeviceSpec>& devices, const LoaderSessionOptions& session,
-                     const CancelToken* cancel, const std::function<void(const SweepPoint&, int, int)>& onPoint) {
+                     const MeasureSpec& measure, const CancelToken* cancel,
+                     const std::function<void(const SweepPoint&, int, int)>& onPoint) {
   SweepResult result;
   result.points = sweepPoints(base, axes);
   const int n = static_cast<int>(result.points.size());
@@ -89,11 +90,10 @@ SweepResult runSweep(const DatasetOpener& open, const LoaderOptions& base, const
           openedWith = p.options;
           result.datasetOpens++;
         }
-        LoaderSession run(dataset, p.options, devices, session);
-        LoaderSessionResult r = run.run(nullptr, cancel);
-        p.samplesPerS = r.samplesPerS;
-        p.bytesPerS = r.bytesPerS;
-        p.mode = loadingModeName(r.devices.front().mode);
+        p.measurement = measureLoader(dataset, p.options, devices, session, measure, cancel);
+        p.samplesPerS = p.measurement.samplesPerS;
+        p.bytesPerS = p.measurement.bytesPerS;
+        p.mode = p.measurement.mode;
       } catch (const Error& e) {
         if (e.kind() == ErrorKind::Cancelled) throw;
         p.error = e.what();
@@ -102,6 +102,13 @@ SweepResult runSweep(const DatasetOpener& open, const LoaderOptions& base, const
     if (p.error.empty() && (result.bestIndex < 0 || p.samplesPerS > result.points[result.bestIndex].samplesPerS))
       result.bestIndex = i;
     if (onPoint) onPoint(p, i, n);
+  }
+  if (result.bestIndex >= 0) {
+    const Measurement& best = result.points[static_cast<std::size_t>(result.bestIndex)].measurement;
+    for (int i = 0; i < n; ++i) {
+      SweepPoint& p = result.points[static_cast<std::size_t>(i)];
+      p.noClearDifference = i != result.bestIndex && p.error.empty() && !clearlyDifferent(p.measurement, best);
+    }
   }
   return result;
 }

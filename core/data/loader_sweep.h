@@ -1,7 +1,9 @@
-// data/loader_sweep: the auto-tune sweep. Runs a short loader session for
-// each combination of chosen knob values (e.g. num_workers x prefetch) and
-// reports the steady-state throughput of each, best first in bestIndex.
-// Knobs are set by name through the LoaderOptions JSON, so any knob works.
+// data/loader_sweep: the sweep. Measures each combination of chosen knob
+// values (e.g. num_workers x prefetch) with measureLoader -- warm-up, then
+// until the 95 % interval is within the target or a time cap -- and marks
+// the fastest, and every point whose interval overlaps the fastest's as "no
+// clear difference". Knobs are set by name through the LoaderOptions JSON, so
+// any knob works; dataset-level knobs re-open the dataset.
 #pragma once
 
 #include <functional>
@@ -9,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "data/loader_measure.h"
 #include "data/loader_session.h"
 
 namespace stoker {
@@ -22,8 +25,10 @@ struct SweepPoint {
   std::vector<std::string> values;  // one per axis
   LoaderOptions options;
   bool reopened = false;            // the dataset was opened again for this point's dataset-level knobs
-  double samplesPerS = 0;
+  double samplesPerS = 0;           // the measurement's mean
   double bytesPerS = 0;
+  Measurement measurement;
+  bool noClearDifference = false;   // its interval overlaps the best point's
   std::string mode;                 // of the first device
   std::string error;                // this combination failed (invalid, out of memory)
 };
@@ -51,12 +56,13 @@ std::vector<SweepPoint> sweepPoints(const LoaderOptions& base, const std::vector
 // quoted as strings).
 SweepAxis parseSweepAxis(const std::string& knob, const std::string& commaValues);
 
-// Runs each point for session.epochs epochs (at least 2 is sensible: the
-// first is warm-up). The dataset is opened with the first point's options and
-// again whenever a point's dataset-level knobs differ from the open one's.
-// `onPoint` is called after each, from this thread.
+// Measures each point (`measure`; session.epochs is not used). The dataset
+// is opened with the first point's options and again whenever a point's
+// dataset-level knobs differ from the open one's. `onPoint` is called after
+// each, from this thread; the "no clear difference" marks are set at the end.
 SweepResult runSweep(const DatasetOpener& open, const LoaderOptions& base, const std::vector<SweepAxis>& axes,
                      const std::vector<DeviceSpec>& devices, const LoaderSessionOptions& session,
-                     const CancelToken* cancel, const std::function<void(const SweepPoint&, int index, int count)>& onPoint);
+                     const MeasureSpec& measure, const CancelToken* cancel,
+                     const std::function<void(const SweepPoint&, int index, int count)>& onPoint);
 
 }  // namespace stoker

@@ -69,6 +69,33 @@ class TestCliBench : public QObject {
     QVERIFY(py.err.contains("wrote 4 weights to"));
   }
 
+  // `stoker tune`: a budgeted search that reports the best setting, how sure it is, and writes
+  // it for `stoker bench --options`; bad budgets are refused with one line.
+  void tuneFindsFasterSettingsWithinTheBudget() {
+    const QString start = dir_.filePath("start.json"), best = dir_.filePath("best.json");
+    QFile f(start);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(R"({"loading_mode": "streaming", "num_workers": 0, "prefetch": 1, "batch_size": 32})");
+    f.close();
+    auto r = runStoker({"tune", "--dataset", "synthetic:1000000,8,f32,0,400", "--options", start, "--budget", "20s",
+                        "--json", "--save-options", best});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    const QJsonObject doc = QJsonDocument::fromJson(r.out).object();
+    QVERIFY2(doc["best_change"].toString().contains("num_workers 0"), r.out.constData());
+    QVERIFY(doc["best"].toObject()["samples_per_s"].toDouble() > 2 * doc["start"].toObject()["samples_per_s"].toDouble());
+    QVERIFY(doc["seconds"].toDouble() <= 20 + 5);  // the budget, plus the setting measured when it ran out
+    QVERIFY(doc["trials"].toArray().size() >= 2);
+    QVERIFY(doc["confidence"].toString().startsWith("Clearly faster than the start"));
+    QVERIFY(stoker::test::readFile(best).contains("\"num_workers\""));
+    auto bench = runStoker({"bench", "--dataset", "synthetic:2000,8", "--options", best, "--epochs", "1", "--quiet"});
+    QVERIFY2(bench.exitCode == 0, bench.err.constData());
+    for (const char* bad : {"0s", "-5", "ten", "3h", "2 m"}) {
+      auto b = runStoker({"tune", "--dataset", "synthetic:100,8", "--budget", bad});
+      QCOMPARE(b.exitCode, 2);
+      QVERIFY2(b.err.startsWith("error: --budget: must be a time such as 60s"), b.err.constData());
+    }
+  }
+
   void severalDevicesSplitEachStep() {
     // Two unequal simulated GPUs: El Che gives the 3x faster one 3x the batches.
     auto r = runStoker({"bench", "--dataset", "synthetic:6000,16", "--device", "sim:0,sim:1", "--batch-size", "20",

@@ -16,6 +16,7 @@
 #include "data/loader.h"
 #include "data/loader_session.h"
 #include "data/loader_sweep.h"
+#include "data/loader_tune.h"
 #include "data/sampler.h"
 #include "data/worker_pool.h"
 #include "io/safetensors_writer.h"
@@ -484,8 +485,12 @@ class TestLoader : public QObject {
     LoaderSessionOptions so;
     so.epochs = 1;
     const LoaderOptions base = LoaderOptions::builder().batchSize(50).build();
+    MeasureSpec quick;
+    quick.warmupSeconds = 0.05;
+    quick.minSeconds = 0.05;
+    quick.maxSeconds = 0.2;
     SweepResult r = runSweep(open, base, {parseSweepAxis("reader_mode", "mmap,read"), parseSweepAxis("num_workers", "0,1")},
-                             {DeviceSpec::parse("cpu")}, so, nullptr, nullptr);
+                             {DeviceSpec::parse("cpu")}, so, quick, nullptr, nullptr);
     QCOMPARE(r.points.size(), std::size_t(4));
     QCOMPARE(r.datasetOpens, 2);  // (mmap, 0) (mmap, 1) | (read, 0) (read, 1)
     QCOMPARE(opened, (std::vector<ReaderMode>{ReaderMode::Mmap, ReaderMode::Read}));
@@ -494,10 +499,10 @@ class TestLoader : public QObject {
     for (const auto& p : r.points) QVERIFY2(p.error.empty() && p.samplesPerS > 0, p.error.c_str());
     // Loader-level knobs only: one open for the whole sweep.
     opened.clear();
-    r = runSweep(open, base, {parseSweepAxis("num_workers", "0,1,2")}, {DeviceSpec::parse("cpu")}, so, nullptr, nullptr);
+    r = runSweep(open, base, {parseSweepAxis("num_workers", "0,1,2")}, {DeviceSpec::parse("cpu")}, so, quick, nullptr, nullptr);
     QCOMPARE(r.datasetOpens, 1);
     for (const auto& [knob, values] : {std::pair{"part_size", "1048576,4194304"}, std::pair{"max_inflight_parts", "1,4"}}) {
-      r = runSweep(open, base, {parseSweepAxis(knob, values)}, {DeviceSpec::parse("cpu")}, so, nullptr, nullptr);
+      r = runSweep(open, base, {parseSweepAxis(knob, values)}, {DeviceSpec::parse("cpu")}, so, quick, nullptr, nullptr);
       QCOMPARE(r.datasetOpens, 2);
     }
   }
@@ -607,6 +612,68 @@ class TestLoader : public QObject {
     QCOMPARE(r.devices.size(), std::size_t(2));
     QVERIFY(r.devices[0].epochs.size() >= 2);  // 25 batches of 10 per device and epoch: many epochs in 0.3 s
     QVERIFY(r.samplesPerS > 0);
+  }
+
+  // Two settings are "different" only when their 95 % intervals are disjoint.
+  void measurementsCompareByTheirIntervals() {
+    Measurement a, b;
+    a.samplesPerS = 1000;
+    a.ciHalfWidth = 30;
+    b.samplesPerS = 1050;
+    b.ciHalfWidth = 30;
+    QVERIFY(!clearlyDifferent(a, b));  // 970-1030 overlaps 1020-1080
+    b.samplesPerS = 1070;
+    QVERIFY(clearlyDifferent(a, b) && clearlyDifferent(b, a));
+    QCOMPARE(a.relativeCi(), 0.03);
+    // A real measurement: a warm-up, windows, an interval, and the spread around the median.
+    auto ds = parseSyntheticSpec("synthetic:1000000,8,f32,20");
+    LoaderOptions o = LoaderOptions::builder().batchSize(32).numWorkers(1).loadingMode(LoadingMode::Streaming).build();
+    MeasureSpec spec;
+    spec.maxSeconds = 2;
+    const Measurement m = measureLoader(ds, o, {DeviceSpec::parse("cpu")}, {}, spec, nullptr);
+    QVERIFY2(m.windows >= 3 && m.samplesPerS > 0 && m.ciHalfWidth > 0, qPrintable(QString::number(m.windows)));
+    QVERIFY(m.p10 <= m.median && m.median <= m.p90);
+    QVERIFY(m.seconds >= spec.minSeconds * 0.9 && m.seconds < spec.maxSeconds + 1);
+    QCOMPARE(QString::fromStdString(m.mode), QString("streaming"));
+    CancelToken cancelled;
+    cancelled.cancel();
+    ErrorKind kind{};
+    errorOf([&] { measureLoader(ds, o, {DeviceSpec::parse("cpu")}, {}, spec, &cancelled); }, &kind);
+    QCOMPARE(kind, ErrorKind::Cancelled);
+  }
+
+  // The auto-tuner on a dataset whose optimum is designed in: every sample waits 400 us on
+  // "storage" (a sleep, so readers beyond the cores still help) and costs no CPU. The best
+  // setting is the most workers offered with a ring deep enough for them; the search must
+  // find it in fewer trials than the grid has points, and say how sure it is.
+  void autoTuneFindsTheDesignedOptimum() {
+    auto ds = parseSyntheticSpec("synthetic:1000000,8,f32,0,400");
+    LoaderOptions start = LoaderOptions::builder().batchSize(32).numWorkers(0).prefetch(1)
+                              .loadingMode(LoadingMode::Streaming).build();
+    TuneSpec spec;
+    spec.budgetSeconds = 60;
+    spec.candidates = {{"num_workers", {"0", "1", "2", "4", "8"}}, {"prefetch", {"1", "2", "4", "8", "16"}}};
+    spec.measure.warmupSeconds = 0.2;
+    std::vector<std::string> seen;
+    const TuneResult r = autoTune(ds, start, {DeviceSpec::parse("cpu")}, {}, spec, nullptr,
+                                  [&seen](const TuneTrial& t, double) { seen.push_back(t.change); });
+    qInfo("best: %s, %.0f samples/s (start %.0f), %zu trials in %.1f s, %d passes", r.bestChange.c_str(),
+          r.bestMeasurement.samplesPerS, r.startMeasurement.samplesPerS, r.trials.size(), r.seconds, r.passes);
+    QCOMPARE(r.best.num_workers, 8);
+    QVERIFY2(r.best.prefetch >= 16, qPrintable(QString::number(r.best.prefetch)));
+    QVERIFY(r.bestMeasurement.samplesPerS > 3 * r.startMeasurement.samplesPerS);
+    QVERIFY(r.trials.size() < 25);  // the grid has 25 points
+    QCOMPARE(seen.size(), r.trials.size());
+    QVERIFY2(r.confidence.rfind("Clearly faster than the start", 0) == 0, r.confidence.c_str());
+    QVERIFY(!r.budgetSpent);
+    // Bad input is refused before anything runs.
+    spec.budgetSeconds = 0;
+    QVERIFY(errorOf([&] { autoTune(ds, start, {DeviceSpec::parse("cpu")}, {}, spec, nullptr, nullptr); })
+                .rfind("budget: must be a positive number of seconds", 0) == 0);
+    spec.budgetSeconds = 5;
+    spec.candidates = {{"num_wrokers", {"1"}}};
+    QVERIFY(errorOf([&] { autoTune(ds, start, {DeviceSpec::parse("cpu")}, {}, spec, nullptr, nullptr); })
+                .rfind("num_wrokers: not a loader knob", 0) == 0);
   }
 
   void persistentWorkersSurviveEpochs() {
@@ -731,6 +798,8 @@ class TestLoader : public QObject {
     QTest::newRow("synthetic bad shape") << "synthetic:10,3x0" << "SHAPE must be positive";
     QTest::newRow("synthetic bad dtype") << "synthetic:10,4,f33" << "unknown dtype";
     QTest::newRow("synthetic bad cost") << "synthetic:10,4,f32,-3" << "cost_us";
+    QTest::newRow("synthetic bad wait") << "synthetic:10,4,f32,0,x" << "wait_us must be 0-10000000";
+    QTest::newRow("synthetic too many") << "synthetic:10,4,f32,0,0,0" << "cost_us[,wait_us]";
     // Found by fuzz_dataset_spec: the sample size overflowed int64 (UBSan), and so could N x it.
     QTest::newRow("synthetic huge sample") << "synthetic:10,3x32x63332x2x63x63332x2x63x3x32x64" << "a sample of this shape is too large";
     QTest::newRow("synthetic huge dataset") << "synthetic:4611686018427387904,1024" << "N samples of this shape are too large";

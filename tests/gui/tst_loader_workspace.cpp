@@ -33,6 +33,15 @@ using stoker::test::waitUntil;
 
 namespace {
 
+// Sweeps and the auto-tuner measure each setting to +-3 % or 1 s here (5 s by default).
+MeasureSpec quickMeasure() {
+  MeasureSpec m;
+  m.warmupSeconds = 0.2;
+  m.minSeconds = 0.3;
+  m.maxSeconds = 1;
+  return m;
+}
+
 LoaderOptions smallOptions() {
   LoaderOptions o;
   o.batch_size = 64;
@@ -261,6 +270,7 @@ class TestLoaderWorkspace : public QObject {
     w.setDevices("cpu");
     w.setEpochs(2);
     w.form()->setOptions(smallOptions());
+    w.setMeasurePrecision(quickMeasure());
     w.setSweep("num_workers", "0,2", "loading_mode", "resident,streaming");
     QSignalSpy done(&w, &LoaderWorkspace::sweepFinished);
     w.runSweep();
@@ -268,6 +278,15 @@ class TestLoaderWorkspace : public QObject {
     QTableWidget* t = w.sweepTable();
     QCOMPARE(t->rowCount(), 4);
     QCOMPARE(t->horizontalHeaderItem(0)->text(), QString("num_workers"));
+    QCOMPARE(t->horizontalHeaderItem(3)->text(), QString("± 95 %"));
+    QCOMPARE(t->horizontalHeaderItem(7)->text(), QString("verdict"));
+    for (int r = 0; r < 4; ++r) {
+      QVERIFY2(t->item(r, 3) && t->item(r, 3)->text().startsWith("± "), qPrintable(QString::number(r)));
+      QVERIFY(t->item(r, 4) && t->item(r, 4)->text().contains("–"));  // p10–p90
+    }
+    // The fastest row says so; rows whose interval overlaps it say "no clear difference".
+    QCOMPARE(t->item(done.first().at(0).toInt(), 7)->text(), QString("fastest"));
+    for (int r : w.similarSweepRows()) QCOMPARE(t->item(r, 7)->text(), QString("no clear difference"));
     const int best = done.first().at(0).toInt();
     QVERIFY(best >= 0);
     QCOMPARE(w.bestSweepRow(), best);
@@ -296,6 +315,7 @@ class TestLoaderWorkspace : public QObject {
     w.setDevices("cpu");
     w.setEpochs(2);
     w.form()->setOptions(smallOptions());
+    w.setMeasurePrecision(quickMeasure());
     w.setSweep("reader_mode", "mmap,read");
     QSignalSpy notes(w.runner(), &LoaderRunner::note);
     QSignalSpy done(&w, &LoaderWorkspace::sweepFinished);
@@ -383,6 +403,41 @@ class TestLoaderWorkspace : public QObject {
     QCOMPARE(plots.axisLabel(memory, true), QString("% of total"));
     QVERIFY(qAbs(plots.lastValue("cpu", memory, 2) - 100.0 * 309 / (24 * 1024)) < 1e-9);
     QCOMPARE(plots.lastValue("cpu", memory, 0), 309.0);
+  }
+
+  // The Auto-tune tab on a dataset whose optimum is designed in (storage latency per sample, no
+  // CPU: more workers with a deep enough ring win): it searches within its budget, lists every
+  // trial, says how sure it is, and Apply puts the best into the form.
+  void autoTuneFindsAndAppliesAFasterSetting() {
+    LoaderWorkspace w;
+    w.setDataset("synthetic:1000000,8,f32,0,400");
+    w.setDevices("cpu");
+    LoaderOptions o = smallOptions();
+    o.num_workers = 0;
+    o.prefetch = 1;
+    o.batch_size = 32;
+    o.loading_mode = LoadingMode::Streaming;
+    w.form()->setOptions(o);
+    w.setMeasurePrecision(quickMeasure());
+    w.resize(1200, 800);
+    w.setTuneBudget(20);
+    QSignalSpy done(&w, &LoaderWorkspace::tuneFinished);
+    QSignalSpy result(w.runner(), &LoaderRunner::tuneFinished);
+    w.runAutoTune();
+    QVERIFY(waitFor(done, 90000));
+    QVERIFY(done.first().at(0).toBool());
+    const double best = result.first().at(2).toDouble(), start = result.first().at(4).toDouble();
+    QVERIFY2(best > 2 * start, qPrintable(QString("best %1, start %2").arg(best).arg(start)));
+    QVERIFY(w.tuneTable()->rowCount() >= 2);
+    QCOMPARE(w.tuneTable()->item(0, 3)->text(), QString("(start)"));
+    QVERIFY2(w.tuneSummary().startsWith("Best: ") && w.tuneSummary().contains("num_workers 0 \u2192") &&
+                 w.tuneSummary().contains("Clearly faster than the start"),
+             qPrintable(w.tuneSummary()));
+    QVERIFY(w.findChild<QPushButton*>("applyTuned")->isEnabled());
+    w.applyTuned();
+    QVERIFY(w.form()->options().num_workers >= 1);
+    QVERIFY(w.form()->options().prefetch >= 2);
+    saveScreenshot(&w, "loader-autotune");
   }
 
   void settingsPersist() {

@@ -1,0 +1,163 @@
+#include "data/loader_tune.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+#include <nlohmann/json.hpp>
+
+#include "data/loader.h"
+#include "util/error.h"
+#include "util/progress.h"
+
+namespace stoker {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string percentText(double x) {
+  char t[32];
+  std::snprintf(t, sizeof t, "%+.0f %%", 100 * x);
+  return t;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::vector<std::string>>> defaultTuneCandidates(const LoaderOptions& base, int cores) {
+  cores = std::max(1, cores);
+  std::vector<std::string> workers;
+  for (int w : {0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32})
+    if (w <= std::max(4, 2 * cores)) workers.push_back(std::to_string(w));
+  std::vector<std::string> batch;
+  for (std::int64_t b : {base.batch_size / 4, base.batch_size / 2, base.batch_size, base.batch_size * 2, base.batch_size * 4})
+    if (b >= 1 && (batch.empty() || batch.back() != std::to_string(b))) batch.push_back(std::to_string(b));
+  return {{"num_workers", workers},
+          {"prefetch", {"1", "2", "4", "8", "16", "32"}},
+          {"batch_size", batch},
+          {"pin_memory", {"false", "true"}},
+          {"reuse_buffers", {"false", "true"}}};
+}
+
+TuneResult autoTune(std::shared_ptr<Dataset> dataset, const LoaderOptions& base, const std::vector<DeviceSpec>& devices,
+                    const LoaderSessionOptions& session, const TuneSpec& spec, const CancelToken* cancel,
+                    const std::function<void(const TuneTrial&, double)>& onTrial) {
+  if (!(spec.budgetSeconds > 0)) throwBadInput("budget", "must be a positive number of seconds");
+  validateLoaderOptions(base);
+  const auto candidates = spec.candidates.empty()
+                              ? defaultTuneCandidates(base, static_cast<int>(std::thread::hardware_concurrency()))
+                              : spec.candidates;
+  const nlohmann::json baseJson = nlohmann::json::parse(loaderOptionsToJson(base));
+  std::size_t points = 1;
+  for (const auto& [knob, values] : candidates) {
+    if (!baseJson.contains(knob)) throwBadInput(knob, "not a loader knob");
+    points += values.size();
+  }
+  // Per point: enough for the first pass to fit the budget, 0.3-4 s.
+  MeasureSpec measure = spec.measure;
+  measure.maxSeconds = std::clamp(spec.budgetSeconds / static_cast<double>(points) - measure.warmupSeconds, 0.3,
+                                  std::min(4.0, spec.measure.maxSeconds));
+  measure.minSeconds = std::min(measure.minSeconds, measure.maxSeconds);
+  const bool host = std::all_of(devices.begin(), devices.end(), [](const DeviceSpec& d) { return d.name() == "cpu"; });
+
+  TuneResult result;
+  const auto start = Clock::now();
+  // Resident trials would each decode the whole dataset again when their Loader starts: decode it
+  // once for all of them (streaming trials must keep paying per batch, so they keep the original).
+  constexpr std::int64_t kDecodeOnceLimit = 4LL << 30;
+  if (base.loading_mode != LoadingMode::Streaming && dataset->hostFields().empty() &&
+      dataset->totalBytes() <= kDecodeOnceLimit) {
+    dataset = decodeOnce(dataset, std::max(1, static_cast<int>(std::thread::hardware_concurrency())), cancel);
+    char note[160];
+    std::snprintf(note, sizeof note, "decoded the dataset once for every resident trial (%.1f s, outside the budget)",
+                  std::chrono::duration<double>(Clock::now() - start).count());
+    result.notes.push_back(note);
+  }
+  const auto searchStart = Clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - searchStart).count(); };
+  std::map<std::string, std::size_t> seen;  // options JSON -> trial
+  auto measureTrial = [&](const LoaderOptions& o) -> TuneTrial {  // a copy: trials grows
+    const std::string key = loaderOptionsToJson(o);
+    if (auto it = seen.find(key); it != seen.end()) return result.trials[it->second];
+    if (cancel) cancel->throwIfCancelled("auto-tune");
+    TuneTrial t;
+    t.options = o;
+    t.change = describeChange(base, o);
+    try {
+      t.measurement = measureLoader(dataset, o, devices, session, measure, cancel);
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::Cancelled) throw;
+      t.error = e.what();
+    }
+    result.trials.push_back(t);
+    seen[key] = result.trials.size() - 1;
+    if (onTrial) onTrial(result.trials.back(), elapsed());
+    return result.trials.back();
+  };
+
+  const TuneTrial first = measureTrial(base);
+  if (!first.error.empty()) throw Error(ErrorKind::BadInput, "auto-tune", "the starting options fail: " + first.error);
+  LoaderOptions current = base;
+  Measurement currentM = first.measurement;
+  result.startMeasurement = currentM;
+  for (bool improved = true; improved && !result.budgetSpent;) {
+    improved = false;
+    result.passes++;
+    for (const auto& [knob, values] : candidates) {
+      bool inactive = false;
+      for (const auto& k : inactiveKnobs(current, host)) inactive = inactive || k.knob == knob;
+      if (inactive) continue;
+      LoaderOptions bestHere = current;
+      Measurement bestHereM = currentM;
+      for (const std::string& v : values) {
+        if (elapsed() >= spec.budgetSeconds) {
+          result.budgetSpent = true;
+          break;
+        }
+        nlohmann::json j = nlohmann::json::parse(loaderOptionsToJson(current));
+        j[knob] = nlohmann::json::parse(v);
+        // More workers need a ring deep enough to keep them busy: at least PyTorch's default of two
+        // batches per worker (prefetch alone cannot help while the ring is too shallow for them).
+        if (knob == "num_workers" && j[knob].is_number_integer())
+          j["prefetch"] = std::max(j["prefetch"].get<int>(), 2 * j[knob].get<int>());
+        LoaderOptions o;
+        try {
+          o = loaderOptionsFromJson(j.dump(), "auto-tune");
+        } catch (const Error&) {
+          continue;  // a value these options refuse (e.g. prefetch below the workers' need)
+        }
+        const TuneTrial t = measureTrial(o);
+        // Move only to a clearly faster setting: chasing noise wanders.
+        if (t.error.empty() && t.measurement.samplesPerS > bestHereM.samplesPerS &&
+            clearlyDifferent(t.measurement, bestHereM)) {
+          bestHere = o;
+          bestHereM = t.measurement;
+        }
+      }
+      if (loaderOptionsToJson(bestHere) != loaderOptionsToJson(current)) {
+        current = bestHere;
+        currentM = bestHereM;
+        improved = true;
+      }
+      if (result.budgetSpent) break;
+    }
+  }
+  result.best = current;
+  result.bestMeasurement = currentM;
+  result.bestChange = describeChange(base, current);
+  result.seconds = elapsed();
+  const std::string bestKey = loaderOptionsToJson(current);
+  for (const auto& t : result.trials)
+    if (t.error.empty() && loaderOptionsToJson(t.options) != bestKey && !clearlyDifferent(t.measurement, currentM))
+      result.withinNoise++;
+  const double gain = result.startMeasurement.samplesPerS > 0 ? currentM.samplesPerS / result.startMeasurement.samplesPerS - 1 : 0;
+  if (result.bestChange.empty())
+    result.confidence = "No setting tried was clearly faster than the start.";
+  else
+    result.confidence = "Clearly faster than the start (" + percentText(gain) + ", 95 % intervals disjoint); " +
+                        std::to_string(result.withinNoise) + " other setting" + (result.withinNoise == 1 ? "" : "s") +
+                        " tried " + (result.withinNoise == 1 ? "is" : "are") + " within noise of it.";
+  if (result.budgetSpent) result.confidence += " The budget ran out before the search settled.";
+  return result;
+}
+
+}  // namespace stoker

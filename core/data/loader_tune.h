@@ -1,0 +1,58 @@
+// data/loader_tune: the auto-tuner. Given a time budget, searches num_workers,
+// prefetch, batch_size, pin_memory and reuse_buffers by coordinate descent:
+// one knob at a time, each candidate measured with measureLoader (warm-up,
+// then until +-3 % or a time cap), moving only to a setting that is clearly
+// faster (disjoint 95 % intervals), pass after pass until nothing improves or
+// the budget is spent. A num_workers candidate comes with prefetch raised to
+// two batches per worker if it was lower. Knobs that do nothing with the other settings (pinning
+// on cpu, prefetch without workers) are skipped. Reports the best setting,
+// its interval, how sure the choice is, and every trial.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/loader_measure.h"
+
+namespace stoker {
+
+struct TuneSpec {
+  double budgetSeconds = 60;
+  // Values to try per knob, in the order the knobs are searched; empty: the
+  // defaults for this machine (defaultTuneCandidates).
+  std::vector<std::pair<std::string, std::vector<std::string>>> candidates;
+  MeasureSpec measure;  // maxSeconds is lowered to fit the budget
+};
+
+// num_workers 0..2 x cores (storage latency lets more readers than cores
+// help), prefetch 1-32, batch_size base/4..base x 4, pin_memory, reuse_buffers.
+std::vector<std::pair<std::string, std::vector<std::string>>> defaultTuneCandidates(const LoaderOptions& base, int cores);
+
+struct TuneTrial {
+  LoaderOptions options;
+  std::string change;  // from the start, in words ("" for the start itself)
+  Measurement measurement;
+  std::string error;   // this setting failed (out of memory, invalid)
+};
+
+struct TuneResult {
+  LoaderOptions best;
+  Measurement bestMeasurement, startMeasurement;
+  std::string bestChange;  // from the start, in words
+  std::vector<TuneTrial> trials;
+  int passes = 0;
+  double seconds = 0;
+  bool budgetSpent = false;  // stopped by the budget, not because nothing improved
+  int withinNoise = 0;       // other trials whose interval overlaps the best's
+  std::string confidence;    // how sure, in words
+  std::vector<std::string> notes;  // e.g. the dataset was decoded once first
+};
+
+TuneResult autoTune(std::shared_ptr<Dataset> dataset, const LoaderOptions& base, const std::vector<DeviceSpec>& devices,
+                    const LoaderSessionOptions& session, const TuneSpec& spec, const CancelToken* cancel,
+                    const std::function<void(const TuneTrial&, double secondsSoFar)>& onTrial);
+
+}  // namespace stoker
