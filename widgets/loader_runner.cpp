@@ -60,7 +60,21 @@ LoaderRunner::~LoaderRunner() { stopAndWait(); }
 std::vector<TelemetryRecord> LoaderRunner::takeTelemetry() { return telemetry_->takeAll(); }
 
 bool LoaderRunner::start(const LoaderRunRequest& request) {
-  return launch([this, request] {
+  {
+    std::lock_guard<std::mutex> lock(liveMutex_);
+    pending_.reset();
+    opening_ = true;
+  }
+  const bool launched = launch([this, request] {
+    struct Live {  // retune() reaches the session only while run() runs, and queues while it opens
+      LoaderRunner* runner;
+      ~Live() {
+        std::lock_guard<std::mutex> lock(runner->liveMutex_);
+        runner->live_ = nullptr;
+        runner->opening_ = false;
+        runner->pending_.reset();
+      }
+    } live{this};
     const auto devices = expandDevices(request.devices.toStdString());
     const std::string spec = request.dataset.toStdString();
     // The plots want points several times a second, even from short epochs.
@@ -69,6 +83,7 @@ bool LoaderRunner::start(const LoaderRunRequest& request) {
     auto dataset = openDataset(spec, options);
     LoaderSessionOptions so = sessionOptions(request, telemetry_);
     so.reopen = [spec](const LoaderOptions& o) { return openDataset(spec, o); };
+    so.openCancel = cancelToken();  // Stop while a resident dataset decodes
     so.onRetuned = [this](const RetuneApplied& a) {
       Q_EMIT retuned(QString::fromStdString(a.device), QString::fromStdString(a.change), a.time, a.atEpochEnd);
     };
@@ -79,21 +94,28 @@ bool LoaderRunner::start(const LoaderRunRequest& request) {
       notes << tr("telemetry every %1 ms while the workbench watches").arg(options.telemetry_interval_ms);
     Q_EMIT started(notes);
     SignalProgress progress(this);
-    struct Live {  // retune() reaches the session only while run() runs
-      LoaderRunner* runner;
-      ~Live() {
-        std::lock_guard<std::mutex> lock(runner->liveMutex_);
-        runner->live_ = nullptr;
-      }
-    } live{this};
     {
       std::lock_guard<std::mutex> lock(liveMutex_);
       live_ = &session;
+      opening_ = false;
+      if (pending_) {  // edited while opening: the first batch takes it, with its marker
+        try {
+          session.retune(*pending_);
+        } catch (const Error& e) {
+          Q_EMIT note(tr("cannot apply the change made while opening: %1").arg(QString::fromStdString(e.what())));
+        }
+        pending_.reset();
+      }
     }
     const LoaderSessionResult result = session.run(&progress, cancelToken());
     markIdle();
     Q_EMIT finished(summaryText(result), result.samplesPerS);
   });
+  if (!launched) {  // another job runs: nothing opens
+    std::lock_guard<std::mutex> lock(liveMutex_);
+    opening_ = false;
+  }
+  return launched;
 }
 
 bool LoaderRunner::startTune(const LoaderRunRequest& request) {
@@ -120,12 +142,22 @@ bool LoaderRunner::startTune(const LoaderRunRequest& request) {
 
 bool LoaderRunner::retune(const LoaderOptions& options, QString* error) {
   std::lock_guard<std::mutex> lock(liveMutex_);
+  LoaderOptions o = options;
+  o.telemetry_interval_ms = std::min(o.telemetry_interval_ms, kWatchedTelemetryMs);
   if (!live_) {
+    if (opening_) {  // still opening: kept for the start
+      try {
+        validateLoaderOptions(o);
+      } catch (const Error& e) {
+        if (error) *error = QString::fromStdString(e.what());
+        return false;
+      }
+      pending_ = o;
+      return true;
+    }
     if (error) *error = tr("no run is in progress");
     return false;
   }
-  LoaderOptions o = options;
-  o.telemetry_interval_ms = std::min(o.telemetry_interval_ms, kWatchedTelemetryMs);
   try {
     live_->retune(o);
     return true;

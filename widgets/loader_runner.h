@@ -6,6 +6,7 @@
 #include <QStringList>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "background_job.h"
@@ -72,6 +73,9 @@ class LoaderRunner : public BackgroundJob {
   std::shared_ptr<TelemetryQueue> telemetry_;
   std::mutex liveMutex_;
   LoaderSession* live_ = nullptr;  // the running session, on the job's thread
+  // A change made while the run still opens (a resident dataset loading): applied when it starts.
+  std::optional<LoaderOptions> pending_;
+  bool opening_ = false;
 };
 
 }  // namespace stoker

@@ -313,6 +313,7 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
             log_->appendPlainText(QString("%1: %2 (%3)").arg(device, change,
                                                              atEpochEnd ? tr("from the next epoch")
                                                                         : tr("from the next batch")));
+            lastLiveChange_ = tr("applied: %1").arg(change);
             status_->setText(tr("Applied: %1").arg(change));
           });
   connect(form_, &LoaderOptionsForm::validityChanged, this, [this](bool valid, const QString&) {
@@ -330,6 +331,10 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
     if (rate > 0 && total > 0)
       status_->setText(tr("Running: %1/s, about %2 left")
                            .arg(QString::fromStdString(humanBytes(static_cast<std::uint64_t>(rate))), etaText(eta)));
+    else if (rate > 0 && liveRun_)  // until Stop: the rate, and the last live change so it stays readable
+      status_->setText(tr("Running until Stop: %1/s%2")
+                           .arg(QString::fromStdString(humanBytes(static_cast<std::uint64_t>(rate))),
+                                lastLiveChange_.isEmpty() ? QString() : " — " + lastLiveChange_));
   });
   connect(runner_, &LoaderRunner::finished, this, [this](const QString& summary, double samplesPerS) {
     drainTelemetry();
@@ -474,6 +479,7 @@ void LoaderWorkspace::run() {
   if (!runner_->start(request)) return;
   setRunning(true);
   liveRun_ = true;
+  lastLiveChange_.clear();
   runOptions_ = request.options;
   if (request.epochs == 0) progress_->setRange(0, 0);  // until Stop: busy, no end to show
   status_->setText(request.epochs == 0 ? tr("Opening %1 on %2… Runs until Stop; changes in the form apply live.")
@@ -672,6 +678,7 @@ void LoaderWorkspace::retuneRunningLoader() {
     runOptions_ = next;
     status_->setText(tr("Applying %1 at the next safe point…").arg(change));
   } else {
+    lastLiveChange_ = tr("cannot apply: %1").arg(error);
     status_->setText(tr("Cannot apply while running: %1").arg(error));
     log_->appendPlainText("cannot apply: " + error);
   }

@@ -110,6 +110,7 @@ class LoaderWorkspace : public QWidget {
   QLabel* badge_;
   QLabel* status_;
   QLabel* bottleneck_;
+  QString lastLiveChange_;  // shown beside the rate while a run goes until Stop
   QTimer* retuneTimer_;   // edits settle for a moment before the run takes them
   bool liveRun_ = false;  // a run (not a sweep) is in progress: form edits retune it
   LoaderOptions runOptions_;  // what the running loader was last given

@@ -138,9 +138,12 @@ void TelemetryPlots::addMarker(double unixTime, const QString& label) {
     auto* text = new QCPItemText(plots_[p]);
     text->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
     text->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
-    text->position->setCoords(x, 0.02);
+    text->position->setCoords(x, 0.02);  // layOutMarkerLabels picks the row and side
     text->setText(" " + label);
     text->setColor(colour);
+    QColor backing = palette().color(QPalette::Base);  // readable over the curves
+    backing.setAlpha(200);
+    text->setBrush(backing);
     text->setFont(QFont(font().family(), 8));
     text->setClipToAxisRect(true);
     items.items.push_back(text);
@@ -219,9 +222,12 @@ void TelemetryPlots::redraw() {
     markerItems_.erase(markerItems_.begin());
     markers_.pop_front();
   }
-  for (auto* plot : plots_) {
+  const double left = std::max(0.0, from), right = std::max(latest_, 0.25);
+  for (int p = 0; p < PlotCount; ++p) {
+    QCustomPlot* plot = plots_[p];
     for (int g = 0; g < plot->graphCount(); ++g) plot->graph(g)->data()->removeBefore(from);
-    plot->xAxis->setRange(std::max(0.0, from), std::max(latest_, 0.25));
+    plot->xAxis->setRange(left, right);
+    layOutMarkerLabels(p);
     plot->yAxis->rescale(true);
     plot->yAxis->setRangeLower(0);
     plot->yAxis->setRangeUpper(std::max(plot->yAxis->range().upper * 1.1, 1.0));
@@ -233,6 +239,52 @@ void TelemetryPlots::redraw() {
     plot->replot(QCustomPlot::rpQueuedReplot);
   }
   ++replots_;
+}
+
+QRectF TelemetryPlots::plotArea(Plot plot) const { return plots_[plot]->axisRect()->rect(); }
+
+QList<QPair<QString, QRectF>> TelemetryPlots::markerLabels(Plot plot) const {
+  QList<QPair<QString, QRectF>> out;
+  for (const auto& m : markerItems_)
+    if (auto* text = qobject_cast<QCPItemText*>(m.items[static_cast<std::size_t>(2 * plot + 1)]); text && text->visible())
+      out.push_back({text->text().trimmed(), QRectF(text->topLeft->pixelPosition(), text->bottomRight->pixelPosition())});
+  return out;
+}
+
+// Labels never overlap nor leave the plot: newest first, each takes the first
+// row (of up to three) where it fits, reading right of its line or else left;
+// one that fits nowhere is hidden (its line stays, the log has the text).
+void TelemetryPlots::layOutMarkerLabels(int p) {
+  QCustomPlot* plot = plots_[p];
+  const QRect rect = plot->axisRect()->rect();
+  if (rect.width() <= 0 || rect.height() <= 0) return;  // not laid out yet
+  const QFontMetrics metrics(QFont(font().family(), 8));
+  const int lineHeight = metrics.height();
+  const int rows = std::clamp(rect.height() / 2 / lineHeight, 1, 3);
+  std::vector<std::vector<std::pair<double, double>>> taken(static_cast<std::size_t>(rows));
+  for (int m = static_cast<int>(markers_.size()) - 1; m >= 0; --m) {
+    auto* text = qobject_cast<QCPItemText*>(markerItems_[static_cast<std::size_t>(m)].items[static_cast<std::size_t>(2 * p + 1)]);
+    if (!text) continue;
+    const QString& label = markers_[m].label;
+    const double at = plot->xAxis->coordToPixel(markers_[m].x);
+    const double width = metrics.horizontalAdvance(label) + 2 * metrics.averageCharWidth();
+    bool placed = false;
+    for (int r = 0; r < rows && !placed; ++r)
+      for (bool toRight : {true, false}) {
+        const double a = toRight ? at : at - width, b = toRight ? at + width : at;
+        if (a < rect.left() || b > rect.right()) continue;
+        bool free = true;
+        for (const auto& [x0, x1] : taken[static_cast<std::size_t>(r)]) free = free && (b <= x0 || a >= x1);
+        if (!free) continue;
+        taken[static_cast<std::size_t>(r)].push_back({a, b});
+        text->setPositionAlignment((toRight ? Qt::AlignLeft : Qt::AlignRight) | Qt::AlignTop);
+        text->setText(toRight ? " " + label : label + " ");
+        text->position->setCoords(markers_[m].x, (2.0 + r * lineHeight) / rect.height());
+        placed = true;
+        break;
+      }
+    text->setVisible(placed);
+  }
 }
 
 void TelemetryPlots::changeEvent(QEvent* event) {

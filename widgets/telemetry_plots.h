@@ -10,7 +10,9 @@
 
 #include <QHash>
 #include <QList>
+#include <QPair>
 #include <QPointF>
+#include <QRectF>
 #include <QStringList>
 #include <QWidget>
 #include <vector>
@@ -57,6 +59,9 @@ class TelemetryPlots : public QWidget {
   bool onRightAxis(Plot plot, int graph) const;   // graph: 0 main, 1 dashed, 2 dotted
   double lastValue(const QString& series, Plot plot, int graph) const;  // NaN when none
   int replots() const { return replots_; }
+  QRectF plotArea(Plot plot) const;  // the axis rectangle, in pixels
+  // The marker labels shown on a plot, with their boxes in pixels.
+  QList<QPair<QString, QRectF>> markerLabels(Plot plot) const;
   QCustomPlot* plot(Plot p) const { return plots_[p]; }
 
  protected:
@@ -73,13 +78,14 @@ class TelemetryPlots : public QWidget {
   QCPGraph* graph(const Series& s, Plot plot, int g) const;
   Series& seriesFor(const QString& label);
   void redraw();
+  void layOutMarkerLabels(int plot);
   void applyPalette();
 
   QCustomPlot* plots_[PlotCount] = {};
   QHash<QString, Series> series_;
   QStringList seriesOrder_;
   QList<Marker> markers_;
-  std::vector<MarkerItems> markerItems_;
+  std::vector<MarkerItems> markerItems_;  // per marker: line and label of each plot, in plot order
   QTimer* timer_;
   bool labelByRank_ = false;
   bool dirty_ = false;

@@ -197,6 +197,7 @@ void runBench(const BenchArgs& a) {
   session.stepMicros = a.stepMicros;
   session.sim = sim;
   if (publisher) session.observers.push_back(publisher);
+  session.openCancel = &cancel;  // Ctrl-C while a resident dataset decodes
   LoaderSession run(dataset, options, devices, session);
   if (!a.json && !a.quiet)
     for (const auto& n : run.notes()) std::fprintf(stderr, "%s\n", n.c_str());

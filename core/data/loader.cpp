@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <thread>
 #include <atomic>
 #include <cstring>
 
@@ -59,7 +60,10 @@ std::vector<at::Tensor> materialise(const Dataset& d, int threads, const CancelT
 // Moves the fields to the device; throws Error(OutOfMemory) with nothing left allocated.
 void loadResident(LoaderCore& c) {
   std::vector<at::Tensor> host = c.dataset->hostFields();
-  if (host.empty()) host = materialise(*c.dataset, c.options.num_workers, c.cancel);
+  // Every core decodes: nothing else runs yet, and the run starts only when this is done.
+  if (host.empty())
+    host = materialise(*c.dataset, std::max(c.options.num_workers, static_cast<int>(std::thread::hardware_concurrency())),
+                       c.cancel);
   if (c.device->isHost()) {
     c.resident = host;  // already where batches are made: zero copy
     c.residentDeviceBytes = 0;
@@ -183,7 +187,8 @@ std::shared_ptr<Dataset> decodeOnce(std::shared_ptr<Dataset> dataset, int thread
 Loader::Loader(std::shared_ptr<Dataset> dataset, LoaderOptions options, DeviceSpec device, SimDeviceConfig sim)
     : Loader(std::move(dataset), std::move(options), DeviceBackend::create(device, sim)) {}
 
-Loader::Loader(std::shared_ptr<Dataset> dataset, LoaderOptions options, std::shared_ptr<DeviceBackend> device)
+Loader::Loader(std::shared_ptr<Dataset> dataset, LoaderOptions options, std::shared_ptr<DeviceBackend> device,
+               const CancelToken* cancel)
     : core_(std::make_shared<LoaderCore>()) {
   validateLoaderOptions(options);
   if (!dataset) throwBadInput("loader", "no dataset");
@@ -191,6 +196,7 @@ Loader::Loader(std::shared_ptr<Dataset> dataset, LoaderOptions options, std::sha
   c.dataset = std::move(dataset);
   c.options = std::move(options);
   c.device = std::move(device);
+  c.cancel = cancel;
   c.fields = c.dataset->fields();
   c.datasetInMemory = !c.dataset->hostFields().empty();
   c.rank = c.options.shard_rank;

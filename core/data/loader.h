@@ -122,9 +122,12 @@ class Loader {
  public:
   // Validates the options, opens the device, chooses the mode (auto probes
   // memory; resident falls back to streaming on out-of-memory in auto mode)
-  // and, when resident, moves the dataset to the device.
+  // and, when resident, moves the dataset to the device. `cancel` is polled
+  // while a resident dataset is decoded (Error(Cancelled)) and stays the
+  // loader's token (setCancelToken).
   Loader(std::shared_ptr<Dataset> dataset, LoaderOptions options, DeviceSpec device = {}, SimDeviceConfig sim = {});
-  Loader(std::shared_ptr<Dataset> dataset, LoaderOptions options, std::shared_ptr<DeviceBackend> device);
+  Loader(std::shared_ptr<Dataset> dataset, LoaderOptions options, std::shared_ptr<DeviceBackend> device,
+         const CancelToken* cancel = nullptr);
   ~Loader();
   Loader(Loader&&) noexcept;
   Loader& operator=(Loader&&) = delete;

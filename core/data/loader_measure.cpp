@@ -113,6 +113,7 @@ Measurement measureLoader(std::shared_ptr<Dataset> dataset, const LoaderOptions&
   LoaderSessionOptions so = session;
   so.epochs = 0;  // until the measurement is good enough
   so.onRetuned = nullptr;
+  so.openCancel = cancel;
   auto collector = std::make_shared<WindowCollector>(unixNow() + spec.warmupSeconds);
   so.observers.push_back(collector);
   LoaderSession run(std::move(dataset), o, devices, so);  // opens the loaders (resident uploads) before the clock

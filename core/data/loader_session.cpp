@@ -70,7 +70,8 @@ LoaderSession::LoaderSession(std::shared_ptr<Dataset> dataset, const LoaderOptio
     run->device = devices[d].name();
     run->spec = devices[d];
     run->index = d;
-    run->loader = std::make_unique<Loader>(dataset_, deviceOptions(options_, d), DeviceBackend::create(devices[d], session_.sim));
+    run->loader = std::make_unique<Loader>(dataset_, deviceOptions(options_, d), DeviceBackend::create(devices[d], session_.sim),
+                                           session_.openCancel);
     for (const auto& observer : session_.observers) run->loader->addObserver(observer);
     runs_.push_back(std::move(run));
   }
@@ -156,7 +157,7 @@ void LoaderSession::applyAtBatch(DeviceRun& r, std::optional<Epoch>& epoch, std:
   if (session_.onRetuned) session_.onRetuned({r.device, describeChange(current, next), unixNow(), false});
 }
 
-void LoaderSession::applyAtEpochEnd(DeviceRun& r) {
+void LoaderSession::applyAtEpochEnd(DeviceRun& r, const CancelToken* cancel) {
   LoaderOptions next, given;
   std::uint64_t generation;
   {
@@ -172,7 +173,7 @@ void LoaderSession::applyAtEpochEnd(DeviceRun& r) {
   } else {
     auto dataset = datasetFor(given, generation);
     r.loader.reset();  // its pools and resident copy go before the new loader takes its own
-    r.loader = std::make_unique<Loader>(dataset, next, DeviceBackend::create(r.spec, session_.sim));
+    r.loader = std::make_unique<Loader>(dataset, next, DeviceBackend::create(r.spec, session_.sim), cancel);
     for (const auto& observer : session_.observers) r.loader->addObserver(observer);
   }
   r.generation = generation;
@@ -183,7 +184,14 @@ void LoaderSession::applyAtEpochEnd(DeviceRun& r) {
 void LoaderSession::drive(DeviceRun& r, ProgressMeter& meter, const CancelToken* cancel, CancelToken& stopAll) {
   const bool untilStopped = session_.epochs == 0;
   for (std::int64_t e = 0; untilStopped || e < session_.epochs; ++e) {
-    applyAtEpochEnd(r);
+    try {
+      applyAtEpochEnd(r, cancel);  // a new loader may decode a resident dataset: Stop interrupts it
+    } catch (const Error& error) {
+      if (!(untilStopped && error.kind() == ErrorKind::Cancelled)) throw;
+      userStopped_ = true;
+      stopAll.cancel();
+      return;
+    }
     r.loader->setCancelToken(&stopAll);
     const std::string item = r.device + " epoch " + std::to_string(e);
     std::optional<Epoch> epoch;
@@ -242,10 +250,12 @@ LoaderSessionResult LoaderSession::run(ProgressSink* progress, const CancelToken
   for (auto& r : runs_) {
     DeviceRunResult d;
     d.device = r->device;
-    d.mode = r->loader->mode();
-    d.prefetchDepth = r->loader->prefetchDepth();
-    d.memory = r->loader->memory();
-    d.notes = r->loader->notes();
+    if (r->loader) {  // none when Stop interrupted its rebuild at an epoch's end
+      d.mode = r->loader->mode();
+      d.prefetchDepth = r->loader->prefetchDepth();
+      d.memory = r->loader->memory();
+      d.notes = r->loader->notes();
+    }
     d.epochs = std::move(r->epochs);
     r->epochs.clear();
     d.samplesPerS = steadyRate(d.epochs, false);

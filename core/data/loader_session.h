@@ -43,6 +43,9 @@ struct LoaderSessionOptions {
   std::function<std::shared_ptr<Dataset>(const LoaderOptions&)> reopen;
   // Called on each device's thread once it runs with retuned options.
   std::function<void(const RetuneApplied&)> onRetuned;
+  // Polled while the constructor opens the loaders (a resident dataset being
+  // decoded): Stop during a long open throws Error(Cancelled) at once.
+  const CancelToken* openCancel = nullptr;
 };
 
 struct DeviceRunResult {
@@ -102,7 +105,7 @@ class LoaderSession {
   struct DeviceRun;
   void drive(DeviceRun& r, ProgressMeter& meter, const CancelToken* cancel, CancelToken& stopAll);
   void applyAtBatch(DeviceRun& r, std::optional<Epoch>& epoch, std::int64_t e, std::int64_t served);
-  void applyAtEpochEnd(DeviceRun& r);
+  void applyAtEpochEnd(DeviceRun& r, const CancelToken* cancel);
   LoaderOptions deviceOptions(const LoaderOptions& o, std::size_t device) const;
   std::shared_ptr<Dataset> datasetFor(const LoaderOptions& o, std::uint64_t generation);
 

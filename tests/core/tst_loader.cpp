@@ -614,6 +614,51 @@ class TestLoader : public QObject {
     QVERIFY(r.samplesPerS > 0);
   }
 
+  // Stop while the loaders open: a resident dataset that would decode for minutes stops at once,
+  // in the session's constructor and in a rebuild at an epoch's end (until-stopped runs end normally).
+  void stopInterruptsAResidentDecode() {
+    auto slow = parseSyntheticSpec("synthetic:20000,8,f32,0,1000");  // 10 s of decoding on 2 cores
+    const LoaderOptions resident = LoaderOptions::builder().batchSize(32).loadingMode(LoadingMode::Resident).build();
+    CancelToken stop;
+    LoaderSessionOptions so;
+    so.epochs = 0;
+    so.openCancel = &stop;
+    std::thread stopper([&stop] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      stop.cancel();
+    });
+    const auto start = std::chrono::steady_clock::now();
+    ErrorKind kind{};
+    const std::string message = errorOf([&] { LoaderSession(slow, resident, {DeviceSpec::parse("cpu")}, so); }, &kind);
+    stopper.join();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    QCOMPARE(kind, ErrorKind::Cancelled);
+    QVERIFY2(seconds < 2, qPrintable(QString::number(seconds)));
+    // An epoch-end change to resident rebuilds the loader, decoding 64,000 samples (~3 s): Stop
+    // ends that too, and the until-stopped run returns what it measured.
+    auto medium = parseSyntheticSpec("synthetic:64000,8,f32,0,100");
+    LoaderOptions shortEpochs = LoaderOptions::builder().batchSize(16).loadingMode(LoadingMode::Streaming).build();
+    shortEpochs.sampler_type = SamplerType::RandomWithReplacement;
+    shortEpochs.num_samples = 64;  // 6 ms epochs
+    LoaderOptions toResident = shortEpochs;
+    toResident.loading_mode = LoadingMode::Resident;
+    so.openCancel = nullptr;
+    LoaderSession run(medium, shortEpochs, {DeviceSpec::parse("cpu")}, so);
+    CancelToken stopRun;
+    std::thread driver([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      run.retune(toResident);
+      std::this_thread::sleep_for(std::chrono::milliseconds(400));
+      stopRun.cancel();
+    });
+    const auto runStart = std::chrono::steady_clock::now();
+    const LoaderSessionResult r = run.run(nullptr, &stopRun);
+    driver.join();
+    const double runSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - runStart).count();
+    QVERIFY2(runSeconds < 2, qPrintable(QString::number(runSeconds)));
+    QCOMPARE(r.devices.size(), std::size_t(1));
+  }
+
   // Two settings are "different" only when their 95 % intervals are disjoint.
   void measurementsCompareByTheirIntervals() {
     Measurement a, b;

@@ -106,15 +106,17 @@ class TestLoaderWorkspace : public QObject {
   }
 
   // The instrument users come for: the default run goes until Stop, a change in the form takes
-  // effect while it runs, the plots mark the moment ("num_workers 0 → 1"), the measured rate moves
-  // the expected way (a second thread on a dataset that costs CPU per sample), and the
+  // effect while it runs, the plots mark the moment ("num_workers 0 → 4"), the measured rate moves
+  // the expected way (four readers on a dataset whose samples each wait on "storage"), and the
   // bottleneck panel names the knob. Stop then ends the run with its summary.
   void liveChangeShowsItsMarkerAndMovesTheRate() {
     LoaderWorkspace w;
     w.resize(1200, 800);
     w.show();
     QVERIFY(QTest::qWaitForWindowExposed(&w));
-    w.setDataset("synthetic:1000000,16,f32,150");  // 150 µs of CPU per sample
+    // 150 µs of storage latency per sample (a sleep: the gain does not depend on free cores, so it
+    // holds on 2 cores and under sanitizers): 4.8 ms per batch of 32 read in turn, ~1.2 ms by 4 readers.
+    w.setDataset("synthetic:1000000,16,f32,0,150");
     w.setDevices("cpu");
     w.setEpochs(0);
     w.setStepMicros(500);
@@ -129,13 +131,19 @@ class TestLoaderWorkspace : public QObject {
     const QString series = "cpu";
     QVERIFY(waitUntil([&] { return w.plots()->points(series, TelemetryPlots::Throughput).size() >= 8; }));
     QVERIFY2(w.bottleneckText().contains("num_workers (0 \u2192 1"), qPrintable(w.bottleneckText()));
-    qobject_cast<QSpinBox*>(w.form()->editor("num_workers"))->setValue(1);
+    qobject_cast<QSpinBox*>(w.form()->editor("num_workers"))->setValue(4);
     QVERIFY(waitFor(retuned, 10000));
-    QCOMPARE(retuned.first().at(1).toString(), QString("num_workers 0 \u2192 1"));
+    QCOMPARE(retuned.first().at(1).toString(), QString("num_workers 0 \u2192 4"));
     QCOMPARE(retuned.first().at(3).toBool(), false);  // at the next batch, not the epoch's end
     QVERIFY(waitUntil([&] { return !w.plots()->markers().isEmpty(); }));
     const double at = w.plots()->markers().first().x;
-    QCOMPARE(w.plots()->markers().first().label, QString("num_workers 0 \u2192 1"));
+    QCOMPARE(w.plots()->markers().first().label, QString("num_workers 0 \u2192 4"));
+    // The status line keeps the rate current and the change readable while the run goes on.
+    QVERIFY2(waitUntil([&] {
+               return w.statusText().startsWith("Running until Stop: ") &&
+                      w.statusText().endsWith("/s \u2014 applied: num_workers 0 \u2192 4");
+             }),
+             qPrintable(w.statusText()));
     auto after = [&] {
       int n = 0;
       for (const QPointF& p : w.plots()->points(series, TelemetryPlots::Throughput))
@@ -153,7 +161,7 @@ class TestLoaderWorkspace : public QObject {
       return v[v.size() / 2];
     };
     qInfo("samples/s before %.0f, after %.0f (%zu and %zu reports)", median(before), median(later), before.size(), later.size());
-    QVERIFY2(median(later) > 1.25 * median(before),
+    QVERIFY2(median(later) > 2 * median(before),
              qPrintable(QString("before %1, after %2").arg(median(before)).arg(median(later))));
     saveScreenshot(&w, "loader-live");
     w.stop();
@@ -176,6 +184,52 @@ class TestLoaderWorkspace : public QObject {
     w.stop();
     QVERIFY(waitFor(stopped, 10000));
     QVERIFY(finished.isEmpty());
+    QCOMPARE(w.statusText(), QString("Stopped."));
+    QVERIFY(!w.runner()->busy());
+  }
+
+  // A resident dataset that takes a while to decode: a change made meanwhile is kept and
+  // applied when the run starts (with its marker), and Stop ends the opening at once.
+  void changesAndStopWhileTheDatasetOpens() {
+    LoaderOptions o = smallOptions();
+    o.num_workers = 0;
+    o.loading_mode = LoadingMode::Resident;
+    {
+      LoaderWorkspace w;
+      w.setDataset("synthetic:4000,8,f32,0,1000");  // 4 s of "storage" waits, shared by the decoding threads
+      w.setDevices("cpu");
+      w.setEpochs(0);
+      w.form()->setOptions(o);
+      QSignalSpy retuned(w.runner(), &LoaderRunner::retuned), started(w.runner(), &LoaderRunner::started);
+      QSignalSpy finished(&w, &LoaderWorkspace::runFinished);
+      w.run();
+      QTest::qWait(200);
+      qobject_cast<QSpinBox*>(w.form()->editor("num_workers"))->setValue(1);
+      QVERIFY2(waitUntil([&] { return w.statusText().startsWith("Applying num_workers 0 \u2192 1"); }),
+               qPrintable(w.statusText()));
+      QVERIFY(started.isEmpty());  // still decoding when the change was taken
+      QVERIFY(waitFor(retuned, 30000));
+      QCOMPARE(retuned.first().at(1).toString(), QString("num_workers 0 \u2192 1"));
+      QCOMPARE(started.size(), 1);
+      QVERIFY(waitUntil([&] { return !w.plots()->markers().isEmpty(); }));
+      w.stop();
+      QVERIFY(waitFor(finished, 20000));
+    }
+    LoaderWorkspace w;
+    w.setDataset("synthetic:1000000,8,f32,0,1000");  // would decode for minutes
+    w.setDevices("cpu");
+    w.setEpochs(0);
+    w.form()->setOptions(o);
+    QSignalSpy stopped(&w, &LoaderWorkspace::runStopped), started(w.runner(), &LoaderRunner::started);
+    w.run();
+    QTest::qWait(300);
+    QElapsedTimer clock;
+    clock.start();
+    w.stop();
+    QVERIFY(waitFor(stopped, 10000));
+    qInfo("stopped %lld ms after Stop, while the dataset decoded", static_cast<long long>(clock.elapsed()));
+    QVERIFY(clock.elapsed() < 3000);
+    QVERIFY(started.isEmpty());
     QCOMPARE(w.statusText(), QString("Stopped."));
     QVERIFY(!w.runner()->busy());
   }
@@ -403,6 +457,46 @@ class TestLoaderWorkspace : public QObject {
     QCOMPARE(plots.axisLabel(memory, true), QString("% of total"));
     QVERIFY(qAbs(plots.lastValue("cpu", memory, 2) - 100.0 * 309 / (24 * 1024)) < 1e-9);
     QCOMPARE(plots.lastValue("cpu", memory, 0), 309.0);
+  }
+
+  // Markers close together and at the right edge: every visible label lies inside its plot and
+  // none overlaps another; the newest is always shown (crowded older ones may hide, lines stay).
+  void markerLabelsNeverOverlapNorLeaveThePlot() {
+    TelemetryPlots plots;
+    plots.resize(700, 420);
+    plots.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&plots));
+    std::vector<TelemetryRecord> records;
+    for (int i = 0; i <= 100; ++i) {
+      TelemetryRecord r;
+      r.time = 1000 + 0.1 * i;
+      r.device = "cpu";
+      r.samples_per_s = 1000 + i;
+      records.push_back(r);
+    }
+    plots.addRecords(records);
+    for (double at : {1.0, 1.4, 1.8, 5.0, 9.6, 9.9})
+      plots.addMarker(1000 + at, QString("num_workers %1 \u2192 %2").arg(at).arg(at + 1));
+    for (int round = 0; round < 2; ++round) {  // the second lays out with the plots' final geometry
+      const int before = plots.replots();
+      plots.addRecords({records.back()});
+      QVERIFY(waitUntil([&] { return plots.replots() > before; }));
+    }
+    QCOMPARE(plots.markers().size(), 6);
+    for (int p = 0; p < TelemetryPlots::PlotCount; ++p) {
+      const auto plot = static_cast<TelemetryPlots::Plot>(p);
+      const QRectF area = plots.plotArea(plot);
+      std::vector<QRectF> shown;
+      QString newest;
+      for (const auto& [text, box] : plots.markerLabels(plot)) {
+        QVERIFY2(area.adjusted(-1, -1, 1, 1).contains(box), qPrintable(text));
+        for (const QRectF& other : shown) QVERIFY2(!other.intersects(box.adjusted(1, 1, -1, -1)), qPrintable(text));
+        shown.push_back(box);
+        if (text.contains("9.9")) newest = text;
+      }
+      QVERIFY2(!newest.isEmpty(), qPrintable(QString("plot %1: the newest label is hidden").arg(p)));
+      QVERIFY(shown.size() >= 3);
+    }
   }
 
   // The Auto-tune tab on a dataset whose optimum is designed in (storage latency per sample, no
