@@ -126,7 +126,7 @@ bool LoaderRunner::startTune(const LoaderRunRequest& request) {
     TuneSpec spec;
     spec.budgetSeconds = request.tuneBudgetSeconds;
     spec.measure = request.measure;
-    const TuneResult r = autoTune(dataset, request.options, devices, sessionOptions(request, nullptr), spec, cancelToken(),
+    const TuneResult r = autoTune(dataset, request.options, devices, sessionOptions(request, telemetry_), spec, cancelToken(),
                                   [this, &spec](const TuneTrial& t, double seconds) {
                                     Q_EMIT tuneTrial(QString::fromStdString(t.change), t.measurement.samplesPerS,
                                                      t.measurement.ciHalfWidth, QString::fromStdString(t.error), seconds);
@@ -179,7 +179,7 @@ bool LoaderRunner::startSweep(const LoaderRunRequest& request, const QList<Sweep
     // Sweep points publish no telemetry: their plots would interleave.
     const SweepResult result =
         runSweep([spec](const LoaderOptions& o) { return openDataset(spec, o); }, request.options, axes, devices,
-                 sessionOptions(request, nullptr), request.measure, cancelToken(),
+                 sessionOptions(request, telemetry_), request.measure, cancelToken(),
                  [this](const SweepPoint& p, int index, int count) {
                    if (p.reopened) Q_EMIT note(tr("sweep row %1: dataset opened again for its reader settings").arg(index + 1));
                    QStringList values;

@@ -287,12 +287,14 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
             setRunning(false);
             progress_->setValue(1000);
             tunedJson_ = json;
+            // Grouped digits, and "%" kept beside its number when the label wraps.
+            const QString sure = QString(confidence).replace(" %", QString(QChar(0x00A0)) + "%");
             const QString text = change.isEmpty()
-                                     ? tr("Best: the starting options, %1 samples/s ± %2. %3")
-                                           .arg(sps, 0, 'f', 0).arg(ci, 0, 'f', 0).arg(confidence)
-                                     : tr("Best: %1 — %2 samples/s ± %3 (start: %4). %5")
+                                     ? tr("Best: the starting options, %L1 samples/s ± %L2. %3")
+                                           .arg(sps, 0, 'f', 0).arg(ci, 0, 'f', 0).arg(sure)
+                                     : tr("Best: %1 — %L2 samples/s ± %L3 (start: %L4). %5")
                                            .arg(change).arg(sps, 0, 'f', 0).arg(ci, 0, 'f', 0).arg(start, 0, 'f', 0)
-                                           .arg(confidence);
+                                           .arg(sure);
             tuneSummary_->setText(text);
             status_->setText(tr("Auto-tune done. Apply copies the best setting into the form."));
             log_->appendPlainText("auto-tune: " + text);
@@ -466,9 +468,8 @@ bool LoaderWorkspace::makeRequest(LoaderRunRequest& request) {
   return true;
 }
 
-void LoaderWorkspace::run() {
-  LoaderRunRequest request;
-  if (runner_->busy() || !makeRequest(request)) return;
+// The plots, badge and bottleneck panel start empty for each run, sweep or auto-tune.
+void LoaderWorkspace::clearLiveViews() {
   plots_->clear();
   badge_->clear();
   badge_->hide();
@@ -476,6 +477,12 @@ void LoaderWorkspace::run() {
   runner_->takeTelemetry();
   bottleneck_->clear();
   bottleneck_->hide();
+}
+
+void LoaderWorkspace::run() {
+  LoaderRunRequest request;
+  if (runner_->busy() || !makeRequest(request)) return;
+  clearLiveViews();
   if (!runner_->start(request)) return;
   setRunning(true);
   liveRun_ = true;
@@ -513,6 +520,7 @@ void LoaderWorkspace::runSweep() {
   sweepTable_->setColumnCount(sweepAxisNames_.size() + 8);
   sweepTable_->setHorizontalHeaderLabels(sweepAxisNames_ + QStringList{tr("samples/s"), tr("± 95 %"), tr("p10–p90"),
                                                                        tr("MB/s"), tr("mode"), tr("verdict"), tr("error")});
+  clearLiveViews();  // the plots show each point as it is measured
   if (!runner_->startSweep(request, axes)) return;
   setRunning(true);
   tabs_->setCurrentWidget(sweepPage_);
@@ -546,6 +554,7 @@ void LoaderWorkspace::runAutoTune() {
   applyTunedButton_->setEnabled(false);
   tuneTable_->setRowCount(0);
   tuneSummary_->setText(tr("Searching for up to %1 s…").arg(tuneBudget_->value()));
+  clearLiveViews();  // the plots show each trial as it is measured
   if (!runner_->startTune(request)) return;
   setRunning(true);
   tabs_->setCurrentWidget(tunePage_);
@@ -716,6 +725,7 @@ void LoaderWorkspace::drainTelemetry() {
   const TelemetryRecord* worst = nullptr;
   for (const auto& r : records)
     if (!worst || dataWaitShare(r.data_wait_ms, r.step_ms) > dataWaitShare(worst->data_wait_ms, worst->step_ms)) worst = &r;
+  if (!liveRun_) return;  // a sweep or the tuner: the panel would speak of whichever setting is measured now
   const Bottleneck b = diagnoseBottleneck(*worst, runOptions_, static_cast<int>(std::thread::hardware_concurrency()));
   if (b.kind != InputBound::Unknown) {
     const QString text = QString::fromStdString(b.headline) +

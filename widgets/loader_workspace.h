@@ -88,6 +88,7 @@ class LoaderWorkspace : public QWidget {
   bool makeRequest(LoaderRunRequest& request);
   void setRunning(bool running);
   void drainTelemetry();
+  void clearLiveViews();
   void retuneRunningLoader();  // the form changed during a run
   void showSnippet(const QString& title, const QString& text, bool pytorch);
   QString weightsPathFor(const QString& snippetPath) const;

@@ -527,6 +527,10 @@ class TestLoaderWorkspace : public QObject {
     QVERIFY2(w.tuneSummary().startsWith("Best: ") && w.tuneSummary().contains("num_workers 0 \u2192") &&
                  w.tuneSummary().contains("Clearly faster than the start"),
              qPrintable(w.tuneSummary()));
+    // The plots showed the search as it went; the bottleneck panel stays out of it.
+    QVERIFY2(w.plots()->pointCount("cpu", TelemetryPlots::Throughput) > 10,
+             qPrintable(QString::number(w.plots()->pointCount("cpu", TelemetryPlots::Throughput))));
+    QVERIFY(w.bottleneckText().isEmpty());
     QVERIFY(w.findChild<QPushButton*>("applyTuned")->isEnabled());
     w.applyTuned();
     QVERIFY(w.form()->options().num_workers >= 1);
