@@ -184,7 +184,13 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
   bottleneck_->hide();
   rightLayout->addWidget(bottleneck_);
   plots_ = new TelemetryPlots(right);
-  rightLayout->addWidget(plots_, 3);
+  // Plots over the tabs, in a splitter: a tall sweep or tuner table never squeezes the plots
+  // below readable (they keep a minimum), and users can give either side more room.
+  auto* plotsAndTabs = new QSplitter(Qt::Vertical, right);
+  plotsAndTabs->setChildrenCollapsible(false);
+  plots_->setMinimumHeight(320);
+  plotsAndTabs->addWidget(plots_);
+  rightLayout->addWidget(plotsAndTabs, 1);
 
   auto* tabs = tabs_ = new QTabWidget(right);
   auto* sweepPage = new QWidget;
@@ -259,7 +265,9 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
   log_->setReadOnly(true);
   log_->setMaximumBlockCount(2000);
   tabs->addTab(log_, tr("Log"));
-  rightLayout->addWidget(tabs, 2);
+  plotsAndTabs->addWidget(tabs);
+  plotsAndTabs->setStretchFactor(0, 3);
+  plotsAndTabs->setStretchFactor(1, 2);
   split->addWidget(right);
   split->setStretchFactor(1, 1);
 
@@ -362,11 +370,12 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
           [this](int index, int count, const QStringList& values, double sps, double bps, const QString& mode,
                  const QString& error) {
             sweepTable_->setRowCount(count);
-            // values..., samples/s, ± 95 %, p10-p90 (filled by sweepPointSpread), MB/s, mode, verdict, error
+            // values..., samples/s, ± 95 % and (at the end) the verdict up front where they are seen,
+            // p10-p90 (filled by sweepPointSpread), MB/s, mode, error
             const QStringList cells = values + QStringList{error.isEmpty() ? QString::number(sps, 'f', 0) : QString(),
-                                                           QString(), QString(),
+                                                           QString(), QString(), QString(),
                                                            error.isEmpty() ? QString::number(bps / 1e6, 'f', 1) : QString(),
-                                                           mode, QString(), error};
+                                                           mode, error};
             for (int c = 0; c < cells.size(); ++c) {
               QString text = cells[c];
               if (c < values.size() && text.startsWith('"')) text = text.mid(1, text.size() - 2);  // a name
@@ -382,13 +391,13 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
     if (sps.isEmpty()) return;  // the point failed
     const double mean = sps.toDouble();
     sweepTable_->setItem(index, c, new QTableWidgetItem(mean > 0 ? QString("± %1 %").arg(100 * ci / mean, 0, 'f', 1) : QString()));
-    sweepTable_->setItem(index, c + 1, new QTableWidgetItem(QString("%1–%2").arg(p10, 0, 'f', 0).arg(p90, 0, 'f', 0)));
+    sweepTable_->setItem(index, c + 2, new QTableWidgetItem(QString("%1–%2").arg(p10, 0, 'f', 0).arg(p90, 0, 'f', 0)));
   });
   connect(runner_, &LoaderRunner::sweepFinished, this, [this](int best, const QList<int>& similar) {
     setRunning(false);
     bestRow_ = best;
     similarRows_ = similar;
-    const int verdict = static_cast<int>(sweepAxisNames_.size()) + 5;
+    const int verdict = static_cast<int>(sweepAxisNames_.size()) + 2;
     if (best >= 0) sweepTable_->setItem(best, verdict, new QTableWidgetItem(tr("fastest")));
     for (int row : similar) {
       auto* item = new QTableWidgetItem(tr("no clear difference"));
@@ -417,6 +426,7 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
     } else {
       status_->setText(tr("Sweep done: every combination failed (see the error column)."));
     }
+    sweepTable_->resizeColumnsToContents();  // every column readable, the error column last and stretched
     applyButton_->setEnabled(best >= 0);
     Q_EMIT sweepFinished(best);
   });
@@ -517,9 +527,9 @@ void LoaderWorkspace::runSweep() {
   applyButton_->setEnabled(false);
   sweepTable_->clear();
   sweepTable_->setRowCount(0);
-  sweepTable_->setColumnCount(sweepAxisNames_.size() + 8);
-  sweepTable_->setHorizontalHeaderLabels(sweepAxisNames_ + QStringList{tr("samples/s"), tr("± 95 %"), tr("p10–p90"),
-                                                                       tr("MB/s"), tr("mode"), tr("verdict"), tr("error")});
+  sweepTable_->setColumnCount(sweepAxisNames_.size() + 7);
+  sweepTable_->setHorizontalHeaderLabels(sweepAxisNames_ + QStringList{tr("samples/s"), tr("± 95 %"), tr("verdict"),
+                                                                       tr("p10–p90"), tr("MB/s"), tr("mode"), tr("error")});
   clearLiveViews();  // the plots show each point as it is measured
   if (!runner_->startSweep(request, axes)) return;
   setRunning(true);

@@ -333,14 +333,16 @@ class TestLoaderWorkspace : public QObject {
     QCOMPARE(t->rowCount(), 4);
     QCOMPARE(t->horizontalHeaderItem(0)->text(), QString("num_workers"));
     QCOMPARE(t->horizontalHeaderItem(3)->text(), QString("± 95 %"));
-    QCOMPARE(t->horizontalHeaderItem(7)->text(), QString("verdict"));
+    QCOMPARE(t->horizontalHeaderItem(4)->text(), QString("verdict"));
+    QCOMPARE(t->columnCount(), 9);  // 2 knobs, samples/s, ±, verdict, p10–p90, MB/s, mode, error: no unnamed column
+    QCOMPARE(t->horizontalHeaderItem(8)->text(), QString("error"));
     for (int r = 0; r < 4; ++r) {
       QVERIFY2(t->item(r, 3) && t->item(r, 3)->text().startsWith("± "), qPrintable(QString::number(r)));
-      QVERIFY(t->item(r, 4) && t->item(r, 4)->text().contains("–"));  // p10–p90
+      QVERIFY(t->item(r, 5) && t->item(r, 5)->text().contains("–"));  // p10–p90
     }
     // The fastest row says so; rows whose interval overlaps it say "no clear difference".
-    QCOMPARE(t->item(done.first().at(0).toInt(), 7)->text(), QString("fastest"));
-    for (int r : w.similarSweepRows()) QCOMPARE(t->item(r, 7)->text(), QString("no clear difference"));
+    QCOMPARE(t->item(done.first().at(0).toInt(), 4)->text(), QString("fastest"));
+    for (int r : w.similarSweepRows()) QCOMPARE(t->item(r, 4)->text(), QString("no clear difference"));
     const int best = done.first().at(0).toInt();
     QVERIFY(best >= 0);
     QCOMPARE(w.bestSweepRow(), best);
