@@ -65,13 +65,20 @@ void runTune(const TuneArgs& a) {
   if (!a.json)
     std::fprintf(stderr, "auto-tune: %s on %s, budget %.0f s, each setting measured to +-%g %%\n",
                  dataset->description().c_str(), a.device.c_str(), spec.budgetSeconds, a.target);
-  const TuneResult r = autoTune(dataset, base, devices, session, spec, &cancel, [&a](const TuneTrial& t, double s) {
+  // The change padded to 44 columns: "→" is one column but three bytes, which printf's width counts.
+  auto column = [](const std::string& text) {
+    std::size_t width = 0;
+    for (unsigned char c : text) width += (c & 0xC0) != 0x80 ? 1 : 0;
+    return text + std::string(width < 44 ? 44 - width : 0, ' ');
+  };
+  const TuneResult r = autoTune(dataset, base, devices, session, spec, &cancel, [&a, &column](const TuneTrial& t, double s) {
     if (a.json) return;
+    const std::string change = column(t.change.empty() ? "(start)" : t.change);
     if (!t.error.empty())
-      std::fprintf(stderr, "%6.1f s  %-44s failed: %s\n", s, t.change.empty() ? "(start)" : t.change.c_str(), t.error.c_str());
+      std::fprintf(stderr, "%6.1f s  %s failed: %s\n", s, change.c_str(), t.error.c_str());
     else
-      std::fprintf(stderr, "%6.1f s  %-44s %10.0f samples/s +- %.1f %%\n", s, t.change.empty() ? "(start)" : t.change.c_str(),
-                   t.measurement.samplesPerS, 100 * t.measurement.relativeCi());
+      std::fprintf(stderr, "%6.1f s  %s %10.0f samples/s +- %.1f %%\n", s, change.c_str(), t.measurement.samplesPerS,
+                   100 * t.measurement.relativeCi());
   });
   if (!a.saveOptions.empty()) saveLoaderOptions(a.saveOptions, r.best);
   if (!a.json)
