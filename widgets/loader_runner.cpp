@@ -60,6 +60,7 @@ LoaderRunner::~LoaderRunner() { stopAndWait(); }
 std::vector<TelemetryRecord> LoaderRunner::takeTelemetry() { return telemetry_->takeAll(); }
 
 bool LoaderRunner::start(const LoaderRunRequest& request) {
+  if (busy()) return false;  // launch() would refuse too; the running job's state stays as it is
   {
     std::lock_guard<std::mutex> lock(liveMutex_);
     pending_.reset();

@@ -370,8 +370,8 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
           [this](int index, int count, const QStringList& values, double sps, double bps, const QString& mode,
                  const QString& error) {
             sweepTable_->setRowCount(count);
-            // values..., samples/s, ± 95 % and (at the end) the verdict up front where they are seen,
-            // p10-p90 (filled by sweepPointSpread), MB/s, mode, error
+            // values..., samples/s, ± 95 % (sweepPointSpread), verdict (when the sweep ends),
+            // p10-p90 (sweepPointSpread), MB/s, mode, error: the columns that decide come first
             const QStringList cells = values + QStringList{error.isEmpty() ? QString::number(sps, 'f', 0) : QString(),
                                                            QString(), QString(), QString(),
                                                            error.isEmpty() ? QString::number(bps / 1e6, 'f', 1) : QString(),
