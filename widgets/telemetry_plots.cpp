@@ -255,6 +255,7 @@ QList<QPair<QString, QRectF>> TelemetryPlots::markerLabels(Plot plot) const {
 // row (of up to three) where it fits, reading right of its line or else left;
 // one that fits nowhere is hidden (its line stays, the log has the text).
 void TelemetryPlots::layOutMarkerLabels(int p) {
+  if (markers_.isEmpty()) return;
   QCustomPlot* plot = plots_[p];
   const QRect rect = plot->axisRect()->rect();
   if (rect.width() <= 0 || rect.height() <= 0) return;  // not laid out yet

@@ -60,9 +60,11 @@ std::vector<at::Tensor> materialise(const Dataset& d, int threads, const CancelT
 // Moves the fields to the device; throws Error(OutOfMemory) with nothing left allocated.
 void loadResident(LoaderCore& c) {
   std::vector<at::Tensor> host = c.dataset->hostFields();
-  // Every core decodes: nothing else runs yet, and the run starts only when this is done.
+  // All cores but one decode (at least num_workers threads): the run starts only when this is
+  // done, and the one left keeps the caller responsive (the workbench's GUI thread, other devices).
   if (host.empty())
-    host = materialise(*c.dataset, std::max(c.options.num_workers, static_cast<int>(std::thread::hardware_concurrency())),
+    host = materialise(*c.dataset,
+                       std::max({1, c.options.num_workers, static_cast<int>(std::thread::hardware_concurrency()) - 1}),
                        c.cancel);
   if (c.device->isHost()) {
     c.resident = host;  // already where batches are made: zero copy
