@@ -4,7 +4,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <memory>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -14,6 +16,10 @@
 #include "data/loader.h"
 #include "data/loader_session.h"
 #include "data/multi_device_loader.h"
+#include "telemetry/input_bound.h"
+#include "telemetry/metrics_http_server.h"
+#include "telemetry/prometheus_exporter.h"
+#include "telemetry/stragglers.h"
 #include "telemetry/telemetry_listener.h"
 #include "telemetry/telemetry_publisher.h"
 #include "util/busy_work.h"
@@ -262,37 +268,109 @@ void runBench(const BenchArgs& a) {
                 static_cast<long long>(publisher->dropped()));
 }
 
-void runMonitor(const std::string& address, bool json, double duration) {
-  if (duration < 0) throwBadInput("--duration", "must be non-negative");
-  TelemetryListener listener(address);
+struct MonitorArgs {
+  std::string address;
+  std::vector<std::string> connect;
+  std::string prometheus;
+  bool json = false;
+  double duration = 0;
+};
+
+// The latest record of each (host, pid, rank, device, loader): what the closing summary and the
+// straggler check read.
+using SeriesKey = std::tuple<std::string, std::int64_t, int, std::string, std::string>;
+
+void printMonitorSummary(const std::map<SeriesKey, TelemetryRecord>& latest, const std::map<SeriesKey, std::int64_t>& counts,
+                         bool json) {
+  std::vector<RankTiming> timings;
+  for (const auto& [key, r] : latest) timings.push_back({r.rank, r.device, r.data_wait_ms, r.step_ms});
+  const auto stragglers = findStragglers(timings);
+  if (json) {
+    nlohmann::json doc = nlohmann::json::object();
+    nlohmann::json ranks = nlohmann::json::array();
+    for (const auto& [key, r] : latest) {
+      const double share = dataWaitShare(r.data_wait_ms, r.step_ms);
+      nlohmann::json row = {{"host", r.host}, {"pid", r.pid}, {"rank", r.rank}, {"device", r.device},
+                            {"records", counts.at(key)}, {"epoch", r.epoch}, {"step", r.step},
+                            {"samples_per_s", r.samples_per_s}, {"data_wait_ms", r.data_wait_ms},
+                            {"step_ms", r.step_ms}, {"verdict", inputBoundName(classifyInputBound(share))}};
+      row["data_wait_share"] = share >= 0 ? nlohmann::json(share) : nlohmann::json(nullptr);
+      if (!r.loader.empty()) row["loader"] = r.loader;
+      if (!r.source.empty()) row["source"] = r.source;
+      ranks.push_back(row);
+    }
+    nlohmann::json named = nlohmann::json::array();
+    for (const auto& st : stragglers)
+      named.push_back({{"rank", st.rank}, {"device", st.device}, {"metric", st.metric}, {"value_ms", st.value_ms},
+                       {"median_ms", st.median_ms}, {"text", describeStraggler(st)}});
+    doc["summary"] = {{"ranks", ranks}, {"stragglers", named}};
+    std::printf("%s\n", doc.dump().c_str());
+    return;
+  }
+  if (latest.empty()) return;
+  std::printf("\nsummary: %zu series\n", latest.size());
+  for (const auto& [key, r] : latest)
+    std::printf("  rank %d %-8s %-22s %s, data wait %.2f ms, step %.2f ms, %lld records\n", r.rank, r.device.c_str(),
+                (r.host + ":" + std::to_string(r.pid)).c_str(),
+                inputBoundName(classifyInputBound(dataWaitShare(r.data_wait_ms, r.step_ms))).c_str(), r.data_wait_ms,
+                r.step_ms, static_cast<long long>(counts.at(key)));
+  if (stragglers.empty()) std::printf("no straggler\n");
+  for (const auto& st : stragglers) std::printf("straggler: %s\n", describeStraggler(st).c_str());
+}
+
+void runMonitor(const MonitorArgs& a) {
+  if (a.duration < 0) throwBadInput("--duration", "must be non-negative");
+  if (a.address.empty() && a.connect.empty()) throwBadInput("monitor", "give an ADDRESS to listen on, or --connect HOST:PORT");
+  TelemetryListener listener(a.address);
+  for (const auto& c : a.connect) listener.dial(c);
+  std::unique_ptr<PrometheusExporter> exporter;
+  std::unique_ptr<MetricsHttpServer> server;
+  if (!a.prometheus.empty()) {
+    exporter = std::make_unique<PrometheusExporter>();
+    server = std::make_unique<MetricsHttpServer>(a.prometheus, [e = exporter.get()] { return e->render(); });
+  }
   CancelToken cancel;
   cancelOnInterrupt(cancel);
-  std::fprintf(stderr, "listening on port %d%s\n", listener.port(), duration > 0 ? "" : " (Ctrl-C to stop)");
-  if (!json)
+  if (!a.address.empty()) std::fprintf(stderr, "listening on port %d\n", listener.port());
+  for (const auto& c : a.connect) std::fprintf(stderr, "dialling %s\n", c.c_str());
+  if (server) std::fprintf(stderr, "Prometheus metrics on port %d at /metrics\n", server->port());
+  if (a.duration <= 0) std::fprintf(stderr, "Ctrl-C to stop\n");
+  if (!a.json)
     std::printf("%-20s %4s %-7s %5s %11s %12s %10s %8s %8s %5s %5s %-9s %s\n", "source", "rank", "device", "epoch", "step",
                 "samples/s", "bytes/s", "wait ms", "step ms", "depth", "ready", "mode", "memory used/total");
   std::fflush(stdout);
   const auto start = std::chrono::steady_clock::now();
   std::int64_t records = 0;
+  std::map<SeriesKey, TelemetryRecord> latest;
+  std::map<SeriesKey, std::int64_t> counts;
   while (!cancel.cancelled()) {
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (duration > 0 && elapsed >= duration) break;
+    if (a.duration > 0 && elapsed >= a.duration) break;
     for (const auto& r : listener.poll(100)) {
       ++records;
-      if (json) {
+      const SeriesKey key{r.host, r.pid, r.rank, r.device, r.loader};
+      latest[key] = r;
+      ++counts[key];
+      if (exporter) exporter->onRecord(r);
+      if (a.json) {
         std::printf("%s\n", telemetryToJson(r).c_str());
       } else {
+        // Figures the publisher did not know print as "—" (the Python probe has no worker timings).
+        const auto count = [](auto v) { return isKnown(v) ? std::to_string(v) : std::string("—"); };
+        const auto bytes = [](auto v) { return isKnown(v) ? humanBytes(static_cast<std::uint64_t>(v)) : std::string("—"); };
         const std::string source = r.host + ":" + std::to_string(r.pid);
         const std::string step = std::to_string(r.step) + "/" + std::to_string(r.steps_total);
-        std::printf("%-20.20s %4d %-7s %5lld %11s %12.0f %8s/s %8.2f %8.2f %5d %5d %-9s %s / %s%s\n", source.c_str(),
+        std::printf("%-20.20s %4d %-7s %5lld %11s %12.0f %8s/s %8.2f %8.2f %5s %5s %-9s %s / %s%s\n", source.c_str(),
                     r.rank, r.device.c_str(), static_cast<long long>(r.epoch), step.c_str(), r.samples_per_s,
-                    humanBytes(static_cast<std::uint64_t>(r.bytes_per_s)).c_str(), r.data_wait_ms, r.step_ms,
-                    r.prefetch_depth, r.ready, r.mode.c_str(), humanBytes(static_cast<std::uint64_t>(r.mem_used)).c_str(),
-                    humanBytes(static_cast<std::uint64_t>(r.mem_total)).c_str(), r.epoch_end ? "  (epoch end)" : "");
+                    bytes(r.bytes_per_s).c_str(), r.data_wait_ms, r.step_ms, count(r.prefetch_depth).c_str(),
+                    count(r.ready).c_str(), r.mode.c_str(), bytes(r.mem_used).c_str(), bytes(r.mem_total).c_str(),
+                    r.epoch_end ? "  (epoch end)" : "");
       }
     }
     std::fflush(stdout);
   }
+  printMonitorSummary(latest, counts, a.json);
+  std::fflush(stdout);
   std::fprintf(stderr, "%lld records from %d open connections; %lld unreadable lines\n", static_cast<long long>(records),
                listener.connections(), static_cast<long long>(listener.badLines()));
 }
@@ -316,7 +394,9 @@ void addBenchCommands(CLI::App& app, int& exitCode) {
   bench->add_option("--step-us", args->stepMicros, "simulated training step per batch, in microseconds of busy work");
   bench->add_option("--sim-capacity", args->simCapacity, "memory of simulated devices (default 16GiB)");
   bench->add_option("--sim-bandwidth", args->simBandwidth, "copy bandwidth of simulated devices per second (default 12GB)");
-  bench->add_option("--publish", args->publish, "send telemetry to HOST:PORT (stoker monitor) or file:PATH; repeatable");
+  bench->add_option("--publish", args->publish,
+                    "send telemetry to HOST:PORT (stoker monitor), file:PATH, listen:PORT (the monitor dials in) or "
+                    "prometheus:PORT (serve /metrics); repeatable");
   bench->add_option("--save-options", args->saveOptions, "write the resolved LoaderOptions to this JSON file");
   bench->add_flag("--export-pytorch", args->exportPytorch, "print the equivalent PyTorch DataLoader(...) and exit");
   bench->add_flag("--export-cpp", args->exportCpp, "print the C++ builder for these options and exit");
@@ -337,18 +417,17 @@ void addBenchCommands(CLI::App& app, int& exitCode) {
     exitCode = 0;
   });
 
-  struct MonitorArgs {
-    std::string address;
-    bool json = false;
-    double duration = 0;
-  };
   auto margs = std::make_shared<MonitorArgs>();
   auto* monitor = app.add_subcommand("monitor", "Listen for loader telemetry and print it as it arrives");
-  monitor->add_option("ADDRESS", margs->address, "HOST:PORT or :PORT to listen on")->required();
-  monitor->add_flag("--json", margs->json, "print each record as one JSON line");
+  monitor->add_option("ADDRESS", margs->address, "HOST:PORT or :PORT to listen on");
+  monitor->add_option("--connect", margs->connect,
+                      "also dial a publisher listening at HOST:PORT (--publish listen:PORT); repeatable");
+  monitor->add_option("--prometheus", margs->prometheus, "serve what arrives as Prometheus metrics on [HOST]:PORT/metrics");
+  monitor->add_flag("--json", margs->json,
+                    "print each record as one JSON line, and at the end one line {\"summary\": {ranks, stragglers}}");
   monitor->add_option("--duration", margs->duration, "stop after this many seconds (default: until Ctrl-C)");
   monitor->callback([margs, &exitCode] {
-    runMonitor(margs->address, margs->json, margs->duration);
+    runMonitor(*margs);
     exitCode = 0;
   });
 }

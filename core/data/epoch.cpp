@@ -105,6 +105,7 @@ void emit(EpochState& s, Clock::time_point now, bool epochEnd) {
     r.prefetch_depth = s.depth;
     r.ready = static_cast<int>(static_cast<double>(w.readySum) / batches + 0.5);
     r.mode = loadingModeName(c.mode);
+    r.source = "stoker";
     const DeviceMemory m = c.memory();
     r.mem_used = m.used;
     r.mem_reserved = m.reserved;

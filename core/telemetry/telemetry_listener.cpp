@@ -20,8 +20,31 @@ constexpr std::size_t kMaxPeers = 4096;
 }
 
 TelemetryListener::TelemetryListener(const std::string& address) {
+  if (address.empty()) return;
   listenFd_ = listenOn(parseSocketAddress(address));
   port_ = boundPort(listenFd_);
+}
+
+void TelemetryListener::dial(const std::string& address) {
+  Dialled d;
+  d.address = parseSocketAddress(address);
+  if (d.address.port == 0) throwBadInput("address " + address, "dialling needs a port other than 0");
+  dialled_.push_back(d);
+  redial();
+}
+
+// A dialled publisher whose connection is gone (refused, closed) is tried again once a second;
+// its socket reads like any accepted peer's.
+void TelemetryListener::redial() {
+  const auto now = std::chrono::steady_clock::now();
+  for (auto& d : dialled_) {
+    if (d.fd >= 0 && peers_.count(d.fd)) continue;
+    d.fd = -1;
+    if (now < d.nextAttempt) continue;
+    d.nextAttempt = now + std::chrono::seconds(1);
+    d.fd = connectNonBlocking(d.address);
+    if (d.fd >= 0) peers_[d.fd];
+  }
 }
 
 TelemetryListener::~TelemetryListener() {
@@ -30,11 +53,13 @@ TelemetryListener::~TelemetryListener() {
 }
 
 std::vector<TelemetryRecord> TelemetryListener::poll(int timeoutMs) {
+  redial();
+  // Without a listening socket, slot 0 is a negative fd, which poll() ignores.
   std::vector<pollfd> fds{{listenFd_, POLLIN, 0}};
   for (auto& [fd, rest] : peers_) fds.push_back({fd, POLLIN, 0});
   std::vector<TelemetryRecord> out;
   if (::poll(fds.data(), fds.size(), timeoutMs) <= 0) return out;
-  if (fds[0].revents & POLLIN)
+  if (listenFd_ >= 0 && (fds[0].revents & POLLIN))
     for (int fd; (fd = accept4(listenFd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0;) {
       if (peers_.size() >= kMaxPeers) {
         close(fd);
@@ -77,6 +102,8 @@ std::vector<TelemetryRecord> TelemetryListener::poll(int timeoutMs) {
     if (closed) {
       close(fd);
       peers_.erase(fd);
+      for (auto& d : dialled_)
+        if (d.fd == fd) d.fd = -1;  // its number may be reused by the next accept
     }
   }
   return out;

@@ -22,8 +22,12 @@ namespace stoker {
 class TelemetryPublisher : public TelemetryObserver {
  public:
   // Addresses: "HOST:PORT" or "tcp://HOST:PORT" (a listener such as
-  // `stoker monitor`), "file:PATH" (appended). Throws Error(BadInput) for a
-  // malformed address; an unreachable one only drops records.
+  // `stoker monitor`), "file:PATH" (appended), "listen:[HOST:]PORT" (monitors
+  // dial in: a firewall that lets only the workstation connect out),
+  // "prometheus:[HOST:]PORT" (this process's figures on a Prometheus
+  // /metrics endpoint). Throws Error(BadInput) for a malformed address,
+  // Error(Io) when a listening one cannot bind; an unreachable one only
+  // drops records.
   explicit TelemetryPublisher(const std::vector<std::string>& addresses, std::size_t queueLimit = 4096);
   ~TelemetryPublisher() override;  // sends what it can within `flushMs`
   TelemetryPublisher(const TelemetryPublisher&) = delete;
@@ -34,6 +38,8 @@ class TelemetryPublisher : public TelemetryObserver {
   // Waits up to `ms` for the queue to drain (tests, orderly exits).
   void flush(int ms);
 
+  // The port the i-th address listens on (listen:, prometheus:; port 0 picks one), else 0.
+  int listeningPort(std::size_t i) const;
   std::int64_t sent() const { return sent_.load(); }        // lines written to some target
   std::int64_t dropped() const { return dropped_.load(); }  // line-target pairs dropped
 

@@ -19,44 +19,78 @@ void readField(const nlohmann::json& v, T& out, const char* name) {
     out = v.get<T>();
   }
 }
+
+// A figure that may be unknown must not claim to be negative: -1 is how this struct says "unknown".
+template <class T>
+void readKnowable(const nlohmann::json& v, T& out, const char* name) {
+  readField(v, out, name);
+  if constexpr (std::is_integral_v<T>)
+    if (out < 0) throwBadInput("telemetry", std::string("field \"") + name + "\" is negative");
+}
+
+bool present(const nlohmann::json& j, const char* name) { return j.contains(name) && !j[name].is_null(); }
 }  // namespace
 
-#define STOKER_TELEMETRY_FIELDS(X)                                                                                   \
-  X(time) X(host) X(pid) X(rank) X(worker) X(device) X(epoch) X(step) X(steps_total) X(samples_per_s) X(bytes_per_s) \
-  X(batch_latency_p50_ms) X(batch_latency_p99_ms) X(data_wait_ms) X(step_ms) X(prefetch_depth) X(ready) X(mode)     \
-  X(mem_used) X(mem_reserved) X(mem_allocated) X(mem_total) X(epoch_end)
+// DESIGN.md's Telemetry section: what every record carries. A record without one of them
+// is not telemetry.
+#define STOKER_TELEMETRY_REQUIRED(X) \
+  X(time) X(host) X(pid) X(rank) X(device) X(epoch) X(step) X(samples_per_s) X(data_wait_ms) X(step_ms) X(mode)
+// Defaulted when absent.
+#define STOKER_TELEMETRY_DEFAULTED(X) X(worker) X(steps_total) X(epoch_end)
+// Unknown when absent, and left out of the JSON while unknown.
+#define STOKER_TELEMETRY_KNOWABLE(X)                                                                           \
+  X(bytes_per_s) X(batch_latency_p50_ms) X(batch_latency_p99_ms) X(prefetch_depth) X(ready) X(mem_used)        \
+  X(mem_reserved) X(mem_allocated) X(mem_total) X(local_rank) X(world_size) X(pinned_bytes) X(dropped)
 
 std::string telemetryToJson(const TelemetryRecord& r) {
   nlohmann::json j;
 #define STOKER_PUT(name) j[#name] = r.name;
-  STOKER_TELEMETRY_FIELDS(STOKER_PUT)
+  STOKER_TELEMETRY_REQUIRED(STOKER_PUT)
+  STOKER_TELEMETRY_DEFAULTED(STOKER_PUT)
 #undef STOKER_PUT
+#define STOKER_PUT_KNOWN(name) \
+  if (isKnown(r.name)) j[#name] = r.name;
+  STOKER_TELEMETRY_KNOWABLE(STOKER_PUT_KNOWN)
+#undef STOKER_PUT_KNOWN
+  if (!r.stages_ms.empty()) j["stages_ms"] = r.stages_ms;
+  if (!r.source.empty()) j["source"] = r.source;
+  if (!r.loader.empty()) j["loader"] = r.loader;
   return j.dump();
 }
-
-// DESIGN.md's Telemetry section: what every record carries. A record
-// without one of them is not telemetry (a zero would be shown as a measured
-// value); worker, steps_total and epoch_end default when absent.
-#define STOKER_TELEMETRY_REQUIRED(X)                                                                             \
-  X(time) X(host) X(pid) X(rank) X(device) X(epoch) X(step) X(samples_per_s) X(bytes_per_s) X(batch_latency_p50_ms) \
-  X(batch_latency_p99_ms) X(data_wait_ms) X(step_ms) X(prefetch_depth) X(ready) X(mode) X(mem_used) X(mem_reserved) \
-  X(mem_allocated) X(mem_total)
 
 TelemetryRecord telemetryFromJson(const std::string& line) {
   nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
   if (j.is_discarded() || !j.is_object()) throwBadInput("telemetry", "not a JSON object");
   std::string missing;
 #define STOKER_NEED(name) \
-  if (!j.contains(#name) || j[#name].is_null()) missing += (missing.empty() ? "" : ", ") + std::string(#name);
+  if (!present(j, #name)) missing += (missing.empty() ? "" : ", ") + std::string(#name);
   STOKER_TELEMETRY_REQUIRED(STOKER_NEED)
 #undef STOKER_NEED
   if (!missing.empty()) throwBadInput("telemetry", "record lacks required fields: " + missing);
   TelemetryRecord r;
   try {
 #define STOKER_GET(name) \
-  if (j.contains(#name) && !j[#name].is_null()) readField(j[#name], r.name, #name);
-    STOKER_TELEMETRY_FIELDS(STOKER_GET)
+  if (present(j, #name)) readField(j[#name], r.name, #name);
+    STOKER_TELEMETRY_REQUIRED(STOKER_GET)
+    STOKER_TELEMETRY_DEFAULTED(STOKER_GET)
 #undef STOKER_GET
+#define STOKER_GET_KNOWABLE(name) \
+  if (present(j, #name)) readKnowable(j[#name], r.name, #name);
+    STOKER_TELEMETRY_KNOWABLE(STOKER_GET_KNOWABLE)
+#undef STOKER_GET_KNOWABLE
+    if (present(j, "stages_ms")) {
+      const auto& stages = j["stages_ms"];
+      if (!stages.is_object()) throwBadInput("telemetry", "field \"stages_ms\" is not an object");
+      // Only the stages DESIGN.md names: a hostile peer cannot grow the map without bound.
+      for (const char* stage : kTelemetryStages)
+        if (present(stages, stage)) {
+          const double ms = stages[stage].get<double>();
+          if (!(ms >= 0)) throwBadInput("telemetry", std::string("stage \"") + stage + "\" is negative");
+          r.stages_ms[stage] = ms;
+        }
+    }
+    if (present(j, "source")) r.source = j["source"].get<std::string>();
+    if (present(j, "loader")) r.loader = j["loader"].get<std::string>();
   } catch (const nlohmann::json::exception& e) {
     throwBadInput("telemetry", std::string("a field has the wrong type: ") + e.what());
   }

@@ -145,17 +145,16 @@ class TestTelemetry : public QObject {
     }
   }
 
-  // DESIGN.md's required fields: a record without one is refused, naming what it lacks (a
-  // missing mem_total would otherwise plot as a measured 0). worker, steps_total and
-  // epoch_end are optional.
+  // DESIGN.md's required fields: a record without one is refused, naming what it lacks.
+  // worker, steps_total and epoch_end default; the figures a publisher may not know (the Python
+  // probe has no worker timings, a CPU run no device memory) become unknown -- NaN or -1, left
+  // out again when re-serialised -- never a measured 0.
   void recordsMustCarryTheRequiredFields() {
     nlohmann::json full = nlohmann::json::parse(telemetryToJson(sample(1, 7)));
     for (const char* optional : {"worker", "steps_total", "epoch_end"}) full.erase(optional);
     QCOMPARE(telemetryFromJson(full.dump()).step, std::int64_t(7));
     for (const char* required : {"time", "host", "pid", "rank", "device", "epoch", "step", "samples_per_s",
-                                 "bytes_per_s", "batch_latency_p50_ms", "batch_latency_p99_ms", "data_wait_ms",
-                                 "step_ms", "prefetch_depth", "ready", "mode", "mem_used", "mem_reserved",
-                                 "mem_allocated", "mem_total"}) {
+                                 "data_wait_ms", "step_ms", "mode"}) {
       for (bool asNull : {false, true}) {
         nlohmann::json j = full;
         if (asNull) j[required] = nullptr;
@@ -175,6 +174,71 @@ class TestTelemetry : public QObject {
       QFAIL("a bare rank");
     } catch (const Error& e) {
       QVERIFY2(std::string(e.what()).find("time, host, pid, device") != std::string::npos, e.what());
+    }
+    nlohmann::json lean = full;
+    for (const char* knowable : {"bytes_per_s", "batch_latency_p50_ms", "batch_latency_p99_ms", "prefetch_depth",
+                                 "ready", "mem_used", "mem_reserved", "mem_allocated", "mem_total"}) {
+      QVERIFY2(lean.contains(knowable), knowable);
+      if (std::string(knowable) == "ready") lean[knowable] = nullptr;
+      else lean.erase(knowable);
+    }
+    const TelemetryRecord r = telemetryFromJson(lean.dump());
+    QVERIFY(!isKnown(r.bytes_per_s) && !isKnown(r.batch_latency_p50_ms) && !isKnown(r.batch_latency_p99_ms));
+    QVERIFY(!isKnown(r.prefetch_depth) && !isKnown(r.ready));
+    QVERIFY(!isKnown(r.mem_used) && !isKnown(r.mem_reserved) && !isKnown(r.mem_allocated) && !isKnown(r.mem_total));
+    QVERIFY(r.stages_ms.empty() && r.source.empty() && !isKnown(r.world_size) && !isKnown(r.dropped));
+    const auto again = nlohmann::json::parse(telemetryToJson(r));
+    for (const char* knowable : {"bytes_per_s", "ready", "mem_total", "stages_ms", "source", "world_size", "dropped"})
+      QVERIFY2(!again.contains(knowable), knowable);
+    // -1 is this struct's "unknown": a publisher cannot send it as a measured value.
+    for (const char* count : {"ready", "mem_total", "dropped", "world_size"}) {
+      nlohmann::json j = full;
+      j[count] = -1;
+      try {
+        telemetryFromJson(j.dump());
+        QFAIL(count);
+      } catch (const Error& e) {
+        QVERIFY2(std::string(e.what()).find("is negative") != std::string::npos, e.what());
+      }
+    }
+  }
+
+  // DESIGN.md's "Telemetry, continued": per-stage times, the publisher's kind, the torchrun
+  // layout, pinned bytes, its drop count and a loader name travel when present.
+  void optionalFieldsRoundTrip() {
+    TelemetryRecord r = sample(2, 9);
+    r.stages_ms = {{"read", 0.25}, {"decode", 3.5}, {"copy", 0.125}};
+    r.source = "python";
+    r.local_rank = 2;
+    r.world_size = 8;
+    r.pinned_bytes = 64 << 20;
+    r.dropped = 17;
+    r.loader = "train.py:42";
+    const std::string line = telemetryToJson(r);
+    const TelemetryRecord back = telemetryFromJson(line);
+    QCOMPARE(back.stages_ms.size(), std::size_t(3));
+    QCOMPARE(back.stages_ms.at("decode"), 3.5);
+    QCOMPARE(back.source, std::string("python"));
+    QCOMPARE(back.local_rank, 2);
+    QCOMPARE(back.world_size, 8);
+    QCOMPARE(back.pinned_bytes, std::int64_t(64 << 20));
+    QCOMPARE(back.dropped, std::int64_t(17));
+    QCOMPARE(back.loader, std::string("train.py:42"));
+    QCOMPARE(telemetryToJson(back), line);
+    // Only DESIGN.md's stage names are kept (a hostile peer cannot grow the map); a stage must be
+    // a non-negative number and stages_ms an object.
+    nlohmann::json j = nlohmann::json::parse(line);
+    j["stages_ms"]["gpu_magic"] = 1.0;
+    QCOMPARE(telemetryFromJson(j.dump()).stages_ms.size(), std::size_t(3));
+    for (const char* bad : {R"({"decode": -1})", R"({"decode": "slow"})", "[1, 2]"}) {
+      nlohmann::json k = nlohmann::json::parse(line);
+      k["stages_ms"] = nlohmann::json::parse(bad);
+      try {
+        telemetryFromJson(k.dump());
+        QFAIL(bad);
+      } catch (const Error& e) {
+        QCOMPARE(e.kind(), ErrorKind::BadInput);
+      }
     }
   }
 

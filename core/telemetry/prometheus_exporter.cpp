@@ -1,0 +1,153 @@
+#include "telemetry/prometheus_exporter.h"
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <vector>
+
+#include "telemetry/input_bound.h"
+
+namespace stoker {
+
+namespace {
+
+double wallNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Label values escape backslash, double quote and newline (the exposition format's rules).
+std::string escapeLabel(const std::string& v) {
+  std::string out;
+  out.reserve(v.size());
+  for (char c : v) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+// Go's strconv formatting is what Prometheus parses; %.17g round-trips every double.
+std::string number(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+struct Metric {
+  const char* name;
+  const char* type;  // gauge or counter
+  const char* help;
+  // Appends zero or more samples for one series: (extra labels, value); unknown figures add none.
+  std::function<void(const TelemetryRecord&, std::int64_t records,
+                     std::vector<std::pair<std::string, double>>&)>
+      samples;
+};
+
+void ifKnown(std::vector<std::pair<std::string, double>>& out, double v, std::string labels = {}) {
+  if (isKnown(v)) out.emplace_back(std::move(labels), v);
+}
+template <class Int>
+void ifKnownCount(std::vector<std::pair<std::string, double>>& out, Int v, std::string labels = {}) {
+  if (isKnown(v)) out.emplace_back(std::move(labels), static_cast<double>(v));
+}
+
+const std::vector<Metric>& metrics() {
+  using Out = std::vector<std::pair<std::string, double>>;
+  static const std::vector<Metric> all = {
+      {"stoker_samples_per_second", "gauge", "Samples per second the loader handed to the consumer.",
+       [](const TelemetryRecord& r, std::int64_t, Out& o) { ifKnown(o, r.samples_per_s); }},
+      {"stoker_bytes_per_second", "gauge", "Bytes per second the loader handed to the consumer.",
+       [](const TelemetryRecord& r, std::int64_t, Out& o) { ifKnown(o, r.bytes_per_s); }},
+      {"stoker_data_wait_ratio", "gauge", "Share of each iteration spent waiting for data: wait / (wait + step).",
+       [](const TelemetryRecord& r, std::int64_t, Out& o) {
+         const double share = dataWaitShare(r.data_wait_ms, r.step_ms);
+         if (share >= 0) o.emplace_back("", share);
+       }},
+      {"stoker_step_seconds", "gauge", "Mean time the consumer spent between batches (its training step).",
+       [](const TelemetryRecord& r, std::int64_t, Out& o) { ifKnown(o, r.step_ms / 1e3); }},
+      {"stoker_data_wait_seconds", "gauge", "Mean time the consumer waited for each batch.",
+       [](const TelemetryRecord& r, std::int64_t, Out& o) { ifKnown(o, r.data_wait_ms / 1e3); }},
+      {"stoker_stage_seconds", "gauge", "Mean worker time per batch in each pipeline stage.",
+       [](const TelemetryRecord& r, std::int64_t, Out& o) {
+         for (const char* stage : kTelemetryStages) {
+           const auto it = r.stages_ms.find(stage);
+           if (it != r.stages_ms.end()) o.emplace_back(std::string("stage=\"") + stage + "\"", it->second / 1e3);
+         }
+       }},
+      {"stoker_batch_latency_seconds", "gauge", "Time a worker took to produce a batch, by percentile (50, 99).",
+       [](const TelemetryRecord& r, std::int64_t, Out& o) {
+         ifKnown(o, r.batch_latency_p50_ms / 1e3, "percentile=\"50\"");
+         ifKnown(o, r.batch_latency_p99_ms / 1e3, "percentile=\"99\"");
+       }},
+      {"stoker_prefetch_depth", "gauge", "Most batches the loader prepares ahead of the consumer.",
+       [](const TelemetryRecord& r, std::int64_t, Out& o) { ifKnownCount(o, r.prefetch_depth); }},
+      {"stoker_ready_batches", "gauge", "Batches ready when the consumer asked for the next one.",
+       [](const TelemetryRecord& r, std::int64_t, Out& o) { ifKnownCount(o, r.ready); }},
+      {"stoker_device_memory_bytes", "gauge", "Device memory by kind.",
+       [](const TelemetryRecord& r, std::int64_t, Out& o) {
+         ifKnownCount(o, r.mem_used, "kind=\"used\"");
+         ifKnownCount(o, r.mem_reserved, "kind=\"reserved\"");
+         ifKnownCount(o, r.mem_allocated, "kind=\"allocated\"");
+         ifKnownCount(o, r.mem_total, "kind=\"total\"");
+       }},
+      {"stoker_pinned_bytes", "gauge", "Pinned host memory held for staging.",
+       [](const TelemetryRecord& r, std::int64_t, Out& o) { ifKnownCount(o, r.pinned_bytes); }},
+      {"stoker_epoch", "gauge", "Epoch the loader is in.",
+       [](const TelemetryRecord& r, std::int64_t, Out& o) { o.emplace_back("", static_cast<double>(r.epoch)); }},
+      {"stoker_step", "gauge", "Batches handed out so far in this epoch.",
+       [](const TelemetryRecord& r, std::int64_t, Out& o) { o.emplace_back("", static_cast<double>(r.step)); }},
+      {"stoker_records_dropped_total", "counter", "Telemetry records the publisher dropped rather than block.",
+       [](const TelemetryRecord& r, std::int64_t, Out& o) { ifKnownCount(o, r.dropped); }},
+      {"stoker_records_received_total", "counter", "Telemetry records received from this series.",
+       [](const TelemetryRecord&, std::int64_t records, Out& o) { o.emplace_back("", static_cast<double>(records)); }},
+      {"stoker_last_record_timestamp_seconds", "gauge", "When the publisher sent its latest record (Unix time).",
+       [](const TelemetryRecord& r, std::int64_t, Out& o) { o.emplace_back("", r.time); }},
+  };
+  return all;
+}
+
+}  // namespace
+
+void PrometheusExporter::onRecord(const TelemetryRecord& record) {
+  const double now = wallNow();
+  std::lock_guard<std::mutex> lock(mutex_);
+  Series& s = series_[Key{record.host, record.rank, record.device, record.loader}];
+  s.last = record;
+  s.receivedAt = now;
+  ++s.records;
+}
+
+std::size_t PrometheusExporter::seriesCount() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return series_.size();
+}
+
+std::string PrometheusExporter::render(double now) const {
+  if (now <= 0) now = wallNow();
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::string out;
+  std::vector<std::pair<std::string, double>> samples;
+  for (const Metric& m : metrics()) {
+    std::string body;
+    for (const auto& [key, s] : series_) {
+      if (now - s.receivedAt > staleAfterS_) continue;
+      samples.clear();
+      m.samples(s.last, s.records, samples);
+      const auto& [host, rank, device, loader] = key;
+      std::string labels = "rank=\"" + std::to_string(rank) + "\",device=\"" + escapeLabel(device) + "\",host=\"" +
+                           escapeLabel(host) + "\"";
+      if (!loader.empty()) labels += ",loader=\"" + escapeLabel(loader) + "\"";
+      for (const auto& [extra, value] : samples)
+        body += std::string(m.name) + "{" + labels + (extra.empty() ? "" : "," + extra) + "} " + number(value) + "\n";
+    }
+    // A family with no samples still says what it is: scrapers see the schema before the first record.
+    out += std::string("# HELP ") + m.name + " " + m.help + "\n# TYPE " + m.name + " " + m.type + "\n" + body;
+  }
+  return out;
+}
+
+}  // namespace stoker

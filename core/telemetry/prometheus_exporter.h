@@ -1,0 +1,43 @@
+// telemetry/prometheus_exporter: the figures of every rank that reports, as
+// Prometheus' text exposition format (DESIGN.md "Prometheus"). Keeps the
+// latest record of each series (host, rank, device, loader) and renders them
+// on demand; series silent for longer than `staleAfterS` are left out, so a
+// finished job's ranks do not linger as if they were still running.
+// Thread-safe: records arrive on one thread, scrapes on another.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "telemetry/telemetry_record.h"
+
+namespace stoker {
+
+class PrometheusExporter : public TelemetryObserver {
+ public:
+  explicit PrometheusExporter(double staleAfterS = 300) : staleAfterS_(staleAfterS) {}
+
+  void onRecord(const TelemetryRecord& record) override;
+  // The exposition text as of `now` (seconds since the Unix epoch; 0: the clock's now).
+  std::string render(double now = 0) const;
+  std::size_t seriesCount() const;
+
+ private:
+  using Key = std::tuple<std::string, int, std::string, std::string>;  // host, rank, device, loader
+  struct Series {
+    TelemetryRecord last;
+    double receivedAt = 0;
+    std::int64_t records = 0;
+  };
+  double staleAfterS_;
+  mutable std::mutex mutex_;
+  std::map<Key, Series> series_;
+};
+
+// The media type Prometheus expects for text exposition 0.0.4.
+inline constexpr const char* kPrometheusContentType = "text/plain; version=0.0.4; charset=utf-8";
+
+}  // namespace stoker
