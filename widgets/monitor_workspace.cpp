@@ -189,7 +189,8 @@ void MonitorWorkspace::drain() {
           QString::number(rec.rank), QString::fromStdString(rec.device), QString::fromStdString(inputBoundName(b)),
           share < 0 ? QString("–") : QString("%1 %").arg(100 * share, 0, 'f', 1),
           QString::number(rec.samples_per_s, 'f', 0),
-          QString::fromStdString(humanBytes(static_cast<std::uint64_t>(rec.bytes_per_s))) + "/s",
+          isKnown(rec.bytes_per_s) ? QString::fromStdString(humanBytes(static_cast<std::uint64_t>(rec.bytes_per_s))) + "/s"
+                                   : QString("—"),
           QString::number(rec.data_wait_ms, 'f', 2), QString::number(rec.step_ms, 'f', 2), QString::number(rec.epoch),
           rec.steps_total > 0 ? QString("%1/%2").arg(rec.step).arg(rec.steps_total) : QString::number(rec.step),
           QString::fromStdString(rec.mode), QString::fromStdString(rec.host), QString::number(rec.pid)};

@@ -13,6 +13,12 @@ namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
+// A figure the publisher did not know plots as a gap, never as 0 or -1.
+template <class T>
+double known(T v) {
+  return isKnown(v) ? static_cast<double>(v) : qQNaN();
+}
+
 struct PlotText {
   const char* title;
   const char* yLabel;
@@ -112,9 +118,10 @@ void TelemetryPlots::addRecords(const std::vector<TelemetryRecord>& records) {
     const double values[] = {
         r.samples_per_s, r.bytes_per_s / 1e6,                                              // throughput
         quantile(s.recentRates, 0.1), quantile(s.recentRates, 0.9),                        //   its band
-        r.mem_used / kMiB, r.mem_reserved / kMiB,                                          // memory
-        r.mem_total > 0 ? 100.0 * static_cast<double>(r.mem_used) / static_cast<double>(r.mem_total) : qQNaN(),
-        static_cast<double>(r.prefetch_depth), static_cast<double>(r.ready),               // prefetch
+        known(r.mem_used) / kMiB, known(r.mem_reserved) / kMiB,                            // memory
+        r.mem_total > 0 && isKnown(r.mem_used) ? 100.0 * static_cast<double>(r.mem_used) / static_cast<double>(r.mem_total)
+                                               : qQNaN(),
+        known(r.prefetch_depth), known(r.ready),                                           // prefetch
         r.batch_latency_p50_ms, r.batch_latency_p99_ms,                                    // latency
     };
     for (std::size_t g = 0; g < s.graphs.size(); ++g) s.graphs[g]->addData(x, values[g]);
