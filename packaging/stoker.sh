@@ -31,6 +31,8 @@ PACKAGES=(
   python3 python3-torch python3-numpy
   dpkg-dev desktop-file-utils appstream  # the .deb: dpkg-shlibdeps, metadata checks
   clang libclang-rt-14-dev llvm  # libFuzzer targets and readable sanitizer stacks (llvm-symbolizer)
+  libcpp-httplib-dev  # the Prometheus /metrics endpoint
+  python3-torchvision prometheus  # the probe's real DDP job (torchvision FashionMNIST), a real Prometheus scrape
 )
 
 log() { printf 'stoker: %s\n' "$*" >&2; }
