@@ -192,7 +192,14 @@ void runBench(const BenchArgs& a) {
   CancelToken cancel;
   cancelOnInterrupt(cancel);
   std::shared_ptr<TelemetryPublisher> publisher;
-  if (!a.publish.empty()) publisher = std::make_shared<TelemetryPublisher>(a.publish);
+  if (!a.publish.empty()) {
+    publisher = std::make_shared<TelemetryPublisher>(a.publish);
+    // Ports picked by the system (listen:0, prometheus:0) are only known now: say them.
+    for (std::size_t i = 0; i < a.publish.size(); ++i)
+      if (const int port = publisher->listeningPort(i))
+        std::fprintf(stderr, "telemetry: %s on port %d%s\n", a.publish[i].c_str(), port,
+                     a.publish[i].rfind("prometheus:", 0) == 0 ? " (/metrics)" : "");
+  }
 
   if (devices.size() > 1) {
     runMultiDeviceBench(a, options, dataset, devices, sim, publisher, cancel);

@@ -1,6 +1,7 @@
 #include "telemetry/metrics_http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <cerrno>
@@ -27,6 +28,12 @@ MetricsHttpServer::MetricsHttpServer(const std::string& address, std::function<s
   s.set_write_timeout(5, 0);
   s.set_keep_alive_max_count(100);
   s.set_payload_max_length(64 * 1024);
+  // httplib's default also sets SO_REUSEPORT, which lets a second process bind the same port and
+  // take half the scrapes: a port in use must be an error instead.
+  s.set_socket_options([](int fd) {
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  });
   s.Get("/metrics", [body = std::move(body)](const httplib::Request&, httplib::Response& res) {
     res.set_content(body(), kPrometheusContentType);
   });

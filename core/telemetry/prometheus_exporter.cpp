@@ -1,7 +1,8 @@
 #include "telemetry/prometheus_exporter.h"
 
+#include <charconv>
 #include <chrono>
-#include <cstdio>
+#include <cmath>
 #include <functional>
 #include <vector>
 
@@ -28,13 +29,13 @@ std::string escapeLabel(const std::string& v) {
   return out;
 }
 
-// Go's strconv formatting is what Prometheus parses; %.17g round-trips every double.
+// The shortest text that reads back as the same double (Prometheus parses Go's float syntax).
 std::string number(double v) {
   if (std::isnan(v)) return "NaN";
   if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
   char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
+  const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
+  return std::string(buf, end);
 }
 
 struct Metric {
