@@ -40,7 +40,9 @@ contents=$(dpkg-deb -c "$deb")
 for f in ./usr/bin/stoker ./usr/bin/stoker-workbench ./usr/bin/stoker-demo-trainer \
          ./usr/share/applications/io.github.stoker.workbench.desktop \
          ./usr/share/icons/hicolor/scalable/apps/stoker.svg \
-         ./usr/share/metainfo/io.github.stoker.workbench.metainfo.xml; do
+         ./usr/share/metainfo/io.github.stoker.workbench.metainfo.xml \
+         ./usr/lib/python3/dist-packages/stoker_probe/__init__.py \
+         ./usr/lib/python3/dist-packages/stoker_probe/__main__.py; do
   grep -q " $f\$" <<<"$contents" || fail "the package lacks $f"
 done
 
@@ -75,7 +77,13 @@ for w in loader planner checkpoints monitor; do
     || fail "stoker-workbench --workspace $w"
   [[ $(stat -c %s "$tmp/$w.png") -gt 10000 ]] || fail "the $w screenshot is empty"
 done
+# The probe imports from the installed package (no PYTHONPATH) and publishes a record to a file.
+"${clean_env[@]}" /usr/bin/python3 -c "import stoker_probe
+for _ in stoker_probe.watch(range(3), publish='file:$tmp/probe.jsonl'): pass
+stoker_probe.shutdown()" || fail "python3 -c 'import stoker_probe'"
+grep -q '"source":"python"' "$tmp/probe.jsonl" || fail "the installed probe published nothing"
+"${clean_env[@]}" /usr/bin/python3 -m stoker_probe --help | grep -q 'publish' || fail "python3 -m stoker_probe --help"
 if [[ -d /usr/share/datasets/fashion-mnist ]]; then
   "${clean_env[@]}" /usr/bin/stoker-demo-trainer --epochs 1 --max-steps 20 >/dev/null 2>&1 || fail "stoker-demo-trainer"
 fi
-log "ok: the package installs, and stoker, stoker-workbench (4 workspaces) and stoker-demo-trainer run from /usr/bin"
+log "ok: the package installs, and stoker, stoker-workbench (4 workspaces), stoker-demo-trainer and the Python probe run"

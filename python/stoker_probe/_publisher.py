@@ -249,8 +249,10 @@ class Publisher:
     def _run(self):
         while True:
             with self._cond:
-                if not self._queue and not self._quit:
-                    self._cond.wait(0.1)
+                # Sleeps until a record comes: a thread waking on a timer would take the GIL
+                # from the training loop for nothing.
+                while not self._queue and not self._quit:
+                    self._cond.wait()
                 if self._quit and not self._queue:
                     return
                 batch = list(self._queue)
