@@ -1,6 +1,10 @@
 #include "monitor_workspace.h"
 
+#include <QComboBox>
+#include <QDir>
+#include <QFile>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -8,11 +12,17 @@
 #include <QPushButton>
 #include <QSettings>
 #include <QSplitter>
+#include <QTabWidget>
 #include <QTableWidget>
 #include <QTimer>
+#include <QUuid>
 #include <QVBoxLayout>
+#include <cmath>
 
+#include "rank_heat_map.h"
 #include "telemetry/input_bound.h"
+#include "telemetry/stragglers.h"
+#include "telemetry/telemetry_csv.h"
 #include "telemetry_plots.h"
 #include "telemetry_source.h"
 #include "util/byte_size.h"
@@ -21,9 +31,19 @@ namespace stoker {
 namespace {
 
 // The verdict first: it is what the table is for.
-enum Column { Rank, Device, Verdict, Share, SamplesPerS, Bandwidth, Wait, StepMs, Epoch, Step, Mode, Host, Pid, Columns };
-const char* kHeaders[Columns] = {"rank", "device", "verdict", "wait share", "samples/s", "bytes/s", "data wait ms",
-                                 "step ms", "epoch", "step", "mode", "host", "pid"};
+enum Column {
+  Rank, Device, Verdict, StragglerCol, Share, SamplesPerS, Bandwidth, Wait, StepMs, Stages, Epoch, Step, Source,
+  Loader, Mode, Host, Pid, Columns
+};
+const char* kHeaders[Columns] = {"rank",    "device", "verdict", "straggler", "wait share", "samples/s",
+                                 "bytes/s", "data wait ms", "step ms", "stages ms", "epoch", "step",
+                                 "source",  "loader", "mode",    "host",      "pid"};
+
+// A series whose last report is this much older than the newest one has stopped: it is no
+// straggler, whatever its last figures said.
+constexpr double kStaleSeconds = 10;
+constexpr int kTableRefreshMs = 250;  // the table and banner: 4 updates a second are plenty
+constexpr int kShowHeatMapAbove = 8;  // series: per-rank lines stop being readable
 
 QColor verdictColour(InputBound b) {
   switch (b) {
@@ -35,6 +55,32 @@ QColor verdictColour(InputBound b) {
   return QColor(0, 0, 0, 0);
 }
 
+// Sorts by the number in UserRole when both cells have one ("9 %" before "10 %"; "—" last), then
+// by the text in UserRole + 1 (the rank column's device), else by text.
+constexpr int kSecondaryRole = Qt::UserRole + 1;
+class SortItem : public QTableWidgetItem {
+ public:
+  bool operator<(const QTableWidgetItem& other) const override {
+    const QVariant a = data(Qt::UserRole), b = other.data(Qt::UserRole);
+    if (a.isValid() != b.isValid()) return a.isValid();
+    if (a.isValid() && a.toDouble() != b.toDouble()) return a.toDouble() < b.toDouble();
+    if (!a.isValid() && text() != other.text()) return text() < other.text();
+    return data(kSecondaryRole).toString() < other.data(kSecondaryRole).toString();
+  }
+};
+
+const QString kDash = QStringLiteral("—");  // a figure the publisher does not know
+
+QString stagesText(const TelemetryRecord& r) {
+  if (r.stages_ms.empty()) return kDash;
+  QStringList parts;
+  for (const char* stage : kTelemetryStages) {
+    const auto it = r.stages_ms.find(stage);
+    if (it != r.stages_ms.end()) parts << QString("%1 %2").arg(stage).arg(it->second, 0, 'f', 2);
+  }
+  return parts.join(" · ");
+}
+
 }  // namespace
 
 MonitorWorkspace::MonitorWorkspace(QWidget* parent)
@@ -44,68 +90,125 @@ MonitorWorkspace::MonitorWorkspace(QWidget* parent)
   auto* row = new QHBoxLayout;
   address_ = new QLineEdit(QSettings().value("monitor/address", ":29650").toString(), this);
   address_->setObjectName("address");
-  address_->setToolTip(tr("HOST:PORT or :PORT to listen on. Ranks publish to it with "
-                          "stoker feed/bench --publish HOST:PORT, or the trainer's --publish"));
+  address_->setToolTip(tr("Listen: HOST:PORT or :PORT that ranks publish to (stoker_probe --publish, "
+                          "stoker feed/bench --publish, the trainer's --publish).\nConnect: HOST:PORT of a "
+                          "publisher started with --publish listen:PORT"));
   listenButton_ = new QPushButton(tr("Listen"), this);
   listenButton_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
   listenButton_->setToolTip(tr("Accept telemetry from any number of ranks (Ctrl+R)"));
-  followButton_ = new QPushButton(tr("Follow file…"), this);
-  followButton_->setToolTip(tr("Read a telemetry file written with --publish file:PATH and keep reading as it grows"));
+  connectButton_ = new QPushButton(tr("Connect"), this);
+  connectButton_->setToolTip(tr("Dial a publisher that listens (--publish listen:PORT): for jobs behind a firewall "
+                                "that lets only this workstation connect out"));
+  followButton_ = new QPushButton(tr("Open…"), this);
+  followButton_->setShortcut(QKeySequence::Open);
+  followButton_->setToolTip(tr("Replay a saved session, or follow a telemetry file a job writes with "
+                               "--publish file:PATH as it grows"));
   stopButton_ = new QPushButton(tr("Stop"), this);
   stopButton_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Period));
   stopButton_->setEnabled(false);
+  saveButton_ = new QPushButton(tr("Save session…"), this);
+  saveButton_->setToolTip(tr("Keep every record of this session as JSON lines (reopen it with Open…)"));
+  saveButton_->setEnabled(false);
+  exportButton_ = new QPushButton(tr("Export…"), this);
+  exportButton_->setToolTip(tr("The plots and the heat map as PNG, every record as CSV"));
+  exportButton_->setEnabled(false);
   row->addWidget(new QLabel(tr("Address"), this));
   row->addWidget(address_, 1);
-  row->addWidget(listenButton_);
-  row->addWidget(followButton_);
-  row->addWidget(stopButton_);
+  for (auto* b : {listenButton_, connectButton_, followButton_, stopButton_, saveButton_, exportButton_}) row->addWidget(b);
   outer->addLayout(row);
   status_ = new QLabel(tr("Not listening. Press Listen, then start a job with --publish to this address."), this);
   status_->setObjectName("status");
   outer->addWidget(status_);
+  // Always there, so that a straggler appearing does not shift the whole workspace (a relayout
+  // of every plot is a stall with 256 ranks); its colour says whether one was found.
+  banner_ = new QLabel(this);
+  banner_->setObjectName("straggler_banner");
+  outer->addWidget(banner_);
+  showStragglers({});
 
   auto* split = new QSplitter(Qt::Vertical, this);
-  plots_ = new TelemetryPlots(split);
+  views_ = new QTabWidget(split);
+  plots_ = new TelemetryPlots(views_);
   plots_->setLabelByRank(true);
+  plots_->setAggregateAbove(kShowHeatMapAbove);
+  views_->addTab(plots_, tr("Plots"));
+  auto* heatPage = new QWidget(views_);
+  auto* heatLayout = new QVBoxLayout(heatPage);
+  heatLayout->setContentsMargins(0, 0, 0, 0);
+  auto* heatRow = new QHBoxLayout;
+  heatFigure_ = new QComboBox(heatPage);
+  heatFigure_->addItems({tr("data-wait share"), tr("samples/s")});
+  heatRow->addWidget(new QLabel(tr("Colour by"), heatPage));
+  heatRow->addWidget(heatFigure_);
+  heatRow->addStretch(1);
+  heatLayout->addLayout(heatRow);
+  heatMap_ = new RankHeatMap(heatPage);
+  heatLayout->addWidget(heatMap_, 1);
+  views_->addTab(heatPage, tr("Heat map (ranks × time)"));
   table_ = new QTableWidget(0, Columns, split);
+  table_->setObjectName("ranks");
   QStringList headers;
   for (const char* h : kHeaders) headers << tr(h);
   table_->setHorizontalHeaderLabels(headers);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->verticalHeader()->hide();
-  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
   table_->horizontalHeader()->setStretchLastSection(true);
+  table_->setSortingEnabled(true);
+  table_->sortByColumn(Rank, Qt::AscendingOrder);
   table_->horizontalHeaderItem(Share)->setToolTip(tr("data wait ÷ (data wait + step): the share of each iteration "
                                                      "spent waiting for input"));
   table_->horizontalHeaderItem(Verdict)->setToolTip(tr("< 5 % fine, 5–20 % moderate, ≥ 20 % input-bound"));
-  split->addWidget(plots_);
+  table_->horizontalHeaderItem(StragglerCol)
+      ->setToolTip(tr("Data wait or step far above the other ranks' (robust z-score > 3.5)"));
+  table_->horizontalHeaderItem(Stages)->setToolTip(tr("Mean worker milliseconds per batch by stage, when the "
+                                                      "publisher measures them; — when it does not"));
+  split->addWidget(views_);
   split->addWidget(table_);
   split->setStretchFactor(0, 2);
   split->setStretchFactor(1, 1);
-  split->setSizes({420, 200});
+  split->setSizes({420, 220});
   outer->addWidget(split, 1);
 
   connect(listenButton_, &QPushButton::clicked, this, &MonitorWorkspace::listen);
+  connect(connectButton_, &QPushButton::clicked, this, &MonitorWorkspace::connectToPublisher);
   connect(followButton_, &QPushButton::clicked, this, [this] {
-    const QString f = QFileDialog::getOpenFileName(this, tr("Telemetry file"), {}, tr("JSON lines (*.jsonl *.json *.log);;All files (*)"));
+    const QString f = QFileDialog::getOpenFileName(this, tr("Session or telemetry file"), {},
+                                                   tr("JSON lines (*.jsonl *.json *.log);;All files (*)"));
     if (!f.isEmpty()) followFile(f);
   });
   connect(stopButton_, &QPushButton::clicked, this, &MonitorWorkspace::stop);
+  connect(saveButton_, &QPushButton::clicked, this, [this] {
+    const QString f = QFileDialog::getSaveFileName(this, tr("Save session"), "monitor-session.jsonl",
+                                                   tr("JSON lines (*.jsonl)"));
+    if (!f.isEmpty() && !saveSession(f)) status_->setText(tr("Error: cannot write %1").arg(f));
+  });
+  connect(exportButton_, &QPushButton::clicked, this, [this] {
+    const QString f = QFileDialog::getSaveFileName(this, tr("Export plots (PNG) and records (CSV)"), "monitor.png",
+                                                   tr("PNG image (*.png)"));
+    if (!f.isEmpty() && !exportSession(f)) status_->setText(tr("Error: cannot write %1").arg(f));
+  });
+  connect(heatFigure_, &QComboBox::currentIndexChanged, this,
+          [this](int i) { heatMap_->setFigure(i == 0 ? RankHeatMap::WaitShare : RankHeatMap::SamplesPerSecond); });
+  connect(views_, &QTabWidget::tabBarClicked, this, [this] { viewChosen_ = true; });
   connect(source_, &TelemetrySource::listening, this, [this](int port) {
     port_ = port;
     sourceText_ = tr("Listening on port %1").arg(port);
     status_->setText(sourceText_ + tr(": no records yet."));
     Q_EMIT listening(port);
   });
+  connect(source_, &TelemetrySource::dialling, this, [this](const QString& address) {
+    sourceText_ = tr("Connecting to %1").arg(address);
+    status_->setText(sourceText_ + tr(": no records yet (dialled again every second)."));
+  });
   connect(source_, &TelemetrySource::following, this, [this](const QString& path) {
-    sourceText_ = tr("Following %1").arg(path);
+    sourceText_ = tr("Reading %1").arg(path);
     status_->setText(sourceText_);
   });
   auto ended = [this] {
     drain();
     drainTimer_->stop();
-    listenButton_->setEnabled(true);
-    followButton_->setEnabled(true);
+    for (auto* b : {listenButton_, connectButton_, followButton_}) b->setEnabled(true);
     stopButton_->setEnabled(false);
   };
   connect(source_, &BackgroundJob::failed, this, [this, ended](const QString& message) {
@@ -119,6 +222,16 @@ MonitorWorkspace::MonitorWorkspace(QWidget* parent)
   });
   drainTimer_->setInterval(40);  // 25 Hz, the plots' rate
   connect(drainTimer_, &QTimer::timeout, this, &MonitorWorkspace::drain);
+  auto* tableTimer = new QTimer(this);
+  tableTimer->setInterval(kTableRefreshMs);
+  connect(tableTimer, &QTimer::timeout, this, [this] {
+    if (latest_.empty()) return;
+    table_->setSortingEnabled(false);  // rows stay put while they change, then sort once
+    for (const auto& [key, rec] : latest_) updateRow(rec);
+    table_->setSortingEnabled(true);
+    updateStragglers();
+  });
+  tableTimer->start();
 }
 
 MonitorWorkspace::~MonitorWorkspace() {
@@ -127,13 +240,21 @@ MonitorWorkspace::~MonitorWorkspace() {
   source_->stopAndWait();
   source_->disconnect(this);
   QSettings().setValue("monitor/address", address_->text());
+  if (session_) session_->remove();
 }
 
 void MonitorWorkspace::setAddress(const QString& address) { address_->setText(address); }
 QString MonitorWorkspace::statusText() const { return status_->text(); }
+QString MonitorWorkspace::stragglerText() const { return stragglers_ ? banner_->text() : QString(); }
 
 void MonitorWorkspace::listen() {
   if (!source_->listen(address_->text().trimmed())) return;
+  QSettings().setValue("monitor/address", address_->text());
+  beginSession();
+}
+
+void MonitorWorkspace::connectToPublisher() {
+  if (!source_->connectTo(address_->text().trimmed())) return;
   QSettings().setValue("monitor/address", address_->text());
   beginSession();
 }
@@ -146,63 +267,181 @@ void MonitorWorkspace::beginSession() {
   records_ = 0;
   sourceText_.clear();
   plots_->clear();
+  heatMap_->clear();
   table_->setRowCount(0);
-  listenButton_->setEnabled(false);
-  followButton_->setEnabled(false);
+  rows_.clear();
+  latest_.clear();
+  showStragglers({});
+  viewChosen_ = false;
+  views_->setCurrentIndex(0);
+  // The session is recorded as it arrives, in the temp folder (never the home): Save copies it.
+  if (session_) session_->remove();
+  session_ = std::make_unique<QFile>(QDir::temp().filePath("stoker-monitor-" + QUuid::createUuid().toString(QUuid::WithoutBraces) + ".jsonl"));
+  if (!session_->open(QIODevice::WriteOnly | QIODevice::Truncate)) session_.reset();
+  for (auto* b : {listenButton_, connectButton_, followButton_}) b->setEnabled(false);
   stopButton_->setEnabled(true);
+  saveButton_->setEnabled(session_ != nullptr);
+  exportButton_->setEnabled(session_ != nullptr);
   drainTimer_->start();
 }
 
 void MonitorWorkspace::stop() { source_->stop(); }
 
-int MonitorWorkspace::rowFor(int rank, const QString& device) {
-  for (int r = 0; r < table_->rowCount(); ++r)
-    if (table_->item(r, Rank)->text().toInt() == rank && table_->item(r, Device)->text() == device) return r;
-  // Keep rows ordered by rank, then device.
-  int at = 0;
-  while (at < table_->rowCount() && (table_->item(at, Rank)->text().toInt() < rank ||
-                                     (table_->item(at, Rank)->text().toInt() == rank && table_->item(at, Device)->text() < device)))
-    ++at;
-  table_->insertRow(at);
-  for (int c = 0; c < Columns; ++c) table_->setItem(at, c, new QTableWidgetItem);
-  table_->item(at, Rank)->setText(QString::number(rank));
-  table_->item(at, Device)->setText(device);
-  return at;
+QTableWidgetItem* MonitorWorkspace::rowItem(int rank, const QString& device) const {
+  return rows_.value({rank, device}, nullptr);
+}
+
+void MonitorWorkspace::updateRow(const TelemetryRecord& rec) {
+  const QString device = QString::fromStdString(rec.device);
+  QTableWidgetItem* key = rowItem(rec.rank, device);
+  if (!key) {
+    const int at = table_->rowCount();
+    table_->insertRow(at);
+    for (int c = 0; c < Columns; ++c) table_->setItem(at, c, new SortItem);
+    key = table_->item(at, Rank);
+    key->setData(kSecondaryRole, device);  // rows of one rank in device order
+    rows_.insert({rec.rank, device}, key);
+  }
+  const int row = key->row();
+  const double share = dataWaitShare(rec.data_wait_ms, rec.step_ms);
+  const InputBound b = classifyInputBound(share);
+  struct Cell {
+    QString text;
+    QVariant number;
+  };
+  const Cell cells[Columns] = {
+      {QString::number(rec.rank), rec.rank},
+      {device, {}},
+      {QString::fromStdString(inputBoundName(b)), share},
+      {table_->item(row, StragglerCol)->text(), table_->item(row, StragglerCol)->data(Qt::UserRole)},  // updateStragglers
+      {share < 0 ? kDash : QString("%1 %").arg(100 * share, 0, 'f', 1), share < 0 ? QVariant() : QVariant(share)},
+      {QString::number(rec.samples_per_s, 'f', 0), rec.samples_per_s},
+      {isKnown(rec.bytes_per_s) ? QString::fromStdString(humanBytes(static_cast<std::uint64_t>(rec.bytes_per_s))) + "/s"
+                                : kDash,
+       isKnown(rec.bytes_per_s) ? QVariant(rec.bytes_per_s) : QVariant()},
+      {QString::number(rec.data_wait_ms, 'f', 2), rec.data_wait_ms},
+      {QString::number(rec.step_ms, 'f', 2), rec.step_ms},
+      {stagesText(rec), {}},
+      {QString::number(rec.epoch), static_cast<double>(rec.epoch)},
+      {rec.steps_total > 0 ? QString("%1/%2").arg(rec.step).arg(rec.steps_total) : QString::number(rec.step),
+       static_cast<double>(rec.step)},
+      {rec.source.empty() ? kDash : QString::fromStdString(rec.source), {}},
+      {rec.loader.empty() ? kDash : QString::fromStdString(rec.loader), {}},
+      {QString::fromStdString(rec.mode), {}},
+      {QString::fromStdString(rec.host), {}},
+      {QString::number(rec.pid), static_cast<double>(rec.pid)}};
+  for (int c = 0; c < Columns; ++c) {
+    QTableWidgetItem* item = table_->item(row, c);
+    if (item->text() != cells[c].text) item->setText(cells[c].text);
+    if (cells[c].number.isValid()) item->setData(Qt::UserRole, cells[c].number);
+    if (c != StragglerCol || item->text().isEmpty()) item->setBackground(verdictColour(b));
+  }
+  QFont f = table_->item(row, Verdict)->font();
+  if (f.bold() != (b == InputBound::InputBound)) {
+    f.setBold(b == InputBound::InputBound);
+    table_->item(row, Verdict)->setFont(f);
+  }
+}
+
+void MonitorWorkspace::updateStragglers() {
+  double newest = 0;
+  for (const auto& [key, rec] : latest_) newest = std::max(newest, rec.time);
+  std::vector<RankTiming> timings;
+  for (const auto& [key, rec] : latest_)
+    if (newest - rec.time <= kStaleSeconds) timings.push_back({rec.rank, rec.device, rec.data_wait_ms, rec.step_ms});
+  const auto stragglers = findStragglers(timings);
+  QHash<QPair<int, QString>, QString> marks;
+  QStringList lines;
+  for (const auto& s : stragglers) {
+    marks[{s.rank, QString::fromStdString(s.device)}] = tr("◀ %1").arg(QString::fromStdString(s.metric));
+    lines << QString::fromStdString(describeStraggler(s));
+  }
+  table_->setSortingEnabled(false);
+  for (auto it = rows_.constBegin(); it != rows_.constEnd(); ++it) {
+    QTableWidgetItem* item = table_->item(it.value()->row(), StragglerCol);
+    const QString mark = marks.value(it.key());
+    if (item->text() != mark) {
+      item->setText(mark);
+      item->setData(Qt::UserRole, mark.isEmpty() ? 0.0 : 1.0);
+      item->setBackground(mark.isEmpty() ? table_->item(it.value()->row(), Verdict)->background()
+                                         : QBrush(QColor(198, 40, 40, 200)));
+    }
+  }
+  table_->setSortingEnabled(true);
+  showStragglers(lines);
+}
+
+void MonitorWorkspace::showStragglers(const QStringList& lines) {
+  const QString text = lines.isEmpty()
+                           ? tr("No straggler: no rank's data wait or step is far from the others'.")
+                           : tr("Straggler%1: %2").arg(lines.size() > 1 ? "s" : "").arg(lines.join("; "));
+  if (text == banner_->text()) return;
+  banner_->setText(text);
+  banner_->setStyleSheet(lines.isEmpty() ? "QLabel { padding: 4px; border: 1px solid transparent; }"
+                                         : "QLabel { background: rgba(198, 40, 40, 40); border: 1px solid "
+                                           "rgb(198, 40, 40); border-radius: 3px; padding: 4px; }");
+  stragglers_ = !lines.isEmpty();
 }
 
 QString MonitorWorkspace::verdict(int rank, const QString& device) const {
-  for (int r = 0; r < table_->rowCount(); ++r)
-    if (table_->item(r, Rank)->text().toInt() == rank && table_->item(r, Device)->text() == device)
-      return table_->item(r, Verdict)->text();
+  return cellText(rank, device, kHeaders[Verdict]);
+}
+
+QString MonitorWorkspace::cellText(int rank, const QString& device, const QString& header) const {
+  const QTableWidgetItem* key = rowItem(rank, device);
+  if (!key) return {};
+  for (int c = 0; c < Columns; ++c)
+    if (header == kHeaders[c]) return table_->item(key->row(), c)->text();
   return {};
+}
+
+bool MonitorWorkspace::saveSession(const QString& path) {
+  if (!session_) return false;
+  session_->flush();
+  QFile::remove(path);
+  return QFile::copy(session_->fileName(), path);
+}
+
+bool MonitorWorkspace::exportSession(const QString& path) {
+  if (!session_) return false;
+  const QFileInfo info(path);
+  const QString base = info.dir().filePath(info.suffix() == "png" || info.suffix() == "csv" ? info.completeBaseName()
+                                                                                              : info.fileName());
+  // Both views at the size of the one shown (the hidden one has no size of its own yet).
+  const QSize size = views_->currentWidget()->size();
+  if (!plots_->isVisible()) plots_->resize(size);
+  bool ok = plots_->grab().save(base + ".png");
+  ok = heatMap_->savePng(base + "-heatmap.png", size.width(), size.height()) && ok;
+  // The CSV comes from the recorded session, so it holds every record, not only what the plots keep.
+  session_->flush();
+  QFile in(session_->fileName()), out(base + ".csv");
+  if (!in.open(QIODevice::ReadOnly) || !out.open(QIODevice::WriteOnly | QIODevice::Truncate)) return false;
+  out.write(QByteArray::fromStdString(telemetryCsvHeader() + "\n"));
+  while (!in.atEnd()) {
+    const QByteArray line = in.readLine().trimmed();
+    if (line.isEmpty()) continue;
+    try {
+      out.write(QByteArray::fromStdString(telemetryCsvRow(telemetryFromJson(line.toStdString())) + "\n"));
+    } catch (const std::exception&) {
+      // every recorded line came from telemetryToJson: none is expected here
+    }
+  }
+  return ok && out.error() == QFile::NoError;
 }
 
 void MonitorWorkspace::drain() {
   const auto records = source_->takeRecords();
   if (!records.empty()) {
     plots_->addRecords(records);
+    heatMap_->addRecords(records);
+    QByteArray lines;
     for (const auto& rec : records) {
-      const int row = rowFor(rec.rank, QString::fromStdString(rec.device));
-      const double share = dataWaitShare(rec.data_wait_ms, rec.step_ms);
-      const InputBound b = classifyInputBound(share);
-      const QString cells[Columns] = {
-          QString::number(rec.rank), QString::fromStdString(rec.device), QString::fromStdString(inputBoundName(b)),
-          share < 0 ? QString("–") : QString("%1 %").arg(100 * share, 0, 'f', 1),
-          QString::number(rec.samples_per_s, 'f', 0),
-          isKnown(rec.bytes_per_s) ? QString::fromStdString(humanBytes(static_cast<std::uint64_t>(rec.bytes_per_s))) + "/s"
-                                   : QString("—"),
-          QString::number(rec.data_wait_ms, 'f', 2), QString::number(rec.step_ms, 'f', 2), QString::number(rec.epoch),
-          rec.steps_total > 0 ? QString("%1/%2").arg(rec.step).arg(rec.steps_total) : QString::number(rec.step),
-          QString::fromStdString(rec.mode), QString::fromStdString(rec.host), QString::number(rec.pid)};
-      for (int c = 0; c < Columns; ++c) {
-        QTableWidgetItem* item = table_->item(row, c);
-        item->setText(cells[c]);
-        item->setBackground(verdictColour(b));
-      }
-      QFont f = table_->item(row, Verdict)->font();
-      f.setBold(b == InputBound::InputBound);
-      table_->item(row, Verdict)->setFont(f);
+      latest_[{rec.rank, rec.device}] = rec;
+      lines += QByteArray::fromStdString(telemetryToJson(rec)) + '\n';
     }
+    if (session_) session_->write(lines);
+    // Past 8 series a line each is unreadable: show the heat map once, unless the user chose a view.
+    if (!viewChosen_ && views_->currentIndex() == 0 && latest_.size() > kShowHeatMapAbove) views_->setCurrentIndex(1);
     records_ += static_cast<qint64>(records.size());
     Q_EMIT recordsArrived(static_cast<int>(records.size()));
   }
@@ -211,7 +450,7 @@ void MonitorWorkspace::drain() {
                          .arg(sourceText_)
                          .arg(records_)
                          .arg(source_->connections())
-                         .arg(table_->rowCount())
+                         .arg(latest_.size())
                          .arg(source_->badLines()));
 }
 

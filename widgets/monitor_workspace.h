@@ -1,20 +1,38 @@
 // monitor_workspace: watch a running job's data feeding. Listens for
-// telemetry from any number of ranks (or follows a telemetry file), plots
-// each rank's devices live, and keeps a per-rank table that classifies each
-// device by its data-wait share: < 5 % fine, 5-20 % moderate, >= 20 %
-// input-bound (highlighted).
+// telemetry from any number of ranks, dials publishers that listen, or reads
+// a telemetry file (a saved session replays, a growing one is followed).
+// Plots each rank's devices live -- past 8 series, the median across ranks
+// with a min-max band -- and a ranks x time heat map of the data-wait share
+// or samples/s. A sortable per-rank table classifies each device by its
+// data-wait share (< 5 % fine, 5-20 % moderate, >= 20 % input-bound), and a
+// banner names the straggler ranks (telemetry/stragglers). Every session is
+// recorded as JSON lines: Save session… keeps it, Export… writes the plots as
+// PNG and the records as CSV.
 #pragma once
 
+#include <QHash>
+#include <QPair>
+#include <QStringList>
 #include <QWidget>
+#include <map>
+#include <memory>
+#include <vector>
 
+#include "telemetry/telemetry_record.h"
+
+class QComboBox;
+class QFile;
 class QLabel;
 class QLineEdit;
 class QPushButton;
+class QTabWidget;
 class QTableWidget;
+class QTableWidgetItem;
 class QTimer;
 
 namespace stoker {
 
+class RankHeatMap;
 class TelemetryPlots;
 class TelemetrySource;
 
@@ -25,18 +43,29 @@ class MonitorWorkspace : public QWidget {
   ~MonitorWorkspace() override;
 
   TelemetryPlots* plots() const { return plots_; }
+  RankHeatMap* heatMap() const { return heatMap_; }
+  QTabWidget* views() const { return views_; }
   QTableWidget* table() const { return table_; }
   TelemetrySource* source() const { return source_; }
   void setAddress(const QString& address);
   int port() const { return port_; }
   QString statusText() const;
+  QString stragglerText() const;  // the banner's text, "" when no straggler
   // The classification shown for (rank, device), or "" when no row.
   QString verdict(int rank, const QString& device) const;
+  // The table's text for (rank, device) in the column headed `header`, or "" when none.
+  QString cellText(int rank, const QString& device, const QString& header) const;
+  qint64 recordCount() const { return records_; }
 
  public Q_SLOTS:
   void listen();
+  void connectToPublisher();  // dial the address (a publisher started with --publish listen:PORT)
   void followFile(const QString& path);
   void stop();
+  // The session so far as JSON lines (reopen it with followFile). False when it cannot be written.
+  bool saveSession(const QString& path);
+  // BASE.png (the plots), BASE-heatmap.png and BASE.csv (every record) for BASE.png/BASE.csv/BASE.
+  bool exportSession(const QString& path);
 
  Q_SIGNALS:
   void listening(int port);
@@ -46,20 +75,36 @@ class MonitorWorkspace : public QWidget {
  private:
   void beginSession();  // a source started: clear the last session's rows and plots
   void drain();
-  int rowFor(int rank, const QString& device);
+  void updateRow(const TelemetryRecord& rec);
+  void updateStragglers();
+  void showStragglers(const QStringList& lines);
+  QTableWidgetItem* rowItem(int rank, const QString& device) const;
 
   TelemetrySource* source_;
   TelemetryPlots* plots_;
+  RankHeatMap* heatMap_;
+  QTabWidget* views_;
+  QComboBox* heatFigure_;
   QLineEdit* address_;
   QPushButton* listenButton_;
+  QPushButton* connectButton_;
   QPushButton* followButton_;
   QPushButton* stopButton_;
+  QPushButton* saveButton_;
+  QPushButton* exportButton_;
   QLabel* status_;
+  QLabel* banner_;
   QTableWidget* table_;
   QTimer* drainTimer_;
   QString sourceText_;
   int port_ = 0;
   qint64 records_ = 0;
+  bool viewChosen_ = false;
+  bool stragglers_ = false;  // the banner names some  // the user picked a tab: no automatic switch to the heat map
+  // (rank, device) -> the row's rank item (rows move when sorted) and its latest record.
+  QHash<QPair<int, QString>, QTableWidgetItem*> rows_;
+  std::map<std::pair<int, std::string>, TelemetryRecord> latest_;
+  std::unique_ptr<QFile> session_;  // this session's records, JSON lines, in the temp folder
 };
 
 }  // namespace stoker

@@ -4,6 +4,7 @@
 #include <QGridLayout>
 #include <QTimer>
 #include <algorithm>
+#include <cmath>
 #include <qcustomplot.h>
 
 #include "plan_grid_view.h"
@@ -38,6 +39,11 @@ const PlotText kPlots[TelemetryPlots::PlotCount] = {
 };
 
 const Qt::PenStyle kStyles[] = {Qt::SolidLine, Qt::DashLine, Qt::DotLine, Qt::NoPen};
+// Each plot's main figure, as an index into addRecords' values: samples/s, used MiB, depth, p50.
+constexpr int kMainValue[TelemetryPlots::PlotCount] = {0, 4, 7, 9};
+// Aggregate mode: one point per half second of record time, from series heard from in the last 5 s.
+constexpr double kBucketSeconds = 0.5;
+constexpr double kStaleSeconds = 5;
 constexpr std::size_t kBandReports = 10;
 
 // The q-quantile (0..1) of a few values, by nearest rank.
@@ -69,6 +75,12 @@ TelemetryPlots::TelemetryPlots(QWidget* parent) : QWidget(parent), timer_(new QT
       // Bottom right, where falling-off-a-cliff throughput is rarest; see-through.
       plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignRight);
     }
+    noData_[p] = new QCPItemText(plot);
+    noData_[p]->position->setType(QCPItemPosition::ptAxisRectRatio);
+    noData_[p]->position->setCoords(0.5, 0.5);
+    noData_[p]->setText(tr("not reported by these publishers"));
+    noData_[p]->setColor(palette().color(QPalette::PlaceholderText));
+    noData_[p]->setVisible(false);
     plots_[p] = plot;
     grid->addWidget(plot, p / 2, p % 2);
   }
@@ -84,7 +96,7 @@ TelemetryPlots::Series& TelemetryPlots::seriesFor(const QString& label) {
   if (it != series_.end()) return *it;
   Series s;
   const QColor colour = PlanGridView::rankColor(static_cast<int>(seriesOrder_.size())).darker(115);
-  for (int p = 0; p < PlotCount; ++p) {
+  for (int p = 0; p < PlotCount && !aggregated_; ++p) {  // aggregate mode draws no line per series
     for (int g = 0; g < kPlots[p].graphsPerSeries; ++g) {
       const bool right = g == kPlots[p].rightGraph;
       QCPGraph* graph = plots_[p]->addGraph(plots_[p]->xAxis, right ? plots_[p]->yAxis2 : plots_[p]->yAxis);
@@ -124,10 +136,75 @@ void TelemetryPlots::addRecords(const std::vector<TelemetryRecord>& records) {
         known(r.prefetch_depth), known(r.ready),                                           // prefetch
         r.batch_latency_p50_ms, r.batch_latency_p99_ms,                                    // latency
     };
-    for (std::size_t g = 0; g < s.graphs.size(); ++g) s.graphs[g]->addData(x, values[g]);
+    if (aggregated_) {
+      if (bucketEnd_ < 0) bucketEnd_ = (std::floor(x / kBucketSeconds) + 1) * kBucketSeconds;
+      if (x >= bucketEnd_) {  // the record opens a later bucket: the one before is complete
+        closeBucket(bucketEnd_);
+        bucketEnd_ = (std::floor(x / kBucketSeconds) + 1) * kBucketSeconds;
+      }
+    } else {
+      for (std::size_t g = 0; g < s.graphs.size(); ++g) s.graphs[g]->addData(x, values[g]);
+    }
+    Latest& l = latestByLabel_[label];
+    l.x = x;
+    for (int p = 0; p < PlotCount; ++p) l.values[p] = values[kMainValue[p]];
     latest_ = std::max(latest_, x);
     dirty_ = true;
+    if (!aggregated_ && aggregateAbove_ > 0 && series_.size() > aggregateAbove_) aggregate();
   }
+}
+
+void TelemetryPlots::aggregate() {
+  aggregated_ = true;
+  for (auto* plot : plots_) plot->clearGraphs();
+  for (auto& s : series_) s.graphs.clear();
+  const QColor colour = palette().color(QPalette::Highlight);
+  QColor fill = colour;
+  fill.setAlpha(45);
+  for (int p = 0; p < PlotCount; ++p) {
+    QCustomPlot* plot = plots_[p];
+    auto* g = aggregateGraphs_[p];
+    g[1] = plot->addGraph();  // min
+    g[2] = plot->addGraph();  // max, filled down to min: the band
+    g[0] = plot->addGraph();  // median, drawn on top
+    g[0]->setPen(QPen(colour, 2));
+    g[1]->setPen(QPen(colour, 1, Qt::DashLine));
+    g[2]->setPen(QPen(colour, 1, Qt::DashLine));
+    g[2]->setBrush(fill);
+    g[2]->setChannelFillGraph(g[1]);
+    g[0]->setName(tr("median across ranks"));
+    g[2]->setName(tr("min – max"));
+    g[1]->removeFromLegend();
+    if (p != Throughput) {
+      g[0]->removeFromLegend();
+      g[2]->removeFromLegend();
+    }
+  }
+  plots_[Throughput]->legend->setVisible(true);
+  bucketEnd_ = -1;
+}
+
+void TelemetryPlots::closeBucket(double x) {
+  for (int p = 0; p < PlotCount; ++p) {
+    std::vector<double> v;
+    for (const auto& l : std::as_const(latestByLabel_))
+      if (x - l.x <= kStaleSeconds && !std::isnan(l.values[p])) v.push_back(l.values[p]);
+    if (v.empty()) continue;
+    std::sort(v.begin(), v.end());
+    const double median = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+    aggregateGraphs_[p][0]->addData(x, median);
+    aggregateGraphs_[p][1]->addData(x, v.front());
+    aggregateGraphs_[p][2]->addData(x, v.back());
+    if (p == Throughput) aggregateGraphs_[p][0]->setName(tr("median across %1 ranks").arg(v.size()));
+  }
+}
+
+QList<QPointF> TelemetryPlots::aggregatePoints(Plot plot, int g) const {
+  QList<QPointF> out;
+  if (!aggregated_ || g < 0 || g > 2) return out;
+  const QCPGraph* gr = aggregateGraphs_[plot][g];
+  for (auto d = gr->data()->constBegin(); d != gr->data()->constEnd(); ++d) out.push_back({d->key, d->value});
+  return out;
 }
 
 void TelemetryPlots::addMarker(double unixTime, const QString& label) {
@@ -161,7 +238,7 @@ void TelemetryPlots::addMarker(double unixTime, const QString& label) {
 }
 
 QCPGraph* TelemetryPlots::graph(const Series& s, Plot plot, int g) const {
-  if (g < 0 || g >= kPlots[plot].graphsPerSeries) return nullptr;
+  if (g < 0 || g >= kPlots[plot].graphsPerSeries || s.graphs.empty()) return nullptr;
   int index = g;
   for (int p = 0; p < plot; ++p) index += kPlots[p].graphsPerSeries;
   return s.graphs[static_cast<std::size_t>(index)];
@@ -181,6 +258,7 @@ void TelemetryPlots::clear() {
     for (auto* item : m.items) item->parentPlot()->removeItem(item);
   markerItems_.clear();
   markers_.clear();
+  for (auto* text : noData_) text->setVisible(false);
   for (auto* plot : plots_) {
     plot->clearGraphs();
     plot->legend->setVisible(false);
@@ -188,6 +266,9 @@ void TelemetryPlots::clear() {
   }
   series_.clear();
   seriesOrder_.clear();
+  latestByLabel_.clear();
+  aggregated_ = false;
+  bucketEnd_ = -1;
   origin_ = -1;
   latest_ = 0;
   dirty_ = false;
@@ -196,9 +277,8 @@ void TelemetryPlots::clear() {
 int TelemetryPlots::pointCount(const QString& label, Plot plot) const {
   auto it = series_.find(label);
   if (it == series_.end()) return 0;
-  int index = 0;
-  for (int p = 0; p < plot; ++p) index += kPlots[p].graphsPerSeries;
-  return it->graphs[static_cast<std::size_t>(index)]->dataCount();
+  const QCPGraph* g = graph(*it, plot, 0);
+  return g ? g->dataCount() : 0;
 }
 
 double TelemetryPlots::axisUpper(Plot plot, bool right) const {
@@ -213,11 +293,9 @@ bool TelemetryPlots::onRightAxis(Plot plot, int graph) const { return graph == k
 
 double TelemetryPlots::lastValue(const QString& label, Plot plot, int graph) const {
   auto it = series_.find(label);
-  if (it == series_.end() || graph < 0 || graph >= kPlots[plot].graphsPerSeries) return qQNaN();
-  int index = graph;
-  for (int p = 0; p < plot; ++p) index += kPlots[p].graphsPerSeries;
-  const QCPGraph* g = it->graphs[static_cast<std::size_t>(index)];
-  return g->dataCount() ? (g->data()->constEnd() - 1)->value : qQNaN();
+  if (it == series_.end()) return qQNaN();
+  const QCPGraph* g = this->graph(*it, plot, graph);
+  return g && g->dataCount() ? (g->data()->constEnd() - 1)->value : qQNaN();
 }
 
 void TelemetryPlots::redraw() {
@@ -232,7 +310,16 @@ void TelemetryPlots::redraw() {
   const double left = std::max(0.0, from), right = std::max(latest_, 0.25);
   for (int p = 0; p < PlotCount; ++p) {
     QCustomPlot* plot = plots_[p];
-    for (int g = 0; g < plot->graphCount(); ++g) plot->graph(g)->data()->removeBefore(from);
+    bool anyValue = false;
+    for (int g = 0; g < plot->graphCount(); ++g) {
+      plot->graph(g)->data()->removeBefore(from);
+      bool found = false;
+      plot->graph(g)->getValueRange(found);
+      anyValue = anyValue || found;
+    }
+    // A figure no publisher reports (a Python probe has no worker latency; a CPU run no device
+    // memory) says so, instead of an empty frame that looks like a fault.
+    noData_[p]->setVisible(!anyValue && plot->graphCount() > 0);
     plot->xAxis->setRange(left, right);
     layOutMarkerLabels(p);
     plot->yAxis->rescale(true);
@@ -243,10 +330,16 @@ void TelemetryPlots::redraw() {
       plot->yAxis2->setRangeLower(0);
       plot->yAxis2->setRangeUpper(std::max(plot->yAxis2->range().upper * 1.1, 1.0));
     }
+    if (!anyValue) {  // nothing to scale to: a plain 0-1 frame under the note
+      plot->yAxis->setRange(0, 1);
+      plot->yAxis2->setRange(0, 1);
+    }
     plot->replot(QCustomPlot::rpQueuedReplot);
   }
   ++replots_;
 }
+
+bool TelemetryPlots::saysNotReported(Plot plot) const { return noData_[plot]->visible(); }
 
 QRectF TelemetryPlots::plotArea(Plot plot) const { return plots_[plot]->axisRect()->rect(); }
 

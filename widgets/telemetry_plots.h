@@ -3,7 +3,10 @@
 // a % of the device's total dotted, on the right axis), prefetch depth (ready batches dashed) and batch latency (p50, p99
 // dashed). Throughput carries a band: p10-p90 of the series' last 10 reports.
 // Markers (a labelled vertical line on every plot) show when a setting
-// changed during the run. Records are added in batches; the plots redraw from a 25 Hz timer
+// changed during the run. Past a number of series (setAggregateAbove: the
+// Monitor's many ranks), a line each is unreadable: the plots then draw the
+// median across series with a min-max band, from the latest value of each
+// series, in buckets of record time (so a replayed session draws the same). Records are added in batches; the plots redraw from a 25 Hz timer
 // only when something changed, and keep a bounded window of seconds
 // (QCustomPlot practice: addData in batches, removeBefore, queued replots).
 #pragma once
@@ -22,6 +25,7 @@
 class QCustomPlot;
 class QCPGraph;
 class QCPAbstractItem;
+class QCPItemText;
 class QTimer;
 
 namespace stoker {
@@ -36,6 +40,11 @@ class TelemetryPlots : public QWidget {
   // Series are named "sim:0" (by device), or "rank 1 cuda:0" with labelByRank.
   void setLabelByRank(bool byRank) { labelByRank_ = byRank; }
   void setWindowSeconds(double seconds) { windowSeconds_ = seconds; }
+  // More series than this: min/median/max across them instead of a line each (0: never).
+  void setAggregateAbove(int maxSeries) { aggregateAbove_ = maxSeries; }
+  bool aggregated() const { return aggregated_; }
+  // In aggregate mode, the points of the median (graph 0), min (1) or max (2) of a plot.
+  QList<QPointF> aggregatePoints(Plot plot, int graph) const;
   double windowSeconds() const { return windowSeconds_; }
   // Epoch-end records are plotted too: they report the epoch's last window,
   // so a run of short epochs still draws points.
@@ -58,6 +67,7 @@ class TelemetryPlots : public QWidget {
   QString axisLabel(Plot plot, bool right) const;
   bool onRightAxis(Plot plot, int graph) const;   // graph: 0 main, 1 dashed, 2 dotted
   double lastValue(const QString& series, Plot plot, int graph) const;  // NaN when none
+  bool saysNotReported(Plot plot) const;  // the plot has series but none reports its figure
   int replots() const { return replots_; }
   QRectF plotArea(Plot plot) const;  // the axis rectangle, in pixels
   // The marker labels shown on a plot, with their boxes in pixels.
@@ -78,10 +88,13 @@ class TelemetryPlots : public QWidget {
   QCPGraph* graph(const Series& s, Plot plot, int g) const;
   Series& seriesFor(const QString& label);
   void redraw();
+  void aggregate();            // switch to min/median/max graphs
+  void closeBucket(double x);  // one aggregate point per plot at x
   void layOutMarkerLabels(int plot);
   void applyPalette();
 
   QCustomPlot* plots_[PlotCount] = {};
+  QCPItemText* noData_[PlotCount] = {};  // "not reported by these publishers"
   QHash<QString, Series> series_;
   QStringList seriesOrder_;
   QList<Marker> markers_;
@@ -93,6 +106,16 @@ class TelemetryPlots : public QWidget {
   double origin_ = -1;   // time of the first record: x = seconds since
   double latest_ = 0;
   int replots_ = 0;
+  // Aggregate mode: each series' latest main values (one per plot) and when they came.
+  struct Latest {
+    double x = 0;
+    double values[PlotCount] = {};
+  };
+  QHash<QString, Latest> latestByLabel_;
+  QCPGraph* aggregateGraphs_[PlotCount][3] = {};  // median, min, max
+  int aggregateAbove_ = 0;
+  bool aggregated_ = false;
+  double bucketEnd_ = -1;
 };
 
 }  // namespace stoker

@@ -32,6 +32,22 @@ bool TelemetrySource::listen(const QString& address) {
   });
 }
 
+bool TelemetrySource::connectTo(const QString& address) {
+  return launch([this, address] {
+    TelemetryListener listener("");
+    listener.dial(address.toStdString());  // a malformed address fails the job with its message
+    connections_ = 0;
+    badLines_ = 0;
+    Q_EMIT dialling(address);
+    while (!cancelToken()->cancelled()) {
+      for (auto& r : listener.poll(100)) queue_->push(std::move(r));
+      connections_ = listener.connections();
+      badLines_ = listener.badLines();
+    }
+    cancelToken()->throwIfCancelled("monitor");
+  });
+}
+
 bool TelemetrySource::follow(const QString& path) {
   return launch([this, path] {
     std::ifstream in(path.toStdString());
@@ -50,6 +66,9 @@ bool TelemetrySource::follow(const QString& path) {
       }
       partial += line;
       if (partial.empty()) continue;
+      // A file waits for the reader (a live listener cannot): a long session replays whole.
+      while (queue_->size() >= queue_->limit() / 2 && !cancelToken()->cancelled())
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
       try {
         queue_->push(telemetryFromJson(partial));
       } catch (const Error&) {

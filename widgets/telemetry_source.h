@@ -1,7 +1,11 @@
 // telemetry_source: where the Monitor's records come from, as a
 // BackgroundJob -- a TelemetryListener that any number of ranks connect to
-// (`--publish HOST:PORT`), or a telemetry file followed as it grows
-// (`--publish file:PATH`). Records wait in a bounded queue for the GUI timer.
+// (`--publish HOST:PORT`), publishers the Monitor dials (`--publish
+// listen:PORT`, for jobs behind a firewall that lets only the workstation
+// connect out), or a telemetry file -- a saved session, or one a job writes
+// with `--publish file:PATH` -- read and followed as it grows. Records wait
+// in a bounded queue for the GUI timer; a file is read no faster than the
+// GUI takes its records, so a replay loses none.
 #pragma once
 
 #include <QString>
@@ -24,6 +28,8 @@ class TelemetrySource : public BackgroundJob {
 
   // "HOST:PORT" or ":PORT" (":0" picks a free port); false while running.
   bool listen(const QString& address);
+  // Dials "HOST:PORT" (again once a second while nobody answers).
+  bool connectTo(const QString& address);
   // Reads the file's records, then keeps reading what is appended.
   bool follow(const QString& path);
 
@@ -35,6 +41,7 @@ class TelemetrySource : public BackgroundJob {
  Q_SIGNALS:
   void listening(int port);
   void following(const QString& path);
+  void dialling(const QString& address);
 
  private:
   std::shared_ptr<TelemetryQueue> queue_;

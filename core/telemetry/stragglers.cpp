@@ -37,7 +37,7 @@ std::vector<Straggler> findStragglers(const std::vector<RankTiming>& ranks) {
       const double iteration = a.data_wait_ms + a.step_ms;
       if (classifyInputBound(shareA) == InputBound::InputBound && classifyInputBound(shareB) != InputBound::InputBound &&
           a.data_wait_ms - b.data_wait_ms >= std::max(kMinGapMs, kMinGapShare * iteration))
-        out.push_back({a.rank, a.device, "data wait", a.data_wait_ms, 0.5 * (a.data_wait_ms + b.data_wait_ms), 0});
+        out.push_back({a.rank, a.device, "data wait", a.data_wait_ms, b.data_wait_ms, 0});
     }
     return out;
   }
@@ -68,7 +68,7 @@ std::vector<Straggler> findStragglers(const std::vector<RankTiming>& ranks) {
 
 std::string describeStraggler(const Straggler& s) {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "rank %d (%s): %s %.1f ms vs %.1f ms median across ranks", s.rank, s.device.c_str(),
+  std::snprintf(buf, sizeof buf, "rank %d (%s): %s %.1f ms vs %.1f ms typical of the others", s.rank, s.device.c_str(),
                 s.metric.c_str(), s.value_ms, s.median_ms);
   return buf;
 }

@@ -26,12 +26,12 @@ struct Straggler {
   std::string device;
   std::string metric;  // "data wait" or "step"
   double value_ms = 0;
-  double median_ms = 0;
+  double median_ms = 0;  // the median across ranks (two ranks: the other one's figure)
   double z = 0;  // robust z-score; 0 for the two-rank rule
 };
 
 std::vector<Straggler> findStragglers(const std::vector<RankTiming>& ranks);
-// "rank 3 (cuda:0): data wait 52.1 ms vs 0.3 ms median across ranks".
+// "rank 3 (cuda:0): data wait 52.1 ms vs 0.3 ms typical of the others".
 std::string describeStraggler(const Straggler& s);
 
 }  // namespace stoker

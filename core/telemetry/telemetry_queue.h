@@ -32,6 +32,11 @@ class TelemetryQueue : public TelemetryObserver {
     records_.clear();
     return out;
   }
+  std::size_t size() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return records_.size();
+  }
+  std::size_t limit() const { return limit_; }
   std::int64_t dropped() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return dropped_;

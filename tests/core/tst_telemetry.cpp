@@ -3,6 +3,8 @@
 // counts instead), appends to files, and refuses malformed addresses.
 #include <QtTest>
 
+#include <algorithm>
+
 #include <QElapsedTimer>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -12,6 +14,8 @@
 #include "telemetry/socket_address.h"
 #include "telemetry/telemetry_listener.h"
 #include "telemetry/telemetry_queue.h"
+#include "telemetry/stragglers.h"
+#include "telemetry/telemetry_csv.h"
 #include "telemetry/telemetry_publisher.h"
 #include "util/error.h"
 
@@ -240,6 +244,65 @@ class TestTelemetry : public QObject {
         QCOMPARE(e.kind(), ErrorKind::BadInput);
       }
     }
+  }
+
+  // The straggler is named by where its time goes (a synchronous job evens out iterations):
+  // a robust z-score of data wait and of step, with an absolute floor so noise names nobody.
+  void stragglersByRobustZScore() {
+    auto ranks = [](std::vector<std::pair<double, double>> waitStep) {
+      std::vector<RankTiming> out;
+      for (std::size_t r = 0; r < waitStep.size(); ++r)
+        out.push_back({static_cast<int>(r), "cuda:0", waitStep[r].first, waitStep[r].second});
+      return out;
+    };
+    // DDP, 4 ranks, rank 2 starved: the others wait in the all-reduce (long step), it waits for data.
+    auto s = findStragglers(ranks({{0.3, 70}, {0.4, 71}, {50, 20}, {0.2, 69}}));
+    QCOMPARE(s.size(), std::size_t(1));
+    QCOMPARE(s[0].rank, 2);
+    QCOMPARE(s[0].metric, std::string("data wait"));
+    QCOMPARE(describeStraggler(s[0]), std::string("rank 2 (cuda:0): data wait 50.0 ms vs 0.3 ms typical of the others"));
+    // Over half the ranks exactly equal (MAD 0): the one apart is still named.
+    QCOMPARE(findStragglers(ranks({{1, 20}, {1, 20}, {1, 20}, {9, 20}})).size(), std::size_t(1));
+    // Independent ranks, one computing slowly: named on its step.
+    s = findStragglers(ranks({{0.1, 20}, {0.1, 21}, {0.1, 19.5}, {0.1, 20.5}, {0.1, 45}}));
+    QCOMPARE(s.size(), std::size_t(1));
+    QCOMPARE(s[0].rank, 4);
+    QCOMPARE(s[0].metric, std::string("step"));
+    // Spread within noise, or far in z but tiny in ms: nobody.
+    QVERIFY(findStragglers(ranks({{0.1, 20}, {0.2, 21}, {0.15, 19}, {0.12, 20.4}})).empty());
+    QVERIFY(findStragglers(ranks({{0.01, 20}, {0.011, 20}, {0.012, 20}, {0.5, 20}})).empty());
+    QVERIFY(findStragglers(ranks({{1, 10}, {1, 10}, {1, 10}})).empty());
+    // Two ranks: the input-bound one, while the other is not.
+    s = findStragglers(ranks({{1.4, 148}, {139, 10.5}}));
+    QCOMPARE(s.size(), std::size_t(1));
+    QCOMPARE(s[0].rank, 1);
+    QCOMPARE(s[0].median_ms, 1.4);
+    QVERIFY(findStragglers(ranks({{30, 10}, {31, 10}})).empty());  // both starved: no one stands out
+    // 256 ranks, one starved; unknown timings are ignored; one rank alone is nobody's straggler.
+    std::vector<std::pair<double, double>> many(256, {0.4, 19.6});
+    many[137] = {30, 20};
+    many[3] = {NAN, 20};
+    s = findStragglers(ranks(many));
+    QCOMPARE(s.size(), std::size_t(1));
+    QCOMPARE(s[0].rank, 137);
+    QVERIFY(findStragglers(ranks({{50, 1}})).empty());
+  }
+
+  // The Monitor's CSV export: every field, an unknown figure as an empty cell, text quoted.
+  void csvRows() {
+    const std::string header = telemetryCsvHeader();
+    QVERIFY(header.rfind("time,host,pid,rank,local_rank,world_size,device,loader,", 0) == 0);
+    QVERIFY(header.find(",stage_decode_ms,") != std::string::npos);
+    TelemetryRecord r = sample(1, 7);
+    r.loader = "a \"quoted\", name";
+    r.stages_ms = {{"decode", 2.5}};
+    r.mem_total = kUnknown;
+    const std::string row = telemetryCsvRow(r);
+    const auto count = [](const std::string& t) { return std::count(t.begin(), t.end(), ','); };
+    QCOMPARE(count(row) - 1, count(header));  // the quoted loader holds a comma of its own
+    QVERIFY2(row.find(",\"a \"\"quoted\"\", name\",") != std::string::npos, row.c_str());
+    QVERIFY(row.find(",536870912,268435456,,") != std::string::npos);  // reserved, allocated, total unknown
+    QVERIFY(row.find(",2.5,") != std::string::npos);
   }
 
   void publishersReachAListener() {

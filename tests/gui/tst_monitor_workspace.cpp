@@ -2,14 +2,29 @@
 // keeps one table row per rank and device with its input-bound verdict,
 // plots every rank's device, follows a telemetry file (skipping bad lines),
 // reports a bad address readably, and shows the demo trainer end to end.
+// For real jobs: 256 ranks publishing every 100 ms over 256 connections stay
+// smooth (heat map, aggregate band, table); the straggler is named in the
+// banner and the table; a session saves, replays and exports (PNG, CSV); the
+// Monitor dials a publisher that listens; absent figures show as "—".
 #include <QtTest>
 
+#include <QRandomGenerator>
 #include <QSignalSpy>
+#include <QTabWidget>
 #include <QTableWidget>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <atomic>
+#include <thread>
 
 #include "event_loop_probe.h"
 #include "wait_for.h"
 #include "monitor_workspace.h"
+#include "rank_heat_map.h"
 #include "telemetry/telemetry_publisher.h"
 #include "telemetry/telemetry_record.h"
 #include "telemetry_plots.h"
@@ -41,6 +56,77 @@ TelemetryRecord record(int rank, const std::string& device, double waitMs, doubl
   r.prefetch_depth = 4;
   r.mem_total = 1 << 30;
   return r;
+}
+
+// `ranks` connections to 127.0.0.1:port, each sending rank r's record every `periodMs` from one
+// thread (a real job has a process per rank; 256 threads here would measure the machine, not
+// the Monitor). Rank `slow` waits 60 % of its iterations, the others 2 %.
+class RankFeeder {
+ public:
+  RankFeeder(int port, int ranks, int periodMs, int slow) {
+    for (int r = 0; r < ranks; ++r) {
+      const int fd = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(static_cast<uint16_t>(port));
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) fds_.push_back(fd);
+      else close(fd);
+    }
+    thread_ = std::thread([this, periodMs, slow] {
+      const double start = 1.7e9;
+      for (int tick = 0; !quit_; ++tick) {
+        for (std::size_t r = 0; r < fds_.size(); ++r) {
+          const int rank = static_cast<int>(r);
+          TelemetryRecord rec = record(rank, "cuda:" + std::to_string(rank % 8), rank == slow ? 30 : 0.4,
+                                       rank == slow ? 20 : 19.6, start + tick * periodMs / 1000.0);
+          rec.host = "node-" + std::to_string(rank / 8);
+          rec.pid = 1000 + rank;
+          rec.step = tick;
+          const std::string line = telemetryToJson(rec) + "\n";
+          if (send(fds_[r], line.data(), line.size(), MSG_NOSIGNAL) > 0) ++sent_;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(periodMs));
+      }
+    });
+  }
+  ~RankFeeder() {
+    quit_ = true;
+    thread_.join();
+    for (int fd : fds_) close(fd);
+  }
+  int connections() const { return static_cast<int>(fds_.size()); }
+  long long sent() const { return sent_; }
+
+ private:
+  std::vector<int> fds_;
+  std::atomic<bool> quit_{false};
+  std::atomic<long long> sent_{0};
+  std::thread thread_;
+};
+
+// torchvision's FashionMNIST reads FashionMNIST/raw/*-ubyte: Debian ships them gzipped.
+bool unpackFashionMnist(const QString& root) {
+  const QString raw = root + "/FashionMNIST/raw";
+  if (!QDir().mkpath(raw)) return false;
+  for (const char* name : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                           "t10k-labels-idx1-ubyte"}) {
+    gzFile in = gzopen(QString("/usr/share/datasets/fashion-mnist/%1.gz").arg(name).toLocal8Bit().constData(), "rb");
+    if (!in) return false;
+    QFile out(raw + "/" + name);
+    if (!out.open(QIODevice::WriteOnly)) return false;
+    char buf[1 << 16];
+    for (int n; (n = gzread(in, buf, sizeof buf)) > 0;) out.write(buf, n);
+    gzclose(in);
+  }
+  return true;
+}
+
+bool listenOnAnyPort(MonitorWorkspace& w) {
+  QSignalSpy listening(&w, &MonitorWorkspace::listening);
+  w.setAddress("127.0.0.1:0");
+  w.listen();
+  return waitUntil([&] { return !listening.isEmpty(); });
 }
 
 }  // namespace
@@ -98,6 +184,207 @@ class TestMonitorWorkspace : public QObject {
     QSignalSpy stopped(w.source(), &BackgroundJob::stopped);
     w.stop();
     QVERIFY(waitUntil([&] { return !stopped.isEmpty(); }));
+  }
+
+  // 256 ranks x 1 device, every 100 ms, 256 connections: the event loop never stalls past the
+  // budget; the table has a row per rank, the plots switch to the median and min-max band, the
+  // heat map shows every rank, and the slow rank is the one straggler named.
+  void manyRanksStaySmooth() {
+    MonitorWorkspace w;
+    w.resize(1400, 900);
+    w.show();
+    QVERIFY(listenOnAnyPort(w));
+    EventLoopProbe probe;
+    probe.start();
+    {
+      RankFeeder feeder(w.port(), 256, 100, 137);
+      QCOMPARE(feeder.connections(), 256);
+      QVERIFY2(waitUntil([&] { return w.table()->rowCount() == 256 && !w.stragglerText().isEmpty(); }, 30000),
+               qPrintable(w.statusText()));
+      QTest::qWait(3000 * stoker::test::slowdown());  // keep it coming: a steady state, not a start-up
+      qInfo("%lld records sent by 256 ranks", feeder.sent());
+    }
+    probe.stop();
+    qInfo("256 ranks: longest event-loop gap %lld ms", probe.worstMs());
+    QVERIFY2(probe.worstMs() < stoker::test::stallBudgetMs(),
+             qPrintable(QString("the event loop stalled %1 ms").arg(probe.worstMs())));
+    QVERIFY(w.plots()->aggregated());
+    const auto median = w.plots()->aggregatePoints(TelemetryPlots::Throughput, 0);
+    const auto low = w.plots()->aggregatePoints(TelemetryPlots::Throughput, 1);
+    const auto high = w.plots()->aggregatePoints(TelemetryPlots::Throughput, 2);
+    QVERIFY(!median.isEmpty());
+    // samples/s = 1000 (rank + 1): min 1000, max 256000, median of 256 ranks 128500.
+    QCOMPARE(low.last().y(), 1000.0);
+    QCOMPARE(high.last().y(), 256000.0);
+    QCOMPARE(median.last().y(), 128500.0);
+    QCOMPARE(w.heatMap()->rankCount(), 256);
+    QCOMPARE(w.views()->currentIndex(), 1);  // past 8 series the heat map comes forward
+    QCOMPARE(w.verdict(137, "cuda:1"), QString("input-bound"));
+    QCOMPARE(w.verdict(136, "cuda:0"), QString("fine"));
+    QVERIFY2(w.stragglerText().contains("rank 137 (cuda:1): data wait 30.0 ms"), qPrintable(w.stragglerText()));
+    QCOMPARE(w.cellText(137, "cuda:1", "straggler"), QString("◀ data wait"));
+    QCOMPARE(w.cellText(136, "cuda:0", "straggler"), QString());
+    saveScreenshot(&w, "monitor-256-ranks");
+    w.views()->setCurrentIndex(0);
+    QTest::qWait(300);
+    saveScreenshot(&w, "monitor-256-ranks-band");
+    w.stop();
+  }
+
+  // Two real ranks: PyTorch DDP (Gloo) on torchvision's FashionMNIST under `python3 -m
+  // stoker_probe`, publishing to this Monitor; rank 1's dataset sleeps 4 ms per sample.
+  void twoRealProbeRanks() {
+    if (test::run(STOKER_PYTHON, {"-c", "import torch, torchvision"}).exitCode != 0)
+      QSKIP("python3-torch / python3-torchvision are not installed (the set-up installs them)");
+    QTemporaryDir data;
+    QVERIFY(unpackFashionMnist(data.path()));
+    MonitorWorkspace w;
+    w.resize(1300, 850);
+    w.show();
+    QVERIFY(listenOnAnyPort(w));
+    const int master = 20000 + QRandomGenerator::global()->bounded(20000);
+    std::vector<std::unique_ptr<QProcess>> ranks;
+    for (int r = 0; r < 2; ++r) {
+      auto p = std::make_unique<QProcess>();
+      QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+      env.insert("PYTHONPATH", STOKER_SOURCE_DIR "/python");
+      env.insert("OMP_NUM_THREADS", "1");
+      env.insert("RANK", QString::number(r));
+      env.insert("LOCAL_RANK", QString::number(r));
+      env.insert("WORLD_SIZE", "2");
+      env.insert("MASTER_ADDR", "127.0.0.1");
+      env.insert("MASTER_PORT", QString::number(master));
+      p->setProcessEnvironment(env);
+      p->start(STOKER_PYTHON, {"-m", "stoker_probe", "--publish", QString("127.0.0.1:%1").arg(w.port()),
+                               "--interval-ms", "200", STOKER_SOURCE_DIR "/tests/probe/ddp_fashion_mnist.py",
+                               "--data", data.path(), "--samples", "4096", "--epochs", "2", "--slow-rank", "1",
+                               "--slow-ms", "4"});
+      ranks.push_back(std::move(p));
+    }
+    for (auto& p : ranks) {
+      QVERIFY(waitUntil([&] { return p->state() == QProcess::NotRunning; }, 240000));
+      QVERIFY2(p->exitCode() == 0, p->readAllStandardError().constData());
+    }
+    QVERIFY(waitUntil([&] { return w.table()->rowCount() == 2 && !w.stragglerText().isEmpty(); }, 10000));
+    QCOMPARE(w.cellText(0, "cpu", "source"), QString("python"));
+    QCOMPARE(w.cellText(1, "cpu", "loader"), QString("ddp_fashion_mnist.py:75"));
+    QCOMPARE(w.verdict(1, "cpu"), QString("input-bound"));
+    QCOMPARE(w.verdict(0, "cpu"), QString("fine"));
+    QVERIFY2(w.stragglerText().contains("rank 1 (cpu): data wait"), qPrintable(w.stragglerText()));
+    QCOMPARE(w.plots()->series().size(), 2);
+    QVERIFY(!w.plots()->aggregated());
+    QCOMPARE(w.views()->currentIndex(), 0);  // two ranks: their lines, not the heat map
+    // The probe on CPU reports no device memory nor worker latency: the plots say so.
+    QVERIFY(waitUntil([&] { return w.plots()->saysNotReported(TelemetryPlots::Latency); }, 2000));
+    QVERIFY(w.plots()->saysNotReported(TelemetryPlots::Memory));
+    QVERIFY(!w.plots()->saysNotReported(TelemetryPlots::Throughput));
+    saveScreenshot(&w, "monitor-2-ranks");
+    w.stop();
+  }
+
+  // Sorting by a column orders rows by its number, not its text ("9.00" before "10.00").
+  void tableSortsByNumbers() {
+    MonitorWorkspace w;
+    QVERIFY(listenOnAnyPort(w));
+    TelemetryPublisher p({"127.0.0.1:" + std::to_string(w.port())});
+    for (int i = 0; i < 50 && w.table()->rowCount() < 3; ++i) {
+      p.onRecord(record(0, "cpu", 10, 10, 1.7e9));
+      p.onRecord(record(1, "cpu", 9, 11, 1.7e9));
+      p.onRecord(record(2, "cpu", 100, 1, 1.7e9));
+      QTest::qWait(100);
+    }
+    QVERIFY(waitUntil([&] { return w.table()->rowCount() == 3; }));
+    w.table()->sortByColumn(7, Qt::AscendingOrder);  // data wait ms
+    QCOMPARE(w.table()->item(0, 0)->text(), QString("1"));
+    QCOMPARE(w.table()->item(1, 0)->text(), QString("0"));
+    QCOMPARE(w.table()->item(2, 0)->text(), QString("2"));
+    QCOMPARE(w.verdict(2, "cpu"), QString("input-bound"));  // lookups follow the rows as they move
+    w.stop();
+  }
+
+  // A Python probe's record has no bytes/s, latency, memory nor stage times: "—", never 0; a
+  // record with stage times lists them.
+  void absentFiguresShowAsDashes() {
+    MonitorWorkspace w;
+    const QString path = dir_.filePath("probe.jsonl");
+    TelemetryRecord probe = record(0, "cuda:0", 1, 9, 1.7e9);
+    probe.prefetch_depth = kUnknown;
+    probe.mem_total = kUnknown;
+    probe.source = "python";
+    probe.loader = "train.py:42";
+    TelemetryRecord staged = record(1, "cuda:1", 1, 9, 1.7e9);
+    staged.bytes_per_s = 2e9;
+    staged.stages_ms = {{"read", 0.5}, {"decode", 7.25}};
+    QVERIFY(test::writeFile(path, QByteArray::fromStdString(telemetryToJson(probe) + "\n" + telemetryToJson(staged) + "\n")));
+    w.followFile(path);
+    QVERIFY(waitUntil([&] { return w.table()->rowCount() == 2; }));
+    QCOMPARE(w.cellText(0, "cuda:0", "bytes/s"), QString("—"));
+    QCOMPARE(w.cellText(0, "cuda:0", "stages ms"), QString("—"));
+    QCOMPARE(w.cellText(0, "cuda:0", "source"), QString("python"));
+    QCOMPARE(w.cellText(0, "cuda:0", "loader"), QString("train.py:42"));
+    QCOMPARE(w.cellText(1, "cuda:1", "stages ms"), QString("read 0.50 · decode 7.25"));
+    QCOMPARE(w.cellText(1, "cuda:1", "bytes/s"), QString("1.9 GiB/s"));
+    QVERIFY(qIsNaN(w.plots()->lastValue("rank 0 cuda:0", TelemetryPlots::Memory, 0)));  // a gap, not 0
+    QVERIFY(qIsNaN(w.plots()->lastValue("rank 0 cuda:0", TelemetryPlots::Throughput, 1)));
+    w.stop();
+  }
+
+  // Save session writes every record as JSON lines; reopening it replays the same rows and
+  // counts; Export writes the plots and heat map as PNG and every record as CSV.
+  void sessionsSaveReplayAndExport() {
+    MonitorWorkspace w;
+    w.resize(1100, 700);
+    w.show();
+    QVERIFY(listenOnAnyPort(w));
+    {
+      TelemetryPublisher p({"127.0.0.1:" + std::to_string(w.port())});
+      for (int i = 0; i < 200 && w.recordCount() < 30; ++i) {
+        for (int rank = 0; rank < 3; ++rank) p.onRecord(record(rank, "cpu", rank == 2 ? 8 : 0.1, 10, 1.7e9 + i * 0.1));
+        QTest::qWait(20);
+      }
+      p.flush(2000);
+    }
+    QVERIFY(waitUntil([&] { return w.recordCount() >= 30 && w.table()->rowCount() == 3; }));
+    QTest::qWait(200);
+    const qint64 recorded = w.recordCount();
+    const QString session = dir_.filePath("session.jsonl");
+    QVERIFY(w.saveSession(session));
+    QCOMPARE(test::readFile(session).count('\n'), recorded);
+    QVERIFY(w.exportSession(dir_.filePath("export.png")));
+    QVERIFY(QImage(dir_.filePath("export.png")).width() > 100);
+    QVERIFY(QImage(dir_.filePath("export-heatmap.png")).width() > 100);
+    const QList<QByteArray> csv = test::readFile(dir_.filePath("export.csv")).trimmed().split('\n');
+    QCOMPARE(csv.size(), recorded + 1);
+    QVERIFY(csv[0].startsWith("time,host,pid,rank,"));
+    w.stop();
+
+    MonitorWorkspace replay;
+    replay.followFile(session);
+    QVERIFY(waitUntil([&] { return replay.recordCount() == recorded && replay.table()->rowCount() == 3; }));
+    QCOMPARE(replay.verdict(2, "cpu"), w.verdict(2, "cpu"));
+    QCOMPARE(replay.plots()->pointCount("rank 1 cpu", TelemetryPlots::Throughput),
+             w.plots()->pointCount("rank 1 cpu", TelemetryPlots::Throughput));
+    replay.stop();
+  }
+
+  // A job behind a firewall publishes with listen:PORT; the Monitor dials it (Connect).
+  void dialsAPublisherThatListens() {
+    TelemetryPublisher job({"listen:127.0.0.1:0"});
+    const int port = job.listeningPort(0);
+    QVERIFY(port > 0);
+    MonitorWorkspace w;
+    w.setAddress(QString("127.0.0.1:%1").arg(port));
+    w.connectToPublisher();
+    QVERIFY(waitUntil(
+        [&] {
+          job.onRecord(record(5, "cuda:5", 0.1, 10, 1.7e9));
+          QTest::qWait(50);
+          return w.table()->rowCount() == 1;
+        },
+        30000));
+    QCOMPARE(w.verdict(5, "cuda:5"), QString("fine"));
+    QVERIFY2(w.statusText().startsWith("Connecting to 127.0.0.1:"), qPrintable(w.statusText()));
+    w.stop();
   }
 
   void followsAFileAndSkipsBadLines() {
