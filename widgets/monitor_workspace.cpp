@@ -20,12 +20,15 @@
 #include <cmath>
 
 #include "rank_heat_map.h"
+#include "telemetry/metrics_http_server.h"
+#include "telemetry/prometheus_exporter.h"
 #include "telemetry/input_bound.h"
 #include "telemetry/stragglers.h"
 #include "telemetry/telemetry_csv.h"
 #include "telemetry_plots.h"
 #include "telemetry_source.h"
 #include "util/byte_size.h"
+#include "util/error.h"
 
 namespace stoker {
 namespace {
@@ -93,6 +96,12 @@ MonitorWorkspace::MonitorWorkspace(QWidget* parent)
   address_->setToolTip(tr("Listen: HOST:PORT or :PORT that ranks publish to (stoker_probe --publish, "
                           "stoker feed/bench --publish, the trainer's --publish).\nConnect: HOST:PORT of a "
                           "publisher started with --publish listen:PORT"));
+  prometheus_ = new QLineEdit(QSettings().value("monitor/prometheus").toString(), this);
+  prometheus_->setObjectName("prometheus");
+  prometheus_->setPlaceholderText(tr("off"));
+  prometheus_->setMaximumWidth(140);
+  prometheus_->setToolTip(tr("[HOST]:PORT to serve what arrives as Prometheus metrics on /metrics (e.g. :9464); "
+                             "empty: off. Applies from the next Listen/Connect/Open"));
   listenButton_ = new QPushButton(tr("Listen"), this);
   listenButton_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
   listenButton_->setToolTip(tr("Accept telemetry from any number of ranks (Ctrl+R)"));
@@ -114,6 +123,8 @@ MonitorWorkspace::MonitorWorkspace(QWidget* parent)
   exportButton_->setEnabled(false);
   row->addWidget(new QLabel(tr("Address"), this));
   row->addWidget(address_, 1);
+  row->addWidget(new QLabel(tr("Prometheus"), this));
+  row->addWidget(prometheus_);
   for (auto* b : {listenButton_, connectButton_, followButton_, stopButton_, saveButton_, exportButton_}) row->addWidget(b);
   outer->addLayout(row);
   status_ = new QLabel(tr("Not listening. Press Listen, then start a job with --publish to this address."), this);
@@ -151,6 +162,8 @@ MonitorWorkspace::MonitorWorkspace(QWidget* parent)
   for (const char* h : kHeaders) headers << tr(h);
   table_->setHorizontalHeaderLabels(headers);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  table_->setWordWrap(false);  // one line per rank: long stage lists are elided, the tooltip has them
+  table_->verticalHeader()->setDefaultSectionSize(table_->fontMetrics().height() + 6);
   table_->verticalHeader()->hide();
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
   table_->horizontalHeader()->setStretchLastSection(true);
@@ -194,7 +207,7 @@ MonitorWorkspace::MonitorWorkspace(QWidget* parent)
   connect(source_, &TelemetrySource::listening, this, [this](int port) {
     port_ = port;
     sourceText_ = tr("Listening on port %1").arg(port);
-    status_->setText(sourceText_ + tr(": no records yet."));
+    status_->setText(sourceText_ + tr(": no records yet") + metricsNote_ + ".");
     Q_EMIT listening(port);
   });
   connect(source_, &TelemetrySource::dialling, this, [this](const QString& address) {
@@ -240,10 +253,13 @@ MonitorWorkspace::~MonitorWorkspace() {
   source_->stopAndWait();
   source_->disconnect(this);
   QSettings().setValue("monitor/address", address_->text());
+  QSettings().setValue("monitor/prometheus", prometheus_->text());
   if (session_) session_->remove();
 }
 
 void MonitorWorkspace::setAddress(const QString& address) { address_->setText(address); }
+void MonitorWorkspace::setPrometheusAddress(const QString& address) { prometheus_->setText(address); }
+int MonitorWorkspace::prometheusPort() const { return metricsServer_ ? metricsServer_->port() : 0; }
 QString MonitorWorkspace::statusText() const { return status_->text(); }
 QString MonitorWorkspace::stragglerText() const { return stragglers_ ? banner_->text() : QString(); }
 
@@ -278,6 +294,20 @@ void MonitorWorkspace::beginSession() {
   if (session_) session_->remove();
   session_ = std::make_unique<QFile>(QDir::temp().filePath("stoker-monitor-" + QUuid::createUuid().toString(QUuid::WithoutBraces) + ".jsonl"));
   if (!session_->open(QIODevice::WriteOnly | QIODevice::Truncate)) session_.reset();
+  // The endpoint serves this session's ranks; a bad address is said in the status, the session goes on.
+  metricsServer_.reset();
+  exporter_ = std::make_unique<PrometheusExporter>();
+  QString metricsNote;
+  if (const QString address = prometheus_->text().trimmed(); !address.isEmpty()) {
+    try {
+      PrometheusExporter* e = exporter_.get();
+      metricsServer_ = std::make_unique<MetricsHttpServer>(address.toStdString(), [e] { return e->render(); });
+      metricsNote = tr("; Prometheus metrics on port %1").arg(metricsServer_->port());
+    } catch (const Error& e) {
+      metricsNote = tr("; no Prometheus endpoint: %1").arg(QString::fromUtf8(e.what()));
+    }
+  }
+  metricsNote_ = metricsNote;
   for (auto* b : {listenButton_, connectButton_, followButton_}) b->setEnabled(false);
   stopButton_->setEnabled(true);
   saveButton_->setEnabled(session_ != nullptr);
@@ -334,6 +364,7 @@ void MonitorWorkspace::updateRow(const TelemetryRecord& rec) {
     QTableWidgetItem* item = table_->item(row, c);
     if (item->text() != cells[c].text) item->setText(cells[c].text);
     if (cells[c].number.isValid()) item->setData(Qt::UserRole, cells[c].number);
+    if (c == Stages && item->toolTip() != cells[c].text) item->setToolTip(cells[c].text);
     if (c != StragglerCol || item->text().isEmpty()) item->setBackground(verdictColour(b));
   }
   QFont f = table_->item(row, Verdict)->font();
@@ -373,7 +404,8 @@ void MonitorWorkspace::updateStragglers() {
 
 void MonitorWorkspace::showStragglers(const QStringList& lines) {
   const QString text = lines.isEmpty()
-                           ? tr("No straggler: no rank's data wait or step is far from the others'.")
+                           ? (latest_.empty() ? QString(" ")  // keeps the line's height until records come
+                                              : tr("No straggler: no rank's data wait or step is far from the others'."))
                            : tr("Straggler%1: %2").arg(lines.size() > 1 ? "s" : "").arg(lines.join("; "));
   if (text == banner_->text()) return;
   banner_->setText(text);
@@ -437,6 +469,7 @@ void MonitorWorkspace::drain() {
     QByteArray lines;
     for (const auto& rec : records) {
       latest_[{rec.rank, rec.device}] = rec;
+      if (metricsServer_) exporter_->onRecord(rec);
       lines += QByteArray::fromStdString(telemetryToJson(rec)) + '\n';
     }
     if (session_) session_->write(lines);
@@ -446,12 +479,13 @@ void MonitorWorkspace::drain() {
     Q_EMIT recordsArrived(static_cast<int>(records.size()));
   }
   if (!sourceText_.isEmpty() && records_ > 0)
-    status_->setText(tr("%1: %2 records from %3 connection(s), %4 ranks/devices; %5 unreadable lines")
+    status_->setText(tr("%1: %2 records from %3 connection(s), %4 ranks/devices; %5 unreadable lines%6")
                          .arg(sourceText_)
                          .arg(records_)
                          .arg(source_->connections())
                          .arg(latest_.size())
-                         .arg(source_->badLines()));
+                         .arg(source_->badLines())
+                         .arg(metricsNote_));
 }
 
 }  // namespace stoker

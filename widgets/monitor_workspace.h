@@ -7,7 +7,8 @@
 // data-wait share (< 5 % fine, 5-20 % moderate, >= 20 % input-bound), and a
 // banner names the straggler ranks (telemetry/stragglers). Every session is
 // recorded as JSON lines: Save session… keeps it, Export… writes the plots as
-// PNG and the records as CSV.
+// PNG and the records as CSV. With a Prometheus address, what arrives is also
+// served on /metrics (telemetry/prometheus_exporter), for existing dashboards.
 #pragma once
 
 #include <QHash>
@@ -32,6 +33,8 @@ class QTimer;
 
 namespace stoker {
 
+class MetricsHttpServer;
+class PrometheusExporter;
 class RankHeatMap;
 class TelemetryPlots;
 class TelemetrySource;
@@ -48,6 +51,9 @@ class MonitorWorkspace : public QWidget {
   QTableWidget* table() const { return table_; }
   TelemetrySource* source() const { return source_; }
   void setAddress(const QString& address);
+  // "[HOST]:PORT" to serve /metrics on from the next session; "" for none.
+  void setPrometheusAddress(const QString& address);
+  int prometheusPort() const;  // 0 when not serving
   int port() const { return port_; }
   QString statusText() const;
   QString stragglerText() const;  // the banner's text, "" when no straggler
@@ -86,6 +92,7 @@ class MonitorWorkspace : public QWidget {
   QTabWidget* views_;
   QComboBox* heatFigure_;
   QLineEdit* address_;
+  QLineEdit* prometheus_;
   QPushButton* listenButton_;
   QPushButton* connectButton_;
   QPushButton* followButton_;
@@ -97,6 +104,7 @@ class MonitorWorkspace : public QWidget {
   QTableWidget* table_;
   QTimer* drainTimer_;
   QString sourceText_;
+  QString metricsNote_;  // "; Prometheus metrics on port N", or why not
   int port_ = 0;
   qint64 records_ = 0;
   bool viewChosen_ = false;
@@ -105,6 +113,8 @@ class MonitorWorkspace : public QWidget {
   QHash<QPair<int, QString>, QTableWidgetItem*> rows_;
   std::map<std::pair<int, std::string>, TelemetryRecord> latest_;
   std::unique_ptr<QFile> session_;  // this session's records, JSON lines, in the temp folder
+  std::unique_ptr<PrometheusExporter> exporter_;
+  std::unique_ptr<MetricsHttpServer> metricsServer_;
 };
 
 }  // namespace stoker

@@ -106,6 +106,14 @@ double RankHeatMap::cell(int rank, double unixTime) const {
   return c->second.rateCount ? c->second.rate / c->second.rateCount : qQNaN();
 }
 
+double RankHeatMap::shownValue(int rank, double unixTime) const {
+  QCPColorMapData* data = map_->data();  // QCPColorMapData::cell is not const
+  const long long x = static_cast<long long>(std::floor(unixTime)) - firstSecond_;
+  const int y = rank / group_;
+  if (x < 0 || x >= data->keySize() || y < 0 || y >= data->valueSize()) return qQNaN();
+  return data->cell(static_cast<int>(x), y);
+}
+
 void RankHeatMap::clear() {
   cells_.clear();
   latestSecond_ = 0;
@@ -131,18 +139,28 @@ void RankHeatMap::redraw(bool evenIfHidden) {
   // A young session fills the width: the window grows with it from 30 s up to windowSeconds.
   const int columns = static_cast<int>(std::clamp<long long>(latestSecond_ - earliest + 1, 30, windowSeconds_));
   first = latestSecond_ - columns + 1;
+  firstSecond_ = first;
   const int ranks = cells_.empty() ? 1 : cells_.rbegin()->first + 1;
+  // More ranks than pixel rows: a row stands for several ranks and shows the worst of them (the
+  // highest wait share, the lowest rate), so one starved rank among 256 stays visible.
+  const int pixelRows = std::max(1, plot_->axisRect()->height());
+  group_ = (ranks + pixelRows - 1) / pixelRows;
+  const int rows = (ranks + group_ - 1) / group_;
   auto* data = map_->data();
-  data->setSize(columns, ranks);
-  data->setRange(QCPRange(-(columns - 1), 0), QCPRange(0, ranks - 1));
+  data->setSize(columns, rows);
+  data->setRange(QCPRange(-(columns - 1), 0), QCPRange(0.5 * (group_ - 1), (rows - 1) * group_ + 0.5 * (group_ - 1)));
   data->fill(qQNaN());
   double top = 0;
   for (const auto& [rank, row] : cells_)
     for (const auto& [second, c] : row) {
       const double v = figure_ == WaitShare ? (c.shareCount ? c.share / c.shareCount : qQNaN())
                                             : (c.rateCount ? c.rate / c.rateCount : qQNaN());
-      data->setCell(static_cast<int>(second - first), rank, v);
-      if (std::isfinite(v)) top = std::max(top, v);
+      if (!std::isfinite(v)) continue;
+      const int x = static_cast<int>(second - first), y = rank / group_;
+      const double old = data->cell(x, y);
+      const bool worse = std::isnan(old) || (figure_ == WaitShare ? v > old : v < old);
+      if (worse) data->setCell(x, y, v);
+      top = std::max(top, v);
     }
   map_->setDataRange(figure_ == WaitShare ? QCPRange(0, 1) : QCPRange(0, std::max(top, 1.0)));
   plot_->xAxis->setRange(-(columns - 0.5), 0.5);

@@ -4,7 +4,8 @@
 // windowSeconds; a cell holds the mean of that rank's reports in that second.
 // Figures: the data-wait share (green fine, amber moderate, red input-bound,
 // on the classification's own thresholds) or samples/s. Cells without a
-// report stay empty, never 0. Ranks 0-4095 get rows.
+// report stay empty, never 0. Ranks 0-4095 get rows; with more ranks than
+// pixel rows, a drawn row shows the worst of the ranks it stands for.
 #pragma once
 
 #include <QWidget>
@@ -36,6 +37,11 @@ class RankHeatMap : public QWidget {
   int rankCount() const { return static_cast<int>(cells_.size()); }
   double cell(int rank, double unixTime) const;
   QCustomPlot* plot() const { return plot_; }
+  // Ranks per drawn row: 1, or more when there are more ranks than pixel rows (the row shows the
+  // worst of them: the highest wait share, the lowest rate).
+  int ranksPerRow() const { return group_; }
+  // The value drawn where `rank` and `unixTime` fall (NaN when empty), as of the last redraw.
+  double shownValue(int rank, double unixTime) const;
   // Renders the map as a PNG of that size, shown or not (the Monitor's export).
   bool savePng(const QString& path, int width, int height);
 
@@ -55,6 +61,8 @@ class RankHeatMap : public QWidget {
   int windowSeconds_ = 120;
   Figure figure_ = WaitShare;
   bool dirty_ = false;
+  int group_ = 1;
+  long long firstSecond_ = 0;  // the drawn map's first column
 };
 
 }  // namespace stoker

@@ -169,7 +169,9 @@ struct MonitorProcess {
     for (int i = 0; i < 100 && !p.readAllStandardError().contains("listening"); ++i) p.waitForReadyRead(100);
   }
   QByteArray stop() {
-    ::kill(static_cast<pid_t>(p.processId()), SIGINT);
+    // processId() is 0 once it has exited, and kill(0, ...) would signal this whole process group.
+    if (const qint64 pid = p.processId(); pid > 0 && p.state() == QProcess::Running)
+      ::kill(static_cast<pid_t>(pid), SIGINT);
     p.waitForFinished(20000);
     return p.readAllStandardOutput();
   }

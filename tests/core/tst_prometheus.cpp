@@ -225,7 +225,9 @@ class TestPrometheus : public QObject {
     }
     server.terminate();
     server.waitForFinished(10000);
-    ::kill(static_cast<pid_t>(monitor.processId()), SIGINT);
+    // processId() is 0 once it has exited, and kill(0, ...) would signal this whole process group.
+    if (const qint64 pid = monitor.processId(); pid > 0 && monitor.state() == QProcess::Running)
+      ::kill(static_cast<pid_t>(pid), SIGINT);
     monitor.waitForFinished(10000);
     QVERIFY2(!sample.isEmpty(), server.readAll().right(2000).constData());
     const QJsonObject labels = sample["metric"].toObject();

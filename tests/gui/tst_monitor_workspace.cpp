@@ -18,6 +18,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <httplib.h>
+
 #include <atomic>
 #include <thread>
 
@@ -218,6 +220,16 @@ class TestMonitorWorkspace : public QObject {
     QCOMPARE(high.last().y(), 256000.0);
     QCOMPARE(median.last().y(), 128500.0);
     QCOMPARE(w.heatMap()->rankCount(), 256);
+    // The starved rank's row shows its share (0.6); a healthy rank's 0.02.
+    QVERIFY(waitUntil([&] { return qAbs(w.heatMap()->shownValue(137, 1.7e9 + 1) - 0.6) < 1e-9; }, 2000));
+    QVERIFY(qAbs(w.heatMap()->shownValue(10, 1.7e9 + 1) - 0.02) < 1e-9);
+    // Squeezed to fewer pixel rows than ranks, a row stands for several ranks and shows the worst:
+    // the starved rank stays visible.
+    w.resize(900, 420);
+    QVERIFY(waitUntil([&] { return w.heatMap()->ranksPerRow() > 1; }, 5000));
+    QVERIFY(qAbs(w.heatMap()->shownValue(137, 1.7e9 + 1) - 0.6) < 1e-9);
+    QVERIFY(qAbs(w.heatMap()->shownValue(10, 1.7e9 + 1) - 0.02) < 1e-9);
+    w.resize(1400, 900);
     QCOMPARE(w.views()->currentIndex(), 1);  // past 8 series the heat map comes forward
     QCOMPARE(w.verdict(137, "cuda:1"), QString("input-bound"));
     QCOMPARE(w.verdict(136, "cuda:0"), QString("fine"));
@@ -365,6 +377,38 @@ class TestMonitorWorkspace : public QObject {
     QCOMPARE(replay.plots()->pointCount("rank 1 cpu", TelemetryPlots::Throughput),
              w.plots()->pointCount("rank 1 cpu", TelemetryPlots::Throughput));
     replay.stop();
+  }
+
+  // The workbench's Monitor serves what it receives on /metrics, like `stoker monitor --prometheus`.
+  void servesPrometheusMetrics() {
+    MonitorWorkspace w;
+    w.setPrometheusAddress("127.0.0.1:0");
+    QVERIFY(listenOnAnyPort(w));
+    QVERIFY(w.prometheusPort() > 0);
+    TelemetryPublisher p({"127.0.0.1:" + std::to_string(w.port())});
+    std::string body;
+    QVERIFY(waitUntil(
+        [&] {
+          p.onRecord(record(3, "cuda:3", 3, 7, 1.7e9));
+          QTest::qWait(50);
+          httplib::Client c("127.0.0.1", w.prometheusPort());
+          const auto res = c.Get("/metrics");
+          body = res ? res->body : std::string();
+          return body.find("rank=\"3\"") != std::string::npos;
+        },
+        30000));
+    QVERIFY2(body.find("stoker_data_wait_ratio{rank=\"3\",device=\"cuda:3\",host=\"node\"} 0.3") != std::string::npos,
+             body.c_str());
+    QVERIFY2(w.statusText().contains(QString("Prometheus metrics on port %1").arg(w.prometheusPort())),
+             qPrintable(w.statusText()));
+    w.stop();
+    // A port that cannot be served is said, and the session goes on without it.
+    MonitorWorkspace second;
+    second.setPrometheusAddress("nonsense");
+    QVERIFY(listenOnAnyPort(second));
+    QCOMPARE(second.prometheusPort(), 0);
+    QVERIFY2(second.statusText().contains("no Prometheus endpoint: address nonsense"), qPrintable(second.statusText()));
+    second.stop();
   }
 
   // A job behind a firewall publishes with listen:PORT; the Monitor dials it (Connect).
