@@ -47,6 +47,9 @@ const char* kHeaders[Columns] = {"rank",    "device", "verdict", "straggler", "w
 constexpr double kStaleSeconds = 10;
 constexpr int kTableRefreshMs = 250;  // the table and banner: 4 updates a second are plenty
 constexpr int kShowHeatMapAbove = 8;  // series: per-rank lines stop being readable
+// The session's recording stops here (256 ranks at 10 records/s write ~4 GB an hour): the status
+// says so, and Save keeps what was recorded.
+constexpr qint64 kMaxSessionBytes = 2LL << 30;
 
 QColor verdictColour(InputBound b) {
   switch (b) {
@@ -238,7 +241,8 @@ MonitorWorkspace::MonitorWorkspace(QWidget* parent)
   auto* tableTimer = new QTimer(this);
   tableTimer->setInterval(kTableRefreshMs);
   connect(tableTimer, &QTimer::timeout, this, [this] {
-    if (latest_.empty()) return;
+    if (!tableDirty_) return;  // nothing arrived since the last refresh
+    tableDirty_ = false;
     table_->setSortingEnabled(false);  // rows stay put while they change, then sort once
     for (const auto& [key, rec] : latest_) updateRow(rec);
     table_->setSortingEnabled(true);
@@ -292,6 +296,7 @@ void MonitorWorkspace::beginSession() {
   views_->setCurrentIndex(0);
   // The session is recorded as it arrives, in the temp folder (never the home): Save copies it.
   if (session_) session_->remove();
+  sessionFull_ = false;
   session_ = std::make_unique<QFile>(QDir::temp().filePath("stoker-monitor-" + QUuid::createUuid().toString(QUuid::WithoutBraces) + ".jsonl"));
   if (!session_->open(QIODevice::WriteOnly | QIODevice::Truncate)) session_.reset();
   // The endpoint serves this session's ranks; a bad address is said in the status, the session goes on.
@@ -467,12 +472,14 @@ void MonitorWorkspace::drain() {
     plots_->addRecords(records);
     heatMap_->addRecords(records);
     QByteArray lines;
+    tableDirty_ = true;
     for (const auto& rec : records) {
       latest_[{rec.rank, rec.device}] = rec;
       if (metricsServer_) exporter_->onRecord(rec);
       lines += QByteArray::fromStdString(telemetryToJson(rec)) + '\n';
     }
-    if (session_) session_->write(lines);
+    if (session_ && session_->size() + lines.size() <= kMaxSessionBytes) session_->write(lines);
+    else if (session_) sessionFull_ = true;
     // Past 8 series a line each is unreadable: show the heat map once, unless the user chose a view.
     if (!viewChosen_ && views_->currentIndex() == 0 && latest_.size() > kShowHeatMapAbove) views_->setCurrentIndex(1);
     records_ += static_cast<qint64>(records.size());
@@ -485,7 +492,7 @@ void MonitorWorkspace::drain() {
                          .arg(source_->connections())
                          .arg(latest_.size())
                          .arg(source_->badLines())
-                         .arg(metricsNote_));
+                         .arg(metricsNote_ + (sessionFull_ ? tr("; recording stopped at 2 GiB (Save keeps it)") : QString())));
 }
 
 }  // namespace stoker

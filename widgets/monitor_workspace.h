@@ -108,11 +108,13 @@ class MonitorWorkspace : public QWidget {
   int port_ = 0;
   qint64 records_ = 0;
   bool viewChosen_ = false;
-  bool stragglers_ = false;  // the banner names some  // the user picked a tab: no automatic switch to the heat map
+  bool stragglers_ = false;  // the banner names some
+  bool tableDirty_ = false;  // records arrived since the table was last refreshed  // the user picked a tab: no automatic switch to the heat map
   // (rank, device) -> the row's rank item (rows move when sorted) and its latest record.
   QHash<QPair<int, QString>, QTableWidgetItem*> rows_;
   std::map<std::pair<int, std::string>, TelemetryRecord> latest_;
   std::unique_ptr<QFile> session_;  // this session's records, JSON lines, in the temp folder
+  bool sessionFull_ = false;        // the recording reached its limit
   std::unique_ptr<PrometheusExporter> exporter_;
   std::unique_ptr<MetricsHttpServer> metricsServer_;
 };

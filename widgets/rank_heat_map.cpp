@@ -106,6 +106,11 @@ double RankHeatMap::cell(int rank, double unixTime) const {
   return c->second.rateCount ? c->second.rate / c->second.rateCount : qQNaN();
 }
 
+void RankHeatMap::resizeEvent(QResizeEvent* event) {
+  dirty_ = true;  // the rows may group differently
+  QWidget::resizeEvent(event);
+}
+
 double RankHeatMap::shownValue(int rank, double unixTime) const {
   QCPColorMapData* data = map_->data();  // QCPColorMapData::cell is not const
   const long long x = static_cast<long long>(std::floor(unixTime)) - firstSecond_;
@@ -144,6 +149,9 @@ void RankHeatMap::redraw(bool evenIfHidden) {
   // More ranks than pixel rows: a row stands for several ranks and shows the worst of them (the
   // highest wait share, the lowest rate), so one starved rank among 256 stays visible.
   const int pixelRows = std::max(1, plot_->axisRect()->height());
+  // The plot lays itself out when it replots: after a resize, group again once the height settles.
+  if (pixelRows != pixelRows_) dirty_ = true;
+  pixelRows_ = pixelRows;
   group_ = (ranks + pixelRows - 1) / pixelRows;
   const int rows = (ranks + group_ - 1) / group_;
   auto* data = map_->data();

@@ -45,6 +45,9 @@ class RankHeatMap : public QWidget {
   // Renders the map as a PNG of that size, shown or not (the Monitor's export).
   bool savePng(const QString& path, int width, int height);
 
+ protected:
+  void resizeEvent(QResizeEvent* event) override;
+
  private:
   void redraw(bool evenIfHidden = false);
 
@@ -62,6 +65,7 @@ class RankHeatMap : public QWidget {
   Figure figure_ = WaitShare;
   bool dirty_ = false;
   int group_ = 1;
+  int pixelRows_ = 0;  // the axis height the rows were last grouped for
   long long firstSecond_ = 0;  // the drawn map's first column
 };
 

@@ -68,6 +68,15 @@ struct TelemetryPublisher::Target {
   std::chrono::steady_clock::time_point nextAttempt{};
   std::unique_ptr<PrometheusExporter> exporter;  // Prometheus: latest figures, served on scrape
   std::unique_ptr<MetricsHttpServer> server;
+
+  Target() = default;
+  Target(const Target&) = delete;
+  Target& operator=(const Target&) = delete;
+  ~Target() {  // also when a later address of the constructor throws
+    closeTarget(fd);
+    closeTarget(peer.fd);
+    for (auto& p : peers) closeTarget(p.fd);
+  }
 };
 
 TelemetryPublisher::TelemetryPublisher(const std::vector<std::string>& addresses, std::size_t queueLimit)
@@ -97,6 +106,7 @@ TelemetryPublisher::TelemetryPublisher(const std::vector<std::string>& addresses
       t->address = parseSocketAddress(a);
       if (t->address.port == 0) throwBadInput("address " + a, "publishing needs a port other than 0");
     }
+    if (t->kind != Target::Prometheus) ++lineTargets_;
     targets_.push_back(std::move(t));
   }
   thread_ = std::thread([this] { run(); });
@@ -110,11 +120,6 @@ TelemetryPublisher::~TelemetryPublisher() {
   }
   wake_.notify_all();
   thread_.join();
-  for (auto& t : targets_) {
-    closeTarget(t->fd);
-    closeTarget(t->peer.fd);
-    for (auto& p : t->peers) closeTarget(p.fd);
-  }
 }
 
 int TelemetryPublisher::listeningPort(std::size_t i) const {
@@ -141,7 +146,7 @@ void TelemetryPublisher::publishLine(std::string line) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (queue_.size() >= queueLimit_) {
-      dropped_.fetch_add(static_cast<std::int64_t>(targets_.size()));
+      dropped_.fetch_add(static_cast<std::int64_t>(lineTargets_));
       return;
     }
     queue_.push_back(std::move(line));

@@ -49,6 +49,7 @@ class TelemetryPublisher : public TelemetryObserver {
   bool deliver(Target& t, const std::string& line);
 
   std::vector<std::unique_ptr<Target>> targets_;
+  std::size_t lineTargets_ = 0;  // targets fed through the queue (all but prometheus:)
   std::size_t queueLimit_;
   std::mutex mutex_;
   std::condition_variable wake_, drained_;

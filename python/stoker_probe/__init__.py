@@ -14,6 +14,7 @@ Standard library only; torch is used when it is importable. Publishing happens o
 its own through a bounded queue: the training loop never waits for the network.
 """
 
+import atexit
 import os
 import socket
 import sys
@@ -49,6 +50,10 @@ def shutdown(timeout=0.5):
         _publishers.clear()
     for p in ps:
         p.close(timeout)
+
+
+# Records still queued when the script ends are sent (up to half a second per address).
+atexit.register(shutdown)
 
 
 def _env_int(name):
@@ -175,6 +180,8 @@ class Watched:
         return sampler_epoch if isinstance(sampler_epoch, int) else counted
 
     def __getattr__(self, attr):  # the wrapped loader's attributes (sampler, dataset, batch_size...)
+        if attr == "iterable":  # not set yet (a half-built object): no recursion
+            raise AttributeError(attr)
         return getattr(self.iterable, attr)
 
     def _prefetch_depth(self):
@@ -272,7 +279,9 @@ class _WatchedIterator:
     def __len__(self):
         return len(self.it)
 
-    def __getattr__(self, attr):
+    def __getattr__(self, attr):  # the DataLoader iterator's own attributes
+        if attr == "it":
+            raise AttributeError(attr)
         return getattr(self.it, attr)
 
     def __next__(self):

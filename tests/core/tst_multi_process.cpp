@@ -29,19 +29,6 @@ using namespace stoker;
 
 namespace {
 
-// A port nobody listens on now (the kernel's pick for a throwaway socket).
-int freePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 struct Job {
   std::vector<std::unique_ptr<QProcess>> ranks;
 
@@ -108,7 +95,7 @@ class TestMultiProcess : public QObject {
     job.start(3,
               {"--dataset", "synthetic:1000,4", "--batch-size", "16", "--epochs", "2", "--seed", "5", "--record",
                dir.filePath("rec"), "--json", "--rendezvous-timeout", "30"},
-              freePort(),
+              test::freePort(),
               {{"--publish", "file:" + dir.filePath("t0.jsonl")}, {"--publish", "file:" + dir.filePath("t1.jsonl")},
                {"--publish", "file:" + dir.filePath("t2.jsonl")}});
     QVERIFY(job.finish());
@@ -155,7 +142,7 @@ class TestMultiProcess : public QObject {
     // Rank 1's step takes three times as long: it should run a third as many batches.
     job.start(2, {"--dataset", "synthetic:2000,4", "--batch-size", "10", "--el-che", "--anchor-batches", "2",
                   "--rank-step-us", "2000,6000", "--record", dir.filePath("rec"), "--json"},
-              freePort());
+              test::freePort());
     QVERIFY(job.finish());
     std::multiset<std::int64_t> all;
     QJsonArray first;
@@ -180,7 +167,7 @@ class TestMultiProcess : public QObject {
     Job job;
     job.start(2, {"--dataset", "synthetic:400,4", "--batch-size", "10", "--weights", "3,1", "--record", dir.filePath("rec"),
                   "--json"},
-              freePort());
+              test::freePort());
     QVERIFY(job.finish());
     std::set<std::int64_t> all;
     for (int r = 0; r < 2; ++r) {
@@ -201,7 +188,7 @@ class TestMultiProcess : public QObject {
     const QStringList common = {"--dataset", "synthetic:3000,4", "--batch-size", "10", "--seed", "7",
                                 "--progress", progress, "--rendezvous-timeout", "20"};
     Job first;
-    first.start(3, common + QStringList{"--step-us", "20000", "--record", dir.filePath("before")}, freePort());
+    first.start(3, common + QStringList{"--step-us", "20000", "--record", dir.filePath("before")}, test::freePort());
     QElapsedTimer clock;
     clock.start();
     while (progressOf(progress)["consumed"].toInteger() < 300 && clock.elapsed() < 60000) QTest::qWait(50);
@@ -219,7 +206,7 @@ class TestMultiProcess : public QObject {
     QCOMPARE(at["world_size"].toInt(), 3);
 
     Job second;
-    second.start(2, common + QStringList{"--resume", "--record", dir.filePath("after"), "--json"}, freePort());
+    second.start(2, common + QStringList{"--resume", "--record", dir.filePath("after"), "--json"}, test::freePort());
     QVERIFY(second.finish());
     std::multiset<std::int64_t> done;
     for (int r = 0; r < 3; ++r)
@@ -254,7 +241,7 @@ class TestMultiProcess : public QObject {
     if (!stoker::distAvailable()) QSKIP("built without c10d");
     std::signal(SIGPIPE, SIG_DFL);
     stoker::DistEnv env;
-    env.masterPort = freePort();
+    env.masterPort = test::freePort();
     auto group = stoker::DistGroup::connect(env, 20);
     struct sigaction now {};
     QCOMPARE(sigaction(SIGPIPE, nullptr, &now), 0);
@@ -264,7 +251,7 @@ class TestMultiProcess : public QObject {
   void aPeerThatNeverJoinsTimesOutClearly() {
     QElapsedTimer clock;
     clock.start();
-    const int port = freePort();
+    const int port = test::freePort();
     // WORLD_SIZE says 3 but only rank 0 ever starts.
     QProcess p;
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
@@ -277,7 +264,7 @@ class TestMultiProcess : public QObject {
     QVERIFY2(err.contains("rendezvous: only 1 of 3 ranks joined") && err.contains("missing ranks 1, 2"), err.constData());
     // A rank > 0 with no rank 0 to talk to.
     env.insert("RANK", "1");
-    env.insert("MASTER_PORT", QString::number(freePort()));
+    env.insert("MASTER_PORT", QString::number(test::freePort()));
     p.setProcessEnvironment(env);
     p.start(STOKER_CLI_PATH, {"feed", "--dataset", "synthetic:100,4", "--rendezvous-timeout", "2"});
     QVERIFY(p.waitForFinished(60000));

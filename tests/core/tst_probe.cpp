@@ -12,10 +12,6 @@
 #include <QProcess>
 #include <QTemporaryDir>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-#include <zlib.h>
 
 #include <csignal>
 #include <map>
@@ -33,18 +29,6 @@ using stoker::test::ProcessResult;
 namespace {
 
 const QString kProbeDir = QStringLiteral(STOKER_SOURCE_DIR "/tests/probe");
-
-int freePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 // python3 with the repository's probe importable, one thread per process (the ranks share 2 cores).
 QProcessEnvironment probeEnv(const QStringList& extra = {}) {
@@ -89,24 +73,6 @@ QJsonObject lastJsonLine(const QByteArray& out) {
   return lines.isEmpty() ? QJsonObject() : QJsonDocument::fromJson(lines.last()).object();
 }
 
-// torchvision's FashionMNIST reads FashionMNIST/raw/*-ubyte: Debian ships them gzipped.
-bool unpackFashionMnist(const QString& root) {
-  const QString raw = root + "/FashionMNIST/raw";
-  if (!QDir().mkpath(raw)) return false;
-  for (const char* name : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
-                           "t10k-labels-idx1-ubyte"}) {
-    const QString gz = QString("/usr/share/datasets/fashion-mnist/%1.gz").arg(name);
-    gzFile in = gzopen(gz.toLocal8Bit().constData(), "rb");
-    if (!in) return false;
-    QFile out(raw + "/" + name);
-    if (!out.open(QIODevice::WriteOnly)) return false;
-    char buf[1 << 16];
-    for (int n; (n = gzread(in, buf, sizeof buf)) > 0;) out.write(buf, n);
-    gzclose(in);
-  }
-  return true;
-}
-
 bool torchvisionAvailable() {
   return runPython({"-c", "import torchvision"}).exitCode == 0;
 }
@@ -116,7 +82,7 @@ bool torchvisionAvailable() {
 struct DdpJob {
   std::vector<std::unique_ptr<QProcess>> ranks;
   void start(int world, const QString& publish, const QString& data, const QStringList& scriptArgs) {
-    const int master = freePort();
+    const int master = test::freePort();
     for (int r = 0; r < world; ++r)
       ranks.push_back(startPython(
           QStringList{"-m", "stoker_probe", "--publish", publish, "--interval-ms", "200",
@@ -244,7 +210,7 @@ class TestProbe : public QObject {
   // Nobody listens: records are dropped and counted, and the loop runs on without waiting.
   void neverBlocksWithoutAMonitor() {
     const ProcessResult r =
-        runPython({kProbeDir + "/probe_cases.py", "flood", QString("127.0.0.1:%1").arg(freePort()), "300000"});
+        runPython({kProbeDir + "/probe_cases.py", "flood", QString("127.0.0.1:%1").arg(test::freePort()), "300000"});
     QVERIFY2(r.exitCode == 0, r.err.constData());
     const QJsonObject o = lastJsonLine(r.out);
     QCOMPARE(o["items"].toInt(), 300000);
@@ -257,7 +223,7 @@ class TestProbe : public QObject {
   // The monitor goes away and comes back on the same port: the loop never waits, and the probe's
   // records reach the new monitor (dialled again at most once a second).
   void survivesTheMonitorRestarting() {
-    const int port = freePort();
+    const int port = test::freePort();
     auto probe = startPython({kProbeDir + "/probe_cases.py", "steady", QString("127.0.0.1:%1").arg(port), "6"});
     QVERIFY(probe->waitForStarted(10000));
     std::int64_t pid = -1;
@@ -341,8 +307,8 @@ class TestProbe : public QObject {
   void realDdpJobNamesTheStraggler() {
     if (!torchvisionAvailable()) QSKIP("python3-torchvision is not installed (the set-up installs it)");
     QTemporaryDir dir;
-    QVERIFY(unpackFashionMnist(dir.path()));
-    const int port = freePort();
+    QVERIFY(test::unpackFashionMnist(dir.path()));
+    const int port = test::freePort();
     MonitorProcess monitor;
     monitor.start(port);
     DdpJob job;
@@ -387,8 +353,8 @@ class TestProbe : public QObject {
   void monitorKilledAndRestartedMidJob() {
     if (!torchvisionAvailable()) QSKIP("python3-torchvision is not installed (the set-up installs it)");
     QTemporaryDir dir;
-    QVERIFY(unpackFashionMnist(dir.path()));
-    const int port = freePort();
+    QVERIFY(test::unpackFashionMnist(dir.path()));
+    const int port = test::freePort();
     auto first = std::make_unique<MonitorProcess>();
     first->start(port);
     DdpJob job;

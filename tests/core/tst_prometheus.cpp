@@ -9,12 +9,10 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 
 #include <httplib.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <csignal>
 
@@ -27,18 +25,6 @@
 using namespace stoker;
 
 namespace {
-
-int freePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 TelemetryRecord record(int rank, double waitMs, double stepMs) {
   TelemetryRecord r;
@@ -177,11 +163,23 @@ class TestPrometheus : public QObject {
   // `stoker monitor --prometheus` aggregates what ranks send; Debian's Prometheus scrapes it and its
   // query API returns the series of rank 1 with its labels.
   void realPrometheusScrapesTheMonitor() {
-    const int listen = freePort(), metrics = freePort(), web = freePort();
+    // The monitor picks both ports and says them on stderr (two free ports picked here could be
+    // the same one).
     QProcess monitor;
-    monitor.start(STOKER_CLI_PATH, {"monitor", QString("127.0.0.1:%1").arg(listen), "--prometheus",
-                                    QString("127.0.0.1:%1").arg(metrics), "--duration", "120"});
+    monitor.start(STOKER_CLI_PATH, {"monitor", "127.0.0.1:0", "--prometheus", "127.0.0.1:0", "--duration", "120"});
     QVERIFY(monitor.waitForStarted(10000));
+    int listen = 0, metrics = 0;
+    QByteArray said;
+    for (int i = 0; i < 100 && (listen == 0 || metrics == 0); ++i) {
+      monitor.waitForReadyRead(100);
+      said += monitor.readAllStandardError();
+      const QRegularExpressionMatch l = QRegularExpression("listening on port (\\d+)").match(said);
+      const QRegularExpressionMatch m = QRegularExpression("Prometheus metrics on port (\\d+)").match(said);
+      if (l.hasMatch()) listen = l.captured(1).toInt();
+      if (m.hasMatch()) metrics = m.captured(1).toInt();
+    }
+    QVERIFY2(listen > 0 && metrics > 0, said.constData());
+    const int web = test::freePort();
     TelemetryPublisher ranks({"127.0.0.1:" + std::to_string(listen)});
     std::string text;
     for (int i = 0; i < 100 && text.find("rank=\"1\"") == std::string::npos; ++i) {

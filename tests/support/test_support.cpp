@@ -1,7 +1,13 @@
 #include "test_support.h"
 
+#include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <zlib.h>
 
 namespace stoker::test {
 
@@ -95,5 +101,36 @@ print(json.dumps(out))
 }
 
 QString samplesDir() { return QStringLiteral(STOKER_TEST_DATA "/safetensors-samples"); }
+
+int freePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+bool unpackFashionMnist(const QString& root) {
+  const QString raw = root + "/FashionMNIST/raw";
+  if (!QDir().mkpath(raw)) return false;
+  for (const char* name : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                           "t10k-labels-idx1-ubyte"}) {
+    gzFile in = gzopen(QString("/usr/share/datasets/fashion-mnist/%1.gz").arg(name).toLocal8Bit().constData(), "rb");
+    if (!in) return false;
+    QFile out(raw + "/" + name);
+    if (!out.open(QIODevice::WriteOnly)) {
+      gzclose(in);
+      return false;
+    }
+    char buf[1 << 16];
+    for (int n; (n = gzread(in, buf, sizeof buf)) > 0;) out.write(buf, n);
+    gzclose(in);
+  }
+  return true;
+}
 
 }  // namespace stoker::test

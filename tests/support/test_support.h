@@ -46,4 +46,10 @@ QByteArray torchDistributedIndices(const QList<QList<qint64>>& cases, QByteArray
 
 QString samplesDir();  // the official safetensors sample files
 
+// A loopback port nobody listens on now (the kernel's pick for a throwaway socket).
+int freePort();
+// torchvision's FashionMNIST reads ROOT/FashionMNIST/raw/*-ubyte; Debian's dataset-fashion-mnist
+// ships them gzipped: unpacks them there. False when they are not installed.
+bool unpackFashionMnist(const QString& root);
+
 }  // namespace stoker::test
