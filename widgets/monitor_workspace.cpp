@@ -47,6 +47,7 @@ const char* kHeaders[Columns] = {"rank",    "device", "verdict", "straggler", "w
 constexpr double kStaleSeconds = 10;
 constexpr int kTableRefreshMs = 250;  // the table and banner: 4 updates a second are plenty
 constexpr int kShowHeatMapAbove = 8;  // series: per-rank lines stop being readable
+constexpr std::size_t kMaxRows = 4096;  // (rank, device) rows of the table
 // The session's recording stops here (256 ranks at 10 records/s write ~4 GB an hour): the status
 // says so, and Save keeps what was recorded.
 constexpr qint64 kMaxSessionBytes = 2LL << 30;
@@ -291,6 +292,7 @@ void MonitorWorkspace::beginSession() {
   table_->setRowCount(0);
   rows_.clear();
   latest_.clear();
+  refusedRows_ = 0;
   showStragglers({});
   viewChosen_ = false;
   views_->setCurrentIndex(0);
@@ -467,23 +469,34 @@ bool MonitorWorkspace::exportSession(const QString& path) {
 }
 
 void MonitorWorkspace::drain() {
-  const auto records = source_->takeRecords();
+  auto records = source_->takeRecords();
   if (!records.empty()) {
-    plots_->addRecords(records);
-    heatMap_->addRecords(records);
-    QByteArray lines;
-    tableDirty_ = true;
-    for (const auto& rec : records) {
+    // A row per (rank, device), up to kMaxRows: a peer inventing ranks cannot grow the table, the
+    // plots' series or the heat map without bound.
+    std::vector<TelemetryRecord> accepted;
+    accepted.reserve(records.size());
+    for (auto& rec : records) {
+      if (latest_.size() >= kMaxRows && !latest_.count({rec.rank, rec.device})) {
+        ++refusedRows_;
+        continue;
+      }
       latest_[{rec.rank, rec.device}] = rec;
+      accepted.push_back(std::move(rec));
+    }
+    plots_->addRecords(accepted);
+    heatMap_->addRecords(accepted);
+    QByteArray lines;
+    for (const auto& rec : accepted) {
       if (metricsServer_) exporter_->onRecord(rec);
       lines += QByteArray::fromStdString(telemetryToJson(rec)) + '\n';
     }
+    tableDirty_ = true;
     if (session_ && session_->size() + lines.size() <= kMaxSessionBytes) session_->write(lines);
     else if (session_) sessionFull_ = true;
     // Past 8 series a line each is unreadable: show the heat map once, unless the user chose a view.
     if (!viewChosen_ && views_->currentIndex() == 0 && latest_.size() > kShowHeatMapAbove) views_->setCurrentIndex(1);
-    records_ += static_cast<qint64>(records.size());
-    Q_EMIT recordsArrived(static_cast<int>(records.size()));
+    records_ += static_cast<qint64>(accepted.size());
+    Q_EMIT recordsArrived(static_cast<int>(accepted.size()));
   }
   if (!sourceText_.isEmpty() && records_ > 0)
     status_->setText(tr("%1: %2 records from %3 connection(s), %4 ranks/devices; %5 unreadable lines%6")
@@ -492,7 +505,9 @@ void MonitorWorkspace::drain() {
                          .arg(source_->connections())
                          .arg(latest_.size())
                          .arg(source_->badLines())
-                         .arg(metricsNote_ + (sessionFull_ ? tr("; recording stopped at 2 GiB (Save keeps it)") : QString())));
+                         .arg(metricsNote_ + (sessionFull_ ? tr("; recording stopped at 2 GiB (Save keeps it)") : QString()) +
+                              (refusedRows_ ? tr("; %1 records of ranks beyond the table's 4096 rows ignored").arg(refusedRows_)
+                                            : QString())));
 }
 
 }  // namespace stoker

@@ -109,7 +109,8 @@ class MonitorWorkspace : public QWidget {
   qint64 records_ = 0;
   bool viewChosen_ = false;
   bool stragglers_ = false;  // the banner names some
-  bool tableDirty_ = false;  // records arrived since the table was last refreshed  // the user picked a tab: no automatic switch to the heat map
+  bool tableDirty_ = false;  // records arrived since the table was last refreshed
+  qint64 refusedRows_ = 0;   // records of (rank, device)s beyond the table's limit  // the user picked a tab: no automatic switch to the heat map
   // (rank, device) -> the row's rank item (rows move when sorted) and its latest record.
   QHash<QPair<int, QString>, QTableWidgetItem*> rows_;
   std::map<std::pair<int, std::string>, TelemetryRecord> latest_;

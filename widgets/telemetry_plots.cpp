@@ -44,6 +44,7 @@ constexpr int kMainValue[TelemetryPlots::PlotCount] = {0, 4, 7, 9};
 // Aggregate mode: one point per half second of record time, from series heard from in the last 5 s.
 constexpr double kBucketSeconds = 0.5;
 constexpr double kStaleSeconds = 5;
+constexpr qsizetype kMaxSeries = 4096;  // series kept; records of new ones beyond are not plotted
 constexpr std::size_t kBandReports = 10;
 
 // The q-quantile (0..1) of a few values, by nearest rank.
@@ -124,6 +125,7 @@ void TelemetryPlots::addRecords(const std::vector<TelemetryRecord>& records) {
     QString label = QString::fromStdString(r.device);
     if (r.worker > 0) label += QString(" #%1").arg(r.worker);
     if (labelByRank_) label = QString("rank %1 %2").arg(r.rank).arg(label);
+    if (series_.size() >= kMaxSeries && !series_.contains(label)) continue;  // a peer inventing names
     Series& s = seriesFor(label);
     s.recentRates.push_back(r.samples_per_s);
     if (s.recentRates.size() > kBandReports) s.recentRates.erase(s.recentRates.begin());

@@ -1,5 +1,6 @@
 // `stoker bench`: runs the real loader on a dataset and reports throughput;
 // `stoker monitor`: prints the telemetry loaders publish.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -286,11 +287,25 @@ struct MonitorArgs {
 // The latest record of each (host, pid, rank, device, loader): what the closing summary and the
 // straggler check read.
 using SeriesKey = std::tuple<std::string, std::int64_t, int, std::string, std::string>;
+// A series whose last record is this much older than the newest one has stopped.
+constexpr double kStaleSeconds = 10;
+// Series tracked at most for the summary: a peer inventing names cannot grow the maps past it.
+constexpr std::size_t kMaxSeries = 10000;
 
 void printMonitorSummary(const std::map<SeriesKey, TelemetryRecord>& latest, const std::map<SeriesKey, std::int64_t>& counts,
                          bool json) {
+  // Stragglers are judged on each (rank, device)'s newest series that is still reporting: a
+  // restarted process's old series, or a validation loader that ran once, must not count.
+  double newest = 0;
+  for (const auto& [key, r] : latest) newest = std::max(newest, r.time);
+  std::map<std::pair<int, std::string>, const TelemetryRecord*> current;
+  for (const auto& [key, r] : latest) {
+    if (newest - r.time > kStaleSeconds) continue;
+    const TelemetryRecord*& c = current[{r.rank, r.device}];
+    if (!c || r.time > c->time) c = &r;
+  }
   std::vector<RankTiming> timings;
-  for (const auto& [key, r] : latest) timings.push_back({r.rank, r.device, r.data_wait_ms, r.step_ms});
+  for (const auto& [key, r] : current) timings.push_back({r->rank, r->device, r->data_wait_ms, r->step_ms});
   const auto stragglers = findStragglers(timings);
   if (json) {
     nlohmann::json doc = nlohmann::json::object();
@@ -356,15 +371,17 @@ void runMonitor(const MonitorArgs& a) {
     for (const auto& r : listener.poll(100)) {
       ++records;
       const SeriesKey key{r.host, r.pid, r.rank, r.device, r.loader};
-      latest[key] = r;
-      ++counts[key];
+      if (latest.size() < kMaxSeries || latest.count(key)) {
+        latest[key] = r;
+        ++counts[key];
+      }
       if (exporter) exporter->onRecord(r);
       if (a.json) {
         std::printf("%s\n", telemetryToJson(r).c_str());
       } else {
         // Figures the publisher did not know print as "—" (the Python probe has no worker timings).
         const auto count = [](auto v) { return isKnown(v) ? std::to_string(v) : std::string("—"); };
-        const auto bytes = [](auto v) { return isKnown(v) ? humanBytes(static_cast<std::uint64_t>(v)) : std::string("—"); };
+        const auto bytes = [](auto v) { return isKnown(v) ? humanBytes(static_cast<std::uint64_t>(v)) : std::string("—"); };  // parsed values are within [0, 1e18]
         const std::string source = r.host + ":" + std::to_string(r.pid);
         const std::string step = std::to_string(r.step) + "/" + std::to_string(r.steps_total);
         std::printf("%-20.20s %4d %-7s %5lld %11s %12.0f %8s/s %8.2f %8.2f %5s %5s %-9s %s / %s%s\n", source.c_str(),

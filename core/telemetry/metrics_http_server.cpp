@@ -26,7 +26,8 @@ MetricsHttpServer::MetricsHttpServer(const std::string& address, std::function<s
   s.new_task_queue = [] { return new httplib::ThreadPool(2); };
   s.set_read_timeout(5, 0);
   s.set_write_timeout(5, 0);
-  s.set_keep_alive_max_count(100);
+  // One request per connection: an idle kept-alive client would hold one of the two threads.
+  s.set_keep_alive_max_count(1);
   s.set_payload_max_length(64 * 1024);
   // httplib's default also sets SO_REUSEPORT, which lets a second process bind the same port and
   // take half the scrapes: a port in use must be an error instead.

@@ -116,10 +116,25 @@ const std::vector<Metric>& metrics() {
 void PrometheusExporter::onRecord(const TelemetryRecord& record) {
   const double now = wallNow();
   std::lock_guard<std::mutex> lock(mutex_);
-  Series& s = series_[Key{record.host, record.rank, record.device, record.loader}];
+  Key key{record.host, record.rank, record.device, record.loader};
+  if (series_.size() >= kMaxSeries && !series_.count(key)) {
+    // Full: stale series go first; a peer inventing names cannot grow the map past the cap.
+    for (auto it = series_.begin(); it != series_.end();)
+      it = now - it->second.receivedAt > staleAfterS_ ? series_.erase(it) : std::next(it);
+    if (series_.size() >= kMaxSeries) {
+      ++refused_;
+      return;
+    }
+  }
+  Series& s = series_[key];
   s.last = record;
   s.receivedAt = now;
   ++s.records;
+}
+
+std::int64_t PrometheusExporter::refusedSeries() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return refused_;
 }
 
 std::size_t PrometheusExporter::seriesCount() const {

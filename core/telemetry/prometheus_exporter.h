@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <string>
@@ -24,6 +25,10 @@ class PrometheusExporter : public TelemetryObserver {
   // The exposition text as of `now` (seconds since the Unix epoch; 0: the clock's now).
   std::string render(double now = 0) const;
   std::size_t seriesCount() const;
+  // Series kept at most (a scrape of 10,000 ranks x 20 metrics is ~20 MB); records of new series
+  // beyond it are counted here and dropped while no series is stale.
+  static constexpr std::size_t kMaxSeries = 10000;
+  std::int64_t refusedSeries() const;
 
  private:
   using Key = std::tuple<std::string, int, std::string, std::string>;  // host, rank, device, loader
@@ -35,6 +40,7 @@ class PrometheusExporter : public TelemetryObserver {
   double staleAfterS_;
   mutable std::mutex mutex_;
   std::map<Key, Series> series_;
+  std::int64_t refused_ = 0;
 };
 
 // The media type Prometheus expects for text exposition 0.0.4.

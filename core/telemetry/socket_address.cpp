@@ -81,7 +81,7 @@ int listenOn(const SocketAddress& a) {
   if (fd < 0) throwIo(a.text(), "socket", errno);
   const int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 || listen(fd, 64) != 0) {
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 || listen(fd, SOMAXCONN) != 0) {
     const int err = errno;
     close(fd);
     throwIo(a.text(), "cannot listen", err);

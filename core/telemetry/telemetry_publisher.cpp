@@ -220,6 +220,7 @@ void TelemetryPublisher::run() {
     for (const auto& line : batch) {
       bool any = false;
       for (auto& t : targets_) {
+        if (t->kind == Target::Prometheus) continue;  // fed by onRecord(), not by lines
         if (deliver(*t, line)) any = true;
         else dropped_.fetch_add(1);
       }

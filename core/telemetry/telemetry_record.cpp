@@ -1,5 +1,7 @@
 #include "telemetry/telemetry_record.h"
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "util/error.h"
@@ -8,13 +10,26 @@
 namespace stoker {
 
 namespace {
-// Integral fields must hold an integer that fits; everything else converts as nlohmann does.
+// A name (host, device, loader...) longer than this is refused: a peer must not grow the
+// Monitor's per-series maps by megabytes a record.
+constexpr std::size_t kMaxText = 256;
+
+// Integral fields must hold an integer that fits; a figure must be a finite number >= 0 (a
+// rate of 1e300 cast to bytes is undefined behaviour); text must be short.
 template <class T>
 void readField(const nlohmann::json& v, T& out, const char* name) {
   if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
     const auto n = jsonInteger<T>(v);
     if (!n) throwBadInput("telemetry", std::string("field \"") + name + "\" is not an integer in range");
     out = *n;
+  } else if constexpr (std::is_same_v<T, double>) {
+    out = v.get<double>();
+    if (!std::isfinite(out) || out < 0 || out > 1e18)
+      throwBadInput("telemetry", std::string("field \"") + name + "\" is not a number in [0, 1e18]");
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    out = v.get<std::string>();
+    if (out.size() > kMaxText)
+      throwBadInput("telemetry", std::string("field \"") + name + "\" is longer than 256 bytes");
   } else {
     out = v.get<T>();
   }
@@ -84,13 +99,11 @@ TelemetryRecord telemetryFromJson(const std::string& line) {
       // Only the stages DESIGN.md names: a hostile peer cannot grow the map without bound.
       for (const char* stage : kTelemetryStages)
         if (present(stages, stage)) {
-          const double ms = stages[stage].get<double>();
-          if (!(ms >= 0)) throwBadInput("telemetry", std::string("stage \"") + stage + "\" is negative");
-          r.stages_ms[stage] = ms;
+          readField(stages[stage], r.stages_ms[stage], stage);
         }
     }
-    if (present(j, "source")) r.source = j["source"].get<std::string>();
-    if (present(j, "loader")) r.loader = j["loader"].get<std::string>();
+    if (present(j, "source")) readField(j["source"], r.source, "source");
+    if (present(j, "loader")) readField(j["loader"], r.loader, "loader");
   } catch (const nlohmann::json::exception& e) {
     throwBadInput("telemetry", std::string("a field has the wrong type: ") + e.what());
   }

@@ -165,19 +165,24 @@ class Watched:
         return len(self.iterable)
 
     def __iter__(self):
-        self.epoch = self._next_epoch()
         return _WatchedIterator(self, iter(self.iterable))
 
     def _next_epoch(self):
-        # DistributedSampler.set_epoch(e) is the script's own count: use it when there is one.
-        sampler_epoch = getattr(getattr(self.iterable, "sampler", None), "epoch", None)
+        """Called when an iteration yields its first batch (a peek with next(iter(loader)) that
+        is never continued still counts, an iterator that yields nothing does not)."""
+        # DistributedSampler.set_epoch(e) is the script's own count: use it when it was called.
+        sampler = getattr(self.iterable, "sampler", None)
+        sampler_epoch = getattr(sampler, "epoch", None)
         try:
             counted = _epochs.get(self.iterable, -1) + 1
             _epochs[self.iterable] = counted
         except TypeError:  # not weak-referenceable: count per Watched
-            counted = self.epoch + 1 if hasattr(self, "_iterated") else 0
-            self._iterated = True
-        return sampler_epoch if isinstance(sampler_epoch, int) else counted
+            counted = self._counted = getattr(self, "_counted", -1) + 1
+        if isinstance(sampler_epoch, int) and (sampler_epoch > 0 or counted == 0):
+            self.epoch = sampler_epoch
+        else:  # no sampler epoch, or set_epoch never called (it stays 0): count
+            self.epoch = counted
+        return self.epoch
 
     def __getattr__(self, attr):  # the wrapped loader's attributes (sampler, dataset, batch_size...)
         if attr == "iterable":  # not set yet (a half-built object): no recursion
@@ -220,7 +225,7 @@ class Watched:
                 pass
         return device, record
 
-    def _publish(self, window, now, step, batch, epoch_end):
+    def _publish(self, window, now, step, batch, epoch_end, epoch):
         span = max(now - window.start, 1e-9)
         batches = max(window.batches, 1)
         device, memory = self._device_and_memory(batch)
@@ -230,7 +235,7 @@ class Watched:
             "pid": self.pid,
             "rank": self.rank,
             "device": device,
-            "epoch": self.epoch,
+            "epoch": epoch,
             "step": step,
             "steps_total": self._steps_total(),
             "samples_per_s": window.samples / span,
@@ -272,6 +277,7 @@ class _WatchedIterator:
         self.window = _Window(now)
         self.epoch_total = _Window(now)  # the epoch-end record summarises the whole epoch
         self.finished = False
+        self.epoch = None  # known at the first batch
 
     def __iter__(self):
         return self
@@ -298,9 +304,12 @@ class _WatchedIterator:
         except StopIteration:
             if not self.finished:
                 self.finished = True
-                self.watched._publish(total, time.perf_counter(), self.step, self.last_batch, True)
+                epoch = self.epoch if self.epoch is not None else self.watched.epoch
+                self.watched._publish(total, time.perf_counter(), self.step, self.last_batch, True, epoch)
             raise
         end = time.perf_counter()
+        if self.epoch is None:
+            self.epoch = self.watched._next_epoch()
         wait = end - start
         samples = _batch_samples(batch)
         b = _batch_bytes(batch)
@@ -315,7 +324,7 @@ class _WatchedIterator:
         self.step += 1
         self.last_batch = batch
         if end - w.start >= self.watched.interval:
-            self.watched._publish(w, end, self.step, batch, False)
+            self.watched._publish(w, end, self.step, batch, False, self.epoch)
             self.window = _Window(end)
         self.handed = time.perf_counter()
         return batch

@@ -8,10 +8,11 @@ nothing to patch and the script runs as it is.
 
 import os
 import sys
-import weakref
 
 _state = {"publish": None, "interval_ms": 500}
-_watched = weakref.WeakKeyDictionary()  # DataLoader -> its Watched (one epoch count per loader)
+# Each loader keeps its Watched as an attribute (one epoch count per loader). A dictionary from
+# loader to Watched would keep every loader alive: the Watched refers to its loader.
+_ATTR = "_stoker_probe_watched"
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -34,12 +35,11 @@ def _patch_dataloader(module):
 
     def __iter__(self):
         it = original(self)
-        w = _watched.get(self)
+        w = self.__dict__.get(_ATTR)
         if w is None:
             w = Watched(self, publisher=publisher_for(_state["publish"]), name=_call_site(),
                         interval_ms=_state["interval_ms"])
-            _watched[self] = w
-        w.epoch = w._next_epoch()
+            self.__dict__[_ATTR] = w  # not setattr: DataLoader guards some attributes after init
         from . import _WatchedIterator
         return _WatchedIterator(w, it)
 

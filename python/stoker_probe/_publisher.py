@@ -128,8 +128,10 @@ class _ConnectTarget:
             self.peer = _Peer(sock)
             self.connected = False
         if not self.connected:
-            _, writable, _ = select.select([], [self.peer.sock], [], 0)
-            if not writable:
+            # poll, not select: select() fails on descriptors >= 1024, common in data-heavy processes.
+            p = select.poll()
+            p.register(self.peer.sock, select.POLLOUT)
+            if not p.poll(0):
                 return False  # still connecting: drop, do not wait
             if self.peer.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) != 0:
                 self.peer.close()
@@ -244,7 +246,8 @@ class Publisher:
             self._quit = True
             self._cond.notify()
         self._thread.join(timeout)
-        self.target.close()
+        if not self._thread.is_alive():  # else it may still write to the target: leave it open
+            self.target.close()
 
     def _run(self):
         while True:
@@ -259,8 +262,12 @@ class Publisher:
                 self._queue.clear()
                 self._busy = bool(batch)
             for record in batch:
-                data = (json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n").encode()
-                if self.target.deliver(data):
+                try:
+                    data = (json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n").encode()
+                    taken = self.target.deliver(data)
+                except Exception:  # noqa: BLE001 - whatever went wrong, this thread must live on
+                    taken = False
+                if taken:
                     self.sent += 1
                 else:
                     self._dropped_send += 1

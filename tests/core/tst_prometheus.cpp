@@ -116,6 +116,26 @@ class TestPrometheus : public QObject {
     QCOMPARE(e.seriesCount(), std::size_t(2));
   }
 
+  // A peer inventing host names cannot grow the exporter past its cap; stale series make room.
+  void seriesAreCapped() {
+    PrometheusExporter e(60);
+    for (std::size_t i = 0; i < PrometheusExporter::kMaxSeries + 50; ++i) {
+      TelemetryRecord r = record(0, 1, 9);
+      r.host = "made-up-" + std::to_string(i);
+      e.onRecord(r);
+    }
+    QCOMPARE(e.seriesCount(), PrometheusExporter::kMaxSeries);
+    QCOMPARE(e.refusedSeries(), std::int64_t(50));
+    PrometheusExporter stale(-1);  // everything is stale at once: old series give way to new ones
+    for (std::size_t i = 0; i < PrometheusExporter::kMaxSeries + 50; ++i) {
+      TelemetryRecord r = record(0, 1, 9);
+      r.host = "made-up-" + std::to_string(i);
+      stale.onRecord(r);
+    }
+    QVERIFY(stale.seriesCount() < PrometheusExporter::kMaxSeries);
+    QCOMPARE(stale.refusedSeries(), std::int64_t(0));
+  }
+
   void promtoolRejectsWhatItShould() {
     if (!promtoolAvailable()) QSKIP("prometheus (promtool) is not installed (the set-up installs it)");
     // The check is not a rubber stamp: a broken exposition fails it.

@@ -194,6 +194,21 @@ class TestTelemetry : public QObject {
     const auto again = nlohmann::json::parse(telemetryToJson(r));
     for (const char* knowable : {"bytes_per_s", "ready", "mem_total", "stages_ms", "source", "world_size", "dropped"})
       QVERIFY2(!again.contains(knowable), knowable);
+    // A hostile peer cannot send huge names (the Monitor keeps a series per name) nor figures
+    // that are negative, beyond 1e18 (casting 1e300 to bytes is undefined behaviour) or absurd.
+    for (const auto& [field, value] : std::vector<std::pair<const char*, nlohmann::json>>{
+             {"host", std::string(300, 'h')}, {"loader", std::string(257, 'l')}, {"samples_per_s", 1e300},
+             {"bytes_per_s", -5.0}, {"data_wait_ms", -0.5}, {"time", 1e19}}) {
+      nlohmann::json j = full;
+      j[field] = value;
+      try {
+        telemetryFromJson(j.dump());
+        QFAIL(field);
+      } catch (const Error& e) {
+        QCOMPARE(e.kind(), ErrorKind::BadInput);
+        QVERIFY2(std::string(e.what()).find(field) != std::string::npos, e.what());
+      }
+    }
     // -1 is this struct's "unknown": a publisher cannot send it as a measured value.
     for (const char* count : {"ready", "mem_total", "dropped", "world_size"}) {
       nlohmann::json j = full;
