@@ -42,9 +42,6 @@ const char* kHeaders[Columns] = {"rank",    "device", "verdict", "straggler", "w
                                  "bytes/s", "data wait ms", "step ms", "stages ms", "epoch", "step",
                                  "source",  "loader", "mode",    "host",      "pid"};
 
-// A series whose last report is this much older than the newest one has stopped: it is no
-// straggler, whatever its last figures said.
-constexpr double kStaleSeconds = 10;
 constexpr int kTableRefreshMs = 250;  // the table and banner: 4 updates a second are plenty
 constexpr int kShowHeatMapAbove = 8;  // series: per-rank lines stop being readable
 constexpr std::size_t kMaxRows = 4096;  // (rank, device) rows of the table
@@ -382,12 +379,9 @@ void MonitorWorkspace::updateRow(const TelemetryRecord& rec) {
 }
 
 void MonitorWorkspace::updateStragglers() {
-  double newest = 0;
-  for (const auto& [key, rec] : latest_) newest = std::max(newest, rec.time);
-  std::vector<RankTiming> timings;
-  for (const auto& [key, rec] : latest_)
-    if (newest - rec.time <= kStaleSeconds) timings.push_back({rec.rank, rec.device, rec.data_wait_ms, rec.step_ms});
-  const auto stragglers = findStragglers(timings);
+  std::vector<const TelemetryRecord*> series;
+  for (const auto& [key, rec] : latest_) series.push_back(&rec);
+  const auto stragglers = findStragglers(liveRankTimings(series));
   QHash<QPair<int, QString>, QString> marks;
   QStringList lines;
   for (const auto& s : stragglers) {

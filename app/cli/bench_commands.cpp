@@ -287,26 +287,14 @@ struct MonitorArgs {
 // The latest record of each (host, pid, rank, device, loader): what the closing summary and the
 // straggler check read.
 using SeriesKey = std::tuple<std::string, std::int64_t, int, std::string, std::string>;
-// A series whose last record is this much older than the newest one has stopped.
-constexpr double kStaleSeconds = 10;
 // Series tracked at most for the summary: a peer inventing names cannot grow the maps past it.
 constexpr std::size_t kMaxSeries = 10000;
 
 void printMonitorSummary(const std::map<SeriesKey, TelemetryRecord>& latest, const std::map<SeriesKey, std::int64_t>& counts,
                          bool json) {
-  // Stragglers are judged on each (rank, device)'s newest series that is still reporting: a
-  // restarted process's old series, or a validation loader that ran once, must not count.
-  double newest = 0;
-  for (const auto& [key, r] : latest) newest = std::max(newest, r.time);
-  std::map<std::pair<int, std::string>, const TelemetryRecord*> current;
-  for (const auto& [key, r] : latest) {
-    if (newest - r.time > kStaleSeconds) continue;
-    const TelemetryRecord*& c = current[{r.rank, r.device}];
-    if (!c || r.time > c->time) c = &r;
-  }
-  std::vector<RankTiming> timings;
-  for (const auto& [key, r] : current) timings.push_back({r->rank, r->device, r->data_wait_ms, r->step_ms});
-  const auto stragglers = findStragglers(timings);
+  std::vector<const TelemetryRecord*> series;
+  for (const auto& [key, r] : latest) series.push_back(&r);
+  const auto stragglers = findStragglers(liveRankTimings(series));
   if (json) {
     nlohmann::json doc = nlohmann::json::object();
     nlohmann::json ranks = nlohmann::json::array();

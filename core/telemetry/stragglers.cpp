@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 #include "telemetry/input_bound.h"
 
@@ -63,6 +64,20 @@ std::vector<Straggler> findStragglers(const std::vector<RankTiming>& ranks) {
   };
   check("data wait", &RankTiming::data_wait_ms);
   check("step", &RankTiming::step_ms);
+  return out;
+}
+
+std::vector<RankTiming> liveRankTimings(const std::vector<const TelemetryRecord*>& latest, double staleSeconds) {
+  double newest = 0;
+  for (const TelemetryRecord* r : latest) newest = std::max(newest, r->time);
+  std::map<std::pair<int, std::string>, const TelemetryRecord*> current;
+  for (const TelemetryRecord* r : latest) {
+    if (newest - r->time > staleSeconds) continue;
+    const TelemetryRecord*& c = current[{r->rank, r->device}];
+    if (!c || r->time > c->time) c = r;
+  }
+  std::vector<RankTiming> out;
+  for (const auto& [key, r] : current) out.push_back({r->rank, r->device, r->data_wait_ms, r->step_ms});
   return out;
 }
 

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "telemetry/telemetry_record.h"
+
 namespace stoker {
 
 struct RankTiming {
@@ -31,6 +33,10 @@ struct Straggler {
 };
 
 std::vector<Straggler> findStragglers(const std::vector<RankTiming>& ranks);
+// What findStragglers judges in a live job: each (rank, device)'s newest record, leaving out those
+// more than `staleSeconds` older than the newest of all -- a stopped or restarted process's old
+// series, or a loader that ran once, is no straggler.
+std::vector<RankTiming> liveRankTimings(const std::vector<const TelemetryRecord*>& latest, double staleSeconds = 10);
 // "rank 3 (cuda:0): data wait 52.1 ms vs 0.3 ms typical of the others".
 std::string describeStraggler(const Straggler& s);
 

@@ -303,6 +303,24 @@ class TestTelemetry : public QObject {
     QVERIFY(findStragglers(ranks({{50, 1}})).empty());
   }
 
+  // A live job's timings: each (rank, device)'s newest record; a series silent for more than
+  // 10 s before the newest (a stopped process, a loader that ran once) is left out.
+  void liveTimingsSkipStaleSeries() {
+    TelemetryRecord old = sample(0, 1), fresh = sample(0, 2), other = sample(1, 1), gone = sample(2, 1);
+    old.time = 100;
+    old.data_wait_ms = 50;
+    fresh.time = 130;
+    fresh.data_wait_ms = 0.5;
+    other.time = 125;
+    gone.time = 119;
+    const auto t = liveRankTimings({&old, &fresh, &other, &gone});
+    QCOMPARE(t.size(), std::size_t(2));
+    QCOMPARE(t[0].rank, 0);
+    QCOMPARE(t[0].data_wait_ms, 0.5);
+    QCOMPARE(t[1].rank, 1);
+    QVERIFY(liveRankTimings({}).empty());
+  }
+
   // The Monitor's CSV export: every field, an unknown figure as an empty cell, text quoted.
   void csvRows() {
     const std::string header = telemetryCsvHeader();
