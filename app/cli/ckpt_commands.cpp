@@ -7,6 +7,7 @@
 #include "ckpt/convert.h"
 #include "ckpt/inspect.h"
 #include "ckpt/reshard_plan.h"
+#include "ckpt/select.h"
 #include "ckpt/verify.h"
 #include "cli_output.h"
 #include "cli_progress.h"
@@ -52,6 +53,7 @@ void addInspect(CLI::App& ckpt, int& exitCode) {
 void addConvert(CLI::App& ckpt, int& exitCode) {
   struct Args {
     std::string src, dst, to, dtype = "keep", budget = "256MiB";
+    std::vector<std::string> includes, excludes;
     int jobs = std::max(2u, std::thread::hardware_concurrency()), rank = 0, worldSize = 1;
     bool dryRun = false, resume = false, force = false, json = false;
   };
@@ -60,6 +62,8 @@ void addConvert(CLI::App& ckpt, int& exitCode) {
   cmd->add_option("SRC", args->src, "source checkpoint")->required();
   cmd->add_option("DST", args->dst, "destination directory")->required();
   cmd->add_option("--to", args->to, "ranks:M | hf | hf:SIZE | single | pt")->required();
+  cmd->add_option("--include", args->includes, "keep only tensors whose name matches this glob (repeatable), e.g. 'model.*'");
+  cmd->add_option("--exclude", args->excludes, "leave out tensors whose name matches this glob (repeatable), e.g. 'optim.*'");
   cmd->add_option("--dtype", args->dtype, "keep | f32 | f16 | bf16 (floating tensors only)");
   cmd->add_option("--memory-budget", args->budget, "memory for buffers, e.g. 256MiB (default)");
   cmd->add_option("--jobs", args->jobs, "output files written in parallel (default: the number of cores, at least 2)");
@@ -81,6 +85,7 @@ void addConvert(CLI::App& ckpt, int& exitCode) {
     rankFromEnvironment(options.rank, options.worldSize, rankOpt->count() > 0, worldOpt->count() > 0);
 
     CheckpointInfo info = inspectCheckpoint(args->src);
+    selectTensors(info, args->includes, args->excludes);
     requireConsistent(info);
     ReshardPlan plan = planReshard(info, target);
     if (args->dryRun) {
@@ -97,6 +102,13 @@ void addConvert(CLI::App& ckpt, int& exitCode) {
     TerminalProgress progress("converting");
     options.progress = &progress;
     options.cancel = &cancel;
+    if (!info.nonTensorItems.empty()) {
+      std::string names;
+      for (std::size_t i = 0; i < info.nonTensorItems.size() && i < 8; ++i) names += (i ? ", " : "") + info.nonTensorItems[i].name;
+      if (info.nonTensorItems.size() > 8) names += ", ...";
+      progress.note("note: " + std::to_string(info.nonTensorItems.size()) + " non-tensor item(s) are left out (" + names +
+                    "): " + targetName(target) + " holds tensors only");
+    }
     ConvertReport report = convertCheckpoint(info, plan, args->dst, options);
     for (const auto& [tensor, o] : report.f16Overflows)
       progress.note("warning: " + tensor + ": " + std::to_string(o.count) + " value(s) exceed the F16 range (max |x| = " +

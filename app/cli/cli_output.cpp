@@ -20,6 +20,12 @@ nlohmann::json checkpointJson(const CheckpointInfo& info) {
       j["shard_dim"] = t.shardDim ? nlohmann::json(*t.shardDim) : nlohmann::json(nullptr);
       j["shard_sizes"] = t.shardSizes;
     }
+    if (info.format == CheckpointFormat::Dcp) {  // DCP's chunks: the boxes each item holds
+      nlohmann::json chunks = nlohmann::json::array();
+      for (const auto& p : t.pieces)
+        chunks.push_back({{"offsets", p.start}, {"sizes", p.shape}, {"file", info.files[p.file]}});
+      j["chunks"] = std::move(chunks);
+    }
     tensors.push_back(std::move(j));
   }
   nlohmann::json doc;
@@ -30,6 +36,9 @@ nlohmann::json checkpointJson(const CheckpointInfo& info) {
   doc["total_bytes"] = info.totalBytes();
   doc["files"] = info.files;
   doc["problems"] = info.problems;
+  nlohmann::json items = nlohmann::json::array();
+  for (const auto& i : info.nonTensorItems) items.push_back({{"name", i.name}, {"bytes", i.bytes}});
+  doc["non_tensor_items"] = std::move(items);
   return doc;
 }
 
@@ -49,6 +58,19 @@ void printCheckpointTable(const CheckpointInfo& info) {
                 std::string(dtypeName(t.dtype)).c_str(), shapeText(t.shape).c_str(),
                 humanBytes(t.nbytes).c_str());
   for (const auto& [k, v] : info.metadata) std::printf("metadata %s = %s\n", k.c_str(), v.c_str());
+  for (const auto& i : info.nonTensorItems)
+    std::printf("non-tensor item %s (%s; tensor-only targets leave it out)\n", i.name.c_str(), humanBytes(i.bytes).c_str());
+  if (info.format == CheckpointFormat::Dcp) {
+    bool header = false;
+    for (const auto& t : info.tensors) {
+      if (t.pieces.size() < 2) continue;
+      if (!header) std::printf("chunks:\n");
+      header = true;
+      std::string boxes;
+      for (const auto& p : t.pieces) boxes += (boxes.empty() ? "" : " ") + shapeText(p.start) + "+" + shapeText(p.shape);
+      std::printf("  %s: %zu chunks %s\n", t.name.c_str(), t.pieces.size(), boxes.c_str());
+    }
+  }
   if (info.worldSize) {
     std::printf("split across %d ranks:\n", *info.worldSize);
     for (const auto& t : info.tensors) {

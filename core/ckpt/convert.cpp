@@ -117,12 +117,12 @@ void validateConvertOptions(const CheckpointInfo& source, const ReshardPlan& pla
         if (t.nbytes > whole) whole = t.nbytes, wholeName = t.name;
   for (const auto& t : source.tensors)
     for (const auto& p : t.pieces)
-      if (p.loadFromPt && t.nbytes > whole) whole = t.nbytes, wholeName = t.name;
+      if (p.loadsWhole() && t.nbytes > whole) whole = t.nbytes, wholeName = t.name;
   if (whole + kMinJobBytes > o.memoryBudget)
     throwBadInput("--memory-budget " + mib(o.memoryBudget),
                   "is too small: tensor \"" + wholeName + "\" must be held whole in memory (" + mib(whole) +
                       (plan.target.kind == TargetKind::Pt ? ", a .pt record is written in one piece" :
-                                                            ", it is a strided view in the .pt source") +
+                                                            ", it is stored strided in the source") +
                       "); raise it to at least " + mib(whole + kMinJobBytes) +
                       (plan.target.kind == TargetKind::Pt ? " or convert --to single" : ""));
 }

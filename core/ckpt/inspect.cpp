@@ -31,6 +31,7 @@ std::string formatName(CheckpointFormat f) {
     case CheckpointFormat::Pt: return "pt";
     case CheckpointFormat::Ranks: return "ranks";
     case CheckpointFormat::Hf: return "hf";
+    case CheckpointFormat::Dcp: return "dcp";
   }
   return "unknown";
 }
@@ -108,6 +109,7 @@ void readPtFile(const std::string& path, CheckpointInfo& info) {
 void readDirectory(const std::string& dir, CheckpointInfo& info) {
   const fs::path d(dir);
   if (fileExists(d / "metadata.json")) return readRanksDirectory(dir, info);
+  if (fileExists(d / ".metadata")) return readDcpDirectory(dir, info);
   if (fileExists(d / "model.safetensors.index.json"))
     return readHfIndex((d / "model.safetensors.index.json").string(), info);
   std::vector<fs::path> indexes;
@@ -127,8 +129,13 @@ void readDirectory(const std::string& dir, CheckpointInfo& info) {
     readPtFile((d / "model.pt").string(), info);
     return;
   }
+  bool distcp = false;
+  for (const auto& entry : fs::directory_iterator(d, ec))
+    distcp = distcp || entry.path().extension() == ".distcp";
+  if (distcp) throwBadInput(dir, "holds .distcp files but no .metadata: an incomplete DCP checkpoint "
+                                 "(DCP writes .metadata last, after every rank finished)");
   throwBadInput(dir, "is not a checkpoint directory: expected metadata.json (ranks layout), "
-                     "model.safetensors.index.json (HF shards), model.safetensors or model.pt");
+                     ".metadata (PyTorch DCP), model.safetensors.index.json (HF shards), model.safetensors or model.pt");
 }
 
 }  // namespace
@@ -151,6 +158,10 @@ CheckpointInfo inspectCheckpoint(const std::string& path) {
   }
   if (name == "metadata.json") {
     readRanksDirectory(fs::path(path).parent_path().string(), info);
+    return info;
+  }
+  if (name == ".metadata") {
+    readDcpDirectory(fs::path(path).parent_path().string(), info);
     return info;
   }
   const std::string ext = fs::path(path).extension().string();

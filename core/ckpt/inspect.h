@@ -3,7 +3,8 @@
 // consistency problem found -- without reading tensor data.
 // Formats: one .safetensors file, a PyTorch .pt state dict, a ranks directory
 // (metadata.json + rank_<r>.safetensors, the ferrotorch schema) and an HF
-// sharded directory (model.safetensors.index.json + model-0000i-of-0000n).
+// sharded directory (model.safetensors.index.json + model-0000i-of-0000n) and a
+// PyTorch Distributed Checkpoint directory (.metadata + __<rank>_<n>.distcp).
 #pragma once
 
 #include <cstdint>
@@ -19,7 +20,7 @@ namespace stoker {
 
 class PtFile;
 
-enum class CheckpointFormat { Safetensors, Pt, Ranks, Hf };
+enum class CheckpointFormat { Safetensors, Pt, Ranks, Hf, Dcp };
 
 // One stored block of a logical tensor: a row-major box of it, held
 // contiguously in one file.
@@ -32,6 +33,16 @@ struct TensorPiece {
   // place; it is loaded (gathered) by name instead.
   bool loadFromPt = false;
   std::size_t ptIndex = 0;           // into PtFile::tensors()
+  // A DCP item that torch.save kept strided (a transposed parameter): its storage record is
+  // read whole from the piece's file and gathered into row-major order.
+  struct Strided {
+    std::uint64_t storageAt = 0;      // file offset of the storage record
+    std::uint64_t storageBytes = 0;
+    std::int64_t elementOffset = 0;
+    std::vector<std::int64_t> stride;
+  };
+  std::shared_ptr<const Strided> strided;
+  bool loadsWhole() const { return loadFromPt || strided; }
 };
 
 struct LogicalTensor {
@@ -52,6 +63,12 @@ struct CheckpointInfo {
   std::vector<LogicalTensor> tensors;   // name order (.pt: the state dict's order)
   std::map<std::string, std::string> metadata;
   std::vector<std::string> problems;    // contradictions between metadata and files
+  // What a tensor-only target leaves out: DCP's non-tensor items (step counters, RNG states).
+  struct Item {
+    std::string name;
+    std::uint64_t bytes = 0;
+  };
+  std::vector<Item> nonTensorItems;
   std::shared_ptr<PtFile> pt;           // .pt sources: the opened archive
 
   std::uint64_t totalBytes() const;

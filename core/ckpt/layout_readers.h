@@ -10,6 +10,8 @@ namespace stoker {
 
 // metadata.json + rank_<r>.safetensors (ferrotorch schema).
 void readRanksDirectory(const std::string& dir, CheckpointInfo& info);
+// .metadata + the .distcp files it names (PyTorch Distributed Checkpoint).
+void readDcpDirectory(const std::string& dir, CheckpointInfo& info);
 // model.safetensors.index.json + the shard files it names.
 void readHfIndex(const std::string& indexPath, CheckpointInfo& info);
 

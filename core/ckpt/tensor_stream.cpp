@@ -76,16 +76,47 @@ void TensorStreamer::check() {
 }
 
 const std::uint8_t* TensorStreamer::loadedPiece(const TensorPiece& piece) {
-  if (loadedIndex_ != piece.ptIndex) {
+  if (loadedPiece_ != &piece) {
     loaded_ = HostTensor{};
-    loaded_ = files_.info().pt->load(files_.info().pt->tensors()[piece.ptIndex]);
-    loadedIndex_ = piece.ptIndex;
+    loadedPiece_ = nullptr;
+    if (piece.strided)
+      gatherStrided(piece);
+    else
+      loaded_ = files_.info().pt->load(files_.info().pt->tensors()[piece.ptIndex]);
+    loadedPiece_ = &piece;
   }
   return loaded_.data;
 }
 
+// A strided DCP item: its storage record read whole, its elements gathered in row-major order.
+void TensorStreamer::gatherStrided(const TensorPiece& piece) {
+  const auto& s = *piece.strided;
+  const std::size_t elem = dtypeBits(sourceDtype_) / 8;
+  auto storage = std::make_shared<std::vector<std::uint8_t>>(static_cast<std::size_t>(s.storageBytes));
+  preadAll(files_.fd(piece.file), storage->data(), s.storageBytes, s.storageAt, files_.info().files[piece.file]);
+  std::uint64_t count = 1;
+  for (auto d : piece.shape) count *= static_cast<std::uint64_t>(d);
+  auto out = std::make_shared<std::vector<std::uint8_t>>(static_cast<std::size_t>(count * elem));
+  std::vector<std::int64_t> index(piece.shape.size(), 0);
+  for (std::uint64_t i = 0; i < count; ++i) {
+    std::int64_t at = s.elementOffset;
+    for (std::size_t d = 0; d < index.size(); ++d) at += index[d] * s.stride[d];
+    std::memcpy(out->data() + i * elem, storage->data() + static_cast<std::size_t>(at) * elem, elem);
+    for (std::size_t d = index.size(); d-- > 0;) {  // odometer over the piece's shape
+      if (++index[d] < piece.shape[d]) break;
+      index[d] = 0;
+    }
+    if ((i & 0xfffff) == 0xfffff) check();
+  }
+  loaded_.dtype = sourceDtype_;
+  loaded_.shape = piece.shape;
+  loaded_.data = out->data();
+  loaded_.nbytes = out->size();
+  loaded_.owner = out;
+}
+
 void TensorStreamer::readRun(const CopyRun& run, std::uint8_t* dst) {
-  if (run.piece->loadFromPt) {
+  if (run.piece->loadsWhole()) {
     std::memcpy(dst, loadedPiece(*run.piece) + run.pieceOffset, run.length);
     return;
   }
@@ -126,7 +157,7 @@ void TensorStreamer::flushSmall(ByteSink& sink) {
 
 // Keep-dtype path: big runs go file to file, small ones are batched.
 void TensorStreamer::emit(const CopyRun& run, ByteSink& sink) {
-  if (run.piece->loadFromPt) {
+  if (run.piece->loadsWhole()) {
     flushSmall(sink);
     const std::uint8_t* data = loadedPiece(*run.piece) + run.pieceOffset;
     for (std::uint64_t done = 0; done < run.length;) {
@@ -203,9 +234,9 @@ void TensorStreamer::stream(const PlannedTensor& t, ByteSink& sink, F16Overflow*
     flushConvert(t, sink, overflow);
   else
     flushSmall(sink);
-  if (loadedIndex_ != SIZE_MAX) {  // a loaded .pt view is not needed by the next tensor
+  if (loadedPiece_) {  // a loaded view is not needed by the next tensor
     loaded_ = HostTensor{};
-    loadedIndex_ = SIZE_MAX;
+    loadedPiece_ = nullptr;
   }
 }
 

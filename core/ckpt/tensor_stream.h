@@ -48,8 +48,9 @@ class ByteSink {
   std::vector<std::uint8_t> scratch_;
 };
 
-// Reads pieces in place with pread; .pt views that are not contiguous in their
-// storage are loaded whole once and served from memory. One per thread.
+// Reads pieces in place with pread; .pt views and DCP items that are not
+// contiguous in their storage are loaded whole once and served from memory.
+// One per thread.
 class TensorStreamer {
  public:
   TensorStreamer(SourceFiles& files, std::size_t bufferBytes, const CancelToken* cancel, ProgressMeter* meter);
@@ -62,6 +63,7 @@ class TensorStreamer {
   void flushSmall(ByteSink& sink);
   void flushConvert(const PlannedTensor& t, ByteSink& sink, F16Overflow* overflow);
   const std::uint8_t* loadedPiece(const TensorPiece& piece);
+  void gatherStrided(const TensorPiece& piece);
   void readRun(const CopyRun& run, std::uint8_t* dst);
   void check();
 
@@ -73,7 +75,7 @@ class TensorStreamer {
   std::vector<std::uint8_t> buffer_, converted_;
   std::size_t used_ = 0;
   Dtype sourceDtype_ = Dtype::U8;
-  std::size_t loadedIndex_ = SIZE_MAX;
+  const TensorPiece* loadedPiece_ = nullptr;
   HostTensor loaded_;
   // Read-ahead windows per source piece: a tensor split along a later dim is
   // many short strided runs; reading each piece in large windows turns them

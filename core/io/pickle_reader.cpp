@@ -18,8 +18,46 @@ const std::map<std::string, Dtype>& storageClasses() {
       {"BFloat16Storage", Dtype::BF16}, {"LongStorage", Dtype::I64}, {"IntStorage", Dtype::I32},
       {"ShortStorage", Dtype::I16},   {"CharStorage", Dtype::I8},    {"ByteStorage", Dtype::U8},
       {"BoolStorage", Dtype::BOOL},   {"ComplexFloatStorage", Dtype::C64},
+      // torch >= 2.3 names storages of the dtypes 1.13 lacks; their bytes are read like safetensors'.
+      {"UInt16Storage", Dtype::U16},  {"UInt32Storage", Dtype::U32},  {"UInt64Storage", Dtype::U64},
+      {"Float8_e5m2Storage", Dtype::F8_E5M2}, {"Float8_e4m3fnStorage", Dtype::F8_E4M3},
+      {"Float8_e8m0fnuStorage", Dtype::F8_E8M0},
   };
   return k;
+}
+
+const std::map<std::string, Dtype>& torchDtypes() {
+  static const std::map<std::string, Dtype> k = {
+      {"float32", Dtype::F32}, {"float64", Dtype::F64}, {"float16", Dtype::F16}, {"bfloat16", Dtype::BF16},
+      {"int64", Dtype::I64},   {"int32", Dtype::I32},   {"int16", Dtype::I16},   {"int8", Dtype::I8},
+      {"uint8", Dtype::U8},    {"bool", Dtype::BOOL},   {"complex64", Dtype::C64},
+      {"uint16", Dtype::U16},  {"uint32", Dtype::U32},  {"uint64", Dtype::U64},
+      {"float8_e5m2", Dtype::F8_E5M2}, {"float8_e4m3fn", Dtype::F8_E4M3}, {"float8_e8m0fnu", Dtype::F8_E8M0},
+  };
+  return k;
+}
+
+// DCP's metadata classes and the modules torch 1.13 and 2.x keep them in (matched by name and
+// module; anything else is refused).
+bool isDcpClass(const std::string& module, const std::string& name) {
+  static const char* kMetadataModules[] = {
+      "torch.distributed._shard.checkpoint.metadata", "torch.distributed.checkpoint.metadata"};
+  static const char* kMetadataNames[] = {"Metadata", "TensorStorageMetadata", "ChunkStorageMetadata",
+                                         "BytesStorageMetadata", "MetadataIndex", "StorageMeta",
+                                         "TensorProperties"};
+  static const char* kFilesystemModules[] = {
+      "torch.distributed._shard.checkpoint.filesystem", "torch.distributed.checkpoint.filesystem"};
+  for (const char* m : kMetadataModules)
+    for (const char* n : kMetadataNames)
+      if (module == m && name == n) return true;
+  for (const char* m : kFilesystemModules)
+    if (module == m && name == "_StorageInfo") return true;
+  return module == "torch.distributed._shard.sharded_tensor.metadata" && name == "TensorProperties";
+}
+
+bool isMemoryFormatEnum(const std::string& full) {
+  return full == "torch.distributed._shard.sharded_tensor.metadata.MEM_FORMAT_ENCODING" ||
+         full == "torch.distributed.checkpoint.metadata._MEM_FORMAT_ENCODING";
 }
 
 PyRef make(Kind k) {
@@ -37,8 +75,8 @@ constexpr std::uint64_t kMaxExpanded = 1u << 22;
 
 class Unpickler {
  public:
-  Unpickler(const std::uint8_t* data, std::size_t n, const std::string& subject)
-      : p_(data), n_(n), subject_(subject) {}
+  Unpickler(const std::uint8_t* data, std::size_t n, const std::string& subject, PickleProfile profile)
+      : p_(data), n_(n), subject_(subject), profile_(profile) {}
   Unpickler(const Unpickler&) = delete;
   Unpickler& operator=(const Unpickler&) = delete;
   ~Unpickler() {
@@ -114,8 +152,8 @@ class Unpickler {
           break;
         }
         case 'R': { auto args = pop(); auto fn = pop(); push(reduce(fn, args)); break; }
-        case 0x81: fail("NEWOBJ creates arbitrary objects; not allowed in a state dict");
-        case 'b': pop(); need(1); break;             // BUILD: object state (e.g. OrderedDict._metadata) is not needed
+        case 0x81: { auto args = pop(); auto cls = pop(); push(newObject(cls, args)); break; }
+        case 'b': { auto state = pop(); need(1); build(stack_.back(), state); break; }
         case 'Q': { auto pid = pop(); push(persistent(pid)); break; }
         default: {
           char hex[8];
@@ -127,7 +165,32 @@ class Unpickler {
   }
 
  private:
-  [[noreturn]] void fail(const std::string& why) { throwBadInput(subject_, "data.pkl: " + why); }
+  [[noreturn]] void fail(const std::string& why) {
+    throwBadInput(subject_, (profile_ == PickleProfile::StateDict ? "data.pkl: " : "") + why);
+  }
+  bool dcp() const { return profile_ == PickleProfile::DcpMetadata; }
+
+  // NEWOBJ: only DCP's dataclasses, with no arguments (dataclasses pickle their fields as state).
+  PyRef newObject(const PyRef& cls, const PyRef& args) {
+    if (!dcp()) fail("NEWOBJ creates arbitrary objects; not allowed in a state dict");
+    if (cls->kind != Kind::Global || !isDcpClass(cls->text.substr(0, cls->text.rfind('.')),
+                                                 cls->text.substr(cls->text.rfind('.') + 1)))
+      fail("NEWOBJ of " + (cls->kind == Kind::Global ? cls->text : std::string("a non-class")) +
+           ", which is not one of DCP's metadata classes");
+    if (args->kind != Kind::Tuple || !args->items.empty()) fail("NEWOBJ of " + cls->text + " with arguments");
+    auto v = container(Kind::Object);
+    v->text = cls->text;
+    return v;
+  }
+  // BUILD: a DCP object's state (its __dict__, or TensorProperties' 5-tuple) is kept; other
+  // state (OrderedDict._metadata in a state dict) is not needed.
+  void build(const PyRef& target, const PyRef& state) {
+    if (target->kind != Kind::Object) return;
+    if (!target->dict.empty() || !target->items.empty()) fail("BUILD of " + target->text + " twice");
+    if (state->kind == Kind::Dict) target->dict = state->dict;
+    else if (state->kind == Kind::Tuple) target->items = state->items;
+    else if (state->kind != Kind::None) fail("BUILD of " + target->text + " with a state that is neither a dict nor a tuple");
+  }
 
   const std::uint8_t* bytes(std::size_t k) {
     if (k > n_ - pos_) fail("truncated pickle");
@@ -273,12 +336,22 @@ class Unpickler {
         "collections.OrderedDict", "torch._utils._rebuild_tensor_v2",
         "torch._utils._rebuild_parameter", "torch._utils._rebuild_parameter_with_state",
     };
+    static const char* kDcpAllowed[] = {
+        "torch.Size", "torch.serialization._get_layout", "builtins.getattr",
+        "pathlib.PosixPath", "pathlib.PurePosixPath", "pathlib.Path",
+    };
     std::string full = module + "." + name;
     bool ok = module == "torch" && storageClasses().count(name);
     for (const char* a : kAllowed) ok = ok || full == a;
+    if (dcp()) {
+      for (const char* a : kDcpAllowed) ok = ok || full == a;
+      ok = ok || (module == "torch" && torchDtypes().count(name)) || isDcpClass(module, name) ||
+           isMemoryFormatEnum(full);
+    }
     if (!ok)
-      fail("refuses to call " + full +
-           " (only state dicts of tensors are read, as torch.load(weights_only=True) does)");
+      fail(dcp() ? "refuses " + full + " (a DCP .metadata holds only DCP's metadata classes, torch.Size and dtypes)"
+                 : "refuses to call " + full +
+                       " (only state dicts of tensors are read, as torch.load(weights_only=True) does)");
     auto v = make(Kind::Global);
     v->text = full;
     return v;
@@ -339,9 +412,45 @@ class Unpickler {
       checkBounds(t->tensor);
       return t;
     }
+    if (dcp()) {
+      if (f == "torch.Size") {  // torch.Size((3, 4)): a tuple of ints
+        if (a.size() != 1) fail("torch.Size needs one tuple");
+        intTuple(a[0], "torch.Size");
+        return sequence(Kind::Tuple, a[0]->items);
+      }
+      if (f == "torch.serialization._get_layout" || f == "builtins.getattr" || isMemoryFormatEnum(f) ||
+          f.rfind("pathlib.", 0) == 0)
+        return dcpName(f, a);
+    }
+    if (f == "torch._utils._rebuild_tensor_v2" || f.rfind("torch._utils._rebuild_parameter", 0) != 0)
+      fail("REDUCE of " + f + " is not supported");
     // _rebuild_parameter(data, requires_grad, hooks[, state]): the data is the tensor
     if (a.empty() || a[0]->kind != Kind::Tensor) fail(f + " needs a tensor");
     return a[0];
+  }
+
+  // What DCP's metadata only names: a layout ("torch.strided"), a memory-format enum member
+  // (getattr(ENUM, "TORCH_CONTIGUOUS_FORMAT") from Python >= 3.11, ENUM(0) before), a path.
+  PyRef dcpName(const std::string& f, const std::vector<PyRef>& a) {
+    auto v = make(Kind::String);
+    if (f == "builtins.getattr") {
+      if (a.size() != 2 || a[0]->kind != Kind::Global || !isMemoryFormatEnum(a[0]->text) || a[1]->kind != Kind::String)
+        fail("getattr is allowed only on DCP's memory-format enum");
+      v->text = a[1]->text;
+    } else if (isMemoryFormatEnum(f)) {
+      if (a.size() != 1 || a[0]->kind != Kind::Int) fail(f + " needs an integer");
+      v->text = std::to_string(a[0]->integer);
+    } else if (f == "torch.serialization._get_layout") {
+      if (a.size() != 1 || a[0]->kind != Kind::String) fail("_get_layout needs a name");
+      v->text = a[0]->text;
+    } else {  // pathlib: the parts joined
+      for (const auto& part : a) {
+        if (part->kind != Kind::String) fail(f + " needs strings");
+        if (!v->text.empty() && v->text.back() != '/') v->text += '/';
+        v->text += part->text;
+      }
+    }
+    return v;
   }
 
   void checkBounds(const PyTensorRef& t) {
@@ -369,12 +478,20 @@ class Unpickler {
   std::vector<PyRef> memo_;
   std::vector<std::weak_ptr<PyValue>> containers_;  // every tuple, list and dict made, for takeApart
   bool accepted_ = false;
+  PickleProfile profile_;
 };
 
 }  // namespace
 
-PyRef unpickle(const std::uint8_t* data, std::size_t n, const std::string& subject) {
-  return Unpickler(data, n, subject).run();
+PyRef unpickle(const std::uint8_t* data, std::size_t n, const std::string& subject, PickleProfile profile) {
+  return Unpickler(data, n, subject, profile).run();
+}
+
+std::optional<Dtype> dtypeFromTorchName(const std::string& name) {
+  const std::string bare = name.rfind("torch.", 0) == 0 ? name.substr(6) : name;
+  auto it = torchDtypes().find(bare);
+  if (it == torchDtypes().end()) return std::nullopt;
+  return it->second;
 }
 
 std::string torchStorageClass(Dtype d) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,7 +30,9 @@ struct PyTensorRef {
 };
 
 struct PyValue {
-  enum class Kind { None, Bool, Int, Float, String, Bytes, Tuple, List, Dict, Global, Storage, Tensor };
+  // Object: an instance of an allowed class (DCP metadata profile only); `text` is the class
+  // ("module.Name") and its BUILD state lands in `dict` (a __dict__) or `items` (a tuple).
+  enum class Kind { None, Bool, Int, Float, String, Bytes, Tuple, List, Dict, Global, Storage, Tensor, Object };
   Kind kind = Kind::None;
   bool boolean = false;
   std::int64_t integer = 0;
@@ -40,9 +43,21 @@ struct PyValue {
   PyTensorRef tensor;                        // Storage, Tensor
 };
 
+// What a pickle may hold. StateDict: torch.save's data.pkl (tensors, containers, scalars).
+// DcpMetadata: a torch.distributed.checkpoint `.metadata` -- also instances of DCP's own
+// dataclasses (Metadata, TensorStorageMetadata, ChunkStorageMetadata, BytesStorageMetadata,
+// MetadataIndex, TensorProperties, StorageMeta, _StorageInfo, under their torch 1.13 and 2.x
+// module paths), torch.Size (a Tuple), torch dtypes (Global "torch.float32"), layouts and the
+// memory-format enum (String names) and pathlib paths (String); still no code runs.
+enum class PickleProfile { StateDict, DcpMetadata };
+
 // Throws Error(BadInput) naming `subject` for malformed pickles, unsupported
 // opcodes and disallowed globals.
-PyRef unpickle(const std::uint8_t* data, std::size_t n, const std::string& subject);
+PyRef unpickle(const std::uint8_t* data, std::size_t n, const std::string& subject,
+               PickleProfile profile = PickleProfile::StateDict);
+
+// The dtype of a torch dtype global's name ("torch.float32", "torch.uint16"), if Stoker has one.
+std::optional<Dtype> dtypeFromTorchName(const std::string& name);
 
 // The storage class name torch.save uses for a dtype ("FloatStorage"), or
 // empty when torch 1.13 has none (U16/U32/U64, FP8, sub-byte floats).

@@ -1,0 +1,228 @@
+// ckpt/read_dcp: a PyTorch Distributed Checkpoint directory as logical tensors
+// and pieces. Each chunk of a tensor (FSDP's dim-0 shards, 2-D boxes of FSDP +
+// tensor parallel, a replicated tensor's one chunk) becomes one piece located
+// inside its item's storage record, so every target of the engine reads DCP.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <map>
+#include <memory>
+
+#include "ckpt/layout_readers.h"
+#include "io/dcp_item.h"
+#include "io/dcp_metadata.h"
+#include "util/error.h"
+
+namespace stoker {
+namespace fs = std::filesystem;
+namespace {
+
+class Fd {
+ public:
+  explicit Fd(const std::string& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+std::vector<std::uint8_t> readWhole(const std::string& path) {
+  Fd fd(path);
+  if (fd.get() < 0) throwIo(path, "cannot open", errno);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) throwIo(path, "cannot stat", errno);
+  if (st.st_size > (1ll << 31)) throwBadInput(path, "is larger than 2 GiB; not a DCP .metadata");
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(st.st_size));
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t r = ::read(fd.get(), bytes.data() + done, bytes.size() - done);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) throwIo(path, "read failed", errno);
+    if (r == 0) break;
+    done += static_cast<std::size_t>(r);
+  }
+  bytes.resize(done);
+  return bytes;
+}
+
+// A relative_path must name a file in the checkpoint directory itself.
+bool staysInDirectory(const std::string& rel) {
+  if (rel.empty() || rel.front() == '/') return false;
+  for (const auto& part : fs::path(rel))
+    if (part == ".." || part == ".") return false;
+  return true;
+}
+
+std::string boxText(const std::vector<std::int64_t>& offsets, const std::vector<std::int64_t>& sizes) {
+  return "offsets " + shapeText(offsets) + " sizes " + shapeText(sizes);
+}
+
+bool rowMajor(const PyTensorRef& r) {
+  std::int64_t expect = 1;
+  for (std::size_t k = r.size.size(); k-- > 0;) {
+    if (r.size[k] != 1 && r.stride[k] != expect) return false;
+    expect *= r.size[k];
+  }
+  return true;
+}
+
+// The chunks must tile the tensor: each inside it, none overlapping, volumes summing to it.
+void checkTiling(const LogicalTensor& t, const std::vector<DcpChunk>& chunks, std::vector<std::string>& problems) {
+  std::uint64_t volume = 0;
+  for (const auto& c : chunks) {
+    std::uint64_t v = 1;
+    for (auto s : c.sizes) v *= static_cast<std::uint64_t>(s);
+    volume += v;
+  }
+  std::uint64_t whole = 1;
+  for (auto s : t.shape) whole *= static_cast<std::uint64_t>(s);
+  // Sorting by the first offset lets the overlap search stop early for FSDP's dim-0 shards.
+  std::vector<const DcpChunk*> order;
+  for (const auto& c : chunks) order.push_back(&c);
+  std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->offsets < b->offsets; });
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    for (std::size_t j = i + 1; j < order.size(); ++j) {
+      const DcpChunk& a = *order[i];
+      const DcpChunk& b = *order[j];
+      if (!a.offsets.empty() && b.offsets[0] >= a.offsets[0] + a.sizes[0]) break;
+      bool overlap = true;
+      for (std::size_t d = 0; d < a.offsets.size(); ++d)
+        overlap = overlap && a.offsets[d] < b.offsets[d] + b.sizes[d] && b.offsets[d] < a.offsets[d] + a.sizes[d];
+      if (overlap && whole > 0) {
+        problems.push_back(t.name + ": chunks " + boxText(a.offsets, a.sizes) + " and " + boxText(b.offsets, b.sizes) +
+                           " overlap");
+        return;
+      }
+    }
+  }
+  if (volume != whole)
+    problems.push_back(t.name + ": its chunks hold " + std::to_string(volume) + " elements of its " +
+                       std::to_string(whole) + " (holes in the tensor)");
+}
+
+}  // namespace
+
+void readDcpDirectory(const std::string& dirIn, CheckpointInfo& info) {
+  const std::string dir = dirIn.empty() ? "." : dirIn;
+  info.format = CheckpointFormat::Dcp;
+  const std::string metaPath = (fs::path(dir) / ".metadata").string();
+  const std::vector<std::uint8_t> bytes = readWhole(metaPath);
+  const DcpMetadata md = parseDcpMetadata(bytes.data(), bytes.size(), metaPath);
+  info.metadata["dcp_modules"] = md.torch2Modules ? "torch.distributed.checkpoint (torch >= 2.0)"
+                                                  : "torch.distributed._shard.checkpoint (torch 1.13)";
+  if (md.version) info.metadata["dcp_version"] = *md.version;
+
+  // Each data file once: its index, size and an fd for reading item headers.
+  struct DataFile {
+    int index = -1;
+    std::uint64_t size = 0;
+    std::shared_ptr<Fd> fd;
+  };
+  std::map<std::string, DataFile> files;
+  auto dataFile = [&](const DcpStorage& s, const std::string& what) -> DataFile& {
+    if (!staysInDirectory(s.relativePath))
+      throwBadInput(metaPath, what + ": relative_path \"" + s.relativePath + "\" leaves the checkpoint directory");
+    auto it = files.find(s.relativePath);
+    if (it == files.end()) {
+      const std::string path = (fs::path(dir) / s.relativePath).string();
+      DataFile f;
+      f.fd = std::make_shared<Fd>(path);
+      if (f.fd->get() < 0) throwBadInput(metaPath, what + ": its data file " + path + " is missing or unreadable");
+      struct stat st {};
+      if (::fstat(f.fd->get(), &st) != 0 || !S_ISREG(st.st_mode)) throwBadInput(path, "is not a regular file");
+      f.size = static_cast<std::uint64_t>(st.st_size);
+      f.index = addFile(info, path);
+      it = files.emplace(s.relativePath, f).first;
+    }
+    if (s.offset > it->second.size || s.length > it->second.size - s.offset)
+      throwBadInput(metaPath, what + ": its item (" + std::to_string(s.length) + " bytes at offset " +
+                                  std::to_string(s.offset) + ") runs past the end of " + s.relativePath + " (" +
+                                  std::to_string(it->second.size) + " bytes)");
+    if (!s.transforms.empty())
+      throwBadInput(metaPath, what + ": items with transforms (" + s.transforms.front() +
+                                  ", e.g. zstd-compressed) are not supported yet; save without compression");
+    return it->second;
+  };
+
+  for (const DcpEntry& e : md.entries) {
+    if (!e.isTensor) {
+      if (!e.bytes) throwBadInput(metaPath, "\"" + e.fqn + "\": no storage_data entry for this non-tensor item");
+      dataFile(*e.bytes, "\"" + e.fqn + "\"");
+      info.nonTensorItems.push_back({e.fqn, e.bytes->length});
+      continue;
+    }
+    if (!e.dtype)
+      throwBadInput(metaPath, "\"" + e.fqn + "\": dtype " + e.torchDtype + " is not supported");
+    std::uint64_t numel = 1;
+    for (auto s : e.size) {
+      if (s < 0) throwBadInput(metaPath, "\"" + e.fqn + "\": negative size " + shapeText(e.size));
+      if (__builtin_mul_overflow(numel, static_cast<std::uint64_t>(s), &numel))
+        throwBadInput(metaPath, "\"" + e.fqn + "\": size " + shapeText(e.size) + " overflows");
+    }
+    const auto nbytes = dtypeBytesFor(*e.dtype, numel);
+    if (!nbytes) throwBadInput(metaPath, "\"" + e.fqn + "\": size " + shapeText(e.size) + " overflows");
+    LogicalTensor t = logicalTensor(e.fqn, *e.dtype, e.size, *nbytes);
+    bool ok = true;
+    for (const DcpChunk& c : e.chunks) {
+      const std::string what = "\"" + e.fqn + "\" chunk at " + shapeText(c.offsets);
+      if (c.offsets.size() != e.size.size() || c.sizes.size() != e.size.size())
+        throwBadInput(metaPath, what + ": has " + std::to_string(c.offsets.size()) + " dims, the tensor " +
+                                    std::to_string(e.size.size()));
+      for (std::size_t d = 0; d < e.size.size(); ++d) {
+        if (c.offsets[d] < 0 || c.sizes[d] < 0 || c.offsets[d] > e.size[d] || c.sizes[d] > e.size[d] - c.offsets[d]) {
+          info.problems.push_back(e.fqn + ": chunk " + boxText(c.offsets, c.sizes) + " exceeds the tensor's size " +
+                                  shapeText(e.size));
+          ok = false;
+        }
+      }
+      if (!ok) break;
+      if (!c.storage) throwBadInput(metaPath, what + ": no storage_data entry for this chunk");
+      DataFile& f = dataFile(*c.storage, what);
+      const DcpTensorItem item = readDcpTensorItem(f.fd->get(), info.files[f.index], c.storage->offset,
+                                                   c.storage->length, metaPath + ": " + what);
+      if (item.ref.dtype != *e.dtype || item.ref.size != c.sizes) {
+        info.problems.push_back(e.fqn + ": the item at " + shapeText(c.offsets) + " holds " +
+                                std::string(dtypeName(item.ref.dtype)) + " " + shapeText(item.ref.size) +
+                                ", the metadata says " + std::string(dtypeName(*e.dtype)) + " " + shapeText(c.sizes));
+        ok = false;
+        break;
+      }
+      TensorPiece p;
+      p.file = f.index;
+      p.start = c.offsets;
+      p.shape = c.sizes;
+      const std::uint64_t elem = dtypeBits(*e.dtype) / 8;
+      if (rowMajor(item.ref)) {
+        p.dataOffset = item.storageAt + static_cast<std::uint64_t>(item.ref.offset) * elem;
+      } else {
+        auto s = std::make_shared<TensorPiece::Strided>();
+        s->storageAt = item.storageAt;
+        s->storageBytes = static_cast<std::uint64_t>(item.ref.storageNumel) * elem;
+        s->elementOffset = item.ref.offset;
+        s->stride = item.ref.stride;
+        p.strided = std::move(s);
+      }
+      t.pieces.push_back(std::move(p));
+    }
+    if (ok) {
+      const std::size_t before = info.problems.size();
+      checkTiling(t, e.chunks, info.problems);
+      ok = info.problems.size() == before;
+    }
+    if (!ok) t.pieces.clear();
+    info.tensors.push_back(std::move(t));
+  }
+  std::sort(info.tensors.begin(), info.tensors.end(),
+            [](const LogicalTensor& a, const LogicalTensor& b) { return a.name < b.name; });
+}
+
+}  // namespace stoker

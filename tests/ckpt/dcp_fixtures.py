@@ -1,0 +1,234 @@
+"""Real PyTorch Distributed Checkpoints (DCP) written by Debian's torch 1.13, for Stoker's tests
+and benchmarks. Each checkpoint comes with reference.pt: the same tensors, whole, by torch.save.
+
+usage: dcp_fixtures.py single OUT           one process (no_dist): dtypes, a strided tensor, items
+       dcp_fixtures.py sharded OUT [MIB]    a real 2-process Gloo job saving ShardedTensors:
+                                            dim-0 shards (FSDP-like), a 2x2 grid of boxes, a
+                                            replicated tensor; MIB scales the big tensor
+       dcp_fixtures.py torch2 SRC OUT       SRC's checkpoint with its .metadata re-pickled under
+                                            torch >= 2.x module paths and fields
+       dcp_fixtures.py bad SRC OUT          one broken copy of SRC per bad input, in OUT/<case>
+
+Debian's torch 1.13 DCP does not import under Python 3.11 (a dataclass field's mutable default);
+dcp_compat below makes eq-dataclasses hashable first, in this process only.
+"""
+import copy, dataclasses, os, pickle, shutil, socket, subprocess, sys, types
+
+_orig_process_class = dataclasses._process_class
+def _process_class(cls, *args, **kwargs):
+    out = _orig_process_class(cls, *args, **kwargs)
+    if out.__dict__.get("__hash__", 0) is None:
+        out.__hash__ = object.__hash__
+    return out
+dataclasses._process_class = _process_class
+
+import torch
+import torch.distributed as dist
+import torch.distributed._shard.checkpoint as dcp
+from torch.distributed._shard.checkpoint import metadata as md13
+from torch.distributed._shard.checkpoint import filesystem as fs13
+from torch.distributed._shard.sharded_tensor import metadata as stmd
+
+
+def single(out):
+    g = torch.Generator().manual_seed(1)
+    base = torch.randn(6, 4, generator=g)
+    sd = {
+        "model.embed.weight": torch.randn(10, 8, generator=g),
+        "model.layers.0.weight": torch.randn(8, 8, generator=g).half(),
+        "model.layers.0.bias": torch.randn(8, generator=g).bfloat16(),
+        "model.head.weight": base.t(),  # strided: torch.save keeps the transpose
+        "model.mask": torch.tensor([True, False, True]),
+        "model.ids": torch.arange(-3, 4, dtype=torch.int64),
+        "model.bytes": torch.arange(0, 250, 7, dtype=torch.uint8),
+        "model.scale": torch.tensor(0.5),
+        "optim.state.0.exp_avg": torch.randn(10, 8, generator=g),
+        "step": 42,
+        "config": {"lr": 0.001, "name": "run-7"},
+    }
+    dcp.save_state_dict(sd, dcp.FileSystemWriter(out), no_dist=True)
+    torch.save({k: v for k, v in sd.items() if isinstance(v, torch.Tensor)}, os.path.join(out, "..", os.path.basename(out) + "-reference.pt"))
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _sharded_rank(out, mib):
+    from torch.distributed._shard.sharded_tensor import Shard, init_from_local_shards
+    from torch.distributed._shard.metadata import ShardMetadata
+    rank, world = dist.get_rank(), dist.get_world_size()
+    g = torch.Generator().manual_seed(7)
+    rows = max(2, (mib << 20) // (256 * 4))
+    big = torch.randn(rows, 256, generator=g)           # dim-0 shards, as FSDP
+    uneven = torch.randn(7, 3, generator=g).double()    # 4 + 3 rows
+    grid = torch.arange(6 * 10, dtype=torch.float32).reshape(6, 10)  # 2x2 boxes, 2 per rank
+    rep = torch.randn(5, generator=g).half()            # replicated: every rank holds it whole
+
+    def dim0(full, sizes):
+        starts = [sum(sizes[:i]) for i in range(len(sizes))]
+        shards = [Shard(full[starts[rank]:starts[rank] + sizes[rank]].clone(),
+                        ShardMetadata([starts[rank]] + [0] * (full.dim() - 1), [sizes[rank]] + list(full.shape[1:]),
+                                      f"rank:{rank}/cpu"))]
+        return init_from_local_shards(shards, list(full.shape))
+
+    half = rows // 2
+    boxes = [((0, 0), (3, 6), 0), ((0, 6), (3, 4), 1), ((3, 0), (3, 6), 1), ((3, 6), (3, 4), 0)]
+    mine = [Shard(grid[o[0]:o[0] + s[0], o[1]:o[1] + s[1]].clone(), ShardMetadata(list(o), list(s), f"rank:{r}/cpu"))
+            for o, s, r in boxes if r == rank]
+    sd = {
+        "model.big.weight": dim0(big, [rows - half, half]),
+        "model.uneven": dim0(uneven, [4, 3]),
+        "model.grid": init_from_local_shards(mine, [6, 10]),
+        "model.replicated": rep,
+        "step": 100 + rank,
+    }
+    dcp.save_state_dict(sd, dcp.FileSystemWriter(out))
+    if rank == 0:
+        torch.save({"model.big.weight": big, "model.uneven": uneven, "model.grid": grid, "model.replicated": rep},
+                   os.path.join(out, "..", os.path.basename(out) + "-reference.pt"))
+
+
+def sharded(out, mib):
+    if "RANK" in os.environ:
+        dist.init_process_group("gloo")
+        _sharded_rank(out, mib)
+        dist.barrier()
+        dist.destroy_process_group()
+        return
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE="2")
+    procs = [subprocess.Popen([sys.executable, __file__, "sharded", out, str(mib)], env=dict(env, RANK=str(r)))
+             for r in range(2)]
+    codes = [p.wait(timeout=300) for p in procs]
+    if any(codes):
+        sys.exit(f"a rank failed: exit codes {codes}")
+
+
+def _load(src):
+    with open(os.path.join(src, ".metadata"), "rb") as f:
+        return pickle.load(f)
+
+
+def _save(meta, out):
+    with open(os.path.join(out, ".metadata"), "wb") as f:
+        pickle.dump(meta, f)
+
+
+def torch2(src, out):
+    """torch >= 2.4's layout of the same checkpoint: classes under torch.distributed.checkpoint,
+    TensorProperties beside them, _MEM_FORMAT_ENCODING, StorageMeta with a PosixPath, version,
+    transform_descriptors=None and planner_data mapping flat names to paths."""
+    import enum, pathlib
+    shutil.copytree(src, out)
+    meta = _load(src)
+    mdmod = types.ModuleType("torch.distributed.checkpoint.metadata")
+    fsmod = types.ModuleType("torch.distributed.checkpoint.filesystem")
+    sys.modules.setdefault("torch.distributed.checkpoint", types.ModuleType("torch.distributed.checkpoint"))
+    sys.modules["torch.distributed.checkpoint.metadata"] = mdmod
+    sys.modules["torch.distributed.checkpoint.filesystem"] = fsmod
+    enc = enum.Enum("_MEM_FORMAT_ENCODING", "TORCH_CONTIGUOUS_FORMAT TORCH_CHANNELS_LAST TORCH_PRESERVE_FORMAT")
+    enc.__module__ = mdmod.__name__
+
+    @dataclasses.dataclass
+    class StorageMeta:
+        checkpoint_id: object = None
+        save_id: str = ""
+        load_id: str = ""
+        modules: list = dataclasses.field(default_factory=list)
+
+    class TensorProperties:  # 2.3+: pickled state is the same 5-tuple
+        def __init__(self, state): self.state = state
+        def __reduce_ex__(self, proto):
+            return (copyreg_newobj, (TensorProperties,), self.state)
+    import copyreg
+    copyreg_newobj = copyreg.__newobj__
+    TensorProperties.__setstate__ = lambda self, s: None
+
+    for cls, mod in [(md13.Metadata, mdmod), (md13.TensorStorageMetadata, mdmod), (md13.ChunkStorageMetadata, mdmod),
+                     (md13.BytesStorageMetadata, mdmod), (md13.MetadataIndex, mdmod), (StorageMeta, mdmod),
+                     (TensorProperties, mdmod), (enc, mdmod), (fs13._StorageInfo, fsmod)]:
+        cls.__module__ = mod.__name__
+        cls.__qualname__ = cls.__name__
+        setattr(mod, cls.__name__, cls)
+    for entry in meta.state_dict_metadata.values():
+        if isinstance(entry, md13.TensorStorageMetadata):
+            p = entry.properties
+            entry.properties = TensorProperties((p.dtype, p.layout, p.requires_grad,
+                                                 enc.TORCH_CONTIGUOUS_FORMAT, p.pin_memory))
+    for info in meta.storage_data.values():
+        info.transform_descriptors = None
+    meta.planner_data = {k: tuple(k.split(".")) for k in meta.state_dict_metadata}
+    meta.storage_meta = StorageMeta(pathlib.PosixPath(out), "save-1", "", [])
+    meta.version = "1.0.0"
+    _save(meta, out)
+
+
+def bad(src, out):
+    """One copy of SRC per bad input the reader must refuse."""
+    os.makedirs(out, exist_ok=True)
+    def case(name, mutate=None, meta_bytes=None):
+        d = os.path.join(out, name)
+        shutil.copytree(src, d)
+        if meta_bytes is not None:
+            with open(os.path.join(d, ".metadata"), "wb") as f:
+                f.write(meta_bytes)
+        elif mutate:
+            meta = _load(src)
+            mutate(meta, d)
+            _save(meta, d)
+        return d
+    raw = open(os.path.join(src, ".metadata"), "rb").read()
+    def tensors(meta):
+        return [(k, v) for k, v in meta.state_dict_metadata.items() if isinstance(v, md13.TensorStorageMetadata)]
+    def first_info(meta):
+        return next(iter(v for k, v in meta.storage_data.items() if k.offset is not None))
+
+    os.remove(os.path.join(case("missing-metadata"), ".metadata"))
+    case("truncated-metadata", meta_bytes=raw[: len(raw) // 2])
+    case("not-a-pickle", meta_bytes=b'{"state_dict_metadata": {}}')
+    class Evil:
+        def __reduce__(self): return (os.system, ("touch " + os.path.join(out, "PWNED"),))
+    case("evil-class", mutate=lambda m, d: setattr(m, "planner_data", Evil()))
+    def past_end(m, d): first_info(m).length += 10**6
+    case("item-past-end", past_end)
+    def missing_file(m, d): first_info(m).relative_path = "__9_9.distcp"
+    case("missing-data-file", missing_file)
+    def escape(m, d): first_info(m).relative_path = "../../etc/passwd"
+    case("path-escapes", escape)
+    def overlap(m, d):
+        name, t = next((k, v) for k, v in tensors(m) if len(v.chunks) >= 2)
+        c = t.chunks[1]; c.offsets = torch.Size([c.offsets[0] - 1] + list(c.offsets[1:]))
+        # keep storage_data findable under the new offsets
+        for k in list(m.storage_data):
+            if k.fqn == name and k.offset == torch.Size([c.offsets[0] + 1] + list(c.offsets[1:])):
+                m.storage_data[md13.MetadataIndex(name, c.offsets, k.index)] = m.storage_data.pop(k)
+    case("chunks-overlap", overlap)
+    def hole(m, d):
+        name, t = next((k, v) for k, v in tensors(m) if len(v.chunks) >= 2)
+        t.size = torch.Size([t.size[0] + 1] + list(t.size[1:]))
+    case("chunks-leave-hole", hole)
+    def exceed(m, d):
+        name, t = next((k, v) for k, v in tensors(m) if len(v.chunks) >= 2)
+        t.size = torch.Size([t.size[0] - 1] + list(t.size[1:]))
+    case("chunk-exceeds-tensor", exceed)
+    def wrong_dtype(m, d):
+        name, t = next((k, v) for k, v in tensors(m) if v.properties.dtype == torch.float32)
+        t.properties.dtype = torch.float64
+    case("item-dtype-disagrees", wrong_dtype)
+    def corrupt(m, d):
+        info = first_info(m)
+        with open(os.path.join(d, info.relative_path), "r+b") as f:
+            f.seek(info.offset + info.length - 22)  # the end-of-central-directory record
+            f.write(b"\xff" * 22)
+    case("item-zip-corrupt", corrupt)
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1]
+    if mode == "single": single(sys.argv[2])
+    elif mode == "sharded": sharded(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 1)
+    elif mode == "torch2": torch2(sys.argv[2], sys.argv[3])
+    elif mode == "bad": bad(sys.argv[2], sys.argv[3])
+    else: sys.exit(__doc__)

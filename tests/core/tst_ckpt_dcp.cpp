@@ -1,0 +1,172 @@
+// PyTorch Distributed Checkpoints (DCP) as sources: real checkpoints written by
+// Debian's torch 1.13 (one process, and a 2-process Gloo job saving
+// ShardedTensors in dim-0 shards and a 2x2 grid of boxes), the same checkpoint
+// re-pickled in torch 2.x's layout, every conversion target verified against
+// the torch.save'd original, and every malformed input refused with one line
+// and nothing written. Fixtures: tests/ckpt/dcp_fixtures.py.
+#include <QtTest>
+
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+
+#include <filesystem>
+
+#include "ckpt/inspect.h"
+#include "test_support.h"
+
+using stoker::test::run;
+using stoker::test::runStoker;
+namespace fs = std::filesystem;
+
+namespace {
+const char* kFixtures = STOKER_SOURCE_DIR "/tests/ckpt/dcp_fixtures.py";
+}
+
+class TestCkptDcp : public QObject {
+  Q_OBJECT
+  QTemporaryDir dir_;
+  QString tmp(const QString& n) const { return dir_.filePath(n); }
+
+  static stoker::test::ProcessResult fixtures(const QStringList& args) {
+    return run(QStringLiteral(STOKER_PYTHON), QStringList{kFixtures} + args);
+  }
+
+ private Q_SLOTS:
+  void initTestCase() {
+    if (!stoker::test::pythonTorchAvailable()) QSKIP("Debian's python3-torch is not installed");
+    for (const QStringList& args : {QStringList{"single", tmp("single")}, QStringList{"sharded", tmp("sharded"), "2"},
+                                    QStringList{"torch2", tmp("single"), tmp("torch2")},
+                                    QStringList{"bad", tmp("sharded"), tmp("bad")}}) {
+      auto r = fixtures(args);
+      QVERIFY2(r.exitCode == 0, (args.join(' ').toUtf8() + ": " + r.err).constData());
+    }
+  }
+
+  void readsOneProcessCheckpoint() {
+    auto info = stoker::inspectCheckpoint(tmp("single").toStdString());
+    QCOMPARE(info.format, stoker::CheckpointFormat::Dcp);
+    QCOMPARE(info.tensors.size(), std::size_t{9});
+    QVERIFY(info.problems.empty());
+    const auto* head = info.find("model.head.weight");
+    QVERIFY(head);
+    QCOMPARE(head->shape, (std::vector<std::int64_t>{4, 6}));
+    QVERIFY2(head->pieces.at(0).strided, "a transposed parameter keeps its strides in its item");
+    QCOMPARE(info.find("model.layers.0.bias")->dtype, stoker::Dtype::BF16);
+    QCOMPARE(info.find("model.scale")->shape, std::vector<std::int64_t>{});
+    QCOMPARE(info.nonTensorItems.size(), std::size_t{2});
+    QCOMPARE(QString::fromStdString(info.metadata.at("dcp_modules")).left(34),
+             QString("torch.distributed._shard.checkpoin"));
+  }
+
+  void readsShardedGlooJob() {
+    auto r = runStoker({"ckpt", "inspect", tmp("sharded"), "--json"});
+    QCOMPARE(r.exitCode, 0);
+    const QJsonObject doc = QJsonDocument::fromJson(r.out).object();
+    QCOMPARE(doc["format"].toString(), QString("dcp"));
+    QMap<QString, QJsonArray> chunks;
+    for (const auto& v : doc["tensors"].toArray()) {
+      const QJsonObject t = v.toObject();
+      chunks[t["name"].toString()] = t["chunks"].toArray();
+    }
+    QCOMPARE(chunks["model.big.weight"].size(), 2);
+    QCOMPARE(chunks["model.uneven"].size(), 2);
+    QCOMPARE(chunks["model.replicated"].size(), 1);
+    // The 2x2 grid: boxes split on both dims, from two ranks' files.
+    QSet<QString> boxes, files;
+    for (const auto& v : chunks["model.grid"]) {
+      const QJsonObject c = v.toObject();
+      const auto o = c["offsets"].toArray(), s = c["sizes"].toArray();
+      boxes << QString("%1,%2+%3x%4").arg(o[0].toInt()).arg(o[1].toInt()).arg(s[0].toInt()).arg(s[1].toInt());
+      files << QFileInfo(c["file"].toString()).fileName().left(3);
+    }
+    QCOMPARE(boxes, (QSet<QString>{"0,0+3x6", "0,6+3x4", "3,0+3x6", "3,6+3x4"}));
+    QCOMPARE(files, (QSet<QString>{"__0", "__1"}));
+    QCOMPARE(doc["non_tensor_items"].toArray().size(), 1);
+  }
+
+  void convertsToEveryTarget_data() {
+    QTest::addColumn<QString>("source");
+    QTest::addColumn<QString>("reference");
+    QTest::addColumn<QString>("target");
+    for (const char* src : {"single", "sharded", "torch2"})
+      for (const char* to : {"single", "ranks:3", "hf:1KB", "pt", "ranks:1"})
+        QTest::newRow((QString(src) + " -> " + to).toUtf8()) << QString(src)
+                                                             << (QString(src) == "torch2" ? "single" : QString(src)) << to;
+  }
+  void convertsToEveryTarget() {
+    QFETCH(QString, source);
+    QFETCH(QString, reference);
+    QFETCH(QString, target);
+    const QString dst = tmp("out-" + source + "-" + QString(target).replace(':', '_'));
+    auto c = runStoker({"ckpt", "convert", tmp(source), dst, "--to", target, "--jobs", "2"});
+    QVERIFY2(c.exitCode == 0, c.err.constData());
+    QVERIFY2(c.err.contains("non-tensor item(s) are left out"), c.err.constData());
+    auto v = runStoker({"ckpt", "verify", dst, tmp(reference + "-reference.pt")});
+    QVERIFY2(v.exitCode == 0, (v.out + v.err).constData());
+    QVERIFY(v.out.startsWith("equal:"));
+  }
+
+  // A dtype change from DCP rounds as from the same tensors in a .pt.
+  void convertsDtypeLikeThePtSource() {
+    auto a = runStoker({"ckpt", "convert", tmp("sharded"), tmp("dtype-dcp"), "--to", "single", "--dtype", "bf16"});
+    QVERIFY2(a.exitCode == 0, a.err.constData());
+    auto b = runStoker({"ckpt", "convert", tmp("sharded-reference.pt"), tmp("dtype-pt"), "--to", "single", "--dtype", "bf16"});
+    QVERIFY2(b.exitCode == 0, b.err.constData());
+    auto v = runStoker({"ckpt", "verify", tmp("dtype-dcp"), tmp("dtype-pt")});
+    QVERIFY2(v.exitCode == 0, (v.out + v.err).constData());
+    auto differs = runStoker({"ckpt", "verify", tmp("dtype-dcp"), tmp("sharded-reference.pt")});
+    QCOMPARE(differs.exitCode, 1);  // bf16 really changed the F32 tensors
+  }
+
+  void includeAndExcludeSelectTensors() {
+    auto c = runStoker({"ckpt", "convert", tmp("single"), tmp("weights"), "--to", "single", "--exclude", "optim.*"});
+    QVERIFY2(c.exitCode == 0, c.err.constData());
+    auto info = stoker::inspectCheckpoint(tmp("weights").toStdString());
+    QCOMPARE(info.tensors.size(), std::size_t{8});
+    QVERIFY(!info.find("optim.state.0.exp_avg"));
+    auto only = runStoker({"ckpt", "convert", tmp("single"), tmp("layers"), "--to", "pt", "--include", "model.layers.*",
+                           "--include", "*.scale"});
+    QVERIFY2(only.exitCode == 0, only.err.constData());
+    QCOMPARE(stoker::inspectCheckpoint(tmp("layers").toStdString()).tensors.size(), std::size_t{3});
+    auto none = runStoker({"ckpt", "convert", tmp("single"), tmp("none"), "--to", "single", "--include", "nothing.*"});
+    QCOMPARE(none.exitCode, 2);
+    QVERIFY2(none.err.contains("select none of the 9 tensors"), none.err.constData());
+    QVERIFY(!QFileInfo::exists(tmp("none")));
+  }
+
+  void refusesBadInput_data() {
+    QTest::addColumn<QString>("name");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("missing .metadata") << "missing-metadata" << "holds .distcp files but no .metadata";
+    QTest::newRow("truncated .metadata") << "truncated-metadata" << "truncated pickle";
+    QTest::newRow("not a pickle") << "not-a-pickle" << "is not a pickle";
+    QTest::newRow("class outside DCP's") << "evil-class" << "refuses posix.system";
+    QTest::newRow("item past the file's end") << "item-past-end" << "runs past the end of __0_0.distcp";
+    QTest::newRow("missing data file") << "missing-data-file" << "__9_9.distcp is missing";
+    QTest::newRow("relative_path leaves the directory") << "path-escapes" << "leaves the checkpoint directory";
+    QTest::newRow("chunks overlap") << "chunks-overlap" << "overlap";
+    QTest::newRow("chunks leave a hole") << "chunks-leave-hole" << "holes in the tensor";
+    QTest::newRow("chunk exceeds the tensor") << "chunk-exceeds-tensor" << "exceeds the tensor's size";
+    QTest::newRow("item disagrees with its dtype") << "item-dtype-disagrees" << "holds F32 [1024, 256], the metadata says F64";
+    QTest::newRow("item zip corrupt") << "item-zip-corrupt" << "is a corrupt zip";
+  }
+  void refusesBadInput() {
+    QFETCH(QString, name);
+    QFETCH(QString, message);
+    const QString src = tmp("bad/" + name);
+    auto i = runStoker({"ckpt", "inspect", src});
+    QCOMPARE(i.exitCode, 2);
+    const QString dst = tmp("bad-out-" + name);
+    auto c = runStoker({"ckpt", "convert", src, dst, "--to", "single"});
+    QCOMPARE(c.exitCode, 2);
+    const QList<QByteArray> lines = c.err.trimmed().split('\n');
+    QCOMPARE(lines.size(), 1);
+    QVERIFY2(lines.front().startsWith("error: ") && lines.front().contains(message.toUtf8()), c.err.constData());
+    QVERIFY2(!QFileInfo::exists(dst), "nothing is written for a bad source");
+    QVERIFY2(!QFileInfo::exists(tmp("bad/PWNED")), "the unpickler ran code");
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCkptDcp)
+#include "tst_ckpt_dcp.moc"
