@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "ckpt/convert_journal.h"
+#include "ckpt/dcp_writer.h"
 #include "ckpt/tensor_stream.h"
 #include "io/pt_file.h"
 #include "io/safetensors_writer.h"
@@ -52,6 +53,22 @@ class MemorySink : public ByteSink {
   }
 };
 
+// One output tensor whole in `memory` (a .pt record, a DCP item is written in one piece).
+HostTensor streamWhole(const PlannedTensor& t, MemorySink& memory, TensorStreamer& streamer,
+                       std::map<std::string, F16Overflow>& overflow, const CancelToken& stopOthers) {
+  stopOthers.throwIfCancelled("conversion");
+  memory.bytes.clear();
+  memory.bytes.shrink_to_fit();
+  memory.bytes.reserve(t.nbytes);
+  streamer.stream(t, memory, &overflow[t.name]);
+  HostTensor h;
+  h.dtype = t.dtype;
+  h.shape = t.box.shape;
+  h.data = memory.bytes.data();
+  h.nbytes = memory.bytes.size();
+  return h;
+}
+
 bool isInside(const fs::path& child, const fs::path& parent) {
   auto c = child.begin(), p = parent.begin();
   for (; p != parent.end(); ++p, ++c)
@@ -66,7 +83,8 @@ bool looksLikeOurOutput(const std::string& name) {
   };
   return (name.rfind("rank_", 0) == 0 && endsWith(".safetensors")) ||
          (name.rfind("model", 0) == 0 && endsWith(".safetensors")) || name == "model.safetensors.index.json" ||
-         name == "metadata.json" || name == "model.pt" || name == ".stoker-journal" ||
+         name == "metadata.json" || name == "model.pt" || name == ".stoker-journal" || name == ".metadata" ||
+         (name.rfind("__", 0) == 0 && endsWith(".distcp")) ||
          name.find(".stoker-tmp-") != std::string::npos;
 }
 
@@ -111,7 +129,8 @@ void validateConvertOptions(const CheckpointInfo& source, const ReshardPlan& pla
   // strided .pt views in the source.
   std::uint64_t whole = 0;
   std::string wholeName;
-  if (plan.target.kind == TargetKind::Pt)
+  const bool recordsWhole = plan.target.kind == TargetKind::Pt || plan.target.kind == TargetKind::Dcp;
+  if (recordsWhole)
     for (const auto& f : plan.files)
       for (const auto& t : f.tensors)
         if (t.nbytes > whole) whole = t.nbytes, wholeName = t.name;
@@ -121,7 +140,7 @@ void validateConvertOptions(const CheckpointInfo& source, const ReshardPlan& pla
   if (whole + kMinJobBytes > o.memoryBudget)
     throwBadInput("--memory-budget " + mib(o.memoryBudget),
                   "is too small: tensor \"" + wholeName + "\" must be held whole in memory (" + mib(whole) +
-                      (plan.target.kind == TargetKind::Pt ? ", a .pt record is written in one piece" :
+                      (recordsWhole ? ", a .pt record or DCP item is written in one piece" :
                                                             ", it is stored strided in the source") +
                       "); raise it to at least " + mib(whole + kMinJobBytes) +
                       (plan.target.kind == TargetKind::Pt ? " or convert --to single" : ""));
@@ -191,6 +210,11 @@ void prepareDestination(const CheckpointInfo& source, const std::string& dst, co
 // the journal's own evidence -- and the index holds exactly the planned bytes.
 bool finishedWithoutJournal(const ReshardPlan& plan, const std::string& dst) {
   std::error_code ec;
+  if (plan.indexFromItems) {  // sizes are known only once written; the index is written last
+    for (const auto& f : plan.files)
+      if (!fs::is_regular_file(fs::path(dst) / f.name, ec)) return false;
+    return fs::is_regular_file(fs::path(dst) / plan.indexName, ec);
+  }
   for (const auto& f : plan.files) {
     const auto size = fs::file_size(fs::path(dst) / f.name, ec);
     if (ec || size != f.fileBytes) return false;
@@ -265,22 +289,21 @@ ConvertReport convertCheckpoint(const CheckpointInfo& source, const ReshardPlan&
         // A job stops within one buffer on the user's cancel, and before its
         // next tensor when another job failed (stopOthers).
         TensorStreamer streamer(files, bufferBytes, o.cancel, &meter);
-        if (plan.target.kind == TargetKind::Pt) {
+        if (plan.target.kind == TargetKind::Dcp) {
+          MemorySink memory;
+          const auto items = writeDcpFile(path, f, [&](std::size_t k) {
+            return streamWhole(f.tensors[k], memory, streamer, overflow, stopOthers);
+          });
+          AtomicFile log(dcpItemsLogPath(dst, f.name));
+          const std::string text = dcpItemsLog(items);
+          log.write(text.data(), text.size());
+          log.commit();
+        } else if (plan.target.kind == TargetKind::Pt) {
           std::vector<TensorSpec> specs;
           for (const auto& t : f.tensors) specs.push_back({t.name, t.dtype, t.box.shape});
           MemorySink memory;
           writePtStreaming(path, specs, [&](std::size_t k) {
-            stopOthers.throwIfCancelled("conversion");
-            memory.bytes.clear();
-            memory.bytes.shrink_to_fit();
-            memory.bytes.reserve(f.tensors[k].nbytes);
-            streamer.stream(f.tensors[k], memory, &overflow[f.tensors[k].name]);
-            HostTensor h;
-            h.dtype = f.tensors[k].dtype;
-            h.shape = f.tensors[k].box.shape;
-            h.data = memory.bytes.data();
-            h.nbytes = memory.bytes.size();
-            return h;
+            return streamWhole(f.tensors[k], memory, streamer, overflow, stopOthers);
           });
         } else {
           std::vector<TensorSpec> specs;
@@ -339,8 +362,14 @@ ConvertReport convertCheckpoint(const CheckpointInfo& source, const ReshardPlan&
   for (const auto& f : plan.files) all = all && nowFinished.count(f.name);
   if (all) {
     if (!plan.indexName.empty()) {
+      const std::string content = plan.indexFromItems ? dcpMetadataPickle(plan, [&](const std::string& file) {
+        const std::string logPath = dcpItemsLogPath(dst, file);
+        std::ifstream in(logPath, std::ios::binary);
+        if (!in) throwIo(logPath, "cannot read the item log of a finished file", errno);
+        return parseDcpItemsLog(std::string(std::istreambuf_iterator<char>(in), {}), logPath);
+      }) : plan.indexContent;
       AtomicFile index((fs::path(dst) / plan.indexName).string());
-      index.write(plan.indexContent.data(), plan.indexContent.size());
+      index.write(content.data(), content.size());
       index.commit();
       report.indexWritten = true;
     }

@@ -32,8 +32,14 @@ TargetSpec parseTargetSpec(const std::string& to, const std::string& dtype) {
     t.kind = TargetKind::Single;
   } else if (kind == "pt" && !hasArg) {
     t.kind = TargetKind::Pt;
+  } else if (kind == "dcp") {
+    t.kind = TargetKind::Dcp;
+    if (hasArg && (arg.empty() || arg.find_first_not_of("0123456789") != std::string::npos || arg.size() > 6 ||
+                   std::stoi(arg) < 1))
+      throwBadInput("--to " + to, "dcp needs a world size from 1 to 999999, e.g. dcp:4");
+    t.ranks = hasArg ? std::stoi(arg) : 1;
   } else {
-    throwBadInput("--to " + to, "expected ranks:M, hf, hf:SIZE, single or pt");
+    throwBadInput("--to " + to, "expected ranks:M, hf, hf:SIZE, single, pt or dcp[:M]");
   }
   if (dtype == "f32") t.dtype = Dtype::F32;
   else if (dtype == "f16") t.dtype = Dtype::F16;
@@ -49,6 +55,7 @@ std::string targetName(const TargetSpec& t) {
     case TargetKind::Hf: s = "hf:" + std::to_string(t.maxShardBytes) + "B"; break;
     case TargetKind::Single: s = "single"; break;
     case TargetKind::Pt: s = "pt"; break;
+    case TargetKind::Dcp: s = "dcp:" + std::to_string(t.ranks); break;
   }
   if (t.dtype) s += " dtype " + std::string(dtypeName(*t.dtype));
   return s;
@@ -218,6 +225,32 @@ ReshardPlan planReshard(const CheckpointInfo& source, const TargetSpec& target) 
       }
       break;
     }
+    case TargetKind::Dcp: {
+      // FSDP's layout: every tensor split on dim 0 by the even rule, one file per rank; a rank
+      // whose share is empty holds no chunk, and a scalar is held once, by rank 0 (DCP keys
+      // items by (name, chunk offsets), so a tensor has each chunk once).
+      plan.files.resize(target.ranks);
+      for (int r = 0; r < target.ranks; ++r) plan.files[r].name = "__" + std::to_string(r) + "_0.distcp";
+      for (const LogicalTensor* t : tensors) {
+        if (t->shape.empty() || t->shape[0] == 0) {
+          plan.files[0].tensors.push_back(planTensor(*t, wholeBox(*t), target));
+          continue;
+        }
+        const std::vector<std::int64_t> sizes = evenSplit(t->shape[0], target.ranks);
+        std::int64_t offset = 0;
+        for (int r = 0; r < target.ranks; ++r) {
+          if (sizes[r] == 0) continue;
+          Box box = wholeBox(*t);
+          box.start[0] = offset;
+          box.shape[0] = sizes[r];
+          offset += sizes[r];
+          plan.files[r].tensors.push_back(planTensor(*t, box, target));
+        }
+      }
+      plan.indexName = ".metadata";
+      plan.indexFromItems = true;
+      break;
+    }
     case TargetKind::Single:
     case TargetKind::Pt: {
       PlannedFile f;
@@ -229,8 +262,8 @@ ReshardPlan planReshard(const CheckpointInfo& source, const TargetSpec& target) 
     }
   }
   for (auto& f : plan.files) {
-    if (target.kind == TargetKind::Pt)
-      f.fileBytes = f.dataBytes();  // plus the zip directory, known once written
+    if (target.kind == TargetKind::Pt || target.kind == TargetKind::Dcp)
+      f.fileBytes = f.dataBytes();  // plus the zip directories, known once written
     else
       finishSafetensorsFile(f);
   }

@@ -15,16 +15,16 @@
 
 namespace stoker {
 
-enum class TargetKind { Ranks, Hf, Single, Pt };
+enum class TargetKind { Ranks, Hf, Single, Pt, Dcp };
 
 struct TargetSpec {
   TargetKind kind = TargetKind::Single;
-  int ranks = 1;                                  // Ranks
+  int ranks = 1;                                  // Ranks, Dcp
   std::uint64_t maxShardBytes = 5'000'000'000;    // Hf (transformers' default "5GB")
   std::optional<Dtype> dtype;                     // floating tensors converted to this
 };
 
-// "ranks:M", "hf", "hf:SIZE", "single", "pt"; dtype "keep", "f32", "f16", "bf16".
+// "ranks:M", "hf", "hf:SIZE", "single", "pt", "dcp[:M]"; dtype "keep", "f32", "f16", "bf16".
 TargetSpec parseTargetSpec(const std::string& to, const std::string& dtype);
 std::string targetName(const TargetSpec& t);
 
@@ -62,8 +62,11 @@ struct PlannedFile {
 struct ReshardPlan {
   TargetSpec target;
   std::vector<PlannedFile> files;
-  std::string indexName;     // metadata.json / model.safetensors.index.json, or empty
+  std::string indexName;     // metadata.json / model.safetensors.index.json / .metadata, or empty
   std::string indexContent;  // written last, once every file is in place
+  // DCP: the .metadata records where each item landed, known only once the files are written;
+  // it is built then from what each file's writer logged (ckpt/dcp_writer).
+  bool indexFromItems = false;
   std::uint64_t totalBytes() const;  // sum of file sizes
   std::uint64_t largestTensorBytes() const;
 };

@@ -494,9 +494,11 @@ std::optional<Dtype> dtypeFromTorchName(const std::string& name) {
   return it->second;
 }
 
-std::string torchStorageClass(Dtype d) {
-  for (const auto& [name, dtype] : storageClasses())
-    if (dtype == d) return name;
+std::string torchStorageClass(Dtype d, bool torch2) {
+  for (const auto& [name, dtype] : storageClasses()) {
+    const bool only2 = name.rfind("UInt", 0) == 0 || name.rfind("Float8", 0) == 0;
+    if (dtype == d && (torch2 || !only2)) return name;
+  }
   return {};
 }
 

@@ -60,7 +60,8 @@ PyRef unpickle(const std::uint8_t* data, std::size_t n, const std::string& subje
 std::optional<Dtype> dtypeFromTorchName(const std::string& name);
 
 // The storage class name torch.save uses for a dtype ("FloatStorage"), or
-// empty when torch 1.13 has none (U16/U32/U64, FP8, sub-byte floats).
-std::string torchStorageClass(Dtype d);
+// empty when torch 1.13 has none (U16/U32/U64, FP8, sub-byte floats); with
+// `torch2`, also the names torch >= 2.3 has for those ("UInt16Storage").
+std::string torchStorageClass(Dtype d, bool torch2 = false);
 
 }  // namespace stoker

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <set>
 
+#include "io/pickle_writer.h"
 #include "io/safetensors_writer.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
@@ -73,32 +74,34 @@ std::string pickleHeaderCheck(const std::string& path) {
   return "not a PyTorch .pt archive (no zip signature)";
 }
 
-// --- protocol-2 pickle writer for an OrderedDict of tensors -----------------
-class PickleBuilder {
- public:
-  std::string out = "\x80\x02";
-  void global(const char* module, const char* name) { out += 'c'; out += module; out += '\n'; out += name; out += '\n'; }
-  void text(const std::string& s) { out += 'X'; u32(static_cast<std::uint32_t>(s.size())); out += s; }
-  void integer(std::int64_t v) {
-    if (v >= INT32_MIN && v <= INT32_MAX) {
-      out += 'J';
-      u32(static_cast<std::uint32_t>(static_cast<std::int32_t>(v)));
-    } else {
-      out += '\x8a';
-      out += '\x08';
-      for (int i = 0; i < 8; ++i) out += static_cast<char>(static_cast<std::uint64_t>(v) >> (8 * i));
-    }
-  }
-  void intTuple(const std::vector<std::int64_t>& v) {
-    out += '(';
-    for (auto x : v) integer(x);
-    out += 't';
-  }
-  void emptyOrderedDict() { global("collections", "OrderedDict"); out += ")R"; }
 
- private:
-  void u32(std::uint32_t v) { for (int i = 0; i < 4; ++i) out += static_cast<char>(v >> (8 * i)); }
-};
+// _rebuild_tensor_v2(persistent storage `key`, 0, shape, row-major stride, False, OrderedDict())
+void rebuildTensor(PickleBuilder& p, const TensorSpec& spec, const std::string& key, bool torch2,
+                   const std::string& path) {
+  std::string cls = torchStorageClass(spec.dtype, torch2);
+  if (cls.empty())
+    throwBadInput(path, "tensor \"" + spec.name + "\" has dtype " + std::string(dtypeName(spec.dtype)) +
+                            (torch2 ? ", which torch.save cannot store" : ", which torch.save (1.13) cannot store"));
+  std::vector<std::int64_t> stride(spec.shape.size(), 1);
+  for (std::size_t k = spec.shape.size(); k-- > 1;) stride[k - 1] = stride[k] * std::max<std::int64_t>(spec.shape[k], 1);
+  std::int64_t numel = 1;
+  for (auto d : spec.shape) numel *= d;
+  p.global("torch._utils", "_rebuild_tensor_v2");
+  p.out += '(';
+  p.out += '(';  // persistent id ('storage', cls, key, 'cpu', numel)
+  p.text("storage");
+  p.global("torch", cls.c_str());
+  p.text(key);
+  p.text("cpu");
+  p.integer(numel);
+  p.out += "tQ";
+  p.integer(0);
+  p.intTuple(spec.shape);
+  p.intTuple(stride);
+  p.out += '\x89';  // requires_grad=False
+  p.emptyOrderedDict();
+  p.out += "tR";
+}
 
 }  // namespace
 
@@ -225,30 +228,8 @@ void writePtStreaming(const std::string& path, const std::vector<TensorSpec>& sp
   p.out += '(';
   for (std::size_t i = 0; i < specs.size(); ++i) {
     const auto& spec = specs[i];
-    std::string cls = torchStorageClass(spec.dtype);
-    if (cls.empty())
-      throwBadInput(path, "tensor \"" + spec.name + "\" has dtype " + std::string(dtypeName(spec.dtype)) +
-                              ", which torch.save (1.13) cannot store");
-    std::vector<std::int64_t> stride(spec.shape.size(), 1);
-    for (std::size_t k = spec.shape.size(); k-- > 1;) stride[k - 1] = stride[k] * std::max<std::int64_t>(spec.shape[k], 1);
-    std::int64_t numel = 1;
-    for (auto d : spec.shape) numel *= d;
     p.text(spec.name);
-    p.global("torch._utils", "_rebuild_tensor_v2");
-    p.out += '(';
-    p.out += '(';  // persistent id ('storage', cls, key, 'cpu', numel)
-    p.text("storage");
-    p.global("torch", cls.c_str());
-    p.text(std::to_string(i));
-    p.text("cpu");
-    p.integer(numel);
-    p.out += "tQ";
-    p.integer(0);
-    p.intTuple(spec.shape);
-    p.intTuple(stride);
-    p.out += '\x89';  // requires_grad=False
-    p.emptyOrderedDict();
-    p.out += "tR";
+    rebuildTensor(p, spec, std::to_string(i), false, path);
   }
   p.out += "u.";
 
@@ -287,6 +268,40 @@ void writePtStreaming(const std::string& path, const std::vector<TensorSpec>& sp
   }
   if (writeError) throw *writeError;
   file.commit();
+}
+
+std::uint64_t writeTensorZip(const std::function<void(const void*, std::size_t)>& sink, const TensorSpec& spec,
+                             const HostTensor& t, const std::string& subject) {
+  auto expected = dtypeBytesFor(spec.dtype, static_cast<std::uint64_t>(t.elementCount()));
+  if (t.dtype != spec.dtype || !expected || *expected != t.nbytes)
+    throw Error(ErrorKind::Internal, subject, "tensor \"" + spec.name + "\" does not match its spec");
+  PickleBuilder p;
+  rebuildTensor(p, spec, "0", true, subject);
+  p.out += '.';
+  std::uint64_t written = 0;
+  std::unique_ptr<Error> writeError;  // as in writePtStreaming: never throw through miniz
+  auto counted = [&](const void* data, std::size_t n) -> std::size_t {
+    if (writeError) return n;
+    try {
+      sink(data, n);
+      written += n;
+    } catch (const Error& e) {
+      writeError = std::make_unique<Error>(e);
+    }
+    return n;
+  };
+  try {
+    caffe2::serialize::PyTorchStreamWriter zip(counted);
+    zip.writeRecord("data.pkl", p.out.data(), p.out.size());
+    zip.writeRecord("data/0", t.data, t.nbytes);
+    zip.writeRecord("byteorder", "little", 6);
+    zip.writeEndOfFile();
+  } catch (const c10::Error& e) {
+    if (writeError) throw *writeError;
+    throw Error(ErrorKind::Io, subject, std::string("cannot write a torch.save item: ") + e.what_without_backtrace());
+  }
+  if (writeError) throw *writeError;
+  return written;
 }
 
 }  // namespace stoker

@@ -63,4 +63,11 @@ struct TensorSpec;
 void writePtStreaming(const std::string& path, const std::vector<TensorSpec>& specs,
                       const std::function<HostTensor(std::size_t)>& produce);
 
+// What torch.save(tensor) writes for one contiguous CPU tensor -- a zip holding
+// data.pkl, data/0 and byteorder -- pushed through `sink`; DCP's item format.
+// Dtypes torch 1.13 lacks get torch 2.x's storage names (UInt16Storage).
+// Returns the bytes written.
+std::uint64_t writeTensorZip(const std::function<void(const void*, std::size_t)>& sink, const TensorSpec& spec,
+                             const HostTensor& t, const std::string& subject);
+
 }  // namespace stoker

@@ -1,0 +1,224 @@
+#include "ckpt/dcp_writer.h"
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <map>
+
+#include "ckpt/convert_journal.h"
+#include "io/pickle_writer.h"
+#include "io/pt_file.h"
+#include "io/safetensors_writer.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+
+namespace stoker {
+namespace fs = std::filesystem;
+namespace {
+
+const char* kMetadataModule = "torch.distributed.checkpoint.metadata";
+const char* kFilesystemModule = "torch.distributed.checkpoint.filesystem";
+
+const char* torchDtypeName(Dtype d) {
+  switch (d) {
+    case Dtype::F32: return "float32";
+    case Dtype::F64: return "float64";
+    case Dtype::F16: return "float16";
+    case Dtype::BF16: return "bfloat16";
+    case Dtype::I64: return "int64";
+    case Dtype::I32: return "int32";
+    case Dtype::I16: return "int16";
+    case Dtype::I8: return "int8";
+    case Dtype::U8: return "uint8";
+    case Dtype::BOOL: return "bool";
+    case Dtype::C64: return "complex64";
+    case Dtype::U16: return "uint16";
+    case Dtype::U32: return "uint32";
+    case Dtype::U64: return "uint64";
+    case Dtype::F8_E5M2: return "float8_e5m2";
+    case Dtype::F8_E4M3: return "float8_e4m3fn";
+    case Dtype::F8_E8M0: return "float8_e8m0fnu";
+    default: return nullptr;
+  }
+}
+
+// `cls()` NEWOBJ, then BUILD with a dict whose items `fill` pushes.
+template <typename Fill>
+void dataclass(PickleBuilder& p, const char* module, const char* cls, Fill fill) {
+  p.global(module, cls);
+  p.emptyTuple();
+  p.newObject();
+  p.emptyDict();
+  p.mark();
+  fill();
+  p.setItems();
+  p.build();
+}
+
+void torchSize(PickleBuilder& p, const std::vector<std::int64_t>& v) {
+  p.global("torch", "Size");
+  p.mark();
+  p.intTuple(v);
+  p.tuple();
+  p.reduce();
+}
+
+// TensorProperties pickles its 5-tuple state (dtype, layout, requires_grad, memory_format, pin_memory).
+void tensorProperties(PickleBuilder& p, Dtype dtype) {
+  p.global(kMetadataModule, "TensorProperties");
+  p.emptyTuple();
+  p.newObject();
+  p.mark();
+  p.global("torch", torchDtypeName(dtype));
+  p.global("torch.serialization", "_get_layout");
+  p.mark();
+  p.text("torch.strided");
+  p.tuple();
+  p.reduce();
+  p.boolean(false);
+  p.global("builtins", "getattr");  // what Python >= 3.11 writes for an enum member
+  p.mark();
+  p.global(kMetadataModule, "_MEM_FORMAT_ENCODING");
+  p.text("TORCH_CONTIGUOUS_FORMAT");
+  p.tuple();
+  p.reduce();
+  p.boolean(false);
+  p.tuple();
+  p.build();
+}
+
+}  // namespace
+
+std::vector<DcpWrittenItem> writeDcpFile(const std::string& path, const PlannedFile& f,
+                                         const std::function<HostTensor(std::size_t)>& produce) {
+  AtomicFile file(path);
+  std::vector<DcpWrittenItem> items;
+  for (std::size_t k = 0; k < f.tensors.size(); ++k) {
+    const PlannedTensor& t = f.tensors[k];
+    if (!torchDtypeName(t.dtype))
+      throwBadInput(path, "tensor \"" + t.name + "\" has dtype " + std::string(dtypeName(t.dtype)) +
+                              ", which torch.save cannot store");
+    const HostTensor h = produce(k);
+    DcpWrittenItem item;
+    item.fqn = t.name;
+    item.offset = file.bytesWritten();
+    item.length = writeTensorZip([&](const void* data, std::size_t n) { file.write(data, n); },
+                                 TensorSpec{t.name, t.dtype, t.box.shape}, h, path);
+    items.push_back(std::move(item));
+  }
+  file.commit();
+  return items;
+}
+
+std::string dcpItemsLog(const std::vector<DcpWrittenItem>& items) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& i : items) j.push_back({{"fqn", i.fqn}, {"offset", i.offset}, {"length", i.length}});
+  return j.dump() + "\n";
+}
+
+std::vector<DcpWrittenItem> parseDcpItemsLog(const std::string& text, const std::string& subject) {
+  std::vector<DcpWrittenItem> items;
+  try {
+    for (const auto& j : nlohmann::json::parse(text))
+      items.push_back({j.at("fqn").get<std::string>(), j.at("offset").get<std::uint64_t>(),
+                       j.at("length").get<std::uint64_t>()});
+  } catch (const nlohmann::json::exception& e) {
+    throwBadInput(subject, std::string("corrupt item log: ") + e.what());
+  }
+  return items;
+}
+
+std::string dcpItemsLogPath(const std::string& dst, const std::string& file) {
+  return (fs::path(ConvertJournal::directory(dst)) / ("dcp-items-" + file + ".json")).string();
+}
+
+std::string dcpMetadataPickle(const ReshardPlan& plan,
+                              const std::function<std::vector<DcpWrittenItem>(const std::string& file)>& itemsOf) {
+  // Every chunk of every tensor, by name (names sort as the plan made them: sorted).
+  struct Chunk {
+    const PlannedTensor* tensor;
+    std::string file;
+    DcpWrittenItem item;
+  };
+  std::map<std::string, std::vector<Chunk>> byName;
+  for (const auto& f : plan.files) {
+    const auto items = itemsOf(f.name);
+    if (items.size() != f.tensors.size())
+      throw Error(ErrorKind::Internal, f.name, "its item log lists " + std::to_string(items.size()) + " items, the plan " +
+                                                   std::to_string(f.tensors.size()));
+    for (std::size_t k = 0; k < items.size(); ++k) {
+      if (items[k].fqn != f.tensors[k].name)
+        throw Error(ErrorKind::Internal, f.name, "its item log disagrees with the plan at \"" + items[k].fqn + "\"");
+      byName[items[k].fqn].push_back({&f.tensors[k], f.name, items[k]});
+    }
+  }
+  PickleBuilder p;
+  dataclass(p, kMetadataModule, "Metadata", [&] {
+    p.text("state_dict_metadata");
+    p.emptyDict();
+    p.mark();
+    for (const auto& [name, chunks] : byName) {
+      const PlannedTensor& first = *chunks.front().tensor;
+      p.text(name);
+      dataclass(p, kMetadataModule, "TensorStorageMetadata", [&] {
+        p.text("properties");
+        tensorProperties(p, first.dtype);
+        p.text("size");
+        torchSize(p, first.source->shape);
+        p.text("chunks");
+        p.out += ']';  // EMPTY_LIST, MARK, items, APPENDS
+        p.mark();
+        for (const auto& c : chunks)
+          dataclass(p, kMetadataModule, "ChunkStorageMetadata", [&] {
+            p.text("offsets");
+            torchSize(p, c.tensor->box.start);
+            p.text("sizes");
+            torchSize(p, c.tensor->box.shape);
+          });
+        p.out += 'e';
+      });
+    }
+    p.setItems();
+    // planner_data maps each flat name to its path in the state dict: the name itself, so
+    // dcp_to_torch_save gives back the flat names a model's state_dict() has.
+    p.text("planner_data");
+    p.emptyDict();
+    p.mark();
+    for (const auto& [name, chunks] : byName) {
+      p.text(name);
+      p.mark();
+      p.text(name);
+      p.tuple();
+    }
+    p.setItems();
+    p.text("storage_data");
+    p.emptyDict();
+    p.mark();
+    for (const auto& [name, chunks] : byName) {
+      for (std::size_t i = 0; i < chunks.size(); ++i) {
+        const Chunk& c = chunks[i];
+        dataclass(p, kMetadataModule, "MetadataIndex", [&] {
+          p.text("fqn");
+          p.text(name);
+          p.text("offset");
+          torchSize(p, c.tensor->box.start);
+          p.text("index");
+          p.integer(static_cast<std::int64_t>(i));
+        });
+        dataclass(p, kFilesystemModule, "_StorageInfo", [&] {
+          p.text("relative_path");
+          p.text(c.file);
+          p.text("offset");
+          p.integer(static_cast<std::int64_t>(c.item.offset));
+          p.text("length");
+          p.integer(static_cast<std::int64_t>(c.item.length));
+        });
+      }
+    }
+    p.setItems();
+  });
+  p.stop();
+  return p.out;
+}
+
+}  // namespace stoker
