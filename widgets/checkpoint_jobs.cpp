@@ -64,6 +64,8 @@ bool CheckpointJobs::open(const QString& path) {
                           .arg(hb(info->totalBytes()))
                           .arg(info->files.size());
     if (info->worldSize) summary += QString(", %1 ranks").arg(*info->worldSize);
+    if (!info->nonTensorItems.empty())
+      summary += QString(", %1 non-tensor item(s) that tensor-only targets leave out").arg(info->nonTensorItems.size());
     if (!info->problems.empty()) summary += QString(", %1 problem(s)").arg(info->problems.size());
     markIdle();
     Q_EMIT opened(summary);

@@ -87,11 +87,12 @@ CheckpointsWorkspace::CheckpointsWorkspace(QWidget* parent) : QWidget(parent), j
   targetKind_->addItem(tr("HF shards (model-0000i-of-0000n + index)"), "hf");
   targetKind_->addItem(tr("one .safetensors file"), "single");
   targetKind_->addItem(tr("PyTorch .pt state dict"), "pt");
+  targetKind_->addItem(tr("PyTorch DCP (.metadata + __<r>_0.distcp)"), "dcp");
   form->addRow(tr("Layout"), targetKind_);
   ranks_ = new QSpinBox(target);
   ranks_->setRange(1, 4096);
   ranks_->setValue(2);
-  ranks_->setToolTip(tr("M in ranks:M: the number of rank files to split every sharded tensor across"));
+  ranks_->setToolTip(tr("M in ranks:M or dcp:M: the number of rank files to split every tensor across"));
   form->addRow(tr("Ranks"), ranks_);
   hfMax_ = new QLineEdit("5GB", target);
   hfMax_->setToolTip(tr("Largest HF shard file (transformers' max_shard_size), e.g. 5GB, 500MiB"));
@@ -279,7 +280,7 @@ QStringList CheckpointsWorkspace::recentFiles() const { return QSettings().value
 void CheckpointsWorkspace::setTarget(const QString& target, const QString& dtype) {
   const QString kind = target.section(':', 0, 0);
   targetKind_->setCurrentIndex(std::max(0, targetKind_->findData(kind)));
-  if (kind == "ranks") ranks_->setValue(target.section(':', 1).toInt());
+  if ((kind == "ranks" || kind == "dcp") && target.contains(':')) ranks_->setValue(target.section(':', 1).toInt());
   if (kind == "hf" && target.contains(':')) hfMax_->setText(target.section(':', 1));
   dtype_->setCurrentText(dtype);
 }
@@ -290,14 +291,14 @@ void CheckpointsWorkspace::setForce(bool force) { force_->setChecked(force); }
 
 void CheckpointsWorkspace::updateTargetWidgets() {
   const QString kind = targetKind_->currentData().toString();
-  ranks_->setEnabled(kind == "ranks");
+  ranks_->setEnabled(kind == "ranks" || kind == "dcp");
   hfMax_->setEnabled(kind == "hf");
 }
 
 ConvertSettings CheckpointsWorkspace::settings() const {
   ConvertSettings s;
   const QString kind = targetKind_->currentData().toString();
-  s.target = kind == "ranks" ? QString("ranks:%1").arg(ranks_->value())
+  s.target = kind == "ranks" || kind == "dcp" ? QString("%1:%2").arg(kind).arg(ranks_->value())
              : kind == "hf"  ? "hf:" + hfMax_->text().trimmed()
                              : kind;
   s.dtype = dtype_->currentText();
@@ -452,23 +453,42 @@ void CheckpointsWorkspace::showLayout() {
       if (o->box.start[d] != 0) dim = static_cast<int>(d);
   }
   if (dim < 0) dim = 0;
+  // A second split dimension (DCP boxes of FSDP + tensor parallel): drawn as a grid.
+  int dim2 = -1;
+  for (std::size_t d = static_cast<std::size_t>(dim) + 1; dim2 < 0 && d < t->shape.size(); ++d) {
+    for (const auto& p : t->pieces)
+      if (p.start[d] != 0) dim2 = static_cast<int>(d);
+    for (const auto* o : outputs)
+      if (o->box.start[d] != 0) dim2 = static_cast<int>(d);
+  }
   ShardLayout layout;
   layout.tensor = name;
   const bool scalar = t->shape.empty();
   layout.extent = scalar ? 1 : t->shape[static_cast<std::size_t>(dim)];
   layout.dimLabel = scalar ? tr("a scalar") : tr("split along dim %1 (%2 of %3)").arg(dim).arg(layout.extent).arg(QString::fromStdString(shapeText(t->shape)));
-  for (const auto& p : t->pieces) {
+  if (dim2 >= 0) {
+    layout.extent2 = t->shape[static_cast<std::size_t>(dim2)];
+    layout.dimLabel = tr("split along dims %1 (down) and %2 (across) of %3")
+                          .arg(dim).arg(dim2).arg(QString::fromStdString(shapeText(t->shape)));
+  }
+  auto segment = [&](const std::vector<std::int64_t>& start, const std::vector<std::int64_t>& shape) {
     LayoutSegment s;
-    s.start = scalar ? 0 : p.start[static_cast<std::size_t>(dim)];
-    s.length = scalar ? 1 : p.shape[static_cast<std::size_t>(dim)];
+    s.start = scalar ? 0 : start[static_cast<std::size_t>(dim)];
+    s.length = scalar ? 1 : shape[static_cast<std::size_t>(dim)];
+    if (dim2 >= 0) {
+      s.start2 = start[static_cast<std::size_t>(dim2)];
+      s.length2 = shape[static_cast<std::size_t>(dim2)];
+    }
+    return s;
+  };
+  for (const auto& p : t->pieces) {
+    LayoutSegment s = segment(p.start, p.shape);
     s.label = QFileInfo(QString::fromStdString(src->files[static_cast<std::size_t>(p.file)])).fileName();
     s.colour = p.file;
     layout.source << s;
   }
   for (std::size_t i = 0; i < outputs.size(); ++i) {
-    LayoutSegment s;
-    s.start = scalar ? 0 : outputs[i]->box.start[static_cast<std::size_t>(dim)];
-    s.length = scalar ? 1 : outputs[i]->box.shape[static_cast<std::size_t>(dim)];
+    LayoutSegment s = segment(outputs[i]->box.start, outputs[i]->box.shape);
     s.label = outputFiles[i];
     s.colour = static_cast<int>(i) + 3;  // distinct from the source's colours
     layout.target << s;

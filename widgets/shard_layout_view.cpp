@@ -33,15 +33,31 @@ void ShardLayoutView::paintEvent(QPaintEvent*) {
       p.drawRect(QRect(left, y, barW, barH));
       return;
     }
+    const bool grid = layout_.extent2 > 0;
+    auto scale = [](qint64 v, qint64 extent, int pixels) {
+      return static_cast<int>(static_cast<double>(v) * pixels / static_cast<double>(extent));
+    };
     for (const auto& s : segments) {
-      const int x0 = left + static_cast<int>(static_cast<double>(s.start) * barW / static_cast<double>(layout_.extent));
-      const int x1 = left + static_cast<int>(static_cast<double>(s.start + s.length) * barW / static_cast<double>(layout_.extent));
-      const QRect r(x0, y, std::max(1, x1 - x0), barH);
+      QRect r;
+      QString text;
+      if (grid) {  // rows down, columns across
+        const int x0 = left + scale(s.start2, layout_.extent2, barW), x1 = left + scale(s.start2 + s.length2, layout_.extent2, barW);
+        const int y0 = y + scale(s.start, layout_.extent, barH), y1 = y + scale(s.start + s.length, layout_.extent, barH);
+        r = QRect(x0, y0, std::max(1, x1 - x0), std::max(1, y1 - y0));
+        text = QString("%1 [%2:%3, %4:%5]").arg(s.label).arg(s.start).arg(s.start + s.length).arg(s.start2).arg(s.start2 + s.length2);
+      } else {
+        const int x0 = left + scale(s.start, layout_.extent, barW), x1 = left + scale(s.start + s.length, layout_.extent, barW);
+        r = QRect(x0, y, std::max(1, x1 - x0), barH);
+        text = QString("%1\n%2–%3").arg(s.label).arg(s.start).arg(s.start + s.length);
+      }
       p.fillRect(r, PlanGridView::rankColor(s.colour));
       p.setPen(QColor(40, 40, 40));
       p.drawRect(r.adjusted(0, 0, -1, -1));
-      const QString text = QString("%1\n%2–%3").arg(s.label).arg(s.start).arg(s.start + s.length);
-      if (p.fontMetrics().horizontalAdvance(s.label) < r.width() - 4) p.drawText(r, Qt::AlignCenter, text);
+      const int textW = p.fontMetrics().horizontalAdvance(grid ? text : s.label);
+      if (textW < r.width() - 4 && (!grid || r.height() > p.fontMetrics().height()))
+        p.drawText(r, Qt::AlignCenter, text);
+      else if (grid && p.fontMetrics().horizontalAdvance(s.label) < r.width() - 4 && r.height() > p.fontMetrics().height())
+        p.drawText(r, Qt::AlignCenter, s.label);
     }
   };
   const int y0 = 8 + lineH;
@@ -49,7 +65,8 @@ void ShardLayoutView::paintEvent(QPaintEvent*) {
   drawBar(y0 + barH + 10, layout_.targetTitle.isEmpty() ? tr("target") : layout_.targetTitle, layout_.target);
   p.setPen(palette().color(QPalette::Text));
   p.drawText(QRect(left, y0 + 2 * barH + 14, barW, lineH), Qt::AlignLeft, "0");
-  p.drawText(QRect(left, y0 + 2 * barH + 14, barW, lineH), Qt::AlignRight, QString::number(layout_.extent));
+  p.drawText(QRect(left, y0 + 2 * barH + 14, barW, lineH), Qt::AlignRight,
+             QString::number(layout_.extent2 > 0 ? layout_.extent2 : layout_.extent));
 }
 
 }  // namespace stoker

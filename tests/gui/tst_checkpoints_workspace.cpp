@@ -69,6 +69,41 @@ class TestCheckpointsWorkspace : public QObject {
     QVERIFY(layout.target.isEmpty());
   }
 
+  // A DCP checkpoint from a real 2-process Gloo job: a tensor saved as a 2x2 grid of boxes is
+  // drawn as a grid, and a dry run to dcp:3 shows the target's dim-0 chunks across it.
+  void dcpChunkBoxesShowAsAGrid() {
+    if (!test::pythonTorchAvailable()) QSKIP("Debian's python3-torch is not installed");
+    const QString dcp = dir_.filePath("dcp-sharded");
+    auto made = test::run(QStringLiteral(STOKER_PYTHON),
+                          {STOKER_SOURCE_DIR "/tests/ckpt/dcp_fixtures.py", "sharded", dcp, "1"});
+    QVERIFY2(made.exitCode == 0, made.err.constData());
+    CheckpointsWorkspace w;
+    w.resize(1100, 750);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QSignalSpy opened(&w, &CheckpointsWorkspace::checkpointOpened), planned(&w, &CheckpointsWorkspace::planReady);
+    w.openPath(dcp);
+    QVERIFY(waitFor(opened));
+    QVERIFY2(opened.first().at(0).toString().contains("dcp"), qPrintable(opened.first().at(0).toString()));
+    w.setTarget("dcp:3", "keep");
+    w.setDestination(dir_.filePath("dcp-3"));
+    w.dryRun();
+    QVERIFY(waitFor(planned));
+    w.selectTensor("model.grid");
+    const ShardLayout& layout = w.layoutView()->shardLayout();
+    QCOMPARE(layout.extent, 6);
+    QCOMPARE(layout.extent2, 10);
+    QVERIFY2(layout.dimLabel.contains("dims 0 (down) and 1 (across)"), qPrintable(layout.dimLabel));
+    QSet<QString> boxes;
+    for (const auto& b : layout.source) boxes << QString("%1+%2,%3+%4").arg(b.start).arg(b.length).arg(b.start2).arg(b.length2);
+    QCOMPARE(boxes, (QSet<QString>{"0+3,0+6", "0+3,6+4", "3+3,0+6", "3+3,6+4"}));
+    QCOMPARE(layout.target.size(), 3);  // dcp:3 splits dim 0: rows 2 + 2 + 2, whole columns
+    QCOMPARE(layout.target[1].start, 2);
+    QCOMPARE(layout.target[1].length2, 10);
+    QCOMPARE(layout.targetTitle, QString("dcp:3"));
+    saveScreenshot(&w, "checkpoints-dcp-grid");
+  }
+
   void convertEndToEndThenVerify() {
     CheckpointsWorkspace w;
     w.resize(1100, 750);
