@@ -165,6 +165,17 @@ def main():
     for i, s in enumerate([":7070", "127.0.0.1:29650", "tcp://localhost:7070", "[::1]:80", "host:0"]):
         put("socket_address", "address-%d.txt" % i, s)
 
+    # DCP .metadata: real ones from Debian's torch 1.13 (one process, a 2-process Gloo job with
+    # ShardedTensors) and the torch 2.x layout (tests/ckpt/dcp_fixtures.py).
+    import subprocess, tempfile
+    fixtures = os.path.join(HERE, "..", "ckpt", "dcp_fixtures.py")
+    with tempfile.TemporaryDirectory() as tmp:
+        for args in (["single", tmp + "/single"], ["sharded", tmp + "/sharded", "1"],
+                     ["torch2", tmp + "/single", tmp + "/torch2"]):
+            subprocess.run([sys.executable, fixtures] + args, check=True)
+        for name in ("single", "sharded", "torch2"):
+            put("dcp_metadata", name + ".metadata", open(os.path.join(tmp, name, ".metadata"), "rb").read())
+
 
 if __name__ == "__main__":
     sys.exit(main())
