@@ -65,7 +65,7 @@ bool CheckpointJobs::open(const QString& path) {
                           .arg(info->files.size());
     if (info->worldSize) summary += QString(", %1 ranks").arg(*info->worldSize);
     if (!info->nonTensorItems.empty())
-      summary += QString(", %1 non-tensor item(s) that tensor-only targets leave out").arg(info->nonTensorItems.size());
+      summary += QString(", %1 non-tensor item(s) (kept by a DCP target, left out by the others)").arg(info->nonTensorItems.size());
     if (!info->problems.empty()) summary += QString(", %1 problem(s)").arg(info->problems.size());
     markIdle();
     Q_EMIT opened(summary);

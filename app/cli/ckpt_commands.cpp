@@ -102,7 +102,7 @@ void addConvert(CLI::App& ckpt, int& exitCode) {
     TerminalProgress progress("converting");
     options.progress = &progress;
     options.cancel = &cancel;
-    if (!info.nonTensorItems.empty()) {
+    if (!info.nonTensorItems.empty() && plan.target.kind != TargetKind::Dcp) {
       std::string names;
       for (std::size_t i = 0; i < info.nonTensorItems.size() && i < 8; ++i) names += (i ? ", " : "") + info.nonTensorItems[i].name;
       if (info.nonTensorItems.size() > 8) names += ", ...";

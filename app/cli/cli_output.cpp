@@ -59,7 +59,8 @@ void printCheckpointTable(const CheckpointInfo& info) {
                 humanBytes(t.nbytes).c_str());
   for (const auto& [k, v] : info.metadata) std::printf("metadata %s = %s\n", k.c_str(), v.c_str());
   for (const auto& i : info.nonTensorItems)
-    std::printf("non-tensor item %s (%s; tensor-only targets leave it out)\n", i.name.c_str(), humanBytes(i.bytes).c_str());
+    std::printf("non-tensor item %s (%s; a DCP target keeps it, the others leave it out)\n", i.name.c_str(),
+                humanBytes(i.bytes).c_str());
   if (info.format == CheckpointFormat::Dcp) {
     bool header = false;
     for (const auto& t : info.tensors) {

@@ -291,7 +291,8 @@ ConvertReport convertCheckpoint(const CheckpointInfo& source, const ReshardPlan&
         TensorStreamer streamer(files, bufferBytes, o.cancel, &meter);
         if (plan.target.kind == TargetKind::Dcp) {
           MemorySink memory;
-          const auto items = writeDcpFile(path, f, [&](std::size_t k) {
+          static const std::vector<CheckpointInfo::Item> kNone;
+          const auto items = writeDcpFile(path, f, &f == &plan.files.front() ? plan.bytesItems : kNone, files, [&](std::size_t k) {
             return streamWhole(f.tensors[k], memory, streamer, overflow, stopOthers);
           });
           AtomicFile log(dcpItemsLogPath(dst, f.name));

@@ -2,10 +2,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 
 #include "ckpt/convert_journal.h"
+#include "ckpt/tensor_stream.h"
 #include "io/pickle_writer.h"
 #include "io/pt_file.h"
 #include "io/safetensors_writer.h"
@@ -87,12 +89,29 @@ void tensorProperties(PickleBuilder& p, Dtype dtype) {
   p.build();
 }
 
+void storageInfo(PickleBuilder& p, const std::string& file, const DcpWrittenItem& item) {
+  dataclass(p, kFilesystemModule, "_StorageInfo", [&] {
+    p.text("relative_path");
+    p.text(file);
+    p.text("offset");
+    p.integer(static_cast<std::int64_t>(item.offset));
+    p.text("length");
+    p.integer(static_cast<std::int64_t>(item.length));
+  });
+}
+
 }  // namespace
 
 std::vector<DcpWrittenItem> writeDcpFile(const std::string& path, const PlannedFile& f,
+                                         const std::vector<CheckpointInfo::Item>& bytesItems, SourceFiles& source,
                                          const std::function<HostTensor(std::size_t)>& produce) {
   AtomicFile file(path);
   std::vector<DcpWrittenItem> items;
+  for (const auto& b : bytesItems) {
+    DcpWrittenItem item{b.name, file.bytesWritten(), b.bytes, true};
+    file.copyFrom(source.fd(b.file), b.offset, b.bytes);
+    items.push_back(std::move(item));
+  }
   for (std::size_t k = 0; k < f.tensors.size(); ++k) {
     const PlannedTensor& t = f.tensors[k];
     if (!torchDtypeName(t.dtype))
@@ -112,7 +131,8 @@ std::vector<DcpWrittenItem> writeDcpFile(const std::string& path, const PlannedF
 
 std::string dcpItemsLog(const std::vector<DcpWrittenItem>& items) {
   nlohmann::json j = nlohmann::json::array();
-  for (const auto& i : items) j.push_back({{"fqn", i.fqn}, {"offset", i.offset}, {"length", i.length}});
+  for (const auto& i : items)
+    j.push_back({{"fqn", i.fqn}, {"offset", i.offset}, {"length", i.length}, {"bytes", i.bytes}});
   return j.dump() + "\n";
 }
 
@@ -121,7 +141,7 @@ std::vector<DcpWrittenItem> parseDcpItemsLog(const std::string& text, const std:
   try {
     for (const auto& j : nlohmann::json::parse(text))
       items.push_back({j.at("fqn").get<std::string>(), j.at("offset").get<std::uint64_t>(),
-                       j.at("length").get<std::uint64_t>()});
+                       j.at("length").get<std::uint64_t>(), j.value("bytes", false)});
   } catch (const nlohmann::json::exception& e) {
     throwBadInput(subject, std::string("corrupt item log: ") + e.what());
   }
@@ -141,12 +161,17 @@ std::string dcpMetadataPickle(const ReshardPlan& plan,
     DcpWrittenItem item;
   };
   std::map<std::string, std::vector<Chunk>> byName;
+  std::map<std::string, std::pair<std::string, DcpWrittenItem>> byteItems;  // name -> (file, item)
   for (const auto& f : plan.files) {
-    const auto items = itemsOf(f.name);
+    auto items = itemsOf(f.name);
+    std::size_t k = 0;
+    for (const auto& item : items)
+      if (item.bytes) byteItems[item.fqn] = {f.name, item};
+    items.erase(std::remove_if(items.begin(), items.end(), [](const DcpWrittenItem& i) { return i.bytes; }), items.end());
     if (items.size() != f.tensors.size())
-      throw Error(ErrorKind::Internal, f.name, "its item log lists " + std::to_string(items.size()) + " items, the plan " +
+      throw Error(ErrorKind::Internal, f.name, "its item log lists " + std::to_string(items.size()) + " tensor items, the plan " +
                                                    std::to_string(f.tensors.size()));
-    for (std::size_t k = 0; k < items.size(); ++k) {
+    for (; k < items.size(); ++k) {
       if (items[k].fqn != f.tensors[k].name)
         throw Error(ErrorKind::Internal, f.name, "its item log disagrees with the plan at \"" + items[k].fqn + "\"");
       byName[items[k].fqn].push_back({&f.tensors[k], f.name, items[k]});
@@ -178,6 +203,12 @@ std::string dcpMetadataPickle(const ReshardPlan& plan,
         p.out += 'e';
       });
     }
+    for (const auto& [name, fileAndItem] : byteItems) {
+      p.text(name);
+      p.global(kMetadataModule, "BytesStorageMetadata");
+      p.emptyTuple();
+      p.newObject();
+    }
     p.setItems();
     // planner_data maps each flat name to its path in the state dict: the name itself, so
     // dcp_to_torch_save gives back the flat names a model's state_dict() has.
@@ -205,15 +236,19 @@ std::string dcpMetadataPickle(const ReshardPlan& plan,
           p.text("index");
           p.integer(static_cast<std::int64_t>(i));
         });
-        dataclass(p, kFilesystemModule, "_StorageInfo", [&] {
-          p.text("relative_path");
-          p.text(c.file);
-          p.text("offset");
-          p.integer(static_cast<std::int64_t>(c.item.offset));
-          p.text("length");
-          p.integer(static_cast<std::int64_t>(c.item.length));
-        });
+        storageInfo(p, c.file, c.item);
       }
+    }
+    for (const auto& [name, fileAndItem] : byteItems) {
+      dataclass(p, kMetadataModule, "MetadataIndex", [&] {
+        p.text("fqn");
+        p.text(name);
+        p.text("offset");
+        p.none();
+        p.text("index");
+        p.none();
+      });
+      storageInfo(p, fileAndItem.first, fileAndItem.second);
     }
     p.setItems();
   });

@@ -21,10 +21,15 @@ namespace stoker {
 struct DcpWrittenItem {
   std::string fqn;
   std::uint64_t offset = 0, length = 0;  // in the file
+  bool bytes = false;                    // a non-tensor item (BytesStorageMetadata)
 };
 
-// Writes `f` to `path` (temp + fsync + rename): tensor k's bytes come from `produce(k)`.
+class SourceFiles;
+
+// Writes `f` to `path` (temp + fsync + rename): first `bytesItems`, copied from `source`'s files
+// as they are, then tensor k's item from the bytes `produce(k)` gives.
 std::vector<DcpWrittenItem> writeDcpFile(const std::string& path, const PlannedFile& f,
+                                         const std::vector<CheckpointInfo::Item>& bytesItems, SourceFiles& source,
                                          const std::function<HostTensor(std::size_t)>& produce);
 
 // The journal's record of one written file, and reading it back.

@@ -63,10 +63,13 @@ struct CheckpointInfo {
   std::vector<LogicalTensor> tensors;   // name order (.pt: the state dict's order)
   std::map<std::string, std::string> metadata;
   std::vector<std::string> problems;    // contradictions between metadata and files
-  // What a tensor-only target leaves out: DCP's non-tensor items (step counters, RNG states).
+  // DCP's non-tensor items (step counters, RNG states, config): a DCP target copies them byte
+  // for byte, tensor-only targets leave them out.
   struct Item {
     std::string name;
     std::uint64_t bytes = 0;
+    int file = 0;              // where the item's bytes lie
+    std::uint64_t offset = 0;
   };
   std::vector<Item> nonTensorItems;
   std::shared_ptr<PtFile> pt;           // .pt sources: the opened archive

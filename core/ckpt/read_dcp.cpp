@@ -156,8 +156,8 @@ void readDcpDirectory(const std::string& dirIn, CheckpointInfo& info) {
   for (const DcpEntry& e : md.entries) {
     if (!e.isTensor) {
       if (!e.bytes) throwBadInput(metaPath, "\"" + e.fqn + "\": no storage_data entry for this non-tensor item");
-      dataFile(*e.bytes, "\"" + e.fqn + "\"");
-      info.nonTensorItems.push_back({e.fqn, e.bytes->length});
+      const DataFile& f = dataFile(*e.bytes, "\"" + e.fqn + "\"");
+      info.nonTensorItems.push_back({e.fqn, e.bytes->length, f.index, e.bytes->offset});
       continue;
     }
     if (!e.dtype)

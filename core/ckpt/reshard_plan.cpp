@@ -249,6 +249,7 @@ ReshardPlan planReshard(const CheckpointInfo& source, const TargetSpec& target) 
       }
       plan.indexName = ".metadata";
       plan.indexFromItems = true;
+      plan.bytesItems = source.nonTensorItems;
       break;
     }
     case TargetKind::Single:
@@ -264,6 +265,8 @@ ReshardPlan planReshard(const CheckpointInfo& source, const TargetSpec& target) 
   for (auto& f : plan.files) {
     if (target.kind == TargetKind::Pt || target.kind == TargetKind::Dcp)
       f.fileBytes = f.dataBytes();  // plus the zip directories, known once written
+    if (&f == &plan.files.front())
+      for (const auto& i : plan.bytesItems) f.fileBytes += i.bytes;
     else
       finishSafetensorsFile(f);
   }

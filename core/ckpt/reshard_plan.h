@@ -67,6 +67,8 @@ struct ReshardPlan {
   // DCP: the .metadata records where each item landed, known only once the files are written;
   // it is built then from what each file's writer logged (ckpt/dcp_writer).
   bool indexFromItems = false;
+  // DCP from DCP: the source's non-tensor items, copied byte for byte into the first file.
+  std::vector<CheckpointInfo::Item> bytesItems;
   std::uint64_t totalBytes() const;  // sum of file sizes
   std::uint64_t largestTensorBytes() const;
 };

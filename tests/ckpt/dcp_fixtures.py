@@ -5,29 +5,20 @@ usage: dcp_fixtures.py single OUT           one process (no_dist): dtypes, a str
        dcp_fixtures.py sharded OUT [MIB]    a real 2-process Gloo job saving ShardedTensors:
                                             dim-0 shards (FSDP-like), a 2x2 grid of boxes, a
                                             replicated tensor; MIB scales the big tensor
+       dcp_fixtures.py model OUT MIB        a 2-process Gloo job saving an MIB-sized transformer-like
+                                            model, every parameter dim-0 sharded (FSDP's layout);
+                                            no reference.pt (for benchmarks)
        dcp_fixtures.py torch2 SRC OUT       SRC's checkpoint with its .metadata re-pickled under
                                             torch >= 2.x module paths and fields
        dcp_fixtures.py bad SRC OUT          one broken copy of SRC per bad input, in OUT/<case>
 
-Debian's torch 1.13 DCP does not import under Python 3.11 (a dataclass field's mutable default);
-dcp_compat below makes eq-dataclasses hashable first, in this process only.
+Debian's torch 1.13 DCP does not import under Python 3.11 without dcp_compat (imported first).
 """
-import copy, dataclasses, os, pickle, shutil, socket, subprocess, sys, types
+import dataclasses, os, pickle, shutil, socket, subprocess, sys, types
 
-_orig_process_class = dataclasses._process_class
-def _process_class(cls, *args, **kwargs):
-    out = _orig_process_class(cls, *args, **kwargs)
-    if out.__dict__.get("__hash__", 0) is None:
-        out.__hash__ = object.__hash__
-    return out
-dataclasses._process_class = _process_class
-
-import torch
-import torch.distributed as dist
-import torch.distributed._shard.checkpoint as dcp
-from torch.distributed._shard.checkpoint import metadata as md13
-from torch.distributed._shard.checkpoint import filesystem as fs13
-from torch.distributed._shard.sharded_tensor import metadata as stmd
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dcp_compat import dcp, fs13, md13, torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
 
 
 def single(out):
@@ -102,6 +93,50 @@ def sharded(out, mib):
     procs = [subprocess.Popen([sys.executable, __file__, "sharded", out, str(mib)], env=dict(env, RANK=str(r)))
              for r in range(2)]
     codes = [p.wait(timeout=300) for p in procs]
+    if any(codes):
+        sys.exit(f"a rank failed: exit codes {codes}")
+
+
+def _model_rank(out, mib):
+    from torch.distributed._shard.sharded_tensor import Shard, init_from_local_shards
+    from torch.distributed._shard.metadata import ShardMetadata
+    rank = dist.get_rank()
+    hidden = 1024
+    # Per layer: q, k, v, o (hidden x hidden) and an MLP (4 hidden x hidden, hidden x 4 hidden): 12 hidden^2 floats,
+    # 48 MiB at f32; the norm is small. As many layers as MIB holds.
+    layer_mib = 12 * hidden * hidden * 4 >> 20
+    layers = max(1, mib // layer_mib)
+    g = torch.Generator().manual_seed(rank)
+    sd = {}
+    def shard(name, shape):
+        rows = shape[0]
+        sizes = [rows - rows // 2, rows // 2]
+        start = sum(sizes[:rank])
+        local = torch.randn([sizes[rank]] + list(shape[1:]), generator=g)
+        sd[name] = init_from_local_shards(
+            [Shard(local, ShardMetadata([start] + [0] * (len(shape) - 1), [sizes[rank]] + list(shape[1:]), f"rank:{rank}/cpu"))],
+            list(shape))
+    for i in range(layers):
+        p = f"model.layers.{i}."
+        for w in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            shard(p + "self_attn." + w + ".weight", [hidden, hidden])
+        shard(p + "mlp.up_proj.weight", [4 * hidden, hidden])
+        shard(p + "mlp.down_proj.weight", [hidden, 4 * hidden])
+        shard(p + "input_layernorm.weight", [hidden])
+    dcp.save_state_dict(sd, dcp.FileSystemWriter(out))
+
+
+def model(out, mib):
+    if "RANK" in os.environ:
+        dist.init_process_group("gloo")
+        _model_rank(out, mib)
+        dist.barrier()
+        dist.destroy_process_group()
+        return
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE="2")
+    procs = [subprocess.Popen([sys.executable, __file__, "model", out, str(mib)], env=dict(env, RANK=str(r)))
+             for r in range(2)]
+    codes = [p.wait(timeout=1800) for p in procs]
     if any(codes):
         sys.exit(f"a rank failed: exit codes {codes}")
 
@@ -229,6 +264,7 @@ if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "single": single(sys.argv[2])
     elif mode == "sharded": sharded(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 1)
+    elif mode == "model": model(sys.argv[2], int(sys.argv[3]))
     elif mode == "torch2": torch2(sys.argv[2], sys.argv[3])
     elif mode == "bad": bad(sys.argv[2], sys.argv[3])
     else: sys.exit(__doc__)

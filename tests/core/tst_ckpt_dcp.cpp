@@ -3,7 +3,9 @@
 // ShardedTensors in dim-0 shards and a 2x2 grid of boxes), the same checkpoint
 // re-pickled in torch 2.x's layout, every conversion target verified against
 // the torch.save'd original, and every malformed input refused with one line
-// and nothing written. Fixtures: tests/ckpt/dcp_fixtures.py.
+// and nothing written. Fixtures: tests/ckpt/dcp_fixtures.py. Also the other
+// checkpoints torch 2.x writes: a .pt with storages 1.13 lacks, aligned records
+// (tests/ckpt/pt_torch2_fixture.py).
 #include <QtTest>
 
 #include <QJsonArray>
@@ -22,6 +24,7 @@ namespace fs = std::filesystem;
 namespace {
 const char* kFixtures = STOKER_SOURCE_DIR "/tests/ckpt/dcp_fixtures.py";
 const char* kTorchLoad = STOKER_SOURCE_DIR "/tests/ckpt/dcp_load.py";
+const char* kPtTorch2 = STOKER_SOURCE_DIR "/tests/ckpt/pt_torch2_fixture.py";
 }
 
 class TestCkptDcp : public QObject {
@@ -187,6 +190,53 @@ class TestCkptDcp : public QObject {
     QVERIFY2(load.exitCode == 0, (load.out + load.err).constData());
     auto again = runStoker({"ckpt", "convert", tmp("sharded"), dst, "--to", "dcp:4", "--resume"});
     QVERIFY2(again.exitCode == 0, again.err.constData());  // finished: nothing to do
+  }
+
+  // DCP -> DCP keeps the non-tensor items (step counters, RNG states) byte for byte.
+  void dcpToDcpKeepsNonTensorItems() {
+    const QString dst = tmp("dcp-items");
+    auto c = runStoker({"ckpt", "convert", tmp("single"), dst, "--to", "dcp:2"});
+    QVERIFY2(c.exitCode == 0, c.err.constData());
+    QVERIFY2(!c.err.contains("left out"), c.err.constData());
+    auto info = stoker::inspectCheckpoint(dst.toStdString());
+    QCOMPARE(info.nonTensorItems.size(), std::size_t{2});
+    const QString check = QString(R"(
+import io, sys; sys.path.insert(0, '%1')
+from dcp_compat import alias_torch2_modules, dcp, md13, torch
+alias_torch2_modules()
+def items(d):
+    r = dcp.FileSystemReader(d); m = r.read_metadata(); out = {}
+    for k, v in m.state_dict_metadata.items():
+        if isinstance(v, md13.BytesStorageMetadata):
+            s = m.storage_data[md13.MetadataIndex(k)]
+            out[k] = torch.load(io.BytesIO(open(d + '/' + s.relative_path, 'rb').read()[s.offset:s.offset + s.length]))
+    return out
+a, b = items(sys.argv[1]), items(sys.argv[2])
+print(a); assert a == b == {'step': 42, 'config': {'lr': 0.001, 'name': 'run-7'}}, (a, b)
+)").arg(STOKER_SOURCE_DIR "/tests/ckpt");
+    auto r = stoker::test::runPython(check, {tmp("single"), dst});
+    QVERIFY2(r.exitCode == 0, (r.out + r.err).constData());
+    auto load = run(QStringLiteral(STOKER_PYTHON), {kTorchLoad, dst, tmp("single-reference.pt")});
+    QVERIFY2(load.exitCode == 0, (load.out + load.err).constData());
+  }
+
+  // torch >= 2.3's .pt: UInt16/UInt32/Float8 storages read as bytes, records read in place.
+  void readsTorch2PtFiles() {
+    auto made = run(QStringLiteral(STOKER_PYTHON), {kPtTorch2, tmp("torch2.pt"), tmp("torch2-expected.safetensors")});
+    QVERIFY2(made.exitCode == 0, made.err.constData());
+    auto info = stoker::inspectCheckpoint(tmp("torch2.pt").toStdString());
+    QCOMPARE(info.find("u16")->dtype, stoker::Dtype::U16);
+    QCOMPARE(info.find("u32")->dtype, stoker::Dtype::U32);
+    QCOMPARE(info.find("f8")->dtype, stoker::Dtype::F8_E4M3);
+    const auto& weight = info.find("weight")->pieces.at(0);  // a parameter with state
+    QVERIFY2(!weight.loadFromPt, "an aligned record is read in place");
+    QCOMPARE(weight.dataOffset % 64, std::uint64_t{0});
+    auto v = runStoker({"ckpt", "verify", tmp("torch2.pt"), tmp("torch2-expected.safetensors")});
+    QVERIFY2(v.exitCode == 0, (v.out + v.err).constData());
+    auto c = runStoker({"ckpt", "convert", tmp("torch2.pt"), tmp("torch2-hf"), "--to", "hf"});
+    QVERIFY2(c.exitCode == 0, c.err.constData());
+    auto v2 = runStoker({"ckpt", "verify", tmp("torch2-hf"), tmp("torch2-expected.safetensors")});
+    QVERIFY2(v2.exitCode == 0, (v2.out + v2.err).constData());
   }
 
   void refusesBadInput_data() {
