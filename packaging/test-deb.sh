@@ -37,7 +37,7 @@ log "Depends: $depends"
 grep -q 'libqt6widgets6' <<<"$depends" || fail "Depends lacks Qt Widgets"
 grep -q 'libtorch' <<<"$depends" || fail "Depends lacks libtorch"
 contents=$(dpkg-deb -c "$deb")
-for f in ./usr/bin/stoker ./usr/bin/stoker-workbench ./usr/bin/stoker-demo-trainer \
+for f in ./usr/bin/stoker ./usr/lib/stoker/stoker-torch ./usr/bin/stoker-workbench ./usr/bin/stoker-demo-trainer \
          ./usr/share/applications/io.github.stoker.workbench.desktop \
          ./usr/share/icons/hicolor/scalable/apps/stoker.svg \
          ./usr/share/metainfo/io.github.stoker.workbench.metainfo.xml \
@@ -66,12 +66,18 @@ trap cleanup EXIT
 # environment, so nothing of the build tree can help them.
 cd "$tmp"
 clean_env=(env -i PATH=/usr/bin:/bin HOME="$tmp" XDG_RUNTIME_DIR="$tmp" QT_QPA_PLATFORM=offscreen)
-for exe in /usr/bin/stoker /usr/bin/stoker-workbench /usr/bin/stoker-demo-trainer; do
+for exe in /usr/bin/stoker /usr/lib/stoker/stoker-torch /usr/bin/stoker-workbench /usr/bin/stoker-demo-trainer; do
   if ldd "$exe" | grep -q 'not found'; then ldd "$exe" | grep 'not found'; fail "$exe: missing libraries"; fi
   if readelf -d "$exe" | grep -q "$BUILD_DIR"; then fail "$exe: RUNPATH points into the build tree"; fi
 done
 "${clean_env[@]}" /usr/bin/stoker --version | grep -q 'stoker 0.1.0' || fail "stoker --version"
 "${clean_env[@]}" /usr/bin/stoker plan --samples 1000 --world-size 4 --json --no-indices >/dev/null || fail "stoker plan"
+# `stoker` itself is torch-free (byte-level checkpoint commands); it hands the rest to stoker-torch.
+if ldd /usr/bin/stoker | grep -q libtorch; then fail "/usr/bin/stoker links libtorch"; fi
+"${clean_env[@]}" /usr/bin/stoker ckpt inspect "$ROOT/tests/data/safetensors-samples/B.safetensors" >/dev/null \
+  || fail "stoker ckpt inspect"
+"${clean_env[@]}" /usr/bin/stoker ckpt convert "$ROOT/tests/data/safetensors-samples/B.safetensors" "$tmp/pt" --to pt \
+  >/dev/null 2>&1 || fail "stoker ckpt convert --to pt (handed to stoker-torch)"
 for w in loader planner checkpoints monitor; do
   "${clean_env[@]}" /usr/bin/stoker-workbench --workspace "$w" --screenshot "$tmp/$w.png" 2>/dev/null \
     || fail "stoker-workbench --workspace $w"

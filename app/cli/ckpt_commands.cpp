@@ -8,6 +8,7 @@
 #include "ckpt/inspect.h"
 #include "ckpt/reshard_plan.h"
 #include "ckpt/select.h"
+#include "ckpt/torch_ops.h"
 #include "ckpt/verify.h"
 #include "cli_output.h"
 #include "cli_progress.h"
@@ -97,6 +98,8 @@ void addConvert(CLI::App& ckpt, int& exitCode) {
       exitCode = 0;
       return;
     }
+    if (!torchCheckpointOps() && conversionNeedsLibtorch(plan))
+      throw NeedsLibtorch("stoker ckpt convert --to " + targetName(plan.target));  // stoker-torch takes over
     CancelToken cancel;
     cancelOnInterrupt(cancel);
     TerminalProgress progress("converting");

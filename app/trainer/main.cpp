@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "io/host_tensor_torch.h"
 #include "data/dataset.h"
 #include "data/fashion_mnist.h"
 #include "data/loader.h"

@@ -14,6 +14,7 @@
 #include "ckpt/convert_journal.h"
 #include "ckpt/dcp_writer.h"
 #include "ckpt/tensor_stream.h"
+#include "ckpt/torch_ops.h"
 #include "io/pt_file.h"
 #include "io/safetensors_writer.h"
 #include "util/atomic_file.h"
@@ -227,6 +228,14 @@ bool finishedWithoutJournal(const ReshardPlan& plan, const std::string& dst) {
 
 }  // namespace
 
+bool conversionNeedsLibtorch(const ReshardPlan& plan) {
+  if (plan.target.kind == TargetKind::Pt || plan.target.kind == TargetKind::Dcp) return true;
+  for (const auto& f : plan.files)
+    for (const auto& t : f.tensors)
+      if (t.converts()) return true;
+  return false;
+}
+
 std::uint64_t perJobBufferBytes(const ConvertOptions& o) {
   const std::uint64_t perJob = o.memoryBudget / static_cast<std::uint64_t>(std::max(o.jobs, 1));
   // Reading buffer + converted buffer + libtorch temporaries ~ 4 buffers; more
@@ -303,7 +312,7 @@ ConvertReport convertCheckpoint(const CheckpointInfo& source, const ReshardPlan&
           std::vector<TensorSpec> specs;
           for (const auto& t : f.tensors) specs.push_back({t.name, t.dtype, t.box.shape});
           MemorySink memory;
-          writePtStreaming(path, specs, [&](std::size_t k) {
+          requireTorchCheckpointOps("writing a .pt file").writePtStreaming(path, specs, [&](std::size_t k) {
             return streamWhole(f.tensors[k], memory, streamer, overflow, stopOthers);
           });
         } else {

@@ -52,6 +52,9 @@ ConvertReport convertCheckpoint(const CheckpointInfo& source, const ReshardPlan&
 // The option and memory checks convertCheckpoint starts with (for --dry-run).
 void validateConvertOptions(const CheckpointInfo& source, const ReshardPlan& plan, const ConvertOptions& options);
 
+// Whether executing `plan` needs libtorch (ckpt/torch_ops): a dtype change, a .pt or DCP output.
+bool conversionNeedsLibtorch(const ReshardPlan& plan);
+
 // Bytes of memory a job uses for buffers, given the budget (for the plan view).
 std::uint64_t perJobBufferBytes(const ConvertOptions& options);
 

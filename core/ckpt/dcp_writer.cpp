@@ -8,6 +8,7 @@
 
 #include "ckpt/convert_journal.h"
 #include "ckpt/tensor_stream.h"
+#include "ckpt/torch_ops.h"
 #include "io/pickle_writer.h"
 #include "io/pt_file.h"
 #include "io/safetensors_writer.h"
@@ -121,8 +122,9 @@ std::vector<DcpWrittenItem> writeDcpFile(const std::string& path, const PlannedF
     DcpWrittenItem item;
     item.fqn = t.name;
     item.offset = file.bytesWritten();
-    item.length = writeTensorZip([&](const void* data, std::size_t n) { file.write(data, n); },
-                                 TensorSpec{t.name, t.dtype, t.box.shape}, h, path);
+    item.length = requireTorchCheckpointOps("writing a DCP item")
+                      .writeTensorZip([&](const void* data, std::size_t n) { file.write(data, n); },
+                                      TensorSpec{t.name, t.dtype, t.box.shape}, h, path);
     items.push_back(std::move(item));
   }
   file.commit();

@@ -15,6 +15,7 @@
 #include "ckpt/layout_readers.h"
 #include "io/dcp_item.h"
 #include "io/dcp_metadata.h"
+#include "io/strided_gather.h"
 #include "util/error.h"
 
 namespace stoker {
@@ -64,15 +65,6 @@ bool staysInDirectory(const std::string& rel) {
 
 std::string boxText(const std::vector<std::int64_t>& offsets, const std::vector<std::int64_t>& sizes) {
   return "offsets " + shapeText(offsets) + " sizes " + shapeText(sizes);
-}
-
-bool rowMajor(const PyTensorRef& r) {
-  std::int64_t expect = 1;
-  for (std::size_t k = r.size.size(); k-- > 0;) {
-    if (r.size[k] != 1 && r.stride[k] != expect) return false;
-    expect *= r.size[k];
-  }
-  return true;
 }
 
 // The chunks must tile the tensor: each inside it, none overlapping, volumes summing to it.
@@ -201,7 +193,7 @@ void readDcpDirectory(const std::string& dirIn, CheckpointInfo& info) {
       p.start = c.offsets;
       p.shape = c.sizes;
       const std::uint64_t elem = dtypeBits(*e.dtype) / 8;
-      if (rowMajor(item.ref)) {
+      if (isRowMajor(item.ref.size, item.ref.stride)) {
         p.dataOffset = item.storageAt + static_cast<std::uint64_t>(item.ref.offset) * elem;
       } else {
         auto s = std::make_shared<TensorPiece::Strided>();

@@ -265,11 +265,11 @@ ReshardPlan planReshard(const CheckpointInfo& source, const TargetSpec& target) 
   for (auto& f : plan.files) {
     if (target.kind == TargetKind::Pt || target.kind == TargetKind::Dcp)
       f.fileBytes = f.dataBytes();  // plus the zip directories, known once written
-    if (&f == &plan.files.front())
-      for (const auto& i : plan.bytesItems) f.fileBytes += i.bytes;
     else
       finishSafetensorsFile(f);
   }
+  if (!plan.files.empty())
+    for (const auto& i : plan.bytesItems) plan.files.front().fileBytes += i.bytes;
   return plan;
 }
 

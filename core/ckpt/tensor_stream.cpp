@@ -6,7 +6,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "ckpt/torch_ops.h"
 #include "io/pt_file.h"
+#include "io/strided_gather.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -92,22 +94,12 @@ const std::uint8_t* TensorStreamer::loadedPiece(const TensorPiece& piece) {
 void TensorStreamer::gatherStrided(const TensorPiece& piece) {
   const auto& s = *piece.strided;
   const std::size_t elem = dtypeBits(sourceDtype_) / 8;
-  auto storage = std::make_shared<std::vector<std::uint8_t>>(static_cast<std::size_t>(s.storageBytes));
-  preadAll(files_.fd(piece.file), storage->data(), s.storageBytes, s.storageAt, files_.info().files[piece.file]);
+  std::vector<std::uint8_t> storage(static_cast<std::size_t>(s.storageBytes));
+  preadAll(files_.fd(piece.file), storage.data(), s.storageBytes, s.storageAt, files_.info().files[piece.file]);
   std::uint64_t count = 1;
   for (auto d : piece.shape) count *= static_cast<std::uint64_t>(d);
   auto out = std::make_shared<std::vector<std::uint8_t>>(static_cast<std::size_t>(count * elem));
-  std::vector<std::int64_t> index(piece.shape.size(), 0);
-  for (std::uint64_t i = 0; i < count; ++i) {
-    std::int64_t at = s.elementOffset;
-    for (std::size_t d = 0; d < index.size(); ++d) at += index[d] * s.stride[d];
-    std::memcpy(out->data() + i * elem, storage->data() + static_cast<std::size_t>(at) * elem, elem);
-    for (std::size_t d = index.size(); d-- > 0;) {  // odometer over the piece's shape
-      if (++index[d] < piece.shape[d]) break;
-      index[d] = 0;
-    }
-    if ((i & 0xfffff) == 0xfffff) check();
-  }
+  stoker::gatherStrided(storage.data(), elem, s.elementOffset, piece.shape, s.stride, out->data());
   loaded_.dtype = sourceDtype_;
   loaded_.shape = piece.shape;
   loaded_.data = out->data();
@@ -190,7 +182,8 @@ void TensorStreamer::emit(const CopyRun& run, ByteSink& sink) {
 void TensorStreamer::flushConvert(const PlannedTensor& t, ByteSink& sink, F16Overflow* overflow) {
   if (used_ == 0) return;
   const std::size_t elem = dtypeBits(t.source->dtype) / 8;
-  convertFloats(buffer_.data(), t.source->dtype, t.dtype, used_ / elem, converted_, overflow);
+  requireTorchCheckpointOps("a dtype conversion").convertFloats(buffer_.data(), t.source->dtype, t.dtype, used_ / elem,
+                                                                converted_, overflow);
   sink.append(converted_.data(), converted_.size());
   if (meter_) meter_->add(converted_.size(), item_);
   used_ = 0;

@@ -1,3 +1,4 @@
+#include "io/host_tensor_torch.h"
 #include "data/dataset.h"
 
 #include <algorithm>

@@ -1,10 +1,10 @@
 // io/host_tensor: a tensor's bytes in host memory as readers hand it out:
 // dtype, shape and a pointer into memory that `owner` keeps alive (an mmap, a
 // decoded buffer). Every dtype is representable here, including the ones the
-// linked libtorch lacks; toTorch() is the single place that meets libtorch.
+// linked libtorch lacks. Torch-free: toTorch() and the dtype mapping live in
+// io/host_tensor_torch (the libtorch half of the core), the one place that
+// meets libtorch.
 #pragma once
-
-#include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <memory>
@@ -13,6 +13,10 @@
 #include <vector>
 
 #include "io/dtype.h"
+
+namespace at {
+class Tensor;
+}
 
 namespace stoker {
 
@@ -28,17 +32,8 @@ struct HostTensor {
   // A libtorch tensor over the same bytes without copying when the pointer is
   // aligned for the dtype (one copy otherwise); the tensor's deleter keeps
   // `owner` alive. Throws Error(BadInput) for dtypes this libtorch lacks.
+  // Defined in io/host_tensor_torch.cpp: callers include io/host_tensor_torch.h.
   at::Tensor toTorch() const;
 };
-
-// The libtorch scalar type of `d`, if the linked libtorch has one.
-std::optional<c10::ScalarType> torchType(Dtype d);
-// Whether the linked libtorch has a scalar type for `d`.
-bool torchSupports(Dtype d);
-// The Stoker dtype of a libtorch scalar type; throws for ones with no
-// safetensors name (e.g. quantized types).
-Dtype dtypeFromTorch(c10::ScalarType t);
-// A HostTensor viewing a contiguous CPU libtorch tensor (kept alive by owner).
-HostTensor hostTensorFromTorch(const at::Tensor& t);
 
 }  // namespace stoker

@@ -1,5 +1,6 @@
 // io/pt_file: PyTorch .pt state dicts (the torch.save zip format) without
-// running pickle code. Opening reads only data.pkl, so listing the tensors of
+// running pickle code. Reading is torch-free (minizip, io/zip_archive); the
+// writers (io/pt_writer.cpp) use libtorch's zip writer. Opening reads only data.pkl, so listing the tensors of
 // a large file is cheap; load() reads one tensor's storage record. Nested
 // dicts and lists are flattened to dotted names ("model.layer.0.weight");
 // non-tensor leaves (epoch counters, hyper-parameters) are kept as text.
@@ -15,10 +16,7 @@
 
 #include "io/host_tensor.h"
 #include "io/pickle_reader.h"
-
-namespace caffe2::serialize {
-class PyTorchStreamReader;
-}
+#include "io/zip_archive.h"
 
 namespace stoker {
 
@@ -46,8 +44,11 @@ class PtFile {
   std::optional<std::uint64_t> inPlaceOffset(const PtTensorInfo& info) const;
 
  private:
+  const ZipArchive::Record& storageRecord(const PtTensorInfo& info) const;
+
   std::string path_;
-  std::shared_ptr<caffe2::serialize::PyTorchStreamReader> reader_;
+  std::shared_ptr<const int> fd_;            // open while the archive is used
+  std::shared_ptr<const ZipArchive> zip_;
   std::vector<PtTensorInfo> tensors_;
   std::map<std::string, std::string> extras_;
 };

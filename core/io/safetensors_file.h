@@ -2,7 +2,6 @@
 // views into the mapping (no copy); the mapping lives as long as any view.
 #pragma once
 
-#include <ATen/core/Tensor.h>
 
 #include <memory>
 #include <string>
@@ -34,7 +33,7 @@ class SafetensorsFile {
   HostTensor host(const SafetensorsEntry& e) const;
   HostTensor host(std::string_view name) const { return host(entry(name)); }
   // A libtorch tensor over the mapping (see HostTensor::toTorch).
-  at::Tensor tensor(std::string_view name) const { return host(name).toTorch(); }
+  at::Tensor tensor(std::string_view name) const;  // io/host_tensor_torch.cpp
 
  private:
   std::shared_ptr<const MappedFile> map_;

@@ -255,8 +255,10 @@ def bad(src, out):
     def corrupt(m, d):
         info = first_info(m)
         with open(os.path.join(d, info.relative_path), "r+b") as f:
-            f.seek(info.offset + info.length - 22)  # the end-of-central-directory record
-            f.write(b"\xff" * 22)
+            # Its central directory and end records (zip64 included: a reader may find the zip64
+            # records when only the last 22 bytes are gone, and then the item is intact).
+            f.seek(info.offset + info.length - 1024)
+            f.write(b"\xff" * 1024)
     case("item-zip-corrupt", corrupt)
 
 

@@ -1,3 +1,4 @@
+#include "io/host_tensor_torch.h"
 #include "ckpt_fixtures.h"
 
 #include <QDir>

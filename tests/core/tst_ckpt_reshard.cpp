@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "io/host_tensor_torch.h"
 #include "ckpt/async_saver.h"
 #include "ckpt/convert.h"
 #include "ckpt/convert_journal.h"

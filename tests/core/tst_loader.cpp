@@ -13,6 +13,7 @@
 #include <fstream>
 #include <thread>
 
+#include "io/host_tensor_torch.h"
 #include "data/loader.h"
 #include "data/loader_session.h"
 #include "data/loader_sweep.h"

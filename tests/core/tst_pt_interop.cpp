@@ -10,6 +10,7 @@
 
 #include <ATen/ATen.h>
 
+#include "io/host_tensor_torch.h"
 #include "io/pickle_reader.h"
 #include "io/pt_file.h"
 #include "test_support.h"

@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 
+#include "io/host_tensor_torch.h"
 #include "io/safetensors_file.h"
 #include "io/safetensors_writer.h"
 #include "test_support.h"

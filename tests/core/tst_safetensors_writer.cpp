@@ -9,6 +9,7 @@
 #include <random>
 #include <sys/resource.h>
 
+#include "io/host_tensor_torch.h"
 #include "io/safetensors_file.h"
 #include "io/safetensors_writer.h"
 #include "test_support.h"

@@ -1,5 +1,6 @@
 // Fuzz target: a whole safetensors file, mapped, validated and every tensor read (bytes and,
 // for dtypes libtorch has, a libtorch view).
+#include "io/host_tensor_torch.h"
 #include "fuzz_target.h"
 #include "io/safetensors_file.h"
 

@@ -1,0 +1,184 @@
+#include "io/zip_archive.h"
+
+#include <minizip/unzip.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "util/error.h"
+
+namespace stoker {
+namespace {
+
+// minizip's file functions over [base, base + length) of an open fd: the zip sees only its range.
+struct Range {
+  int fd;
+  std::uint64_t base, length;
+};
+// minizip reads headers a byte or two at a time: a cursor serves those from a read-ahead window
+// (one pread per 16 KiB instead of ~500 per record).
+struct Cursor {
+  const Range* range;
+  std::uint64_t pos = 0;
+  std::vector<char> window;
+  std::uint64_t windowAt = 0;
+};
+
+std::uint64_t preadRange(const Range& range, char* buf, std::uint64_t want, std::uint64_t at) {
+  std::uint64_t done = 0;
+  while (done < want) {
+    ssize_t r = ::pread(range.fd, buf + done, want - done, static_cast<off_t>(range.base + at + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    done += static_cast<std::uint64_t>(r);
+  }
+  return done;
+}
+
+voidpf rangeOpen(voidpf opaque, const void* /*name*/, int /*mode*/) { return new Cursor{static_cast<Range*>(opaque)}; }
+uLong rangeRead(voidpf, voidpf stream, void* buf, uLong size) {
+  constexpr std::uint64_t kWindow = 16 << 10;
+  auto* c = static_cast<Cursor*>(stream);
+  if (c->pos >= c->range->length) return 0;
+  const std::uint64_t want = std::min<std::uint64_t>(size, c->range->length - c->pos);
+  std::uint64_t done;
+  if (want >= kWindow) {
+    done = preadRange(*c->range, static_cast<char*>(buf), want, c->pos);
+  } else {
+    if (c->pos < c->windowAt || c->pos + want > c->windowAt + c->window.size()) {
+      c->window.resize(static_cast<std::size_t>(std::min(kWindow, c->range->length - c->pos)));
+      c->window.resize(static_cast<std::size_t>(preadRange(*c->range, c->window.data(), c->window.size(), c->pos)));
+      c->windowAt = c->pos;
+    }
+    done = std::min<std::uint64_t>(want, c->windowAt + c->window.size() - c->pos);
+    std::memcpy(buf, c->window.data() + (c->pos - c->windowAt), static_cast<std::size_t>(done));
+  }
+  c->pos += done;
+  return static_cast<uLong>(done);
+}
+uLong rangeWrite(voidpf, voidpf, const void*, uLong) { return 0; }
+ZPOS64_T rangeTell(voidpf, voidpf stream) { return static_cast<Cursor*>(stream)->pos; }
+long rangeSeek(voidpf, voidpf stream, ZPOS64_T offset, int origin) {
+  auto* c = static_cast<Cursor*>(stream);
+  std::uint64_t base = origin == ZLIB_FILEFUNC_SEEK_CUR ? c->pos : origin == ZLIB_FILEFUNC_SEEK_END ? c->range->length : 0;
+  if (offset > c->range->length || base + offset > c->range->length) return -1;
+  c->pos = base + offset;
+  return 0;
+}
+int rangeClose(voidpf, voidpf stream) {
+  delete static_cast<Cursor*>(stream);
+  return 0;
+}
+int rangeError(voidpf, voidpf) { return 0; }
+
+class Unzip {
+ public:
+  explicit Unzip(Range& range) {
+    zlib_filefunc64_def io{};
+    io.zopen64_file = rangeOpen;
+    io.zread_file = rangeRead;
+    io.zwrite_file = rangeWrite;
+    io.ztell64_file = rangeTell;
+    io.zseek64_file = rangeSeek;
+    io.zclose_file = rangeClose;
+    io.zerror_file = rangeError;
+    io.opaque = &range;
+    uf_ = unzOpen2_64("zip", &io);
+  }
+  ~Unzip() {
+    if (uf_) unzClose(uf_);
+  }
+  Unzip(const Unzip&) = delete;
+  Unzip& operator=(const Unzip&) = delete;
+  unzFile get() const { return uf_; }
+
+ private:
+  unzFile uf_ = nullptr;
+};
+
+}  // namespace
+
+ZipArchive ZipArchive::open(int fd, std::uint64_t offset, std::uint64_t length, const std::string& subject) {
+  ZipArchive z;
+  z.fd_ = fd;
+  z.offset_ = offset;
+  z.length_ = length;
+  z.subject_ = subject;
+  Range range{fd, offset, length};
+  Unzip uf(range);
+  if (!uf.get()) throwBadInput(subject, "is a corrupt zip (no readable central directory)");
+  auto fail = [&](const std::string& why) { throwBadInput(subject, "is a corrupt zip: " + why); };
+  std::string prefix;
+  for (int rc = unzGoToFirstFile(uf.get()); rc != UNZ_END_OF_LIST_OF_FILE; rc = unzGoToNextFile(uf.get())) {
+    if (rc != UNZ_OK) fail("cannot walk its central directory");
+    unz_file_info64 info{};
+    char name[1024];
+    if (unzGetCurrentFileInfo64(uf.get(), &info, name, sizeof name, nullptr, 0, nullptr, 0) != UNZ_OK)
+      fail("a central directory entry is unreadable");
+    if (info.size_filename >= sizeof name) fail("a record name is longer than 1023 bytes");
+    if (info.flag & 1) throwBadInput(subject, "holds encrypted records");
+    if (info.compression_method != 0 && info.compression_method != Z_DEFLATED)
+      fail("record " + std::string(name) + " uses compression method " + std::to_string(info.compression_method));
+    // torch.save puts every record under one top folder ("archive/", or the file's stem).
+    std::string full(name);
+    const auto slash = full.find('/');
+    if (prefix.empty() && slash != std::string::npos) prefix = full.substr(0, slash + 1);
+    Record r;
+    r.name = !prefix.empty() && full.rfind(prefix, 0) == 0 ? full.substr(prefix.size()) : full;
+    r.size = info.uncompressed_size;
+    r.stored = info.compression_method == 0;
+    if (unzOpenCurrentFile(uf.get()) != UNZ_OK) fail("the local header of " + full + " is unreadable");
+    const ZPOS64_T at = unzGetCurrentFileZStreamPos64(uf.get());
+    unzCloseCurrentFile(uf.get());
+    if (r.stored && (info.compressed_size != info.uncompressed_size || at > length || r.size > length - at))
+      fail("record " + full + " runs past the end of the zip");
+    r.dataOffset = offset + at;
+    z.records_.push_back(std::move(r));
+  }
+  z.prefix_ = prefix;
+  return z;
+}
+
+const ZipArchive::Record* ZipArchive::find(const std::string& name) const {
+  for (const auto& r : records_)
+    if (r.name == name) return &r;
+  return nullptr;
+}
+
+std::vector<std::uint8_t> ZipArchive::read(const Record& r) const {
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(r.size));
+  if (r.stored) {
+    std::size_t done = 0;
+    while (done < out.size()) {
+      ssize_t n = ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(r.dataOffset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throwIo(subject_, "read failed", errno);
+      if (n == 0) throwBadInput(subject_, "ends inside record " + r.name);
+      done += static_cast<std::size_t>(n);
+    }
+    return out;
+  }
+  Range range{fd_, offset_, length_};
+  Unzip uf(range);
+  bool found = false;
+  for (int rc = unzGoToFirstFile(uf.get()); rc == UNZ_OK; rc = unzGoToNextFile(uf.get())) {
+    char name[1024];
+    unz_file_info64 info{};
+    unzGetCurrentFileInfo64(uf.get(), &info, name, sizeof name, nullptr, 0, nullptr, 0);
+    if (prefix_ + r.name == name) {
+      found = true;
+      break;
+    }
+  }
+  if (!found || unzOpenCurrentFile(uf.get()) != UNZ_OK) throwBadInput(subject_, "cannot open record " + r.name);
+  const int n = unzReadCurrentFile(uf.get(), out.data(), static_cast<unsigned>(out.size()));
+  const int crc = unzCloseCurrentFile(uf.get());
+  if (n < 0 || static_cast<std::size_t>(n) != out.size() || crc != UNZ_OK)
+    throwBadInput(subject_, "record " + r.name + " does not inflate to its size (or fails its CRC)");
+  return out;
+}
+
+}  // namespace stoker
