@@ -113,11 +113,11 @@ void readDcpDirectory(const std::string& dirIn, CheckpointInfo& info) {
                                                   : "torch.distributed._shard.checkpoint (torch 1.13)";
   if (md.version) info.metadata["dcp_version"] = *md.version;
 
-  // Each data file once: its index, size and an fd for reading item headers.
+  // Each data file once: its index and size. No fd is kept: torch 1.13 writes a file per item, and
+  // thousands of open files would run into the descriptor limit.
   struct DataFile {
     int index = -1;
     std::uint64_t size = 0;
-    std::shared_ptr<Fd> fd;
   };
   std::map<std::string, DataFile> files;
   auto dataFile = [&](const DcpStorage& s, const std::string& what) -> DataFile& {
@@ -127,10 +127,10 @@ void readDcpDirectory(const std::string& dirIn, CheckpointInfo& info) {
     if (it == files.end()) {
       const std::string path = (fs::path(dir) / s.relativePath).string();
       DataFile f;
-      f.fd = std::make_shared<Fd>(path);
-      if (f.fd->get() < 0) throwBadInput(metaPath, what + ": its data file " + path + " is missing or unreadable");
+      Fd fd(path);
+      if (fd.get() < 0) throwBadInput(metaPath, what + ": its data file " + path + " is missing or unreadable");
       struct stat st {};
-      if (::fstat(f.fd->get(), &st) != 0 || !S_ISREG(st.st_mode)) throwBadInput(path, "is not a regular file");
+      if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) throwBadInput(path, "is not a regular file");
       f.size = static_cast<std::uint64_t>(st.st_size);
       f.index = addFile(info, path);
       it = files.emplace(s.relativePath, f).first;
@@ -178,9 +178,11 @@ void readDcpDirectory(const std::string& dirIn, CheckpointInfo& info) {
       }
       if (!ok) break;
       if (!c.storage) throwBadInput(metaPath, what + ": no storage_data entry for this chunk");
-      DataFile& f = dataFile(*c.storage, what);
-      const DcpTensorItem item = readDcpTensorItem(f.fd->get(), info.files[f.index], c.storage->offset,
-                                                   c.storage->length, metaPath + ": " + what);
+      const DataFile& f = dataFile(*c.storage, what);
+      Fd fd(info.files[f.index]);
+      if (fd.get() < 0) throwIo(info.files[f.index], "cannot open", errno);
+      const DcpTensorItem item =
+          readDcpTensorItem(fd.get(), info.files[f.index], c.storage->offset, c.storage->length, metaPath + ": " + what);
       if (item.ref.dtype != *e.dtype || item.ref.size != c.sizes) {
         info.problems.push_back(e.fqn + ": the item at " + shapeText(c.offsets) + " holds " +
                                 std::string(dtypeName(item.ref.dtype)) + " " + shapeText(item.ref.size) +

@@ -422,8 +422,7 @@ class Unpickler {
           f.rfind("pathlib.", 0) == 0)
         return dcpName(f, a);
     }
-    if (f == "torch._utils._rebuild_tensor_v2" || f.rfind("torch._utils._rebuild_parameter", 0) != 0)
-      fail("REDUCE of " + f + " is not supported");
+    if (f.rfind("torch._utils._rebuild_parameter", 0) != 0) fail("REDUCE of " + f + " is not supported");
     // _rebuild_parameter(data, requires_grad, hooks[, state]): the data is the tensor
     if (a.empty() || a[0]->kind != Kind::Tensor) fail(f + " needs a tensor");
     return a[0];

@@ -14,7 +14,7 @@ usage: dcp_fixtures.py single OUT           one process (no_dist): dtypes, a str
 
 Debian's torch 1.13 DCP does not import under Python 3.11 without dcp_compat (imported first).
 """
-import dataclasses, os, pickle, shutil, socket, subprocess, sys, types
+import dataclasses, os, pickle, shutil, socket, struct, subprocess, sys, types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dcp_compat import dcp, fs13, md13, torch  # noqa: E402
@@ -260,6 +260,14 @@ def bad(src, out):
             f.seek(info.offset + info.length - 1024)
             f.write(b"\xff" * 1024)
     case("item-zip-corrupt", corrupt)
+    def zstd(m, d): first_info(m).transform_descriptors = ["stream.zstd/1"]  # torch >= 2.6's compressed items
+    case("item-zstd", zstd)
+    def safetensors_item(m, d):  # DCP's opt-in SerializationFormat.SAFETENSORS: items are safetensors
+        info = first_info(m)
+        with open(os.path.join(d, info.relative_path), "r+b") as f:
+            f.seek(info.offset)
+            f.write(struct.pack("<Q", 8) + b'{"a":{}}')
+    case("item-safetensors", safetensors_item)
 
 
 if __name__ == "__main__":
