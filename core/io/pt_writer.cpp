@@ -44,6 +44,50 @@ void rebuildTensor(PickleBuilder& p, const TensorSpec& spec, const std::string& 
 }
 
 
+void checkSpec(const TensorSpec& spec, const HostTensor& t, const std::string& subject) {
+  auto expected = dtypeBytesFor(spec.dtype, static_cast<std::uint64_t>(t.elementCount()));
+  if (t.dtype != spec.dtype || !expected || *expected != t.nbytes)
+    throw Error(ErrorKind::Internal, subject, "tensor \"" + spec.name + "\" does not match its spec");
+}
+
+// A torch.save zip through libtorch's writer: `records` writes the records, then byteorder and the
+// directory follow; returns the bytes `sink` took. The sink never reports a failure to the zip
+// writer: libtorch's writer throws from inside miniz on a short write, and its destructor then
+// finalises the broken archive and throws again -- std::terminate (a full disk aborted `--to pt`;
+// found by tests/soak/convert_faults.py). The first error is kept, everything after it is
+// discarded (`failed` tells `records` to stop), and it is thrown once the writer is gone.
+std::uint64_t writeTorchZip(const std::function<void(const void*, std::size_t)>& sink, const std::string& subject,
+                            const char* what,
+                            const std::function<void(caffe2::serialize::PyTorchStreamWriter&, const bool& failed)>& records) {
+  std::uint64_t written = 0;
+  std::unique_ptr<Error> writeError;
+  bool failed = false;
+  auto guarded = [&](const void* data, std::size_t n) -> std::size_t {
+    if (failed) return n;
+    try {
+      sink(data, n);
+      written += n;
+    } catch (const Error& e) {
+      writeError = std::make_unique<Error>(e);
+      failed = true;
+    }
+    return n;
+  };
+  try {
+    caffe2::serialize::PyTorchStreamWriter zip(guarded);
+    records(zip, failed);
+    // After a write error the remaining records cost nothing (the sink discards them), and
+    // finishing the archive here keeps its destructor quiet.
+    zip.writeRecord("byteorder", "little", 6);
+    zip.writeEndOfFile();
+  } catch (const c10::Error& e) {
+    if (writeError) throw *writeError;
+    throw Error(ErrorKind::Io, subject, std::string(what) + ": " + e.what_without_backtrace());
+  }
+  if (writeError) throw *writeError;
+  return written;
+}
+
 }  // namespace
 
 void writePt(const std::string& path, const std::vector<std::pair<std::string, HostTensor>>& tensors) {
@@ -68,74 +112,29 @@ void writePtStreaming(const std::string& path, const std::vector<TensorSpec>& sp
   p.out += "u.";
 
   AtomicFile file(path);
-  std::unique_ptr<Error> writeError;
-  // The sink never reports a failure to the zip writer: libtorch's writer throws from inside
-  // miniz on a short write, and its destructor then finalises the broken archive and throws
-  // again -- std::terminate (a full disk aborted `--to pt`; found by tests/soak/convert_faults.py).
-  // The first error is kept, everything after it is discarded, and the temp file is removed.
-  auto sink = [&](const void* data, std::size_t n) -> std::size_t {
-    if (writeError) return n;
-    try {
-      file.write(data, n);
-    } catch (const Error& e) {
-      writeError = std::make_unique<Error>(e);
-    }
-    return n;
-  };
-  try {
-    caffe2::serialize::PyTorchStreamWriter zip(sink);
-    zip.writeRecord("data.pkl", p.out.data(), p.out.size());
-    for (std::size_t i = 0; i < specs.size() && !writeError; ++i) {
-      HostTensor t = produce(i);
-      auto expected = dtypeBytesFor(specs[i].dtype, static_cast<std::uint64_t>(t.elementCount()));
-      if (t.dtype != specs[i].dtype || !expected || *expected != t.nbytes)
-        throw Error(ErrorKind::Internal, path, "tensor \"" + specs[i].name + "\" does not match its spec");
-      zip.writeRecord("data/" + std::to_string(i), t.data, t.nbytes);
-    }
-    // After a write error the remaining records cost nothing (the sink discards them), and
-    // finishing the archive here keeps its destructor quiet.
-    zip.writeRecord("byteorder", "little", 6);
-    zip.writeEndOfFile();
-  } catch (const c10::Error& e) {
-    if (writeError) throw *writeError;
-    throw Error(ErrorKind::Io, path, std::string("cannot write .pt archive: ") + e.what_without_backtrace());
-  }
-  if (writeError) throw *writeError;
+  writeTorchZip([&](const void* data, std::size_t n) { file.write(data, n); }, path, "cannot write .pt archive",
+                [&](caffe2::serialize::PyTorchStreamWriter& zip, const bool& failed) {
+                  zip.writeRecord("data.pkl", p.out.data(), p.out.size());
+                  for (std::size_t i = 0; i < specs.size() && !failed; ++i) {
+                    HostTensor t = produce(i);
+                    checkSpec(specs[i], t, path);
+                    zip.writeRecord("data/" + std::to_string(i), t.data, t.nbytes);
+                  }
+                });
   file.commit();
 }
 
 std::uint64_t writeTensorZip(const std::function<void(const void*, std::size_t)>& sink, const TensorSpec& spec,
                              const HostTensor& t, const std::string& subject) {
-  auto expected = dtypeBytesFor(spec.dtype, static_cast<std::uint64_t>(t.elementCount()));
-  if (t.dtype != spec.dtype || !expected || *expected != t.nbytes)
-    throw Error(ErrorKind::Internal, subject, "tensor \"" + spec.name + "\" does not match its spec");
+  checkSpec(spec, t, subject);
   PickleBuilder p;
   rebuildTensor(p, spec, "0", true, subject);
   p.out += '.';
-  std::uint64_t written = 0;
-  std::unique_ptr<Error> writeError;  // as in writePtStreaming: never throw through miniz
-  auto counted = [&](const void* data, std::size_t n) -> std::size_t {
-    if (writeError) return n;
-    try {
-      sink(data, n);
-      written += n;
-    } catch (const Error& e) {
-      writeError = std::make_unique<Error>(e);
-    }
-    return n;
-  };
-  try {
-    caffe2::serialize::PyTorchStreamWriter zip(counted);
-    zip.writeRecord("data.pkl", p.out.data(), p.out.size());
-    zip.writeRecord("data/0", t.data, t.nbytes);
-    zip.writeRecord("byteorder", "little", 6);
-    zip.writeEndOfFile();
-  } catch (const c10::Error& e) {
-    if (writeError) throw *writeError;
-    throw Error(ErrorKind::Io, subject, std::string("cannot write a torch.save item: ") + e.what_without_backtrace());
-  }
-  if (writeError) throw *writeError;
-  return written;
+  return writeTorchZip(sink, subject, "cannot write a torch.save item",
+                       [&](caffe2::serialize::PyTorchStreamWriter& zip, const bool&) {
+                         zip.writeRecord("data.pkl", p.out.data(), p.out.size());
+                         zip.writeRecord("data/0", t.data, t.nbytes);
+                       });
 }
 
 }  // namespace stoker

@@ -12,29 +12,10 @@
 # usage: tests/bench/dcp_bench.sh [SIZE_MIB ...]   (default: 1024 4096)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-stoker=${STOKER:-$root/build/bin/stoker}
+. "$here/ckpt_bench_lib.sh"
 work=${BENCH_DIR:-/tmp/stoker-dcp-bench}
 sizes=("$@")
 [ ${#sizes[@]} -eq 0 ] && sizes=(1024 4096)
-[ -x "$stoker" ] || { echo "build first: bash packaging/stoker.sh build" >&2; exit 2; }
-for tool in bc /usr/bin/time; do
-  command -v "$tool" >/dev/null || { echo "needs $tool: apt-get install -y bc time" >&2; exit 2; }
-done
-
-measure() {  # label, command... -> "seconds rss_kib"
-  local log; log=$(mktemp)
-  local start end
-  start=$(date +%s.%N)
-  /usr/bin/time -v -o "$log" "${@:2}" >/dev/null 2>&1
-  sync
-  end=$(date +%s.%N)
-  local rss; rss=$(awk -F': ' '/Maximum resident/ {print $2}' "$log")
-  rm -f "$log"
-  echo "$(echo "$end - $start" | bc -l) $rss"
-}
-
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 
 printf "%-8s %-22s %9s %11s %12s\n" size method seconds MiB/s "peak RSS MiB"
 for mib in "${sizes[@]}"; do

@@ -9,29 +9,10 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ckpt"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.join(HERE, "..", "ckpt"), HERE]
 from dcp_compat import dcp, torch  # noqa: E402  (torch 1.13's DCP under Python 3.11)
-
-NAME = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.float64: "F64", torch.int64: "I64"}
-
-
-def save(path, names, tensors):
-    header, offset = {"__metadata__": {"format": "pt"}}, 0
-    for k in names:
-        t = tensors[k]
-        nbytes = t.numel() * t.element_size()
-        header[k] = {"dtype": NAME[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + nbytes]}
-        offset += nbytes
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * ((8 - len(text) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(len(text).to_bytes(8, "little"))
-        f.write(text)
-        for k in names:
-            f.write(tensors[k].contiguous().view(-1).view(torch.uint8).numpy().tobytes())
-        f.flush()
-        os.fsync(f.fileno())
-
+from reshard_ref import save  # noqa: E402  (the same safetensors writer as the reshard reference)
 
 def main():
     src, dst = sys.argv[1], sys.argv[2]
@@ -53,7 +34,7 @@ def main():
     weight_map = {}
     for i, names in enumerate(shards):
         name = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors" if len(shards) > 1 else "model.safetensors"
-        save(os.path.join(dst, name), names, sd)
+        save(os.path.join(dst, name), {k: sd[k] for k in names}, names, {"format": "pt"})
         weight_map.update({k: name for k in names})
     if len(shards) > 1:
         total = sum(sd[k].numel() * sd[k].element_size() for k in sd)

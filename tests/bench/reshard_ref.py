@@ -28,9 +28,10 @@ def load(path):
     return out
 
 
-def save(path, tensors):
-    header, offset = {}, 0
-    order = sorted(tensors)
+def save(path, tensors, order=None, metadata=None):
+    """A safetensors file of `tensors` (name -> torch tensor) in `order` (default: sorted), fsynced."""
+    header, offset = ({"__metadata__": metadata} if metadata else {}), 0
+    order = sorted(tensors) if order is None else order
     for k in order:
         t = tensors[k]
         nbytes = t.numel() * t.element_size()

@@ -82,19 +82,25 @@ def _sharded_rank(out, mib):
                    os.path.join(out, "..", os.path.basename(out) + "-reference.pt"))
 
 
-def sharded(out, mib):
+def _two_ranks(mode, out, mib, save_rank):
+    """Runs save_rank(out, mib) in a real 2-process Gloo job: this script again, once per rank, with
+    torchrun's variables set by hand (Debian's torch.distributed.run dies under Python 3.11)."""
     if "RANK" in os.environ:
         dist.init_process_group("gloo")
-        _sharded_rank(out, mib)
+        save_rank(out, mib)
         dist.barrier()
         dist.destroy_process_group()
         return
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE="2")
-    procs = [subprocess.Popen([sys.executable, __file__, "sharded", out, str(mib)], env=dict(env, RANK=str(r)))
+    procs = [subprocess.Popen([sys.executable, __file__, mode, out, str(mib)], env=dict(env, RANK=str(r)))
              for r in range(2)]
-    codes = [p.wait(timeout=300) for p in procs]
+    codes = [p.wait(timeout=1800) for p in procs]
     if any(codes):
         sys.exit(f"a rank failed: exit codes {codes}")
+
+
+def sharded(out, mib):
+    _two_ranks("sharded", out, mib, _sharded_rank)
 
 
 def _model_rank(out, mib):
@@ -127,18 +133,7 @@ def _model_rank(out, mib):
 
 
 def model(out, mib):
-    if "RANK" in os.environ:
-        dist.init_process_group("gloo")
-        _model_rank(out, mib)
-        dist.barrier()
-        dist.destroy_process_group()
-        return
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE="2")
-    procs = [subprocess.Popen([sys.executable, __file__, "model", out, str(mib)], env=dict(env, RANK=str(r)))
-             for r in range(2)]
-    codes = [p.wait(timeout=1800) for p in procs]
-    if any(codes):
-        sys.exit(f"a rank failed: exit codes {codes}")
+    _two_ranks("model", out, mib, _model_rank)
 
 
 def _load(src):
