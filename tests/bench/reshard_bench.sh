@@ -34,14 +34,6 @@ for mib in "${sizes[@]}"; do
       rm -rf "$work/py"; sync
     fi
   done
-  t_cp=$(median "${cp_times[@]}"); t_st=$(median "${st_times[@]}"); t_py=$(median "${py_times[@]}")
-  echo "runs: cp ${cp_times[*]} | stoker ${st_times[*]} | python ${py_times[*]}"
-  for row in "cp -r:$t_cp:$rss_cp" "stoker convert:$t_st:$rss_st" "python torch ref:$t_py:$rss_py"; do
-    IFS=: read -r name t rss <<<"$row"
-    printf "%-8s %-22s %9.2f %11.0f %12.0f\n" "${mib}MiB" "$name" "$t" "$(echo "$bytes / 1048576 / $t" | bc -l)" \
-      "$(echo "$rss / 1024" | bc -l)"
-  done
-  printf "%-8s stoker vs cp -r: %.2fx cp's speed; vs python ref: %.2fx faster\n" "${mib}MiB" \
-    "$(echo "$t_cp / $t_st" | bc -l)" "$(echo "$t_py / $t_st" | bc -l)"
+  report "$mib" "$bytes" "python torch ref"
 done
 rm -rf "$work"
