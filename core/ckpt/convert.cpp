@@ -289,15 +289,16 @@ ConvertReport convertCheckpoint(const CheckpointInfo& source, const ReshardPlan&
 
   auto worker = [&] {
     try {
+      // One streamer per job, reused for every file (its 16 MiB buffer is zero-filled once). A job
+      // stops within one buffer on the user's cancel, and before its next tensor when another
+      // job failed (stopOthers).
+      TensorStreamer streamer(files, bufferBytes, o.cancel, &meter);
       for (;;) {
         const std::size_t i = nextFile++;
         if (i >= mine.size() || failed.load()) return;
         const PlannedFile& f = *mine[i];
         const std::string path = (fs::path(dst) / f.name).string();
         std::map<std::string, F16Overflow> overflow;
-        // A job stops within one buffer on the user's cancel, and before its
-        // next tensor when another job failed (stopOthers).
-        TensorStreamer streamer(files, bufferBytes, o.cancel, &meter);
         if (plan.target.kind == TargetKind::Dcp) {
           MemorySink memory;
           static const std::vector<CheckpointInfo::Item> kNone;

@@ -73,6 +73,11 @@ TensorStreamer::TensorStreamer(SourceFiles& files, std::size_t bufferBytes, cons
     : files_(files), bufferBytes_(std::max<std::size_t>(bufferBytes & ~std::size_t{7}, 64)),
       cancel_(cancel), meter_(meter) {}
 
+std::uint8_t* TensorStreamer::buffer() {
+  if (!buffer_) buffer_.reset(new std::uint8_t[bufferBytes_]);  // default-initialised: not zeroed
+  return buffer_.get();
+}
+
 void TensorStreamer::check() {
   if (cancel_) cancel_->throwIfCancelled("conversion");
 }
@@ -119,8 +124,8 @@ void TensorStreamer::readRun(const CopyRun& run, std::uint8_t* dst) {
     return;
   }
   for (auto& w : windows_) {
-    if (w.piece == run.piece && run.pieceOffset >= w.begin && run.pieceOffset + run.length <= w.begin + w.bytes.size()) {
-      std::memcpy(dst, w.bytes.data() + (run.pieceOffset - w.begin), run.length);
+    if (w.piece == run.piece && run.pieceOffset >= w.begin && run.pieceOffset + run.length <= w.begin + w.size) {
+      std::memcpy(dst, w.bytes.get() + (run.pieceOffset - w.begin), run.length);
       return;
     }
   }
@@ -133,15 +138,19 @@ void TensorStreamer::readRun(const CopyRun& run, std::uint8_t* dst) {
   const std::uint64_t pieceBytes = dtypeBytesFor(sourceDtype_, elements).value_or(0);
   w.piece = run.piece;
   w.begin = run.pieceOffset;
-  w.bytes.resize(static_cast<std::size_t>(std::min<std::uint64_t>(windowBytes, pieceBytes - run.pieceOffset)));
-  preadAll(files_.fd(run.piece->file), w.bytes.data(), w.bytes.size(), run.piece->dataOffset + w.begin,
+  w.size = static_cast<std::size_t>(std::min<std::uint64_t>(windowBytes, pieceBytes - run.pieceOffset));
+  if (w.capacity < w.size) {  // zero-filling on every refill cost more than the copy itself
+    w.bytes.reset(new std::uint8_t[w.size]);
+    w.capacity = w.size;
+  }
+  preadAll(files_.fd(run.piece->file), w.bytes.get(), w.size, run.piece->dataOffset + w.begin,
            files_.info().files[run.piece->file]);
-  std::memcpy(dst, w.bytes.data(), run.length);
+  std::memcpy(dst, w.bytes.get(), run.length);
 }
 
 void TensorStreamer::flushSmall(ByteSink& sink) {
   if (used_ == 0) return;
-  sink.append(buffer_.data(), used_);
+  sink.append(buffer_.get(), used_);
   if (meter_) meter_->add(used_, item_);
   used_ = 0;
   check();
@@ -174,15 +183,14 @@ void TensorStreamer::emit(const CopyRun& run, ByteSink& sink) {
     return;
   }
   if (used_ + run.length > bufferBytes_) flushSmall(sink);
-  buffer_.resize(bufferBytes_);
-  readRun(run, buffer_.data() + used_);
+  readRun(run, buffer() + used_);
   used_ += run.length;
 }
 
 void TensorStreamer::flushConvert(const PlannedTensor& t, ByteSink& sink, F16Overflow* overflow) {
   if (used_ == 0) return;
   const std::size_t elem = dtypeBits(t.source->dtype) / 8;
-  requireTorchCheckpointOps("a dtype conversion").convertFloats(buffer_.data(), t.source->dtype, t.dtype, used_ / elem,
+  requireTorchCheckpointOps("a dtype conversion").convertFloats(buffer_.get(), t.source->dtype, t.dtype, used_ / elem,
                                                                 converted_, overflow);
   sink.append(converted_.data(), converted_.size());
   if (meter_) meter_->add(converted_.size(), item_);
@@ -202,12 +210,11 @@ void TensorStreamer::stream(const PlannedTensor& t, ByteSink& sink, F16Overflow*
   auto take = [&](const CopyRun& r) {
     if (!convert) return emit(r, sink);
     // Split long runs on element boundaries (bufferBytes_ is a multiple of 8).
-    buffer_.resize(bufferBytes_);
     for (std::uint64_t done = 0; done < r.length;) {
       if (used_ == bufferBytes_) flushConvert(t, sink, overflow);
       const std::uint64_t n = std::min<std::uint64_t>(r.length - done, bufferBytes_ - used_);
       CopyRun part{r.piece, r.pieceOffset + done, n};
-      readRun(part, buffer_.data() + used_);
+      readRun(part, buffer() + used_);
       used_ += n;
       done += n;
     }
