@@ -32,6 +32,7 @@ PACKAGES=(
   dpkg-dev desktop-file-utils appstream  # the .deb: dpkg-shlibdeps, metadata checks
   clang libclang-rt-14-dev llvm  # libFuzzer targets and readable sanitizer stacks (llvm-symbolizer)
   libcpp-httplib-dev  # the Prometheus /metrics endpoint
+  libminizip-dev  # zip records of .pt files and DCP items, read without libtorch
   python3-torchvision prometheus  # the probe's real DDP job (torchvision FashionMNIST), a real Prometheus scrape
 )
 
