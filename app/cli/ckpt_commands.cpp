@@ -62,7 +62,7 @@ void addConvert(CLI::App& ckpt, int& exitCode) {
   auto* cmd = ckpt.add_subcommand("convert", "Reshard or convert a checkpoint, streaming with bounded memory");
   cmd->add_option("SRC", args->src, "source checkpoint")->required();
   cmd->add_option("DST", args->dst, "destination directory")->required();
-  cmd->add_option("--to", args->to, "ranks:M | hf | hf:SIZE | single | pt")->required();
+  cmd->add_option("--to", args->to, "ranks:M | hf | hf:SIZE | single | pt | dcp | dcp:M")->required();
   cmd->add_option("--include", args->includes, "keep only tensors whose name matches this glob (repeatable), e.g. 'model.*'");
   cmd->add_option("--exclude", args->excludes, "leave out tensors whose name matches this glob (repeatable), e.g. 'optim.*'");
   cmd->add_option("--dtype", args->dtype, "keep | f32 | f16 | bf16 (floating tensors only)");

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "ckpt/torch_ops.h"
 #include "cli_run.h"
@@ -18,13 +19,20 @@
 
 namespace {
 
-// Next to this executable (the build tree), or in ../lib/stoker (the installed package).
+// Next to this executable (the build tree), or in ../lib/stoker (the installed package). Without
+// /proc, only the install location this was built for: never a path relative to the working
+// directory, which may be an untrusted download.
 [[noreturn]] void execTorchFrontEnd(char** argv) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  std::vector<fs::path> candidates;
+  if (!ec && self.is_absolute())
+    candidates = {self.parent_path() / "stoker-torch", self.parent_path() / "../lib/stoker/stoker-torch"};
+  else
+    candidates = {fs::path(STOKER_TORCH_INSTALLED)};
   std::string tried;
-  for (const fs::path& candidate : {self.parent_path() / "stoker-torch", self.parent_path() / "../lib/stoker/stoker-torch"}) {
+  for (const fs::path& candidate : candidates) {
     ::execv(candidate.c_str(), argv);
     tried += (tried.empty() ? "" : ", ") + candidate.lexically_normal().string() + " (" + std::strerror(errno) + ")";
   }

@@ -372,13 +372,26 @@ ConvertReport convertCheckpoint(const CheckpointInfo& source, const ReshardPlan&
   bool all = true;
   for (const auto& f : plan.files) all = all && nowFinished.count(f.name);
   if (all) {
-    if (!plan.indexName.empty()) {
-      const std::string content = plan.indexFromItems ? dcpMetadataPickle(plan, [&](const std::string& file) {
-        const std::string logPath = dcpItemsLogPath(dst, file);
-        std::ifstream in(logPath, std::ios::binary);
-        if (!in) throwIo(logPath, "cannot read the item log of a finished file", errno);
-        return parseDcpItemsLog(std::string(std::istreambuf_iterator<char>(in), {}), logPath);
-      }) : plan.indexContent;
+    // A cooperating process that also saw every file done may have written .metadata and removed
+    // the journal, item logs included, already: its .metadata is the one this process would write.
+    bool othersWroteIt = false;
+    std::string content = plan.indexContent;
+    if (plan.indexFromItems) {
+      try {
+        content = dcpMetadataPickle(plan, [&](const std::string& file) {
+          const std::string logPath = dcpItemsLogPath(dst, file);
+          std::ifstream in(logPath, std::ios::binary);
+          if (!in) throwIo(logPath, "cannot read the item log of a finished file", errno);
+          return parseDcpItemsLog(std::string(std::istreambuf_iterator<char>(in), {}), logPath);
+        });
+      } catch (const Error& e) {
+        std::error_code ec;
+        othersWroteIt = e.kind() == ErrorKind::Io && !fs::exists(ConvertJournal::directory(dst), ec) &&
+                        fs::is_regular_file(fs::path(dst) / plan.indexName, ec);
+        if (!othersWroteIt) throw;
+      }
+    }
+    if (!plan.indexName.empty() && !othersWroteIt) {
       AtomicFile index((fs::path(dst) / plan.indexName).string());
       index.write(content.data(), content.size());
       index.commit();

@@ -24,7 +24,8 @@ namespace {
 
 class Fd {
  public:
-  explicit Fd(const std::string& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
+  // O_NONBLOCK: a FIFO named by a hostile .metadata must not hang the reader (regular files ignore it).
+  explicit Fd(const std::string& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)) {}
   ~Fd() {
     if (fd_ >= 0) ::close(fd_);
   }
@@ -41,7 +42,8 @@ std::vector<std::uint8_t> readWhole(const std::string& path) {
   if (fd.get() < 0) throwIo(path, "cannot open", errno);
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) throwIo(path, "cannot stat", errno);
-  if (st.st_size > (1ll << 31)) throwBadInput(path, "is larger than 2 GiB; not a DCP .metadata");
+  if (!S_ISREG(st.st_mode)) throwBadInput(path, "is not a regular file");
+  if (st.st_size > (256ll << 20)) throwBadInput(path, "is larger than 256 MiB; not a DCP .metadata");
   std::vector<std::uint8_t> bytes(static_cast<std::size_t>(st.st_size));
   std::size_t done = 0;
   while (done < bytes.size()) {
@@ -154,6 +156,9 @@ void readDcpDirectory(const std::string& dirIn, CheckpointInfo& info) {
     }
     if (!e.dtype)
       throwBadInput(metaPath, "\"" + e.fqn + "\": dtype " + e.torchDtype + " is not supported");
+    // The overlap check compares chunks pairwise where they share rows: bounded, whatever the metadata.
+    if (e.chunks.size() > 65536)
+      throwBadInput(metaPath, "\"" + e.fqn + "\" has " + std::to_string(e.chunks.size()) + " chunks (at most 65,536 are read)");
     std::uint64_t numel = 1;
     for (auto s : e.size) {
       if (s < 0) throwBadInput(metaPath, "\"" + e.fqn + "\": negative size " + shapeText(e.size));

@@ -31,6 +31,7 @@ DcpTensorItem readDcpTensorItem(int fd, const std::string& path, std::uint64_t o
   }
   const ZipArchive zip = ZipArchive::open(fd, offset, length, subject + ": " + where);
   if (const auto* order = zip.find("byteorder")) {
+    if (order->size > 16) throwBadInput(subject, where + ": its byteorder record holds " + std::to_string(order->size) + " bytes");
     const auto bytes = zip.read(*order);
     if (std::string(bytes.begin(), bytes.end()) != "little") throwBadInput(subject, "big-endian items are not supported");
   }

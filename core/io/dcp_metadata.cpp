@@ -86,8 +86,13 @@ class MetadataReader {
     if (!v) fail(className(obj.text) + " has no field " + name);
     return *v;
   }
-  std::string text(const PyRef& v, const std::string& what) {
+  // Names are copied out of the shared pickle values once per entry: a long name memoised once and
+  // named by every entry would multiply (found in review). Each is capped, and so is their sum.
+  std::string text(const PyRef& v, const std::string& what, std::size_t cap = 64 << 10) {
     if (v->kind != Kind::String) fail(what + " is not a string");
+    if (v->text.size() > cap) fail(what + " is longer than " + std::to_string(cap) + " bytes");
+    copiedText_ += v->text.size();
+    if (copiedText_ > (1ull << 30)) fail("names add up to more than 1 GiB");
     return v->text;
   }
   std::int64_t integer(const PyRef& v, const std::string& what) {
@@ -104,7 +109,7 @@ class MetadataReader {
   DcpStorage storageInfo(const PyRef& v, const std::string& fqn) {
     const PyValue& info = object(v, "_StorageInfo", "the storage of \"" + fqn + "\"");
     DcpStorage s;
-    s.relativePath = text(require(info, "relative_path"), "_StorageInfo.relative_path");
+    s.relativePath = text(require(info, "relative_path"), "_StorageInfo.relative_path", 4096);
     const std::int64_t offset = integer(require(info, "offset"), "_StorageInfo.offset");
     const std::int64_t length = integer(require(info, "length"), "_StorageInfo.length");
     if (offset < 0 || length < 0) fail("\"" + fqn + "\": negative item offset or length");
@@ -133,6 +138,7 @@ class MetadataReader {
   }
 
   std::string subject_;
+  std::uint64_t copiedText_ = 0;
 };
 
 }  // namespace

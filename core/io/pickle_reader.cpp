@@ -170,6 +170,14 @@ class Unpickler {
   }
   bool dcp() const { return profile_ == PickleProfile::DcpMetadata; }
 
+  // Opcodes that copy a container's items (BUILD, torch.Size, OrderedDict) can copy one memoised
+  // container again and again for a few bytes each; their copies share checkShape's budget, counted
+  // as they happen (a 100 KB pickle asked for gigabytes before STOP; found in review).
+  void charge(std::size_t items) {
+    copied_ += items;
+    if (copied_ > kMaxExpanded) fail("copies more than " + std::to_string(kMaxExpanded) + " items while building values");
+  }
+
   // NEWOBJ: only DCP's dataclasses, with no arguments (dataclasses pickle their fields as state).
   PyRef newObject(const PyRef& cls, const PyRef& args) {
     if (!dcp()) fail("NEWOBJ creates arbitrary objects; not allowed in a state dict");
@@ -187,6 +195,7 @@ class Unpickler {
   void build(const PyRef& target, const PyRef& state) {
     if (target->kind != Kind::Object) return;
     if (!target->dict.empty() || !target->items.empty()) fail("BUILD of " + target->text + " twice");
+    charge(state->dict.size() + state->items.size());
     if (state->kind == Kind::Dict) target->dict = state->dict;
     else if (state->kind == Kind::Tuple) target->items = state->items;
     else if (state->kind != Kind::None) fail("BUILD of " + target->text + " with a state that is neither a dict nor a tuple");
@@ -345,8 +354,11 @@ class Unpickler {
     for (const char* a : kAllowed) ok = ok || full == a;
     if (dcp()) {
       for (const char* a : kDcpAllowed) ok = ok || full == a;
-      ok = ok || (module == "torch" && torchDtypes().count(name)) || isDcpClass(module, name) ||
-           isMemoryFormatEnum(full);
+      // Any torch.<lowercase name> (dtypes Stoker lacks too, so the reader can name the tensor
+      // whose dtype it cannot read): a global is inert data here, REDUCE refuses to call it.
+      const bool torchName = module == "torch" && !name.empty() &&
+                             name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string::npos;
+      ok = ok || torchName || isDcpClass(module, name) || isMemoryFormatEnum(full);
     }
     if (!ok)
       fail(dcp() ? "refuses " + full + " (a DCP .metadata holds only DCP's metadata classes, torch.Size and dtypes)"
@@ -386,6 +398,10 @@ class Unpickler {
     v->tensor.location = pid->items[3]->text;
     v->tensor.storageNumel = intArg(pid->items[4], "storage size");
     if (v->tensor.storageNumel < 0) fail("negative storage size");
+    // Its size in bytes must fit in 63 bits: every reader multiplies (a wrapped product let a
+    // 4-byte record pass for a 2^62-element storage; found in review).
+    const std::int64_t elem = std::max<std::int64_t>(1, dtypeBits(v->tensor.dtype) / 8);
+    if (v->tensor.storageNumel > INT64_MAX / elem) fail("storage size " + std::to_string(v->tensor.storageNumel) + " overflows");
     return v;
   }
 
@@ -396,6 +412,7 @@ class Unpickler {
     const std::string& f = fn->text;
     if (f == "collections.OrderedDict") {
       auto d = container(Kind::Dict);
+      if (!a.empty() && a[0]->kind == Kind::List) charge(a[0]->items.size());
       if (!a.empty() && a[0]->kind == Kind::List)
         for (auto& pair : a[0]->items)
           if (pair->kind == Kind::Tuple && pair->items.size() == 2)
@@ -416,6 +433,7 @@ class Unpickler {
       if (f == "torch.Size") {  // torch.Size((3, 4)): a tuple of ints
         if (a.size() != 1) fail("torch.Size needs one tuple");
         intTuple(a[0], "torch.Size");
+        charge(a[0]->items.size());
         return sequence(Kind::Tuple, a[0]->items);
       }
       if (f == "torch.serialization._get_layout" || f == "builtins.getattr" || isMemoryFormatEnum(f) ||
@@ -478,6 +496,7 @@ class Unpickler {
   std::vector<std::weak_ptr<PyValue>> containers_;  // every tuple, list and dict made, for takeApart
   bool accepted_ = false;
   PickleProfile profile_;
+  std::uint64_t copied_ = 0;
 };
 
 }  // namespace

@@ -92,6 +92,7 @@ PtFile PtFile::open(const std::string& path) {
   if (::fstat(fd, &st) != 0) throwIo(path, "cannot stat", errno);
   f.zip_ = std::make_shared<ZipArchive>(ZipArchive::open(fd, 0, static_cast<std::uint64_t>(st.st_size), path));
   if (const auto* order = f.zip_->find("byteorder")) {
+    if (order->size > 16) throwBadInput(path, "its byteorder record holds " + std::to_string(order->size) + " bytes");
     const auto bytes = f.zip_->read(*order);
     if (std::string(bytes.begin(), bytes.end()) != "little") throwBadInput(path, "big-endian .pt files are not supported");
   }

@@ -135,6 +135,10 @@ ZipArchive ZipArchive::open(int fd, std::uint64_t offset, std::uint64_t length, 
     unzCloseCurrentFile(uf.get());
     if (r.stored && (info.compressed_size != info.uncompressed_size || at > length || r.size > length - at))
       fail("record " + full + " runs past the end of the zip");
+    // Deflate expands at most ~1032:1; a record claiming more would have us allocate what it claims.
+    if (!r.stored && (info.compressed_size > length || info.uncompressed_size > info.compressed_size * 1032 + 1024))
+      fail("record " + full + " claims " + std::to_string(info.uncompressed_size) + " bytes from " +
+           std::to_string(info.compressed_size) + " compressed");
     r.dataOffset = offset + at;
     z.records_.push_back(std::move(r));
   }
@@ -167,16 +171,22 @@ std::vector<std::uint8_t> ZipArchive::read(const Record& r) const {
   for (int rc = unzGoToFirstFile(uf.get()); rc == UNZ_OK; rc = unzGoToNextFile(uf.get())) {
     char name[1024];
     unz_file_info64 info{};
-    unzGetCurrentFileInfo64(uf.get(), &info, name, sizeof name, nullptr, 0, nullptr, 0);
+    if (unzGetCurrentFileInfo64(uf.get(), &info, name, sizeof name, nullptr, 0, nullptr, 0) != UNZ_OK) break;
     if (prefix_ + r.name == name) {
       found = true;
       break;
     }
   }
   if (!found || unzOpenCurrentFile(uf.get()) != UNZ_OK) throwBadInput(subject_, "cannot open record " + r.name);
-  const int n = unzReadCurrentFile(uf.get(), out.data(), static_cast<unsigned>(out.size()));
+  std::size_t done = 0;
+  while (done < out.size()) {  // minizip reads at most INT_MAX bytes per call
+    const unsigned chunk = static_cast<unsigned>(std::min<std::size_t>(out.size() - done, 1u << 30));
+    const int n = unzReadCurrentFile(uf.get(), out.data() + done, chunk);
+    if (n <= 0) break;
+    done += static_cast<std::size_t>(n);
+  }
   const int crc = unzCloseCurrentFile(uf.get());
-  if (n < 0 || static_cast<std::size_t>(n) != out.size() || crc != UNZ_OK)
+  if (done != out.size() || crc != UNZ_OK)
     throwBadInput(subject_, "record " + r.name + " does not inflate to its size (or fails its CRC)");
   return out;
 }

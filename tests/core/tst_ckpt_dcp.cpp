@@ -15,7 +15,9 @@
 #include <filesystem>
 
 #include "ckpt/inspect.h"
+#include "io/dcp_metadata.h"
 #include "test_support.h"
+#include "util/error.h"
 
 using stoker::test::run;
 using stoker::test::runStoker;
@@ -246,6 +248,29 @@ print(a); assert a == b == {'step': 42, 'config': {'lr': 0.001, 'name': 'run-7'}
     QVERIFY2(c.exitCode == 0, c.err.constData());
     auto v2 = runStoker({"ckpt", "verify", tmp("torch2-hf"), tmp("torch2-expected.safetensors")});
     QVERIFY2(v2.exitCode == 0, (v2.out + v2.err).constData());
+  }
+
+  // Hostile sizes found in review: a few bytes of pickle that copy one memoised dict into object
+  // after object (gigabytes before STOP), and a .pt storage whose byte size wraps around 2^64.
+  void refusesAmplifyingAndOverflowingInput() {
+    using namespace std::string_literals;  // the pickle holds NUL bytes
+    std::string p = "\x80\x02" "ctorch.distributed.checkpoint.metadata\nMetadata\nq\x00"s;
+    p += "}q\x01("s;  // a dict of 20,000 entries, memoised
+    for (int i = 0; i < 20000; ++i) p += "J"s + std::string(reinterpret_cast<const char*>(&i), 4) + "N"s;
+    p += "u"s;
+    for (int i = 0; i < 1000; ++i) p += "h\x00)\x81h\x01" "b"s;  // Metadata(); BUILD with that dict
+    p += "."s;
+    try {
+      stoker::parseDcpMetadata(reinterpret_cast<const std::uint8_t*>(p.data()), p.size(), "amplify/.metadata");
+      QFAIL("an amplifying .metadata was accepted");
+    } catch (const stoker::Error& e) {
+      QVERIFY2(QString(e.what()).contains("copies more than"), e.what());
+    }
+    auto made = run(QStringLiteral(STOKER_PYTHON), {STOKER_SOURCE_DIR "/tests/ckpt/pt_overflow_fixture.py", tmp("overflow.pt")});
+    QVERIFY2(made.exitCode == 0, made.err.constData());
+    auto r = runStoker({"ckpt", "convert", tmp("overflow.pt"), tmp("overflow-out"), "--to", "single"});
+    QCOMPARE(r.exitCode, 2);
+    QVERIFY2(r.err.contains("overflows"), r.err.constData());
   }
 
   void refusesBadInput_data() {
