@@ -184,7 +184,9 @@ std::string dcpMetadataPickle(const ReshardPlan& plan,
     p.text("state_dict_metadata");
     p.emptyDict();
     p.mark();
-    for (const auto& [name, chunks] : byName) {
+    for (const auto& entry : byName) {  // no structured bindings: C++17 lambdas cannot capture them (clang)
+      const std::string& name = entry.first;
+      const auto& chunks = entry.second;
       const PlannedTensor& first = *chunks.front().tensor;
       p.text(name);
       dataclass(p, kMetadataModule, "TensorStorageMetadata", [&] {
@@ -227,7 +229,9 @@ std::string dcpMetadataPickle(const ReshardPlan& plan,
     p.text("storage_data");
     p.emptyDict();
     p.mark();
-    for (const auto& [name, chunks] : byName) {
+    for (const auto& entry : byName) {
+      const std::string& name = entry.first;
+      const auto& chunks = entry.second;
       for (std::size_t i = 0; i < chunks.size(); ++i) {
         const Chunk& c = chunks[i];
         dataclass(p, kMetadataModule, "MetadataIndex", [&] {
@@ -241,7 +245,9 @@ std::string dcpMetadataPickle(const ReshardPlan& plan,
         storageInfo(p, c.file, c.item);
       }
     }
-    for (const auto& [name, fileAndItem] : byteItems) {
+    for (const auto& entry : byteItems) {
+      const std::string& name = entry.first;
+      const auto& fileAndItem = entry.second;
       dataclass(p, kMetadataModule, "MetadataIndex", [&] {
         p.text("fqn");
         p.text(name);

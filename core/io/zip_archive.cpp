@@ -21,7 +21,7 @@ struct Range {
 // minizip reads headers a byte or two at a time: a cursor serves those from a read-ahead window
 // (one pread per 16 KiB instead of ~500 per record).
 struct Cursor {
-  const Range* range;
+  const Range* range = nullptr;
   std::uint64_t pos = 0;
   std::vector<char> window;
   std::uint64_t windowAt = 0;
@@ -38,7 +38,11 @@ std::uint64_t preadRange(const Range& range, char* buf, std::uint64_t want, std:
   return done;
 }
 
-voidpf rangeOpen(voidpf opaque, const void* /*name*/, int /*mode*/) { return new Cursor{static_cast<Range*>(opaque)}; }
+voidpf rangeOpen(voidpf opaque, const void* /*name*/, int /*mode*/) {
+  auto* c = new Cursor;
+  c->range = static_cast<Range*>(opaque);
+  return c;
+}
 uLong rangeRead(voidpf, voidpf stream, void* buf, uLong size) {
   constexpr std::uint64_t kWindow = 16 << 10;
   auto* c = static_cast<Cursor*>(stream);
