@@ -17,6 +17,7 @@
 #include "io/dcp_metadata.h"
 #include "io/strided_gather.h"
 #include "util/error.h"
+#include "util/pread_full.h"
 
 namespace stoker {
 namespace fs = std::filesystem;
@@ -45,15 +46,9 @@ std::vector<std::uint8_t> readWhole(const std::string& path) {
   if (!S_ISREG(st.st_mode)) throwBadInput(path, "is not a regular file");
   if (st.st_size > (256ll << 20)) throwBadInput(path, "is larger than 256 MiB; not a DCP .metadata");
   std::vector<std::uint8_t> bytes(static_cast<std::size_t>(st.st_size));
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t r = ::read(fd.get(), bytes.data() + done, bytes.size() - done);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) throwIo(path, "read failed", errno);
-    if (r == 0) break;
-    done += static_cast<std::size_t>(r);
-  }
-  bytes.resize(done);
+  const long long done = preadFull(fd.get(), bytes.data(), bytes.size(), 0);
+  if (done < 0) throwIo(path, "read failed", errno);
+  bytes.resize(static_cast<std::size_t>(done));
   return bytes;
 }
 

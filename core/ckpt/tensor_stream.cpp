@@ -10,6 +10,7 @@
 #include "io/pt_file.h"
 #include "io/strided_gather.h"
 #include "util/error.h"
+#include "util/pread_full.h"
 #include "util/progress.h"
 
 namespace stoker {
@@ -19,16 +20,10 @@ constexpr std::uint64_t kKernelCopyMin = 64 << 10;   // shorter runs are batched
 constexpr std::uint64_t kProgressStep = 64ull << 20;  // long runs are split to report and cancel
 
 void preadAll(int fd, void* dst, std::uint64_t n, std::uint64_t offset, const std::string& path) {
-  auto* p = static_cast<std::uint8_t*>(dst);
-  while (n > 0) {
-    ssize_t r = ::pread(fd, p, n, static_cast<off_t>(offset));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) throwIo(path, "read failed", errno);
-    if (r == 0) throw Error(ErrorKind::Io, path, "file ended early (was it changed during the conversion?)");
-    p += r;
-    n -= static_cast<std::uint64_t>(r);
-    offset += static_cast<std::uint64_t>(r);
-  }
+  const long long r = preadFull(fd, dst, static_cast<std::size_t>(n), offset);
+  if (r < 0) throwIo(path, "read failed", errno);
+  if (static_cast<std::uint64_t>(r) < n)
+    throw Error(ErrorKind::Io, path, "file ended early (was it changed during the conversion?)");
 }
 
 }  // namespace

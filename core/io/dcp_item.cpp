@@ -7,21 +7,16 @@
 
 #include "io/zip_archive.h"
 #include "util/error.h"
+#include "util/pread_full.h"
 
 namespace stoker {
 
 DcpTensorItem readDcpTensorItem(int fd, const std::string& path, std::uint64_t offset, std::uint64_t length,
                                 const std::string& subject) {
   unsigned char head[16] = {};
-  std::size_t got = 0;
-  while (got < sizeof head) {
-    ssize_t r = ::pread(fd, head + got, sizeof head - got, static_cast<off_t>(offset + got));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    got += static_cast<std::size_t>(r);
-  }
+  const long long got = preadFull(fd, head, sizeof head, offset);
   const std::string where = "item at offset " + std::to_string(offset) + " of " + path;
-  if (length < 22 || got < sizeof head)
+  if (length < 22 || got < static_cast<long long>(sizeof head))
     throwBadInput(subject, where + " (" + std::to_string(length) + " bytes) is too short for a torch.save zip");
   if (std::memcmp(head, "PK\x03\x04", 4) != 0) {
     if (head[8] == '{')  // an 8-byte header length then JSON: DCP's opt-in safetensors serialization

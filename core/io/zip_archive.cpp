@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "util/error.h"
+#include "util/pread_full.h"
 
 namespace stoker {
 namespace {
@@ -28,14 +29,8 @@ struct Cursor {
 };
 
 std::uint64_t preadRange(const Range& range, char* buf, std::uint64_t want, std::uint64_t at) {
-  std::uint64_t done = 0;
-  while (done < want) {
-    ssize_t r = ::pread(range.fd, buf + done, want - done, static_cast<off_t>(range.base + at + done));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    done += static_cast<std::uint64_t>(r);
-  }
-  return done;
+  const long long r = preadFull(range.fd, buf, static_cast<std::size_t>(want), range.base + at);
+  return r < 0 ? 0 : static_cast<std::uint64_t>(r);  // minizip sees a short read and reports the zip corrupt
 }
 
 voidpf rangeOpen(voidpf opaque, const void* /*name*/, int /*mode*/) {
@@ -159,14 +154,9 @@ const ZipArchive::Record* ZipArchive::find(const std::string& name) const {
 std::vector<std::uint8_t> ZipArchive::read(const Record& r) const {
   std::vector<std::uint8_t> out(static_cast<std::size_t>(r.size));
   if (r.stored) {
-    std::size_t done = 0;
-    while (done < out.size()) {
-      ssize_t n = ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(r.dataOffset + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) throwIo(subject_, "read failed", errno);
-      if (n == 0) throwBadInput(subject_, "ends inside record " + r.name);
-      done += static_cast<std::size_t>(n);
-    }
+    const long long n = preadFull(fd_, out.data(), out.size(), r.dataOffset);
+    if (n < 0) throwIo(subject_, "read failed", errno);
+    if (static_cast<std::size_t>(n) < out.size()) throwBadInput(subject_, "ends inside record " + r.name);
     return out;
   }
   Range range{fd_, offset_, length_};
