@@ -33,6 +33,9 @@ PACKAGES=(
   clang libclang-rt-14-dev llvm  # libFuzzer targets and readable sanitizer stacks (llvm-symbolizer)
   libcpp-httplib-dev  # the Prometheus /metrics endpoint
   libminizip-dev  # zip records of .pt files and DCP items, read without libtorch
+  libjpeg62-turbo-dev libspng-dev  # image datasets: JPEG (libjpeg-turbo's libjpeg API) and PNG decoding
+  libarchive-dev  # WebDataset tar shards
+  python3-skimage  # the real photographs the image benchmarks and tests are cut from
   python3-torchvision prometheus  # the probe's real DDP job (torchvision FashionMNIST), a real Prometheus scrape
 )
 

@@ -64,6 +64,16 @@ LoaderOptionsForm::LoaderOptionsForm(QWidget* parent) : QWidget(parent) {
       combo->addItems({"", "spawn", "fork", "forkserver"});
       connect(combo, &QComboBox::currentTextChanged, this, &LoaderOptionsForm::revalidate);
       editor = combo;
+    } else if (name == "transforms") {
+      // torchvision's two ImageNet pipelines as presets; any other text is parsed by the core.
+      auto* combo = new QComboBox(this);
+      combo->setEditable(true);
+      combo->addItems({"", "RandomResizedCrop(224),RandomHorizontalFlip(0.5),Normalize(imagenet)",
+                       "Resize(256),CenterCrop(224),Normalize(imagenet)", "RandomResizedCrop(224),RandomHorizontalFlip(0.5),ToDtype(u8)"});
+      combo->setMinimumContentsLength(24);
+      combo->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+      connect(combo, &QComboBox::currentTextChanged, this, &LoaderOptionsForm::revalidate);
+      editor = combo;
     } else if (v.isBool()) {
       auto* check = new QCheckBox(this);
       connect(check, &QCheckBox::toggled, this, &LoaderOptionsForm::revalidate);

@@ -35,6 +35,8 @@
 
 #include "loader_options_form.h"
 #include "loader_runner.h"
+#include "data/dataset.h"
+#include "stage_breakdown_view.h"
 #include "telemetry_plots.h"
 #include "eta_text.h"
 #include "data/bottleneck.h"
@@ -64,16 +66,34 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
   dataset_->setObjectName("dataset");
   dataset_->setEditable(true);
   dataset_->addItems({"fashion-mnist", "synthetic:50000,3x32x32,f32", "synthetic:20000,3x64x64,u8,20"});
-  dataset_->setToolTip(tr("fashion-mnist (Debian's dataset-fashion-mnist), synthetic:N,SHAPE[,dtype][,cost_us[,wait_us]], "
-                          "or a .safetensors / .npy file"));
+  {
+    QStringList kinds;
+    for (const auto& k : datasetKinds()) kinds << QString::fromStdString(k);
+    dataset_->setToolTip(tr("A dataset spec, one of:\n%1\nImage datasets take their transforms from the transforms knob.")
+                             .arg(kinds.join('\n')));
+  }
   auto* browse = new QPushButton(tr("File…"), data);
+  browse->setToolTip(tr(".safetensors / .npy tensors, a nanoGPT .bin token file, a Megatron .idx, or a WebDataset .tar shard"));
   connect(browse, &QPushButton::clicked, this, [this] {
-    const QString f = QFileDialog::getOpenFileName(this, tr("Dataset file"), {}, tr("Tensors (*.safetensors *.npy)"));
-    if (!f.isEmpty()) setDataset(f);
+    const QString f = QFileDialog::getOpenFileName(this, tr("Dataset file"), {},
+                                                   tr("Datasets (*.safetensors *.npy *.bin *.idx *.tar)"));
+    if (f.isEmpty()) return;
+    if (f.endsWith(".bin")) setDataset("tokens:" + f);
+    else if (f.endsWith(".idx")) setDataset("megatron:" + f.chopped(4));
+    else if (f.endsWith(".tar")) setImageDataset("wds:" + f);
+    else setDataset(f);
+  });
+  auto* folder = new QPushButton(tr("Images…"), data);
+  folder->setObjectName("image_folder");
+  folder->setToolTip(tr("A folder of class folders of JPEG/PNG images (torchvision's ImageFolder layout)"));
+  connect(folder, &QPushButton::clicked, this, [this] {
+    const QString d = QFileDialog::getExistingDirectory(this, tr("Image folder (one sub-folder per class)"));
+    if (!d.isEmpty()) setImageDataset("imagefolder:" + d);
   });
   auto* datasetRow = new QHBoxLayout;
   datasetRow->addWidget(dataset_, 1);
   datasetRow->addWidget(browse);
+  datasetRow->addWidget(folder);
   dataForm->addRow(tr("Dataset"), datasetRow);
   devices_ = new QLineEdit("cpu", data);
   devices_->setObjectName("devices");
@@ -265,6 +285,10 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
   log_->setReadOnly(true);
   log_->setMaximumBlockCount(2000);
   tabs->addTab(log_, tr("Log"));
+  stages_ = new StageBreakdownView(tabs);
+  stages_->setObjectName("stages");
+  tabs->insertTab(0, stages_, tr("Stages"));
+  tabs->setCurrentIndex(0);
   plotsAndTabs->addWidget(tabs);
   plotsAndTabs->setStretchFactor(0, 3);
   plotsAndTabs->setStretchFactor(1, 2);
@@ -445,6 +469,17 @@ LoaderWorkspace::~LoaderWorkspace() {
 }
 
 void LoaderWorkspace::setDataset(const QString& spec) { dataset_->setCurrentText(spec); }
+
+// Image datasets need transforms that fix the output size: offer torchvision's train pipeline
+// when none is set (the form shows it, and the user edits it there).
+void LoaderWorkspace::setImageDataset(const QString& spec) {
+  setDataset(spec);
+  LoaderOptions o = form_->options();
+  if (o.transforms.empty()) {
+    o.transforms = "RandomResizedCrop(224),RandomHorizontalFlip(0.5),Normalize(imagenet)";
+    form_->setOptions(o);
+  }
+}
 QString LoaderWorkspace::dataset() const { return dataset_->currentText().trimmed(); }
 void LoaderWorkspace::setDevices(const QString& devices) { devices_->setText(devices); }
 void LoaderWorkspace::setEpochs(int epochs) { epochs_->setValue(epochs); }
@@ -481,6 +516,7 @@ bool LoaderWorkspace::makeRequest(LoaderRunRequest& request) {
 // The plots, badge and bottleneck panel start empty for each run, sweep or auto-tune.
 void LoaderWorkspace::clearLiveViews() {
   plots_->clear();
+  stages_->clear();
   badge_->clear();
   badge_->hide();
   deviceModes_.clear();
@@ -725,6 +761,7 @@ void LoaderWorkspace::drainTelemetry() {
   const auto records = runner_->takeTelemetry();
   if (records.empty()) return;
   plots_->addRecords(records);
+  stages_->addRecords(records);
   // The badge: the latest mode of every device, e.g. "sim:0 resident".
   for (const auto& r : records) deviceModes_[QString::fromStdString(r.device)] = QString::fromStdString(r.mode);
   QStringList parts;

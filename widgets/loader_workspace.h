@@ -27,6 +27,7 @@ namespace stoker {
 
 class LoaderOptionsForm;
 class LoaderRunner;
+class StageBreakdownView;
 class TelemetryPlots;
 struct LoaderRunRequest;
 
@@ -37,9 +38,11 @@ class LoaderWorkspace : public QWidget {
   ~LoaderWorkspace() override;
 
   LoaderOptionsForm* form() const { return form_; }
+  StageBreakdownView* stages() const { return stages_; }
   TelemetryPlots* plots() const { return plots_; }
   LoaderRunner* runner() const { return runner_; }
   void setDataset(const QString& spec);
+  void setImageDataset(const QString& spec);  // and default transforms when none are set
   QString dataset() const;
   void setDevices(const QString& devices);
   void setEpochs(int epochs);
@@ -98,6 +101,7 @@ class LoaderWorkspace : public QWidget {
   LoaderOptionsForm* form_;
   LoaderRunner* runner_;
   TelemetryPlots* plots_;
+  StageBreakdownView* stages_;
   QComboBox* dataset_;
   QLineEdit* devices_;
   QSpinBox* epochs_;

@@ -25,6 +25,7 @@
 #include "telemetry/input_bound.h"
 #include "telemetry/stragglers.h"
 #include "telemetry/telemetry_csv.h"
+#include "stage_breakdown_view.h"
 #include "telemetry_plots.h"
 #include "telemetry_source.h"
 #include "util/byte_size.h"
@@ -144,6 +145,10 @@ MonitorWorkspace::MonitorWorkspace(QWidget* parent)
   plots_->setLabelByRank(true);
   plots_->setAggregateAbove(kShowHeatMapAbove);
   views_->addTab(plots_, tr("Plots"));
+  stages_ = new StageBreakdownView(views_);
+  stages_->setObjectName("stages");
+  stages_->setLabelByRank(true);
+  views_->addTab(stages_, tr("Stages"));
   auto* heatPage = new QWidget(views_);
   auto* heatLayout = new QVBoxLayout(heatPage);
   heatLayout->setContentsMargins(0, 0, 0, 0);
@@ -285,6 +290,7 @@ void MonitorWorkspace::beginSession() {
   records_ = 0;
   sourceText_.clear();
   plots_->clear();
+  stages_->clear();
   heatMap_->clear();
   table_->setRowCount(0);
   rows_.clear();
@@ -478,6 +484,7 @@ void MonitorWorkspace::drain() {
       accepted.push_back(std::move(rec));
     }
     plots_->addRecords(accepted);
+    stages_->addRecords(accepted);
     heatMap_->addRecords(accepted);
     QByteArray lines;
     for (const auto& rec : accepted) {

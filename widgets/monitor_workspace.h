@@ -36,6 +36,7 @@ namespace stoker {
 class MetricsHttpServer;
 class PrometheusExporter;
 class RankHeatMap;
+class StageBreakdownView;
 class TelemetryPlots;
 class TelemetrySource;
 
@@ -45,6 +46,7 @@ class MonitorWorkspace : public QWidget {
   explicit MonitorWorkspace(QWidget* parent = nullptr);
   ~MonitorWorkspace() override;
 
+  StageBreakdownView* stages() const { return stages_; }
   TelemetryPlots* plots() const { return plots_; }
   RankHeatMap* heatMap() const { return heatMap_; }
   QTabWidget* views() const { return views_; }
@@ -88,6 +90,7 @@ class MonitorWorkspace : public QWidget {
 
   TelemetrySource* source_;
   TelemetryPlots* plots_;
+  StageBreakdownView* stages_;
   RankHeatMap* heatMap_;
   QTabWidget* views_;
   QComboBox* heatFigure_;

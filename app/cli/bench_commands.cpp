@@ -20,7 +20,9 @@
 #include "telemetry/input_bound.h"
 #include "telemetry/metrics_http_server.h"
 #include "telemetry/prometheus_exporter.h"
+#include "telemetry/stage_verdict.h"
 #include "telemetry/stragglers.h"
+#include "telemetry/telemetry_record.h"
 #include "telemetry/telemetry_listener.h"
 #include "telemetry/telemetry_publisher.h"
 #include "util/busy_work.h"
@@ -39,6 +41,8 @@ struct BenchArgs {
   int epochs = 3, workers = -1, prefetch = -1;
   double stepMicros = 0;
   std::string simCapacity = "16GiB", simBandwidth = "12GB";
+  std::string transforms;
+  bool skipBad = false;
   std::vector<std::string> publish;
   bool json = false, quiet = false, exportPytorch = false, exportCpp = false, reuse = false;
   // Several devices in one process: the planner's split of every step.
@@ -57,6 +61,8 @@ LoaderOptions resolveOptions(const BenchArgs& a) {
   if (a.workers >= 0) o.num_workers = a.workers;
   if (a.prefetch != -1) o.prefetch = a.prefetch;
   if (a.reuse) o.reuse_buffers = true;
+  if (!a.transforms.empty()) o.transforms = a.transforms;
+  if (a.skipBad) o.skip_bad_samples = true;
   if (!a.mode.empty()) o.loading_mode = a.mode == "resident" ? LoadingMode::Resident
                                         : a.mode == "streaming" ? LoadingMode::Streaming
                                                                 : LoadingMode::Auto;
@@ -166,6 +172,25 @@ void runMultiDeviceBench(const BenchArgs& a, const LoaderOptions& options, const
   std::printf("steady state (epochs after the first): %.0f samples/s\n", rate);
 }
 
+// Worker milliseconds per batch by stage over the steady-state epochs (all epochs when there is one).
+std::map<std::string, double> steadyStagesMs(const std::vector<EpochSummary>& epochs) {
+  std::map<std::string, double> seconds;
+  std::int64_t batches = 0;
+  for (std::size_t i = epochs.size() > 1 ? 1 : 0; i < epochs.size(); ++i) {
+    if (epochs[i].stageSeconds.empty()) continue;
+    for (const auto& [stage, t] : epochs[i].stageSeconds) seconds[stage] += t;
+    batches += epochs[i].batches;
+  }
+  for (auto& [stage, t] : seconds) t = batches > 0 ? 1e3 * t / static_cast<double>(batches) : 0;
+  return seconds;
+}
+
+nlohmann::json stagesJson(const EpochSummary& e) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [stage, t] : e.stageSeconds) j[stage] = e.batches > 0 ? 1e3 * t / static_cast<double>(e.batches) : 0.0;
+  return j;
+}
+
 void runBench(const BenchArgs& a) {
   if (a.epochs < 1) throwBadInput("--epochs", "must be at least 1 (got " + std::to_string(a.epochs) + ")");
   if (a.stepMicros < 0) throwBadInput("--step-us", "must be non-negative");
@@ -231,8 +256,15 @@ void runBench(const BenchArgs& a) {
                         {"bytes", e.bytes},
                         {"samples_per_s", e.seconds > 0 ? static_cast<double>(e.samples) / e.seconds : 0},
                         {"data_wait_s", e.waitSeconds},
-                        {"prefetch_depth", e.depth}});
+                        {"prefetch_depth", e.depth},
+                        {"stages_ms", stagesJson(e)},
+                        {"skipped", e.skipped}});
+    const auto stages = steadyStagesMs(r.epochs);
+    nlohmann::json verdict = nullptr;
+    if (!stages.empty()) verdict = stageVerdict(stages).text;
     perDevice.push_back({{"device", r.device},
+                         {"stages_ms", stages},
+                         {"stage_verdict", verdict},
                          {"mode", loadingModeName(r.mode)},
                          {"samples_per_s", r.samplesPerS},
                          {"bytes_per_s", r.bytesPerS},
@@ -271,6 +303,33 @@ void runBench(const BenchArgs& a) {
                   e.seconds > 0 ? 100.0 * e.waitSeconds / e.seconds : 0.0);
   std::printf("steady state (epochs after the first): %.0f samples/s, %s/s\n", samplesPerS,
               humanBytes(static_cast<std::uint64_t>(bytesPerS)).c_str());
+  // Where the workers' time goes, per batch, and the consumer's wait beside it.
+  for (const auto& r : result.devices) {
+    const auto stages = steadyStagesMs(r.epochs);
+    if (stages.empty()) continue;
+    double waitMs = 0;
+    std::int64_t batches = 0;
+    for (std::size_t i = r.epochs.size() > 1 ? 1 : 0; i < r.epochs.size(); ++i) {
+      waitMs += 1e3 * r.epochs[i].waitSeconds;
+      batches += r.epochs[i].batches;
+    }
+    std::printf("%s stages, ms per batch (worker time):", r.device.c_str());
+    for (const char* stage : kTelemetryStages)
+      if (stages.count(stage)) std::printf(" %s %.2f", stage, stages.at(stage));
+    std::printf(" | consumer's data wait %.2f\n", batches > 0 ? waitMs / static_cast<double>(batches) : 0.0);
+    std::printf("%s: %s\n", r.device.c_str(), stageVerdict(stages).text.c_str());
+  }
+  for (const auto& r : result.devices) {
+    std::int64_t skipped = 0;
+    std::string first;
+    for (const auto& e : r.epochs) {
+      if (e.skipped > 0 && first.empty()) first = e.firstSkipped;
+      skipped += e.skipped;
+    }
+    if (skipped > 0)
+      std::printf("%s: skipped %lld bad samples (skip_bad_samples); the first: %s\n", r.device.c_str(),
+                  static_cast<long long>(skipped), first.c_str());
+  }
   if (publisher)
     std::printf("telemetry: %lld records sent, %lld dropped\n", static_cast<long long>(publisher->sent()),
                 static_cast<long long>(publisher->dropped()));
@@ -403,6 +462,9 @@ void addBenchCommands(CLI::App& app, int& exitCode) {
   bench->add_option("--workers", args->workers, "worker threads (0 = on the consumer's thread)");
   bench->add_option("--prefetch", args->prefetch, "most batches ahead of the consumer");
   bench->add_flag("--reuse-buffers", args->reuse, "batches share output buffers (valid until the next batch)");
+  bench->add_option("--transforms", args->transforms,
+                    "image datasets: torchvision-named transforms, e.g. \"RandomResizedCrop(224),RandomHorizontalFlip(),Normalize(imagenet)\"");
+  bench->add_flag("--skip-bad-samples", args->skipBad, "skip and count undecodable samples instead of stopping");
   bench->add_option("--step-us", args->stepMicros, "simulated training step per batch, in microseconds of busy work");
   bench->add_option("--sim-capacity", args->simCapacity, "memory of simulated devices (default 16GiB)");
   bench->add_option("--sim-bandwidth", args->simBandwidth, "copy bandwidth of simulated devices per second (default 12GB)");

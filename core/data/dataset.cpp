@@ -1,20 +1,7 @@
-#include "io/host_tensor_torch.h"
 #include "data/dataset.h"
 
-#include <algorithm>
-#include <atomic>
-#include <cstring>
-#include <filesystem>
-#include <thread>
-
-#include "data/device.h"
-#include "data/fashion_mnist.h"
-#include "io/host_tensor.h"
-#include "io/npy_reader.h"
-#include "io/safetensors_file.h"
-#include "util/busy_work.h"
+#include "data/sampler.h"
 #include "util/error.h"
-#include "util/run_jobs.h"
 
 namespace stoker {
 namespace {
@@ -23,8 +10,9 @@ std::string sampleError(std::int64_t index, const std::exception& e) {
   return "sample " + std::to_string(index) + ": " + e.what();
 }
 
-// Rethrows with the sample index in front; a stoker::Error keeps its kind.
-[[noreturn]] void rethrowForSample(std::int64_t index) {
+}  // namespace
+
+void rethrowForSample(std::int64_t index) {
   try {
     throw;
   } catch (const Error& e) {
@@ -33,43 +21,6 @@ std::string sampleError(std::int64_t index, const std::exception& e) {
     throw Error(ErrorKind::BadInput, "", sampleError(index, e));
   }
 }
-
-std::vector<std::int64_t> parseShape(const std::string& text, const std::string& spec) {
-  std::vector<std::int64_t> shape;
-  std::size_t pos = 0;
-  while (pos <= text.size()) {
-    std::size_t x = text.find('x', pos);
-    std::string part = text.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
-    char* end = nullptr;
-    long long v = part.empty() ? -1 : std::strtoll(part.c_str(), &end, 10);
-    if (part.empty() || *end != '\0' || v < 1 || v > (1LL << 31))
-      throwBadInput(spec, "SHAPE must be positive sizes joined by 'x', e.g. 1x28x28 (got \"" + text + "\")");
-    shape.push_back(v);
-    if (x == std::string::npos) break;
-    pos = x + 1;
-  }
-  return shape;
-}
-
-// reader_mode=read: copy the mapped bytes into process memory now, in
-// part_size pieces, max_inflight_parts at a time, so epochs never fault pages.
-at::Tensor readIntoMemory(const at::Tensor& mapped, const LoaderOptions& o) {
-  at::Tensor owned = at::empty_like(mapped, at::MemoryFormat::Contiguous);
-  const auto* src = static_cast<const std::uint8_t*>(mapped.data_ptr());
-  auto* dst = static_cast<std::uint8_t*>(owned.data_ptr());
-  const std::int64_t total = static_cast<std::int64_t>(mapped.nbytes());
-  const std::int64_t parts = (total + o.part_size - 1) / o.part_size;
-  std::atomic<std::int64_t> next{0};
-  runJobs(static_cast<int>(std::min<std::int64_t>(o.max_inflight_parts, std::max<std::int64_t>(parts, 1))), [&] {
-    for (std::int64_t p; (p = next.fetch_add(1)) < parts;) {
-      const std::int64_t off = p * o.part_size;
-      std::memcpy(dst + off, src + off, static_cast<std::size_t>(std::min(o.part_size, total - off)));
-    }
-  });
-  return owned;
-}
-
-}  // namespace
 
 void Dataset::readBatch(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst) const {
   const auto& specs = fields();
@@ -90,183 +41,14 @@ std::int64_t Dataset::sampleBytes() const {
   return n;
 }
 
-TensorDataset::TensorDataset(std::string description, std::vector<std::string> names, std::vector<at::Tensor> fields)
-    : description_(std::move(description)) {
-  if (fields.empty() || names.size() != fields.size()) throwBadInput(description_, "a dataset needs at least one field");
-  size_ = fields[0].dim() > 0 ? fields[0].size(0) : -1;
-  for (std::size_t f = 0; f < fields.size(); ++f) {
-    const at::Tensor& t = fields[f];
-    if (t.dim() == 0 || t.size(0) != size_)
-      throwBadInput(description_ + ": " + names[f],
-                    "every field needs the same first dimension (" + std::to_string(size_) + " samples), got shape " +
-                        shapeText(t.sizes().vec()));
-    FieldSpec spec;
-    spec.name = names[f];
-    spec.dtype = t.scalar_type();
-    spec.sampleShape = t.sizes().slice(1).vec();
-    spec.sampleBytes = static_cast<std::int64_t>(t[0].nbytes());
-    specs_.push_back(spec);
-    tensors_.push_back(t.is_contiguous() ? t : t.contiguous());
-  }
-  if (size_ == 0) throwBadInput(description_, "the dataset has no samples");
+std::vector<std::int64_t> epochIndicesFor(const Dataset& dataset, const LoaderOptions& options, std::int64_t epoch) {
+  if (auto own = dataset.ownEpochOrder(options, epoch)) return std::move(*own);
+  return epochIndices(options, dataset.size(), epoch);
 }
 
-void TensorDataset::checkIndex(std::int64_t index) const {
-  if (index < 0 || index >= size_)
-    throwBadInput("sample " + std::to_string(index), "out of range for " + std::to_string(size_) + " samples");
-}
-
-void TensorDataset::readItem(std::int64_t index, std::uint8_t* const* dst) const {
-  checkIndex(index);
-  for (std::size_t f = 0; f < specs_.size(); ++f) {
-    const auto n = static_cast<std::size_t>(specs_[f].sampleBytes);
-    std::memcpy(dst[f], static_cast<const std::uint8_t*>(tensors_[f].data_ptr()) + index * n, n);
-  }
-}
-
-void TensorDataset::readBatch(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst) const {
-  for (std::int64_t i = 0; i < count; ++i) checkIndex(indices[i]);
-  // Field by field: one source stream at a time keeps the prefetcher on it.
-  for (std::size_t f = 0; f < specs_.size(); ++f) gatherHostRows(tensors_[f], indices, count, dst[f]);
-}
-
-SyntheticDataset::SyntheticDataset(std::int64_t n, std::vector<std::int64_t> shape, c10::ScalarType dtype, double costMicros,
-                                   double waitMicros)
-    : n_(n), costMicros_(costMicros), waitMicros_(waitMicros) {
-  FieldSpec data;
-  data.name = "data";
-  data.dtype = dtype;
-  data.sampleShape = std::move(shape);
-  std::int64_t elements = 1;
-  for (auto d : data.sampleShape) elements *= d;
-  data.sampleBytes = elements * static_cast<std::int64_t>(c10::elementSize(dtype));
-  FieldSpec label{"label", c10::ScalarType::Long, {}, 8};
-  specs_ = {data, label};
-}
-
-std::string SyntheticDataset::description() const {
-  char cost[48] = "";
-  if (costMicros_ > 0) std::snprintf(cost, sizeof cost, ", %g us of work each", costMicros_);
-  char wait[48] = "";
-  if (waitMicros_ > 0) std::snprintf(wait, sizeof wait, ", %g us of latency each", waitMicros_);
-  return "synthetic (" + std::string(dtypeName(dtypeFromTorch(specs_[0].dtype))) + " " + shapeText(specs_[0].sampleShape) +
-         cost + wait + ")";
-}
-
-void SyntheticDataset::readItem(std::int64_t index, std::uint8_t* const* dst) const {
-  if (index < 0 || index >= n_)
-    throwBadInput("sample " + std::to_string(index), "out of range for " + std::to_string(n_) + " samples");
-  busyWork(costMicros_);  // decoding occupies a core
-  if (waitMicros_ > 0)     // storage latency does not
-    std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(waitMicros_));
-  const FieldSpec& spec = specs_[0];
-  const std::int64_t count = spec.sampleBytes / static_cast<std::int64_t>(c10::elementSize(spec.dtype));
-  const double value = static_cast<double>(index % 251) / 251.0;
-  switch (spec.dtype) {
-    case c10::ScalarType::Float: std::fill_n(reinterpret_cast<float*>(dst[0]), count, static_cast<float>(value)); break;
-    case c10::ScalarType::Double: std::fill_n(reinterpret_cast<double*>(dst[0]), count, value); break;
-    case c10::ScalarType::Half: std::fill_n(reinterpret_cast<c10::Half*>(dst[0]), count, c10::Half(static_cast<float>(value))); break;
-    case c10::ScalarType::BFloat16:
-      std::fill_n(reinterpret_cast<c10::BFloat16*>(dst[0]), count, c10::BFloat16(static_cast<float>(value)));
-      break;
-    case c10::ScalarType::Long: std::fill_n(reinterpret_cast<std::int64_t*>(dst[0]), count, index); break;
-    case c10::ScalarType::Int: std::fill_n(reinterpret_cast<std::int32_t*>(dst[0]), count, static_cast<std::int32_t>(index)); break;
-    default: std::memset(dst[0], static_cast<int>(index % 251), static_cast<std::size_t>(spec.sampleBytes)); break;
-  }
-  const std::int64_t label = index % 10;
-  std::memcpy(dst[1], &label, sizeof label);
-}
-
-std::shared_ptr<SyntheticDataset> parseSyntheticSpec(const std::string& spec) {
-  const std::string usage =
-      "expected synthetic:N,SHAPE[,dtype][,cost_us[,wait_us]], e.g. synthetic:10000,3x32x32,f32,200";
-  if (spec.rfind("synthetic:", 0) != 0) throwBadInput(spec, usage);
-  std::vector<std::string> parts;
-  std::string rest = spec.substr(10);
-  for (std::size_t pos = 0;;) {
-    std::size_t comma = rest.find(',', pos);
-    parts.push_back(rest.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-  if (parts.size() < 2 || parts.size() > 5) throwBadInput(spec, usage);
-  char* end = nullptr;
-  const long long n = std::strtoll(parts[0].c_str(), &end, 10);
-  if (parts[0].empty() || *end != '\0' || n < 1) throwBadInput(spec, "N must be a positive sample count (got \"" + parts[0] + "\")");
-  auto shape = parseShape(parts[1], spec);
-  c10::ScalarType dtype = c10::ScalarType::Float;
-  std::size_t next = 2;
-  if (parts.size() > 2 && !parts[2].empty() && !std::isdigit(static_cast<unsigned char>(parts[2][0]))) {
-    std::string upper = parts[2];
-    for (auto& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    auto d = dtypeFromName(upper);
-    auto t = d ? torchType(*d) : std::nullopt;
-    if (!t) throwBadInput(spec, "unknown dtype \"" + parts[2] + "\" (e.g. f32, f16, bf16, u8, i64)");
-    dtype = *t;
-    next = 3;
-  }
-  double cost = 0;
-  if (parts.size() > next) {
-    cost = std::strtod(parts[next].c_str(), &end);
-    if (parts[next].empty() || *end != '\0' || !(cost >= 0) || cost > 1e7)
-      throwBadInput(spec, "cost_us must be 0-10000000 microseconds (got \"" + parts[next] + "\")");
-    ++next;
-  }
-  double wait = 0;
-  if (parts.size() > next) {
-    wait = std::strtod(parts[next].c_str(), &end);
-    if (parts[next].empty() || *end != '\0' || !(wait >= 0) || wait > 1e7)
-      throwBadInput(spec, "wait_us must be 0-10000000 microseconds (got \"" + parts[next] + "\")");
-    ++next;
-  }
-  if (next != parts.size()) throwBadInput(spec, usage);
-  // Sizes are int64 everywhere (sample bytes, the dataset's total): refuse what overflows them
-  // (found by fuzz_dataset_spec: 10,3x32x63332x2x63x... overflowed the sample size).
-  std::int64_t bytes = static_cast<std::int64_t>(c10::elementSize(dtype)), total = 0;
-  for (auto d : shape)
-    if (__builtin_mul_overflow(bytes, d, &bytes)) throwBadInput(spec, "a sample of this shape is too large");
-  if (__builtin_mul_overflow(bytes, static_cast<std::int64_t>(n), &total))
-    throwBadInput(spec, "N samples of this shape are too large");
-  return std::make_shared<SyntheticDataset>(n, shape, dtype, cost, wait);
-}
-
-std::shared_ptr<Dataset> openDataset(const std::string& spec, const LoaderOptions& options) {
-  validateLoaderOptions(options);
-  auto finish = [&options](std::string desc, std::vector<std::string> names, std::vector<at::Tensor> fields) {
-    if (options.reader_mode == ReaderMode::Read)
-      for (auto& f : fields) f = readIntoMemory(f, options);
-    return std::make_shared<TensorDataset>(std::move(desc), std::move(names), std::move(fields));
-  };
-  if (spec.rfind("synthetic:", 0) == 0) return parseSyntheticSpec(spec);
-  if (spec == "fashion-mnist" || spec.rfind("fashion-mnist:", 0) == 0) {
-    const std::string dir = spec.size() > 14 ? spec.substr(14) : kFashionMnistDefaultDir;
-    LabeledImages d = loadFashionMnist(dir, Split::Train);
-    return std::make_shared<TensorDataset>("fashion-mnist (" + dir + ", train)", std::vector<std::string>{"images", "labels"},
-                                           std::vector<at::Tensor>{d.images.toTorch(), d.labels.toTorch()});
-  }
-  auto endsWith = [&spec](const char* suffix) {
-    const std::size_t n = std::strlen(suffix);
-    return spec.size() >= n && spec.compare(spec.size() - n, n, suffix) == 0;
-  };
-  if (endsWith(".safetensors")) {
-    SafetensorsFile file = SafetensorsFile::open(spec);
-    std::vector<std::string> names;
-    std::vector<at::Tensor> fields;
-    for (const auto& e : file.tensors()) {
-      if (e.shape.empty()) throwBadInput(spec + ": " + e.name, "a scalar cannot be a dataset field (needs a sample dimension)");
-      names.push_back(e.name);
-      fields.push_back(file.host(e).toTorch());
-    }
-    if (fields.empty()) throwBadInput(spec, "holds no tensors");
-    return finish(spec, names, fields);
-  }
-  if (endsWith(".npy")) {
-    HostTensor t = readNpy(spec);
-    if (t.shape.empty()) throwBadInput(spec, "a scalar array cannot be a dataset (needs a sample dimension)");
-    return finish(spec, {"data"}, {t.toTorch()});
-  }
-  throwBadInput("--dataset " + spec,
-                "unknown dataset (known: fashion-mnist[:DIR], synthetic:N,SHAPE[,dtype][,cost_us], FILE.safetensors, FILE.npy)");
+void Dataset::readSamples(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst,
+                          const ReadContext&) const {
+  readBatch(indices, count, dst);
 }
 
 }  // namespace stoker

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,21 @@ struct FieldSpec {
   std::int64_t sampleBytes = 0;
 };
 
+// Seconds a dataset spent per stage while reading samples (telemetry's `stages_ms`): read = the
+// bytes from storage, decode = JPEG/PNG into pixels, transform = crop, resize, flip, normalise into
+// the batch slot. A dataset that does not say leaves them at 0 and the loader counts its whole
+// read as collate.
+struct StageSeconds {
+  double read = 0, decode = 0, transform = 0;
+};
+
+// What a read knows besides the indices.
+struct ReadContext {
+  std::uint64_t seed = 0;   // generator_seed: transforms draw from (seed, epoch, sample)
+  std::int64_t epoch = 0;
+  StageSeconds* stages = nullptr;  // where the dataset adds its stage times; may be null
+};
+
 class Dataset {
  public:
   virtual ~Dataset() = default;
@@ -37,65 +53,51 @@ class Dataset {
   // Writes samples indices[0..count) to dst[f] one after another. Errors name
   // the sample that failed.
   virtual void readBatch(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst) const;
+  // readBatch with the epoch, the transform seed and stage timing: what the loader calls. The
+  // default ignores them; datasets with random transforms or stages of their own override it.
+  virtual void readSamples(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst,
+                           const ReadContext& context) const;
   // Every field as one contiguous CPU tensor [N, ...] when the dataset is in
   // host memory already; empty when samples are produced on demand.
   virtual std::vector<at::Tensor> hostFields() const { return {}; }
+  // Whether resident mode suits this dataset: `avoid` makes auto stream (with `reason` in the
+  // loader's notes); `refuse` makes an explicit loading_mode=resident an error (random transforms
+  // drawn per epoch would be frozen at one draw).
+  struct ResidentAdvice {
+    bool avoid = false, refuse = false;
+    std::string reason;
+  };
+  virtual ResidentAdvice residentAdvice() const { return {}; }
+  // The dataset's own order for an epoch (WebDataset reads shard after shard), used instead of
+  // the sampler's; nullopt = the sampler decides.
+  virtual std::optional<std::vector<std::int64_t>> ownEpochOrder(const LoaderOptions&, std::int64_t) const {
+    return std::nullopt;
+  }
 
   std::int64_t sampleBytes() const;  // all fields of one sample
   std::int64_t totalBytes() const { return sampleBytes() * size(); }
 };
 
-// Fields held in host memory (decoded arrays or file mappings), sharing dim 0.
-class TensorDataset : public Dataset {
- public:
-  TensorDataset(std::string description, std::vector<std::string> names, std::vector<at::Tensor> fields);
-  std::string description() const override { return description_; }
-  std::int64_t size() const override { return size_; }
-  const std::vector<FieldSpec>& fields() const override { return specs_; }
-  void readItem(std::int64_t index, std::uint8_t* const* dst) const override;
-  void readBatch(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst) const override;
-  std::vector<at::Tensor> hostFields() const override { return tensors_; }
+// The order the loader serves in `epoch`: the dataset's own, or the sampler's (data/sampler).
+std::vector<std::int64_t> epochIndicesFor(const Dataset& dataset, const LoaderOptions& options, std::int64_t epoch);
 
- private:
-  void checkIndex(std::int64_t index) const;
-  std::string description_;
-  std::int64_t size_ = 0;
-  std::vector<FieldSpec> specs_;
-  std::vector<at::Tensor> tensors_;
-};
+// Rethrows the exception in flight as Error "sample <index>: ..." (a stoker::Error keeps its kind).
+[[noreturn]] void rethrowForSample(std::int64_t index);
 
-// synthetic:N,SHAPE[,dtype][,cost_us[,wait_us]]: N samples of SHAPE (e.g.
-// 3x32x32) with content derived from the index, plus an int64 label (index %
-// 10). cost_us of busy CPU work per sample stands in for decoding; wait_us of
-// sleep per sample for storage latency (a network file system, an object
-// store), which frees the core, so more readers than cores still help.
-class SyntheticDataset : public Dataset {
- public:
-  SyntheticDataset(std::int64_t n, std::vector<std::int64_t> shape, c10::ScalarType dtype, double costMicros,
-                   double waitMicros = 0);
-  std::string description() const override;
-  std::int64_t size() const override { return n_; }
-  const std::vector<FieldSpec>& fields() const override { return specs_; }
-  void readItem(std::int64_t index, std::uint8_t* const* dst) const override;
-  double costMicros() const { return costMicros_; }
-  double waitMicros() const { return waitMicros_; }
-
- private:
-  std::int64_t n_;
-  double costMicros_;
-  double waitMicros_;
-  std::vector<FieldSpec> specs_;
-};
-
-// Parses "synthetic:..." (throws Error(BadInput) naming the part that is wrong).
-std::shared_ptr<SyntheticDataset> parseSyntheticSpec(const std::string& spec);
-
-// A dataset by the names `stoker bench --dataset` accepts:
+// A dataset by its spec, as `--dataset` and the workbench's picker take it (each kind is one file in
+// data/datasets/, dispatched by data/datasets/open_dataset.cpp):
 //   fashion-mnist[:DIR]   Debian's dataset-fashion-mnist (train split)
 //   synthetic:N,SHAPE[,dtype][,cost_us[,wait_us]]
 //   PATH.safetensors      tensors sharing dim 0 become fields
 //   PATH.npy              one field, "data"
-// reader_mode/part_size/max_inflight_parts decide how files reach memory.
+//   imagefolder:DIR       torchvision's ImageFolder (JPEG, PNG) through options.transforms
+//   tokens:FILE.bin[,dtype=u16|u32][,ctx=N]   nanoGPT's flat token file
+//   megatron:PREFIX[,ctx=N]                    Megatron-LM's .idx/.bin, packed
+//   wds:SHARDS[,shuffle=N]                     WebDataset tar shards (brace range or glob)
+// reader_mode/part_size/max_inflight_parts decide how tensor files reach memory; `transforms`
+// shapes image datasets.
 std::shared_ptr<Dataset> openDataset(const std::string& spec, const LoaderOptions& options = {});
+// The kinds openDataset knows, as "prefix:ARGS  what" lines (for errors, --help and the picker).
+std::vector<std::string> datasetKinds();
 
 }  // namespace stoker

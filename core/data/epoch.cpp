@@ -112,6 +112,9 @@ void emit(EpochState& s, Clock::time_point now, bool epochEnd) {
     r.mem_allocated = m.allocated;
     r.mem_total = m.total;
     r.epoch_end = epochEnd;
+    if (w.stagedBatches > 0)
+      for (std::size_t k = 0; k < w.stages.size(); ++k)
+        r.stages_ms[kTelemetryStages[k]] = 1e3 * w.stages[k] / static_cast<double>(w.stagedBatches);
     for (auto& o : observers) o->onRecord(r);
   }
   w = TelemetryWindow{};
@@ -138,6 +141,10 @@ void finishEpoch(EpochState& s, bool completed) {
   sum.depth = s.depth;
   sum.mode = s.core->mode;
   sum.completed = completed;
+  if (s.stagedBatches > 0)
+    for (std::size_t k = 0; k < s.stageTotals.size(); ++k) sum.stageSeconds[kTelemetryStages[k]] = s.stageTotals[k];
+  sum.skipped = s.skipped;
+  sum.firstSkipped = s.firstSkipped;
   if (s.started) emit(s, now, true);
   std::vector<Produced> leftover;
   {
@@ -176,7 +183,7 @@ Produced produceBatch(EpochState& s, std::int64_t b, WorkerStatus& status, Clock
     throw Error(ErrorKind::Timeout, "", std::string("not ready after timeout ") + limit + " s: " + describeStall(s, b));
   };
   const std::int64_t begin = s.batchBegin[static_cast<std::size_t>(b)];
-  const std::int64_t count = s.batchBegin[static_cast<std::size_t>(b) + 1] - begin;
+  std::int64_t count = s.batchBegin[static_cast<std::size_t>(b) + 1] - begin;
   const std::int64_t* idx = s.order.data() + begin;
   const bool reuse = c.options.reuse_buffers;
   status.batch.store(b);
@@ -206,20 +213,46 @@ Produced produceBatch(EpochState& s, std::int64_t b, WorkerStatus& status, Clock
     // Datasets that produce samples on demand are read one sample at a time
     // so a stall or an error can name its sample; in-memory ones in one go.
     const std::int64_t step = c.datasetInMemory ? count : 1;
+    const bool skipBad = c.options.skip_bad_samples && step == 1;
     std::vector<std::uint8_t*> dst(c.fields.size());
+    StageSeconds stages;
+    const ReadContext context{c.options.generator_seed, s.epoch, &stages};
+    std::int64_t kept = 0;  // samples in the block so far (skip_bad_samples leaves bad ones out)
+    std::int64_t* keptIndices = batch.indices.data_ptr<std::int64_t>();
+    const auto readStart = Clock::now();
     for (std::int64_t i = 0; i < count; i += step) {
       if (step == 1 && stopRequested(s)) throw EpochStopped{};
       status.sample.store(idx[i]);
       for (std::size_t f = 0; f < c.fields.size(); ++f)
-        dst[f] = staging->data() + c.fieldOffsets[f] + i * c.fields[f].sampleBytes;
-      c.dataset->readBatch(idx + i, std::min(step, count - i), dst.data());
+        dst[f] = staging->data() + c.fieldOffsets[f] + kept * c.fields[f].sampleBytes;
+      const std::int64_t n = std::min(step, count - i);
+      try {
+        c.dataset->readSamples(idx + i, n, dst.data(), context);
+      } catch (const Error& e) {
+        if (!skipBad || (e.kind() != ErrorKind::BadInput && e.kind() != ErrorKind::Io)) throw;
+        if (p.skipped++ == 0) p.skipReason = e.what();
+        continue;
+      }
+      std::copy(idx + i, idx + i + n, keptIndices + kept);
+      kept += n;
       checkDeadline();
+    }
+    // Worker time by stage: what the dataset said it spent, the rest of the read is collating.
+    const double readSeconds = seconds(Clock::now() - readStart);
+    p.stages = {stages.read, stages.decode, stages.transform,
+                std::max(0.0, readSeconds - stages.read - stages.decode - stages.transform), 0.0};
+    p.staged = true;
+    if (kept < count) {
+      batch.indices = batch.indices.narrow(0, 0, kept).clone();
+      count = kept;
     }
     status.sample.store(-1);
     if (!c.device->isHost()) {
       if (c.options.non_blocking) {
         status.stage.store(static_cast<int>(Stage::Copying));
+        const auto copyStart = Clock::now();
         copyBlock(c, out->data(), staging->data(), count);
+        p.stages[4] = seconds(Clock::now() - copyStart);
       } else {
         p.staging = staging;  // a blocking copy happens on the consumer's thread
       }
@@ -446,7 +479,11 @@ std::optional<Batch> Epoch::next() {
     s.workCv.notify_all();
   }
   if (p.error) fail(p.error);
-  if (p.staging) copyBlock(c, p.output->data(), p.staging->data(), p.batch->size());
+  if (p.staging) {
+    const auto copyStart = Clock::now();
+    copyBlock(c, p.output->data(), p.staging->data(), p.batch->size());
+    p.stages[4] = seconds(Clock::now() - copyStart);
+  }
   p.staging.reset();
   finishOnDevice(c, *p.batch, s.epoch);
   if (c.options.reuse_buffers) {
@@ -468,6 +505,16 @@ std::optional<Batch> Epoch::next() {
   w.waitSeconds += waited;
   w.readySum += ready;
   w.latenciesMs.push_back(p.latencyMs);
+  if (p.staged) {
+    for (std::size_t k = 0; k < p.stages.size(); ++k) {
+      w.stages[k] += p.stages[k];
+      s.stageTotals[k] += p.stages[k];
+    }
+    w.stagedBatches++;
+    s.stagedBatches++;
+  }
+  if (p.skipped > 0 && s.skipped == 0) s.firstSkipped = p.skipReason;
+  s.skipped += p.skipped;
   if (seconds(now - w.start) * 1e3 >= c.options.telemetry_interval_ms) emit(s, now, false);
   s.lastReturn = Clock::now();
   return std::move(p.batch);

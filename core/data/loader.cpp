@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "data/datasets/tensor_dataset.h"
 #include "data/loader_internal.h"
 #include "data/sampler.h"
 #include "util/byte_size.h"
@@ -91,8 +92,14 @@ void loadResident(LoaderCore& c) {
 void chooseModeAndLoad(LoaderCore& c) {
   const LoaderOptions& o = c.options;
   LoadingMode mode = o.loading_mode;
+  const Dataset::ResidentAdvice advice = c.dataset->residentAdvice();
+  if (mode == LoadingMode::Resident && advice.refuse)
+    throwBadInput("loading_mode resident", advice.reason + " (use auto or streaming)");
   if (mode == LoadingMode::Auto) {
-    if (c.device->isHost() && c.datasetInMemory) {
+    if (advice.avoid) {
+      mode = LoadingMode::Streaming;
+      c.note("auto: streaming (" + advice.reason + ")");
+    } else if (c.device->isHost() && c.datasetInMemory) {
       mode = LoadingMode::Resident;
       c.note("auto: resident (the dataset is in host memory already; batches are gathered from it, zero copy)");
     } else {
@@ -272,7 +279,7 @@ void Loader::setTelemetryRank(int rank) { core_->rank = rank; }
 
 Epoch Loader::epoch(std::int64_t e) {
   if (e < 0) throwBadInput("epoch " + std::to_string(e), "must be non-negative");
-  std::vector<std::int64_t> order = epochIndices(core_->options, core_->dataset->size(), e);
+  std::vector<std::int64_t> order = epochIndicesFor(*core_->dataset, core_->options, e);
   const auto n = static_cast<std::int64_t>(order.size());
   const std::int64_t bs = core_->options.batch_size;
   const std::int64_t batches = core_->options.drop_last ? n / bs : (n + bs - 1) / bs;
@@ -372,6 +379,9 @@ std::int64_t Loader::batchesPerEpoch() const {
 std::int64_t Loader::sampledPerEpoch() const {
   const LoaderOptions& o = core_->options;
   std::int64_t n = core_->dataset->size();
+  // A dataset with its own order (WebDataset): its epoch-0 order's length (a rank's share of the
+  // shards can change by a shard's samples from epoch to epoch).
+  if (auto own = core_->dataset->ownEpochOrder(o, 0)) return static_cast<std::int64_t>(own->size());
   if (o.sampler_type == SamplerType::Distributed)
     n = distributedSamplesPerRank({n, o.shard_rank, o.shard_world_size, o.shuffle, o.seed, o.drop_last});
   else if ((o.sampler_type == SamplerType::RandomWithReplacement || o.sampler_type == SamplerType::Weighted) &&

@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -60,6 +61,11 @@ struct EpochSummary {
   int depth = 0;
   LoadingMode mode = LoadingMode::Streaming;
   bool completed = false;
+  // Worker seconds by stage over the epoch's batches (kTelemetryStages: read, decode, transform,
+  // collate, copy); empty in resident mode, where a batch is one gather.
+  std::map<std::string, double> stageSeconds;
+  std::int64_t skipped = 0;   // bad samples left out (skip_bad_samples)
+  std::string firstSkipped;   // why the first one was
 };
 
 class Epoch {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/loader_options.h"
+#include "image/image_transforms.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 
@@ -61,6 +62,11 @@ std::string exportPyTorchSnippet(const LoaderOptions& o, const std::string& ds, 
   else if (weighted) s << "WeightedRandomSampler";
   else if (seeded) s << "RandomSampler";
   else s << "SequentialSampler";
+  if (!o.transforms.empty()) {
+    // The same names and arguments: give it to the dataset, e.g. ImageFolder(root, transform=transform).
+    s << "\nfrom torchvision import transforms\n\ntransform = " << parseImageTransforms(o.transforms).torchvisionCompose()
+      << "  # " << ds << " = torchvision.datasets.ImageFolder(ROOT, transform=transform)\n";
+  }
   s << "\n\nSEED = " << o.seed << "\n";
   if (seeded) s << "generator = torch.Generator()\n";
   if (dist) {
@@ -152,6 +158,8 @@ std::string exportCppSnippet(const LoaderOptions& o, const std::string& device, 
   if (o.non_blocking != d.non_blocking) line("nonBlocking(" + b(o.non_blocking) + ")");
   if (o.generator_seed != d.generator_seed) line("generatorSeed(" + std::to_string(o.generator_seed) + "u)");
   if (o.enable_transforms != d.enable_transforms) line("enableTransforms(" + b(o.enable_transforms) + ")");
+  if (!o.transforms.empty()) line("transforms(" + pyString(o.transforms) + ")");  // JSON escaping is valid C++ here
+  if (o.skip_bad_samples != d.skip_bad_samples) line("skipBadSamples(" + b(o.skip_bad_samples) + ")");
   if (o.collate_buffer_size != d.collate_buffer_size) line("collateBufferSize(" + std::to_string(o.collate_buffer_size) + ")");
   if (o.vram_max_usage != d.vram_max_usage) line("vramMaxUsage(" + num(o.vram_max_usage) + ")");
   if (o.reuse_buffers != d.reuse_buffers) line("reuseBuffers(" + b(o.reuse_buffers) + ")");

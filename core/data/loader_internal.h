@@ -3,6 +3,7 @@
 // public header.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -64,6 +65,10 @@ struct Produced {
   std::shared_ptr<BufferLease> output;   // the batch's block (reuse mode: held by the epoch until the next batch)
   std::shared_ptr<BufferLease> staging;  // non_blocking=false: copied on the consumer's thread
   double latencyMs = 0;
+  std::array<double, 5> stages{};  // seconds per kTelemetryStages entry; all 0 when not measured
+  bool staged = false;             // stages were measured (streaming)
+  std::int64_t skipped = 0;        // bad samples left out of this batch
+  std::string skipReason;          // the first one's error
 };
 
 // The rolling window behind telemetry records.
@@ -73,6 +78,8 @@ struct TelemetryWindow {
   double waitSeconds = 0, stepSeconds = 0;
   std::int64_t readySum = 0;
   std::vector<double> latenciesMs;
+  std::array<double, 5> stages{};  // summed seconds per kTelemetryStages entry
+  std::int64_t stagedBatches = 0;
 };
 
 struct EpochState {
@@ -102,6 +109,9 @@ struct EpochState {
   Clock::time_point firstAsk, lastReturn;
   double waitTotal = 0;
   std::int64_t samples = 0, bytes = 0;
+  std::array<double, 5> stageTotals{};
+  std::int64_t stagedBatches = 0, skipped = 0;
+  std::string firstSkipped;
   TelemetryWindow window;
 };
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/atomic_file.h"
+#include "image/image_transforms.h"
 #include "util/error.h"
 
 namespace stoker {
@@ -115,6 +116,8 @@ const std::vector<FieldCodec>& codecs() {
       plain("non_blocking", &LoaderOptions::non_blocking),
       plain("generator_seed", &LoaderOptions::generator_seed),
       plain("enable_transforms", &LoaderOptions::enable_transforms),
+      plain("transforms", &LoaderOptions::transforms),
+      plain("skip_bad_samples", &LoaderOptions::skip_bad_samples),
       plain("collate_buffer_size", &LoaderOptions::collate_buffer_size),
       plain("vram_max_usage", &LoaderOptions::vram_max_usage),
       plain("reuse_buffers", &LoaderOptions::reuse_buffers),
@@ -189,6 +192,7 @@ LoaderOptions presetByName(const std::string& name, int rank, int worldSize) {
 }
 
 void validateLoaderOptions(const LoaderOptions& o) {
+  if (!o.transforms.empty()) parseImageTransforms(o.transforms);  // throws "transforms: <which>: <why>"
   if (o.batch_size < 1) throwBadInput("batch_size", "must be at least 1" + got(o.batch_size));
   if (o.num_workers < 0 || o.num_workers > 256) throwBadInput("num_workers", "must be 0-256" + got(o.num_workers));
   if (o.prefetch < 1 || o.prefetch > 1024) throwBadInput("prefetch", "must be 1-1024" + got(o.prefetch));
@@ -300,7 +304,7 @@ bool isBatchBoundaryKnob(const std::string& knob) {
   static const char* const live[] = {"num_workers",       "prefetch",        "auto_tune",        "pin_memory",
                                      "non_blocking",      "reuse_buffers",   "enable_transforms", "generator_seed",
                                      "memory_format",     "timeout",         "persistent_workers", "collate_buffer_size",
-                                     "telemetry_interval_ms", "worker_id",   "multiprocessing_context"};
+                                     "telemetry_interval_ms", "worker_id",   "multiprocessing_context", "skip_bad_samples"};
   for (const char* k : live)
     if (knob == k) return true;
   return false;
@@ -362,6 +366,8 @@ const std::vector<KnobInfo>& knobTable() {
       {"non_blocking", false, "copies overlap compute; false copies on the consumer's thread", "Memory", "tensor.to(device, non_blocking=True)"},
       {"generator_seed", false, "seed of per-sample transform randomness", "Transforms", "DataLoader(generator=) seeding the transforms"},
       {"enable_transforms", false, "random horizontal flip of 4-d float fields", "Transforms", "torchvision.transforms.RandomHorizontalFlip()"},
+      {"transforms", false, "image datasets: torchvision-named pipeline, e.g. RandomResizedCrop(224),RandomHorizontalFlip(),Normalize(imagenet)", "Transforms", "torchvision.transforms.Compose([...]) (the same names and arguments)"},
+      {"skip_bad_samples", false, "skip and count undecodable samples (a batch comes out shorter) instead of stopping", "Transforms", "none (a try/except in Dataset.__getitem__ plus a collate_fn that drops None)"},
       {"collate_buffer_size", false, "staging buffers kept pooled; 0 = workers + prefetch", "Workers", "none (Stoker's staging-buffer pool)"},
       {"vram_max_usage", false, "share of device memory the loader may use (mode choice, depth)", "Memory", "none (flodl's vram_max_usage)"},
       {"reuse_buffers", false, "batches share output buffers: valid only until the next batch", "Memory", "none (esper's buffer reuse)"},

@@ -46,6 +46,8 @@ struct LoaderOptions {
   bool non_blocking = true;            // copies to the device overlap; false copies on the consumer thread
   std::uint64_t generator_seed = 0;    // per-sample randomness of transforms
   bool enable_transforms = false;      // random horizontal flip of 4-d float fields
+  std::string transforms;              // image datasets: torchvision-named pipeline (image/image_transforms.h)
+  bool skip_bad_samples = false;       // an undecodable sample is skipped and counted instead of stopping
   int collate_buffer_size = 0;         // staging buffers kept in the pool; 0 = workers + prefetch
   double vram_max_usage = 0.9;         // share of device memory the loader may fill (0.50-0.99)
   bool reuse_buffers = false;          // a batch's tensors are valid only until the next batch
@@ -83,6 +85,8 @@ class LoaderOptions::Builder {
   Builder& nonBlocking(bool v) { o_.non_blocking = v; return *this; }
   Builder& generatorSeed(std::uint64_t v) { o_.generator_seed = v; return *this; }
   Builder& enableTransforms(bool v) { o_.enable_transforms = v; return *this; }
+  Builder& transforms(std::string v) { o_.transforms = std::move(v); return *this; }
+  Builder& skipBadSamples(bool v) { o_.skip_bad_samples = v; return *this; }
   Builder& collateBufferSize(int v) { o_.collate_buffer_size = v; return *this; }
   Builder& vramMaxUsage(double v) { o_.vram_max_usage = v; return *this; }
   Builder& reuseBuffers(bool v) { o_.reuse_buffers = v; return *this; }

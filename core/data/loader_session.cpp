@@ -148,7 +148,7 @@ void LoaderSession::applyAtBatch(DeviceRun& r, std::optional<Epoch>& epoch, std:
   r.loader->retune(next);
   r.generation = generation;
   r.epochs.clear();  // rates count from the change
-  const std::vector<std::int64_t> order = epochIndices(next, r.loader->dataset().size(), e);
+  const std::vector<std::int64_t> order = epochIndicesFor(r.loader->dataset(), next, e);
   const auto total = std::min<std::int64_t>(r.loader->samplesPerEpoch(), static_cast<std::int64_t>(order.size()));
   const std::int64_t rest = std::max<std::int64_t>(0, total - served);
   epoch.emplace(r.loader->openEpoch(e, rest));

@@ -66,7 +66,8 @@ std::vector<SweepPoint> sweepPoints(const LoaderOptions& base, const std::vector
 }
 
 bool datasetKnobsDiffer(const LoaderOptions& a, const LoaderOptions& b) {
-  return a.reader_mode != b.reader_mode || a.part_size != b.part_size || a.max_inflight_parts != b.max_inflight_parts;
+  return a.reader_mode != b.reader_mode || a.part_size != b.part_size || a.max_inflight_parts != b.max_inflight_parts ||
+         a.transforms != b.transforms;
 }
 
 SweepResult runSweep(const DatasetOpener& open, const LoaderOptions& base, const std::vector<SweepAxis>& axes,

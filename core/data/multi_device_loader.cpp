@@ -143,7 +143,7 @@ MultiEpoch MultiDeviceLoader::epoch(std::int64_t e) {
   auto s = std::make_unique<MultiEpoch::State>();
   s->owner = this;
   s->epoch = e;
-  s->order = epochIndices(options_, dataset_->size(), e);
+  s->order = epochIndicesFor(*dataset_, options_, e);
   const auto n = static_cast<std::int64_t>(s->order.size());
   // Padding can add up to one batch per device beyond the order.
   const std::int64_t capacity = n + options_.batch_size * devices() + 2 * devices();

@@ -20,6 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/datasets/synthetic_dataset.h"
+#include "data/datasets/tensor_dataset.h"
 #include "data/loader.h"
 
 using namespace stoker;

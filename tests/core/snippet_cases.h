@@ -12,7 +12,8 @@
 
 // X(name, options JSON)
 // (Each line of a JSON text is its own literal: a raw string must not span a
-// macro's line splices.)
+// macro's line splices. A ')' right before a '"' would end the raw string: the transforms text
+// ends in a space.)
 #define STOKER_SNIPPET_CASES(X)                                                                              \
   X(defaults, R"({})")                                                                                       \
   X(tuned, R"({"batch_size": 6, "num_workers": 3, "prefetch": 9, "drop_last": false, )"                     \
@@ -21,7 +22,8 @@
            R"("persistent_workers": false, "timeout": 2.5, "memory_format": "nhwc", "non_blocking": false, )" \
            R"("generator_seed": 7, "enable_transforms": true, "collate_buffer_size": 5, )"                  \
            R"("vram_max_usage": 0.55, "reuse_buffers": true, "telemetry_interval_ms": 100, "worker_id": 3, )" \
-           R"("auto_tune": false, "multiprocessing_context": "spawn"})")                                     \
+           R"("auto_tune": false, "multiprocessing_context": "spawn", )"                                    \
+           R"("transforms": "Resize((8, 8)), ToDtype(u8) ", "skip_bad_samples": true})")                                     \
   X(distributed, R"({"batch_size": 4, "sampler_type": "distributed", "shard_rank": 1, )"                    \
                  R"("shard_world_size": 3, "shuffle": false})")                                              \
   X(weighted, R"({"batch_size": 5, "sampler_type": "weighted", "num_samples": 33, "num_workers": 0})")

@@ -14,6 +14,8 @@
 #include <thread>
 
 #include "io/host_tensor_torch.h"
+#include "data/datasets/synthetic_dataset.h"
+#include "data/datasets/tensor_dataset.h"
 #include "data/loader.h"
 #include "data/loader_session.h"
 #include "data/loader_sweep.h"

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/dataset.h"
+#include "data/datasets/tensor_dataset.h"
 #include "data/loader.h"
 #include "data/loader_options.h"
 #include "data/loader_sweep.h"

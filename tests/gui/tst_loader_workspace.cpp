@@ -21,6 +21,7 @@
 #include "loader_options_form.h"
 #include "loader_runner.h"
 #include "loader_workspace.h"
+#include "stage_breakdown_view.h"
 #include "telemetry_plots.h"
 #include "test_support.h"
 
@@ -103,6 +104,40 @@ class TestLoaderWorkspace : public QObject {
     QVERIFY2(probe.worstMs() < stoker::test::stallBudgetMs(),
              qPrintable(QString("the event loop stalled %1 ms").arg(probe.worstMs())));
     saveScreenshot(&w, "loader-workspace");
+  }
+
+  // An image folder of real photos through torchvision-named transforms: the Stages tab draws the
+  // worker time per stage for the device and names the dominant stage in words.
+  void imageFolderRunShowsTheStageBreakdown() {
+    QTemporaryDir dir;
+    const QString photos = dir.filePath("photos");
+    const auto made = stoker::test::runPythonArgs({QStringLiteral(STOKER_SOURCE_DIR "/tests/datasets/make_photo_folder.py"), photos,
+                                                   "--classes", "3", "--per-class", "40"});
+    QVERIFY2(made.exitCode == 0, made.err.constData());
+    LoaderWorkspace w;
+    w.resize(1200, 800);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    w.setDevices("cpu");
+    w.setEpochs(2);
+    LoaderOptions o = smallOptions();
+    o.batch_size = 16;
+    w.form()->setOptions(o);
+    w.setImageDataset("imagefolder:" + photos);  // no transforms set: torchvision's train pipeline is offered
+    QCOMPARE(QString::fromStdString(w.form()->options().transforms),
+             QString("RandomResizedCrop(224),RandomHorizontalFlip(0.5),Normalize(imagenet)"));
+    QSignalSpy finished(&w, &LoaderWorkspace::runFinished);
+    w.run();
+    QVERIFY2(waitFor(finished), qPrintable(w.statusText()));
+    QTest::qWait(60);
+    QVERIFY2(w.statusText().startsWith("steady state:"), qPrintable(w.statusText()));
+    QCOMPARE(w.stages()->series(), QStringList{"cpu"});
+    QVERIFY(w.stages()->stageMs("cpu", "decode") > 0);
+    QVERIFY(w.stages()->stageMs("cpu", "transform") > 0);
+    const QString verdict = w.stages()->verdictText();
+    QVERIFY2(verdict.startsWith("cpu ") && verdict.contains("-bound: ") && verdict.contains("% of worker time in"),
+             qPrintable(verdict));
+    saveScreenshot(&w, "loader-stages");
   }
 
   // The instrument users come for: the default run goes until Stop, a change in the form takes

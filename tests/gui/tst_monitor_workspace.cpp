@@ -27,6 +27,7 @@
 #include "rank_heat_map.h"
 #include "telemetry/telemetry_publisher.h"
 #include "telemetry/telemetry_record.h"
+#include "stage_breakdown_view.h"
 #include "telemetry_plots.h"
 #include "telemetry_source.h"
 #include "test_support.h"
@@ -340,6 +341,11 @@ class TestMonitorWorkspace : public QObject {
     QCOMPARE(w.cellText(1, "cuda:1", "bytes/s"), QString("1.9 GiB/s"));
     QVERIFY(qIsNaN(w.plots()->lastValue("rank 0 cuda:0", TelemetryPlots::Memory, 0)));  // a gap, not 0
     QVERIFY(qIsNaN(w.plots()->lastValue("rank 0 cuda:0", TelemetryPlots::Throughput, 1)));
+    // The Stages tab: a bar for the rank that reports stages (not the probe), the verdict in words.
+    QCOMPARE(w.stages()->series(), QStringList{"rank 1 cuda:1"});
+    QCOMPARE(w.stages()->stageMs("rank 1 cuda:1", "decode"), 7.25);
+    QVERIFY2(w.stages()->verdictText().contains("rank 1 cuda:1 decode-bound: 94 % of worker time in JPEG/PNG decode"),
+             qPrintable(w.stages()->verdictText()));
     w.stop();
   }
 

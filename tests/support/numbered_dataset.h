@@ -7,7 +7,7 @@
 
 #include <memory>
 
-#include "data/dataset.h"
+#include "data/datasets/tensor_dataset.h"
 
 namespace stoker::test {
 

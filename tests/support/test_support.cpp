@@ -64,6 +64,8 @@ ProcessResult runPython(const QString& script, const QStringList& args) {
   return run(QStringLiteral(STOKER_PYTHON), QStringList{"-c", script} + args);
 }
 
+ProcessResult runPythonArgs(const QStringList& args) { return run(QStringLiteral(STOKER_PYTHON), args); }
+
 bool pythonTorchAvailable() {
   static int cached = -1;
   if (cached < 0) cached = runPython("import torch, numpy").exitCode == 0 ? 1 : 0;

@@ -35,6 +35,8 @@ ProcessResult run(const QString& program, const QStringList& args, const QByteAr
 ProcessResult runStoker(const QStringList& args, const QStringList& env = {});
 // Debian's python3 (the one with python3-torch), running `script`.
 ProcessResult runPython(const QString& script, const QStringList& args = {});
+// Debian's python3 with these arguments (a script's path and its arguments, or "-c", code, ...).
+ProcessResult runPythonArgs(const QStringList& args);
 // Whether Debian's python3 can import torch (the set-up installs it).
 bool pythonTorchAvailable();
 

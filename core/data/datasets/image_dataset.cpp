@@ -1,0 +1,70 @@
+#include "data/datasets/image_dataset.h"
+
+#include <chrono>
+#include <cstring>
+
+#include "util/error.h"
+
+namespace stoker {
+namespace {
+
+c10::ScalarType scalarType(ImageDtype d) {
+  switch (d) {
+    case ImageDtype::U8: return c10::ScalarType::Byte;
+    case ImageDtype::F16: return c10::ScalarType::Half;
+    case ImageDtype::BF16: return c10::ScalarType::BFloat16;
+    case ImageDtype::F32: break;
+  }
+  return c10::ScalarType::Float;
+}
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+}  // namespace
+
+EncodedImageDataset::EncodedImageDataset(std::string description, const std::string& transforms)
+    : description_(std::move(description)), pipeline_(parseImageTransforms(transforms)) {
+  const ImageTransforms& t = pipeline_.transforms();
+  specs_ = {FieldSpec{"images", scalarType(t.dtype), t.sampleShape(), t.sampleBytes()},
+            FieldSpec{"labels", c10::ScalarType::Long, {}, 8}};
+}
+
+Dataset::ResidentAdvice EncodedImageDataset::residentAdvice() const {
+  const ImageTransforms& t = pipeline_.transforms();
+  if (t.randomResizedCrop || (t.hasFlip && t.flipP > 0))
+    return {true, true, "the transforms draw per epoch (" + t.text + "): a resident copy would freeze one draw"};
+  return {true, false, "images are decoded as they are read; resident would decode the whole dataset first"};
+}
+
+void EncodedImageDataset::readItem(std::int64_t index, std::uint8_t* const* dst) const {
+  readSamples(&index, 1, dst, ReadContext{});
+}
+
+void EncodedImageDataset::readSamples(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst,
+                                      const ReadContext& context) const {
+  thread_local std::vector<std::uint8_t> bytes;
+  thread_local std::string name;
+  const std::int64_t imageBytes = specs_[0].sampleBytes;
+  for (std::int64_t i = 0; i < count; ++i) {
+    if (indices[i] < 0 || indices[i] >= size())
+      throwBadInput("sample " + std::to_string(indices[i]), "out of range for " + std::to_string(size()) + " samples");
+    std::int64_t label = 0;
+    ImageStageSeconds seconds;
+    try {
+      const double t0 = context.stages ? now() : 0;
+      fetch(indices[i], bytes, label, name);
+      if (context.stages) context.stages->read += now() - t0;
+      pipeline_.run(bytes.data(), bytes.size(), name, SampleSeed{context.seed, context.epoch, indices[i]},
+                    dst[0] + i * imageBytes, context.stages ? &seconds : nullptr);
+    } catch (...) {
+      rethrowForSample(indices[i]);
+    }
+    if (context.stages) {
+      context.stages->decode += seconds.decode;
+      context.stages->transform += seconds.transform;
+    }
+    std::memcpy(dst[1] + i * 8, &label, 8);
+  }
+}
+
+}  // namespace stoker

@@ -1,0 +1,33 @@
+// data/datasets/image_dataset: what every dataset of encoded images shares (imagefolder, and
+// WebDataset next): fields `images` (the transforms' output) and `labels` (int64), and a read that
+// fetches the bytes (subclass), decodes and transforms them into the batch slot
+// (image/image_pipeline) and times both stages.
+#pragma once
+
+#include "data/dataset.h"
+#include "image/image_pipeline.h"
+
+namespace stoker {
+
+class EncodedImageDataset : public Dataset {
+ public:
+  EncodedImageDataset(std::string description, const std::string& transforms);
+  std::string description() const override { return description_ + ", " + pipeline_.transforms().text; }
+  const std::vector<FieldSpec>& fields() const override { return specs_; }
+  void readItem(std::int64_t index, std::uint8_t* const* dst) const override;
+  void readSamples(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst,
+                   const ReadContext& context) const override;
+  ResidentAdvice residentAdvice() const override;
+  const ImagePipeline& pipeline() const { return pipeline_; }
+
+ protected:
+  // Sample `index`'s encoded bytes into `bytes` (resized as needed), its label, and a name for errors.
+  virtual void fetch(std::int64_t index, std::vector<std::uint8_t>& bytes, std::int64_t& label, std::string& name) const = 0;
+
+ private:
+  std::string description_;
+  ImagePipeline pipeline_;
+  std::vector<FieldSpec> specs_;
+};
+
+}  // namespace stoker

@@ -1,0 +1,32 @@
+// data/datasets/image_folder_dataset: imagefolder:DIR -- torchvision's ImageFolder layout, one
+// sub-folder per class. Classes, class_to_idx and sample order are built exactly as torchvision's
+// find_classes + make_dataset build them: class folders sorted by name; inside each, os.walk's
+// folders (links followed) sorted by path and their files sorted by name, kept when the name ends
+// (case-insensitively) in one of torchvision's IMG_EXTENSIONS. Files are read whole with pread
+// when a sample is read; JPEG and PNG decode, the other extensions are reported as bad samples.
+#pragma once
+
+#include "data/datasets/image_dataset.h"
+
+namespace stoker {
+
+class ImageFolderDataset : public EncodedImageDataset {
+ public:
+  ImageFolderDataset(const std::string& root, const std::string& transforms);
+  std::int64_t size() const override { return static_cast<std::int64_t>(files_.size()); }
+  const std::vector<std::string>& classes() const { return classes_; }
+  const std::string& path(std::int64_t index) const { return files_[static_cast<std::size_t>(index)]; }
+  std::int64_t label(std::int64_t index) const { return labels_[static_cast<std::size_t>(index)]; }
+
+ protected:
+  void fetch(std::int64_t index, std::vector<std::uint8_t>& bytes, std::int64_t& label, std::string& name) const override;
+
+ private:
+  std::vector<std::string> classes_;
+  std::vector<std::string> files_;
+  std::vector<std::int64_t> labels_;
+};
+
+std::shared_ptr<Dataset> openImageFolderDataset(const std::string& spec, const LoaderOptions& options);
+
+}  // namespace stoker

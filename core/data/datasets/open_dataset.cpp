@@ -1,0 +1,61 @@
+// data/datasets/open_dataset: openDataset's table of dataset kinds. A new kind is one file in this
+// folder and one row here.
+#include <cstring>
+
+#include "data/datasets/image_folder_dataset.h"
+#include "data/datasets/synthetic_dataset.h"
+#include "data/datasets/tensor_dataset.h"
+#include "data/datasets/token_datasets.h"
+#include "data/datasets/web_dataset.h"
+#include "util/error.h"
+
+namespace stoker {
+namespace {
+
+using Opener = std::shared_ptr<Dataset> (*)(const std::string& spec, const LoaderOptions& options);
+
+struct Kind {
+  const char* prefix;  // "tokens:" (a spec starting with it), or ".npy" (a path ending in it)
+  bool suffix;
+  Opener open;
+  const char* usage;
+};
+
+std::shared_ptr<Dataset> openSynthetic(const std::string& spec, const LoaderOptions&) { return parseSyntheticSpec(spec); }
+
+const Kind kKinds[] = {
+    {"fashion-mnist", false, openFashionMnistDataset, "fashion-mnist[:DIR]  Debian's dataset-fashion-mnist (train split)"},
+    {"synthetic:", false, openSynthetic, "synthetic:N,SHAPE[,dtype][,cost_us[,wait_us]]  generated samples"},
+    {"imagefolder:", false, openImageFolderDataset, "imagefolder:DIR  torchvision ImageFolder of JPEG/PNG, with --transforms"},
+    {"wds:", false, openWebDataset, "wds:SHARDS[,shuffle=N]  WebDataset tar shards (DIR/x-{000..099}.tar or a glob), with --transforms"},
+    {"tokens:", false, openTokensDataset, "tokens:FILE.bin[,dtype=u16|u32][,ctx=N]  nanoGPT token file"},
+    {"megatron:", false, openMegatronDataset, "megatron:PREFIX[,ctx=N]  Megatron-LM PREFIX.idx + PREFIX.bin"},
+    {".safetensors", true, openSafetensorsDataset, "FILE.safetensors  tensors sharing dim 0 become fields"},
+    {".npy", true, openNpyDataset, "FILE.npy  one field, \"data\""},
+};
+
+bool matches(const Kind& k, const std::string& spec) {
+  const std::size_t n = std::strlen(k.prefix);
+  if (k.suffix) return spec.size() >= n && spec.compare(spec.size() - n, n, k.prefix) == 0;
+  if (std::strcmp(k.prefix, "fashion-mnist") == 0) return spec == "fashion-mnist" || spec.rfind("fashion-mnist:", 0) == 0;
+  return spec.rfind(k.prefix, 0) == 0;
+}
+
+}  // namespace
+
+std::shared_ptr<Dataset> openDataset(const std::string& spec, const LoaderOptions& options) {
+  validateLoaderOptions(options);
+  for (const Kind& k : kKinds)
+    if (matches(k, spec)) return k.open(spec, options);
+  std::string known;
+  for (const Kind& k : kKinds) known += std::string("\n  ") + k.usage;
+  throwBadInput("--dataset " + spec, "unknown dataset; known kinds:" + known);
+}
+
+std::vector<std::string> datasetKinds() {
+  std::vector<std::string> out;
+  for (const Kind& k : kKinds) out.emplace_back(k.usage);
+  return out;
+}
+
+}  // namespace stoker

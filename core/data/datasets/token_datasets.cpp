@@ -1,0 +1,162 @@
+#include "data/datasets/token_datasets.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "data/datasets/dataset_spec.h"
+#include "util/error.h"
+#include "util/mapped_file.h"
+
+namespace stoker {
+namespace {
+
+constexpr std::int64_t kMaxCtx = 1 << 20;
+
+template <typename T>
+void widen(const std::uint8_t* src, std::uint64_t n, std::int64_t* dst) {
+  for (std::uint64_t i = 0; i < n; ++i) {
+    T v;
+    std::memcpy(&v, src + i * sizeof(T), sizeof(T));
+    dst[i] = static_cast<std::int64_t>(v);
+  }
+}
+
+template <typename T>
+T readLe(const std::uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+}  // namespace
+
+TokenWindowDataset::TokenWindowDataset(std::string description, std::shared_ptr<const MappedFile> file, int tokenBytes,
+                                       bool tokenSigned, std::vector<Span> spans, std::int64_t ctx)
+    : description_(std::move(description)), file_(std::move(file)), tokenBytes_(tokenBytes), signed_(tokenSigned),
+      spans_(std::move(spans)), ctx_(ctx) {
+  for (const Span& s : spans_) {
+    starts_.push_back(total_);
+    total_ += s.tokens;
+  }
+  samples_ = total_ > static_cast<std::uint64_t>(ctx_) ? static_cast<std::int64_t>((total_ - 1) / static_cast<std::uint64_t>(ctx_)) : 0;
+  if (samples_ == 0)
+    throwBadInput(description_, std::to_string(total_) + " tokens: too few for one sample of ctx + 1 = " + std::to_string(ctx_ + 1) +
+                                    " tokens (lower ctx=)");
+  specs_ = {FieldSpec{"input", c10::ScalarType::Long, {ctx_}, ctx_ * 8}, FieldSpec{"target", c10::ScalarType::Long, {ctx_}, ctx_ * 8}};
+}
+
+void TokenWindowDataset::readItem(std::int64_t index, std::uint8_t* const* dst) const {
+  if (index < 0 || index >= samples_)
+    throwBadInput("sample " + std::to_string(index), "out of range for " + std::to_string(samples_) + " samples");
+  thread_local std::vector<std::int64_t> window;
+  window.resize(static_cast<std::size_t>(ctx_) + 1);
+  std::uint64_t pos = static_cast<std::uint64_t>(index) * static_cast<std::uint64_t>(ctx_);
+  std::uint64_t need = static_cast<std::uint64_t>(ctx_) + 1, done = 0;
+  // The span holding `pos`, then the following ones (Megatron windows cross documents).
+  std::size_t s = static_cast<std::size_t>(std::upper_bound(starts_.begin(), starts_.end(), pos) - starts_.begin()) - 1;
+  for (; done < need; ++s) {
+    const Span& span = spans_[s];
+    const std::uint64_t skip = pos - starts_[s];
+    const std::uint64_t take = std::min(need - done, span.tokens - skip);
+    const std::uint8_t* src = file_->data() + span.offset + skip * static_cast<std::uint64_t>(tokenBytes_);
+    std::int64_t* out = window.data() + done;
+    switch (tokenBytes_ * (signed_ ? -1 : 1)) {
+      case 1: widen<std::uint8_t>(src, take, out); break;
+      case -1: widen<std::int8_t>(src, take, out); break;
+      case 2: widen<std::uint16_t>(src, take, out); break;
+      case -2: widen<std::int16_t>(src, take, out); break;
+      case 4: widen<std::uint32_t>(src, take, out); break;
+      case -4: widen<std::int32_t>(src, take, out); break;
+      default: widen<std::int64_t>(src, take, out); break;
+    }
+    done += take;
+    pos += take;
+  }
+  const std::size_t bytes = static_cast<std::size_t>(ctx_) * 8;
+  std::memcpy(dst[0], window.data(), bytes);
+  std::memcpy(dst[1], window.data() + 1, bytes);
+}
+
+std::shared_ptr<Dataset> openTokensDataset(const std::string& text, const LoaderOptions&) {
+  const DatasetSpec spec = DatasetSpec::parse(text, "tokens", "dtype,ctx");
+  const std::string dtype = spec.options.count("dtype") ? spec.options.at("dtype") : "u16";
+  int bytes = 0;
+  if (dtype == "u16" || dtype == "uint16") bytes = 2;
+  else if (dtype == "u32" || dtype == "uint32") bytes = 4;
+  else throwBadInput(text, "dtype must be u16 or u32 (got \"" + dtype + "\")");
+  const std::int64_t ctx = spec.integer("ctx", 1024, 1, kMaxCtx);
+  auto file = MappedFile::open(spec.path);
+  if (file->size() % static_cast<std::size_t>(bytes) != 0)
+    throwBadInput(spec.path, "size " + std::to_string(file->size()) + " bytes is not a multiple of " + std::to_string(bytes) +
+                                 " (dtype " + dtype + "): wrong dtype, or a truncated file");
+  std::vector<TokenWindowDataset::Span> spans{{0, file->size() / static_cast<std::size_t>(bytes)}};
+  return std::make_shared<TokenWindowDataset>("tokens (" + spec.path + ", " + dtype + ", ctx " + std::to_string(ctx) + ")", file,
+                                              bytes, false, std::move(spans), ctx);
+}
+
+std::shared_ptr<Dataset> openMegatronDataset(const std::string& text, const LoaderOptions&) {
+  const DatasetSpec spec = DatasetSpec::parse(text, "megatron", "ctx");
+  const std::int64_t ctx = spec.integer("ctx", 1024, 1, kMaxCtx);
+  const std::string idxPath = spec.path + ".idx", binPath = spec.path + ".bin";
+  auto idx = MappedFile::open(idxPath);
+  auto bin = MappedFile::open(binPath);
+  const std::uint8_t* p = idx->data();
+  const std::uint64_t size = idx->size();
+  static const char kMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0};
+  constexpr std::uint64_t kHeader = 9 + 8 + 1 + 8 + 8;
+  if (size < 9 || std::memcmp(p, kMagic, 9) != 0) throwBadInput(idxPath, "not a Megatron index (no MMIDIDX header)");
+  if (size < kHeader) throwBadInput(idxPath, "truncated header (" + std::to_string(size) + " bytes)");
+  const auto version = readLe<std::uint64_t>(p + 9);
+  if (version != 1) throwBadInput(idxPath, "index version " + std::to_string(version) + " (Stoker reads version 1)");
+  // Megatron's DType codes: uint8 1, int8 2, int16 3, int32 4, int64 5, float64 6, float32 7, uint16 8.
+  const std::uint8_t code = p[17];
+  int bytes = 0;
+  bool isSigned = true;
+  switch (code) {
+    case 1: bytes = 1; isSigned = false; break;
+    case 2: bytes = 1; break;
+    case 3: bytes = 2; break;
+    case 4: bytes = 4; break;
+    case 5: bytes = 8; break;
+    case 8: bytes = 2; isSigned = false; break;
+    case 6:
+    case 7: throwBadInput(idxPath, "token dtype code " + std::to_string(code) + " is a float: tokens are integers");
+    default: throwBadInput(idxPath, "unknown token dtype code " + std::to_string(code));
+  }
+  const auto sequences = readLe<std::uint64_t>(p + 18), documents = readLe<std::uint64_t>(p + 26);
+  // lengths (int32), pointers (int64), document indices (int64): all must fit in the file.
+  if (sequences > size || documents > size || kHeader + sequences * 12 + documents * 8 > size)
+    throwBadInput(idxPath, std::to_string(sequences) + " sequences and " + std::to_string(documents) +
+                               " documents do not fit in " + std::to_string(size) + " bytes (truncated index?)");
+  const std::uint8_t* lengths = p + kHeader;
+  const std::uint8_t* pointers = lengths + sequences * 4;
+  const std::uint8_t* docs = pointers + sequences * 8;
+  std::vector<TokenWindowDataset::Span> spans;
+  spans.reserve(sequences);
+  for (std::uint64_t s = 0; s < sequences; ++s) {
+    const auto length = readLe<std::int32_t>(lengths + s * 4);
+    const auto pointer = readLe<std::int64_t>(pointers + s * 8);
+    if (length < 0 || pointer < 0 ||
+        static_cast<std::uint64_t>(pointer) + static_cast<std::uint64_t>(length) * static_cast<std::uint64_t>(bytes) > bin->size())
+      throwBadInput(idxPath, "sequence " + std::to_string(s) + " (pointer " + std::to_string(pointer) + ", " +
+                                 std::to_string(length) + " tokens of " + std::to_string(bytes) + " bytes) runs past the end of " +
+                                 binPath + " (" + std::to_string(bin->size()) + " bytes)");
+    if (length > 0) spans.push_back({static_cast<std::uint64_t>(pointer), static_cast<std::uint64_t>(length)});
+  }
+  // Document boundaries: 0 first, non-decreasing, the sequence count last.
+  std::uint64_t previous = 0;
+  for (std::uint64_t d = 0; d < documents; ++d) {
+    const auto at = readLe<std::int64_t>(docs + d * 8);
+    if (at < 0 || static_cast<std::uint64_t>(at) < previous || static_cast<std::uint64_t>(at) > sequences || (d == 0 && at != 0))
+      throwBadInput(idxPath, "document index " + std::to_string(d) + " = " + std::to_string(at) +
+                                 " is out of order or past the " + std::to_string(sequences) + " sequences");
+    previous = static_cast<std::uint64_t>(at);
+  }
+  if (documents > 0 && previous != sequences)
+    throwBadInput(idxPath, "the last document index is " + std::to_string(previous) + ", not the sequence count " + std::to_string(sequences));
+  return std::make_shared<TokenWindowDataset>("megatron (" + spec.path + ", " + std::to_string(documents ? documents - 1 : 0) +
+                                                  " documents, ctx " + std::to_string(ctx) + ")",
+                                              bin, bytes, isSigned, std::move(spans), ctx);
+}
+
+}  // namespace stoker

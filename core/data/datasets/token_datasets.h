@@ -1,0 +1,51 @@
+// data/datasets/token_datasets: language-model token streams, mapped (never read whole), cut into
+// windows of ctx + 1 tokens that overlap by one: sample i is tokens [i*ctx, i*ctx + ctx + 1) of
+// the stream, fields `input` = the first ctx and `target` = the last ctx (int64).
+//   tokens:FILE.bin[,dtype=u16|u32][,ctx=N]   nanoGPT's flat file (u16 and ctx 1024 by default)
+//   megatron:PREFIX[,ctx=N]                    Megatron-LM's indexed dataset: PREFIX.idx (MMIDIDX)
+//                                              + PREFIX.bin, documents concatenated in order
+#pragma once
+
+#include <memory>
+
+#include "data/dataset.h"
+
+namespace stoker {
+
+class MappedFile;
+
+// A stream of tokens made of spans of a mapped file.
+class TokenWindowDataset : public Dataset {
+ public:
+  struct Span {
+    std::uint64_t offset = 0;  // bytes into the file
+    std::uint64_t tokens = 0;
+  };
+  TokenWindowDataset(std::string description, std::shared_ptr<const MappedFile> file, int tokenBytes, bool tokenSigned,
+                     std::vector<Span> spans, std::int64_t ctx);
+  std::string description() const override { return description_; }
+  std::int64_t size() const override { return samples_; }
+  const std::vector<FieldSpec>& fields() const override { return specs_; }
+  void readItem(std::int64_t index, std::uint8_t* const* dst) const override;
+  ResidentAdvice residentAdvice() const override {
+    return {true, false, "token windows are read from the mapping; a resident copy would hold every token twice as int64"};
+  }
+  std::int64_t tokens() const { return total_; }
+
+ private:
+  std::string description_;
+  std::shared_ptr<const MappedFile> file_;
+  int tokenBytes_;
+  bool signed_;
+  std::vector<Span> spans_;
+  std::vector<std::uint64_t> starts_;  // stream position of each span
+  std::uint64_t total_ = 0;
+  std::int64_t ctx_;
+  std::int64_t samples_ = 0;
+  std::vector<FieldSpec> specs_;
+};
+
+std::shared_ptr<Dataset> openTokensDataset(const std::string& spec, const LoaderOptions& options);
+std::shared_ptr<Dataset> openMegatronDataset(const std::string& spec, const LoaderOptions& options);
+
+}  // namespace stoker

@@ -1,0 +1,244 @@
+#include "data/datasets/web_dataset.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "data/datasets/dataset_spec.h"
+#include "util/error.h"
+#include "util/pread_full.h"
+
+namespace stoker {
+namespace {
+
+bool isImageExtension(const std::string& ext) {
+  std::string lower = ext;
+  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower == "jpg" || lower == "jpeg" || lower == "png";
+}
+
+// webdataset's base_plus_ext: the key is the path up to the first dot of the file name.
+bool splitKey(const std::string& path, std::string& key, std::string& ext) {
+  const std::size_t slash = path.rfind('/');
+  const std::size_t dot = path.find('.', slash == std::string::npos ? 0 : slash + 1);
+  if (dot == std::string::npos || dot == 0 || dot + 1 == path.size()) return false;
+  key = path.substr(0, dot);
+  ext = path.substr(dot + 1);
+  return true;
+}
+
+}  // namespace
+
+std::vector<std::string> expandShardPattern(const std::string& pattern) {
+  const std::size_t open = pattern.find('{');
+  if (open != std::string::npos) {
+    const std::size_t close = pattern.find('}', open);
+    if (close == std::string::npos) throwBadInput(pattern, "unbalanced { in the shard pattern");
+    const std::string inner = pattern.substr(open + 1, close - open - 1), head = pattern.substr(0, open),
+                      tail = pattern.substr(close + 1);
+    std::vector<std::string> items;
+    if (const std::size_t dots = inner.find(".."); dots != std::string::npos) {
+      const std::string a = inner.substr(0, dots), b = inner.substr(dots + 2);
+      char* endA = nullptr;
+      char* endB = nullptr;
+      const long long lo = std::strtoll(a.c_str(), &endA, 10), hi = std::strtoll(b.c_str(), &endB, 10);
+      if (a.empty() || b.empty() || *endA || *endB || lo < 0 || hi < lo || hi - lo > 1000000)
+        throwBadInput(pattern, "a brace range is {FIRST..LAST} with 0 <= FIRST <= LAST, e.g. {000000..000099}");
+      const std::size_t width = a.size();
+      for (long long v = lo; v <= hi; ++v) {
+        std::string s = std::to_string(v);
+        if (s.size() < width) s.insert(0, width - s.size(), '0');
+        items.push_back(s);
+      }
+    } else {
+      for (std::size_t pos = 0;;) {
+        const std::size_t comma = inner.find(',', pos);
+        items.push_back(inner.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
+        if (comma == std::string::npos) break;
+        pos = comma + 1;
+      }
+    }
+    std::vector<std::string> out;
+    for (const auto& item : items)
+      for (auto& rest : expandShardPattern(head + item + tail)) out.push_back(std::move(rest));
+    return out;
+  }
+  if (pattern.find_first_of("*?[") == std::string::npos) return {pattern};
+  glob_t g{};
+  const int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
+  std::vector<std::string> out;
+  if (rc == 0)
+    for (std::size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
+  globfree(&g);
+  if (out.empty()) throwBadInput(pattern, "no shard matches this glob");
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+WebDataset::WebDataset(const std::string& spec, std::vector<std::string> shards, const std::string& transforms,
+                       std::int64_t shuffleBuffer)
+    : EncodedImageDataset("wds (" + spec + ")", transforms), shards_(std::move(shards)), shuffleBuffer_(shuffleBuffer) {
+  try {
+    for (std::size_t s = 0; s < shards_.size(); ++s) {
+      shardBegin_.push_back(static_cast<std::int64_t>(samples_.size()));
+      scan(static_cast<std::int64_t>(s));
+    }
+  } catch (...) {
+    for (int fd : fds_) ::close(fd);
+    throw;
+  }
+  shardBegin_.push_back(static_cast<std::int64_t>(samples_.size()));
+  if (samples_.empty()) {
+    for (int fd : fds_) ::close(fd);
+    throwBadInput(spec, "the shards hold no samples (<key>.jpg|jpeg|png with <key>.cls)");
+  }
+}
+
+WebDataset::~WebDataset() {
+  for (int fd : fds_) ::close(fd);
+}
+
+// One pass over a shard's headers. A member's data starts where the next member's headers (pax
+// ones included) begin, less its padded size: libarchive gives header positions, not data ones.
+void WebDataset::scan(std::int64_t shard) {
+  const std::string& path = shards_[static_cast<std::size_t>(shard)];
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw Error(ErrorKind::Io, path, std::strerror(errno));
+  fds_.push_back(fd);
+  std::unique_ptr<archive, int (*)(archive*)> a(archive_read_new(), archive_read_free);
+  archive_read_support_format_tar(a.get());
+  if (archive_read_open_filename(a.get(), path.c_str(), 1 << 16) != ARCHIVE_OK)
+    throwBadInput(path, std::string("not a readable tar: ") + archive_error_string(a.get()));
+  struct Member {
+    std::string key, ext;
+    std::int64_t header = 0, size = 0;
+    std::string text;  // .cls content
+  };
+  std::vector<Member> members;
+  archive_entry* entry = nullptr;
+  int rc;
+  while ((rc = archive_read_next_header(a.get(), &entry)) == ARCHIVE_OK || rc == ARCHIVE_WARN) {
+    Member m;
+    m.header = archive_read_header_position(a.get());
+    m.size = archive_entry_size(entry);
+    if (archive_entry_filetype(entry) != AE_IFREG) {
+      members.push_back(m);  // a folder: its position still ends the previous member
+      continue;
+    }
+    const char* name = archive_entry_pathname(entry);
+    if (!name || !splitKey(name, m.key, m.ext)) {
+      members.push_back(m);
+      continue;
+    }
+    if (m.ext == "cls") {
+      if (m.size > 64) throwBadInput(path + ": " + name, "a .cls of " + std::to_string(m.size) + " bytes is not a class number");
+      m.text.resize(static_cast<std::size_t>(m.size));
+      if (archive_read_data(a.get(), m.text.data(), m.text.size()) != static_cast<la_ssize_t>(m.text.size()))
+        throwBadInput(path + ": " + name, std::string("truncated member: ") + archive_error_string(a.get()));
+    }
+    members.push_back(std::move(m));
+  }
+  if (rc != ARCHIVE_EOF) throwBadInput(path, std::string("corrupt tar: ") + archive_error_string(a.get()));
+  const std::int64_t end = archive_read_header_position(a.get());
+  const off_t fileSize = ::lseek(fd, 0, SEEK_END);
+  // Group consecutive members by key, as webdataset does.
+  for (std::size_t i = 0; i < members.size();) {
+    if (members[i].key.empty()) {
+      ++i;
+      continue;
+    }
+    std::size_t j = i;
+    const Member* image = nullptr;
+    const Member* cls = nullptr;
+    std::size_t imageAt = 0;
+    for (; j < members.size() && members[j].key == members[i].key; ++j) {
+      if (isImageExtension(members[j].ext) && !image) {
+        image = &members[j];
+        imageAt = j;
+      }
+      if (members[j].ext == "cls") cls = &members[j];
+    }
+    const std::string where = path + ": sample \"" + members[i].key + "\"";
+    if (!image) throwBadInput(where, "has no .jpg, .jpeg or .png member");
+    if (!cls) throwBadInput(where, "has no .cls member (the label)");
+    Sample s;
+    s.shard = shard;
+    s.key = members[i].key;
+    s.size = static_cast<std::uint64_t>(image->size);
+    const std::int64_t next = imageAt + 1 < members.size() ? members[imageAt + 1].header : end;
+    const std::int64_t padded = (image->size + 511) / 512 * 512;
+    if (next - padded < image->header + 512 || next > fileSize)
+      throwBadInput(where, "its image's bytes do not lie where the tar headers say (truncated shard?)");
+    s.offset = static_cast<std::uint64_t>(next - padded);
+    std::string text = cls->text;
+    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+    char* endp = nullptr;
+    const long long label = std::strtoll(text.c_str(), &endp, 10);
+    if (text.empty() || *endp != '\0' || label < 0) throwBadInput(where, ".cls is not a class number (got \"" + cls->text + "\")");
+    s.label = label;
+    samples_.push_back(std::move(s));
+    i = j;
+  }
+}
+
+void WebDataset::fetch(std::int64_t index, std::vector<std::uint8_t>& bytes, std::int64_t& label, std::string& name) const {
+  const Sample& s = samples_[static_cast<std::size_t>(index)];
+  name = shards_[static_cast<std::size_t>(s.shard)] + ": " + s.key;
+  label = s.label;
+  bytes.resize(static_cast<std::size_t>(s.size));
+  const long long got = preadFull(fds_[static_cast<std::size_t>(s.shard)], bytes.data(), bytes.size(), s.offset);
+  if (got < 0) throw Error(ErrorKind::Io, name, std::strerror(errno));
+  if (static_cast<std::uint64_t>(got) != s.size) throwBadInput(name, "the shard ended inside this image (truncated since it was opened?)");
+}
+
+std::optional<std::vector<std::int64_t>> WebDataset::ownEpochOrder(const LoaderOptions& o, std::int64_t epoch) const {
+  const bool shuffle = o.shuffle && o.sampler_type != SamplerType::Sequential;
+  std::vector<std::int64_t> shardOrder(shards_.size());
+  for (std::size_t i = 0; i < shardOrder.size(); ++i) shardOrder[i] = static_cast<std::int64_t>(i);
+  std::mt19937_64 rng(o.seed + static_cast<std::uint64_t>(epoch));
+  if (shuffle) std::shuffle(shardOrder.begin(), shardOrder.end(), rng);
+  int rank = 0, world = 1;
+  if (o.sampler_type == SamplerType::Distributed) {
+    rank = o.shard_rank;
+    world = o.shard_world_size;
+  }
+  std::vector<std::int64_t> order;
+  for (std::size_t k = static_cast<std::size_t>(rank); k < shardOrder.size(); k += static_cast<std::size_t>(world))
+    for (std::int64_t i = shardBegin_[static_cast<std::size_t>(shardOrder[k])]; i < shardBegin_[static_cast<std::size_t>(shardOrder[k]) + 1]; ++i)
+      order.push_back(i);
+  if (!shuffle || shuffleBuffer_ <= 1) return order;
+  // webdataset's shuffle(N): keep a buffer of N, emit a random one, refill from the stream.
+  std::mt19937_64 mix(o.seed * 1000003u + static_cast<std::uint64_t>(epoch) * 7919u + static_cast<std::uint64_t>(rank));
+  std::vector<std::int64_t> buffer, out;
+  out.reserve(order.size());
+  for (std::int64_t s : order) {
+    if (static_cast<std::int64_t>(buffer.size()) < shuffleBuffer_) {
+      buffer.push_back(s);
+      continue;
+    }
+    const std::size_t pick = static_cast<std::size_t>(mix() % buffer.size());
+    out.push_back(buffer[pick]);
+    buffer[pick] = s;
+  }
+  std::shuffle(buffer.begin(), buffer.end(), mix);
+  out.insert(out.end(), buffer.begin(), buffer.end());
+  return out;
+}
+
+std::shared_ptr<Dataset> openWebDataset(const std::string& text, const LoaderOptions& options) {
+  const DatasetSpec spec = DatasetSpec::parse(text, "wds", "shuffle");
+  const std::int64_t buffer = spec.integer("shuffle", 1000, 0, 1 << 24);
+  if (options.sampler_type == SamplerType::Weighted || options.sampler_type == SamplerType::RandomWithReplacement)
+    throwBadInput("sampler_type " + samplerTypeName(options.sampler_type),
+                  "WebDataset shards are read in their own order (random, sequential or distributed)");
+  return std::make_shared<WebDataset>(spec.path, expandShardPattern(spec.path), options.transforms, buffer);
+}
+
+}  // namespace stoker

@@ -1,0 +1,53 @@
+// data/datasets/web_dataset: wds:SHARDS -- WebDataset tar shards, `DIR/train-{000000..000099}.tar`
+// (a brace range, zero padding kept) or a glob. A sample is the run of tar members sharing a key
+// (the path up to the first dot of the file name, as webdataset's base_plus_ext): `<key>.jpg|jpeg|png`
+// plus `<key>.cls` (the label as text). Options: `wds:SHARDS,shuffle=N` (the shuffle buffer, 1000
+// by default; 0 keeps tar order).
+//
+// Opening scans every shard's headers with libarchive (the data is skipped, not read; .cls files
+// are read) and keeps each member's byte range, so a worker reads an image with one pread. The
+// epoch's order is the dataset's own (ownEpochOrder): shards shuffled by (seed + epoch), dealt
+// round-robin to the ranks of a distributed sampler, read shard after shard, samples mixed within
+// a bounded buffer (webdataset's shuffle(N)), seeded and reproducible -- so each rank reads its
+// shards sequentially and every sample is seen once per epoch across ranks.
+#pragma once
+
+#include "data/datasets/image_dataset.h"
+
+namespace stoker {
+
+class WebDataset : public EncodedImageDataset {
+ public:
+  WebDataset(const std::string& spec, std::vector<std::string> shards, const std::string& transforms, std::int64_t shuffleBuffer);
+  ~WebDataset() override;
+  std::int64_t size() const override { return static_cast<std::int64_t>(samples_.size()); }
+  std::optional<std::vector<std::int64_t>> ownEpochOrder(const LoaderOptions& options, std::int64_t epoch) const override;
+  const std::vector<std::string>& shards() const { return shards_; }
+  std::int64_t shardOf(std::int64_t index) const { return samples_[static_cast<std::size_t>(index)].shard; }
+  const std::string& key(std::int64_t index) const { return samples_[static_cast<std::size_t>(index)].key; }
+
+ protected:
+  void fetch(std::int64_t index, std::vector<std::uint8_t>& bytes, std::int64_t& label, std::string& name) const override;
+
+ private:
+  struct Sample {
+    std::int64_t shard = 0;
+    std::string key;
+    std::uint64_t offset = 0, size = 0;  // the image member's data in its shard
+    std::int64_t label = 0;
+  };
+  void scan(std::int64_t shard);
+  std::vector<std::string> shards_;
+  std::vector<int> fds_;
+  std::vector<Sample> samples_;
+  std::vector<std::int64_t> shardBegin_;  // first sample of each shard, and the end
+  std::int64_t shuffleBuffer_;
+};
+
+// The shard paths of a SHARDS pattern: brace ranges {000..099} and lists {a,b} expand in order;
+// otherwise a glob, sorted. Throws Error(BadInput) when nothing matches.
+std::vector<std::string> expandShardPattern(const std::string& pattern);
+
+std::shared_ptr<Dataset> openWebDataset(const std::string& spec, const LoaderOptions& options);
+
+}  // namespace stoker

@@ -1,0 +1,192 @@
+#include "image/image_decoder.h"
+
+#include <spng.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+// jpeglib.h needs FILE and size_t declared first.
+#include <jpeglib.h>
+#include <jerror.h>
+
+#include "util/error.h"
+
+namespace stoker {
+
+ImageFormat sniffImageFormat(const std::uint8_t* data, std::size_t size) {
+  static const std::uint8_t png[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  if (size >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff) return ImageFormat::Jpeg;
+  if (size >= 8 && std::memcmp(data, png, 8) == 0) return ImageFormat::Png;
+  return ImageFormat::Unknown;
+}
+
+const char* imageFormatName(ImageFormat f) {
+  switch (f) {
+    case ImageFormat::Jpeg: return "JPEG";
+    case ImageFormat::Png: return "PNG";
+    case ImageFormat::Unknown: break;
+  }
+  return "unknown";
+}
+
+// libjpeg reports errors by calling error_exit, which must not return: it longjmps back to the
+// setjmp in the calls below. Those functions hold no C++ objects, so nothing is skipped.
+struct ImageDecoder::Jpeg {
+  struct ErrorManager {
+    jpeg_error_mgr pub;
+    std::jmp_buf jump;
+    char message[JMSG_LENGTH_MAX];
+    bool truncated;
+  };
+  jpeg_decompress_struct cinfo;
+  ErrorManager err;
+
+  static void onError(j_common_ptr c) {
+    auto* e = reinterpret_cast<ErrorManager*>(c->err);
+    (*c->err->format_message)(c, e->message);
+    std::longjmp(e->jump, 1);
+  }
+  // Warnings: libjpeg pads a truncated file with gray and goes on; PIL refuses it, and so do we.
+  static void onMessage(j_common_ptr c, int level) {
+    auto* e = reinterpret_cast<ErrorManager*>(c->err);
+    if (level < 0 && c->err->msg_code == JWRN_JPEG_EOF) e->truncated = true;
+  }
+
+  Jpeg() {
+    cinfo.err = jpeg_std_error(&err.pub);
+    err.pub.error_exit = onError;
+    err.pub.emit_message = onMessage;
+    jpeg_create_decompress(&cinfo);
+  }
+  ~Jpeg() { jpeg_destroy_decompress(&cinfo); }
+
+  // 0 on success, else err.message says why.
+  int readHeader(const std::uint8_t* data, std::size_t size) {
+    err.truncated = false;
+    err.message[0] = '\0';
+    if (setjmp(err.jump)) {
+      jpeg_abort_decompress(&cinfo);
+      return 1;
+    }
+    jpeg_mem_src(&cinfo, const_cast<unsigned char*>(data), static_cast<unsigned long>(size));
+    jpeg_read_header(&cinfo, TRUE);
+    return 0;
+  }
+
+  int scaledSize(int denom, unsigned* w, unsigned* h) {
+    if (setjmp(err.jump)) return 1;
+    cinfo.scale_num = 1;
+    cinfo.scale_denom = static_cast<unsigned>(denom);
+    jpeg_calc_output_dimensions(&cinfo);
+    *w = cinfo.output_width;
+    *h = cinfo.output_height;
+    return 0;
+  }
+
+  // Decodes rows [y, y + h) and (at least) columns [*x, *x + *w) of the 1/denom image into
+  // `out` (resized by the caller through `grow`); *x and *w come back widened to iMCU edges.
+  int decode(int denom, unsigned* x, unsigned* w, unsigned y, unsigned h, std::vector<std::uint8_t>* out) {
+    if (setjmp(err.jump)) {
+      jpeg_abort_decompress(&cinfo);
+      return 1;
+    }
+    cinfo.scale_num = 1;
+    cinfo.scale_denom = static_cast<unsigned>(denom);
+    cinfo.out_color_space = JCS_RGB;
+    jpeg_start_decompress(&cinfo);
+    if (*w < cinfo.output_width) jpeg_crop_scanline(&cinfo, x, w);
+    if (y > 0) jpeg_skip_scanlines(&cinfo, y);
+    const std::size_t stride = static_cast<std::size_t>(cinfo.output_width) * 3;
+    if (out->size() < stride * h + 4) out->resize(stride * h + 4);  // 4 bytes of slack: the resampler reads RGB+1
+    for (unsigned row = 0; row < h;) {
+      JSAMPROW rows[1] = {out->data() + stride * row};
+      row += jpeg_read_scanlines(&cinfo, rows, 1);
+    }
+    jpeg_abort_decompress(&cinfo);  // the rows below the region are never decoded
+    return 0;
+  }
+};
+
+ImageDecoder::ImageDecoder() = default;
+ImageDecoder::~ImageDecoder() = default;
+
+ImageSize ImageDecoder::open(const std::uint8_t* data, std::size_t size, const std::string& name) {
+  data_ = data;
+  size_ = size;
+  name_ = name;
+  format_ = sniffImageFormat(data, size);
+  if (format_ == ImageFormat::Jpeg) {
+    if (!jpeg_) jpeg_ = std::make_unique<Jpeg>();
+    if (jpeg_->readHeader(data, size)) throwBadInput(name, std::string("corrupt JPEG: ") + jpeg_->err.message);
+    size0_ = {static_cast<int>(jpeg_->cinfo.image_width), static_cast<int>(jpeg_->cinfo.image_height)};
+    const J_COLOR_SPACE cs = jpeg_->cinfo.jpeg_color_space;
+    if (cs == JCS_CMYK || cs == JCS_YCCK)
+      throwBadInput(name, "CMYK JPEG: Stoker decodes RGB and grayscale JPEGs (convert it, e.g. `convert -colorspace sRGB`)");
+  } else if (format_ == ImageFormat::Png) {
+    spng_ctx* ctx = spng_ctx_new(0);
+    if (!ctx) throw Error(ErrorKind::Io, name, "out of memory for a PNG decoder");
+    std::unique_ptr<spng_ctx, void (*)(spng_ctx*)> guard(ctx, spng_ctx_free);
+    spng_ihdr ihdr{};
+    int rc = spng_set_png_buffer(ctx, data, size);
+    if (!rc) rc = spng_get_ihdr(ctx, &ihdr);
+    if (rc) throwBadInput(name, std::string("corrupt PNG: ") + spng_strerror(rc));
+    if (ihdr.width > (1u << 20) || ihdr.height > (1u << 20)) throwBadInput(name, "PNG dimensions are too large");
+    size0_ = {static_cast<int>(ihdr.width), static_cast<int>(ihdr.height)};
+  } else {
+    throwBadInput(name, size == 0 ? "empty file" : "not a JPEG or PNG image (Stoker decodes those two)");
+  }
+  if (size0_.width < 1 || size0_.height < 1 ||
+      static_cast<std::int64_t>(size0_.width) * size0_.height > kMaxImagePixels)
+    throwBadInput(name, "image of " + std::to_string(size0_.width) + "x" + std::to_string(size0_.height) +
+                            " pixels: must be 1 to " + std::to_string(kMaxImagePixels) + " pixels");
+  return size0_;
+}
+
+ImageSize ImageDecoder::scaledSize(int denom) const {
+  if (denom == 1 || format_ != ImageFormat::Jpeg) return size0_;
+  unsigned w = 0, h = 0;
+  if (jpeg_->scaledSize(denom, &w, &h)) throwBadInput(name_, std::string("corrupt JPEG: ") + jpeg_->err.message);
+  return {static_cast<int>(w), static_cast<int>(h)};
+}
+
+RgbRegion ImageDecoder::decode(PixelRect want, int denom) {
+  const ImageSize full = scaledSize(denom);
+  want.x = std::clamp(want.x, 0, full.width - 1);
+  want.y = std::clamp(want.y, 0, full.height - 1);
+  want.width = std::clamp(want.width, 1, full.width - want.x);
+  want.height = std::clamp(want.height, 1, full.height - want.y);
+  if (format_ == ImageFormat::Png) return decodePng(want);
+  if (format_ != ImageFormat::Jpeg) throwBadInput(name_, "no image opened");
+  unsigned x = static_cast<unsigned>(want.x), w = static_cast<unsigned>(want.width);
+  if (jpeg_->decode(denom, &x, &w, static_cast<unsigned>(want.y), static_cast<unsigned>(want.height), &pixels_))
+    throwBadInput(name_, std::string("corrupt JPEG: ") + jpeg_->err.message);
+  if (jpeg_->err.truncated) throwBadInput(name_, "truncated JPEG (premature end of data)");
+  RgbRegion r;
+  r.pixels = pixels_.data();
+  r.stride = static_cast<std::ptrdiff_t>(w) * 3;
+  r.rect = {static_cast<int>(x), want.y, static_cast<int>(w), want.height};
+  return r;
+}
+
+RgbRegion ImageDecoder::decodePng(PixelRect want) {
+  spng_ctx* ctx = spng_ctx_new(0);
+  if (!ctx) throw Error(ErrorKind::Io, name_, "out of memory for a PNG decoder");
+  std::unique_ptr<spng_ctx, void (*)(spng_ctx*)> guard(ctx, spng_ctx_free);
+  spng_set_chunk_limits(ctx, 64u << 20, 64u << 20);  // ancillary chunks cannot claim gigabytes
+  std::size_t bytes = 0;
+  int rc = spng_set_png_buffer(ctx, data_, size_);
+  if (!rc) rc = spng_decoded_image_size(ctx, SPNG_FMT_RGB8, &bytes);
+  if (!rc && pixels_.size() < bytes + 4) pixels_.resize(bytes + 4);  // slack for the resampler, as above
+  // Alpha is dropped and 16-bit samples keep their high byte, as PIL's convert("RGB") does.
+  if (!rc) rc = spng_decode_image(ctx, pixels_.data(), bytes, SPNG_FMT_RGB8, 0);
+  if (rc) throwBadInput(name_, std::string("corrupt PNG: ") + spng_strerror(rc));
+  RgbRegion r;
+  r.stride = static_cast<std::ptrdiff_t>(size0_.width) * 3;
+  r.pixels = pixels_.data();
+  r.rect = {0, 0, size0_.width, size0_.height};
+  (void)want;
+  return r;
+}
+
+}  // namespace stoker

@@ -1,0 +1,73 @@
+// image/image_decoder: JPEG (libjpeg-turbo) and PNG (libspng) into RGB u8, decoding only what a
+// transform needs. A decoder belongs to one thread and keeps its buffers between images.
+//
+//   ImageDecoder d;
+//   ImageSize s = d.open(bytes, size, "cat/001.jpg");        // the header only
+//   RgbRegion r = d.decode({x, y, w, h}, d.scaledSize(2));   // rows/columns of the 1/2-scaled image
+//
+// JPEG: DCT-domain scaling (1/2, 1/4, 1/8 through scale_denom), the region's rows by
+// jpeg_skip_scanlines and its columns by jpeg_crop_scanline (widened to iMCU boundaries, so the
+// region returned may start left of the one asked for). PNG decodes whole (scale 1 only).
+// Errors throw Error(BadInput) naming the image: corrupt or truncated data ("premature end"), an
+// unknown format, dimensions past kMaxImagePixels.
+#pragma once
+
+#include <csetjmp>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace stoker {
+
+enum class ImageFormat { Unknown, Jpeg, Png };
+ImageFormat sniffImageFormat(const std::uint8_t* data, std::size_t size);
+const char* imageFormatName(ImageFormat f);
+
+inline constexpr std::int64_t kMaxImagePixels = std::int64_t(1) << 28;  // 16384 x 16384
+
+struct ImageSize {
+  int width = 0, height = 0;
+};
+
+struct PixelRect {
+  int x = 0, y = 0, width = 0, height = 0;
+};
+
+// Pixel (x, y) of the (scaled) image is at pixels + (y - rect.y) * stride + (x - rect.x) * 3.
+struct RgbRegion {
+  const std::uint8_t* pixels = nullptr;
+  std::ptrdiff_t stride = 0;
+  PixelRect rect;
+};
+
+class ImageDecoder {
+ public:
+  ImageDecoder();
+  ~ImageDecoder();
+  ImageDecoder(const ImageDecoder&) = delete;
+  ImageDecoder& operator=(const ImageDecoder&) = delete;
+
+  // Reads the header of `data` (kept, not copied: it must outlive decode()). `name` goes into errors.
+  ImageSize open(const std::uint8_t* data, std::size_t size, const std::string& name);
+  ImageFormat format() const { return format_; }
+  // The image's size when decoded at 1/denom (denom 1, 2, 4 or 8; JPEG only for denom > 1).
+  ImageSize scaledSize(int denom) const;
+  bool canScale() const { return format_ == ImageFormat::Jpeg; }
+  // Decodes `want` (in the 1/denom image's pixels, clipped to it) and returns a region that covers it.
+  RgbRegion decode(PixelRect want, int denom);
+
+ private:
+  struct Jpeg;
+  RgbRegion decodePng(PixelRect want);
+  const std::uint8_t* data_ = nullptr;
+  std::size_t size_ = 0;
+  std::string name_;
+  ImageFormat format_ = ImageFormat::Unknown;
+  ImageSize size0_;
+  std::unique_ptr<Jpeg> jpeg_;
+  std::vector<std::uint8_t> pixels_;
+};
+
+}  // namespace stoker

@@ -1,0 +1,35 @@
+// image/resample: Pillow's antialiased bilinear resize (Resample.c), reproduced so that Stoker's
+// Resize and RandomResizedCrop give torchvision's PIL results: the same filter support (scaled
+// with the reduction), the same 22-bit fixed-point weights, the same two passes (horizontal first,
+// rounded to u8 between them). Only the output pixels asked for are computed, from only the source
+// pixels they read, so a centre crop of a resize costs the crop, not the whole resize.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "image/image_decoder.h"
+
+namespace stoker {
+
+// One axis: output pixel o reads input pixels [first[o], first[o] + count[o]) with weights
+// weights[o * ksize ...]. Input coordinates are relative to the span the filter may read.
+struct ResampleAxis {
+  int ksize = 0;
+  std::vector<int> first, count;
+  std::vector<std::int32_t> weights;
+  bool identity = false;  // Pillow skips this pass
+};
+
+// Pillow's precompute_coeffs + normalize_coeffs_8bpc for resizing the input box [in0, in1) of an
+// axis of `inSize` pixels to `outSize` pixels.
+ResampleAxis bilinearAxis(int inSize, double in0, double in1, int outSize);
+
+// Resizes into `out` (rows of outW x 3 bytes, outH rows) the output pixels [outX, outX + outW) x
+// [outY, outY + outH) of the resize described by `h` and `v`, whose input coordinate 0 is the
+// image pixel (srcX, srcY). `src` must cover every source pixel they read. `scratch` holds the
+// horizontal pass between calls.
+void resampleRgb(const RgbRegion& src, int srcX, int srcY, const ResampleAxis& h, int outX, int outW,
+                 const ResampleAxis& v, int outY, int outH, std::uint8_t* out, std::vector<std::uint8_t>& scratch);
+
+}  // namespace stoker

@@ -1,0 +1,81 @@
+#!/usr/bin/python3
+"""Image pipeline benchmark (issue 14), every figure measured in this one run on this machine:
+
+- Stoker (`stoker bench --dataset imagefolder:DIR --transforms ...`, float32 NCHW batches of 64)
+  with 0 workers (one thread) and 1 and 2 workers (the consumer helps, so 2 threads on 2 cores);
+- torchvision: ImageFolder + DataLoader, the same pipeline in PIL, num_workers 0, 1 and 2;
+- the decode limit: a plain libjpeg-turbo loop decoding every file whole on 1 and 2 threads
+  (build/bin/stoker_jpeg_decode_loop);
+for the train pipeline (RandomResizedCrop(224), RandomHorizontalFlip, ToTensor, Normalize) and the
+eval pipeline (Resize(256), CenterCrop(224), ToTensor, Normalize), on an ImageNet-like folder cut
+from real photographs (tests/datasets/make_photo_folder.py: 10 classes x 500 JPEGs, ~500x375, q90).
+
+    tests/bench/image_bench.py [--data DIR] [--epochs 2] [--json OUT]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+PY = "/usr/bin/python3"
+PIPELINES = {
+    "train": "RandomResizedCrop(224),RandomHorizontalFlip(),Normalize(imagenet)",
+    "eval": "Resize(256),CenterCrop(224),Normalize(imagenet)",
+}
+
+
+def run_json(cmd):
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1] if not out.strip().startswith("{\n") else out)
+
+
+def stoker(build, data, transforms, workers, epochs):
+    doc = run_json([os.path.join(build, "bin", "stoker"), "bench", "--dataset", "imagefolder:" + data, "--transforms",
+                    transforms, "--batch-size", "64", "--epochs", str(epochs), "--workers", str(workers), "--json"])
+    dev = doc["per_device"][0]
+    return {"images_per_s": doc["samples_per_s"], "stages_ms": dev["stages_ms"], "verdict": dev["stage_verdict"]}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--data", default=os.path.join(ROOT, "build", "bench-data", "photos"))
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--json", help="also write the figures here")
+    a = ap.parse_args()
+    if not os.path.isdir(a.data):
+        subprocess.run([PY, os.path.join(ROOT, "tests", "datasets", "make_photo_folder.py"), a.data], check=True)
+    loop = os.path.join(a.build, "bin", "stoker_jpeg_decode_loop")
+    res = {"data": a.data, "decode_loop": {}, "stoker": {}, "torchvision": {}}
+    for t in (1, 2):
+        res["decode_loop"][t] = run_json([loop, a.data, "--threads", str(t)])["images_per_s"]
+    for name, transforms in PIPELINES.items():
+        res["stoker"][name], res["torchvision"][name] = {}, {}
+        for w in (0, 1, 2):
+            res["stoker"][name][w] = stoker(a.build, a.data, transforms, w, a.epochs)
+            res["torchvision"][name][w] = run_json([PY, os.path.join(HERE, "torchvision_pipeline.py"), a.data, "--pipeline", name,
+                                                    "--workers", str(w), "--epochs", str(a.epochs)])["images_per_s"]
+    limit = res["decode_loop"][2]
+    print(f"images: {a.data}; decode limit (libjpeg-turbo, whole images): {res['decode_loop'][1]:.0f} img/s on 1 thread, "
+          f"{limit:.0f} on 2")
+    print(f"{'pipeline':8} {'workers':>7} {'stoker img/s':>13} {'torchvision':>12} {'ratio':>6}   stoker stages (ms/batch)")
+    for name in PIPELINES:
+        for w in (0, 1, 2):
+            s, t = res["stoker"][name][w], res["torchvision"][name][w]
+            stages = " ".join(f"{k} {v:.1f}" for k, v in s["stages_ms"].items())
+            print(f"{name:8} {w:>7} {s['images_per_s']:>13.0f} {t:>12.0f} {s['images_per_s'] / t:>5.1f}x   {stages}")
+        best_s = max(v["images_per_s"] for v in res["stoker"][name].values())
+        best_t = max(res["torchvision"][name].values())
+        scale = res["stoker"][name][2]["images_per_s"] / res["stoker"][name][0]["images_per_s"]
+        print(f"{name}: best Stoker {best_s:.0f} img/s = {best_s / best_t:.2f}x best torchvision ({best_t:.0f}), "
+              f"{best_s / limit:.2f}x the decode limit; 1 -> 2 cores {scale:.2f}x; {res['stoker'][name][2]['verdict']}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

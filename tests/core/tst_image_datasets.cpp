@@ -1,0 +1,439 @@
+// imagefolder:DIR, JPEG/PNG decoding and the torchvision-named transforms: class and sample order
+// equal to torchvision's ImageFolder, the eval pipeline equal to torchvision's PIL output within a
+// stated tolerance (Debian's python3-torchvision computes the reference), random transforms that
+// depend only on (seed, epoch, sample), and every bad input named.
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "data/dataset.h"
+#include "data/datasets/image_folder_dataset.h"
+#include "data/datasets/web_dataset.h"
+#include "data/loader.h"
+#include "image/image_pipeline.h"
+#include "image/image_transforms.h"
+#include "io/npy_reader.h"
+#include "io/host_tensor_torch.h"
+#include "expect_error.h"
+#include "test_support.h"
+
+using namespace stoker;
+using namespace stoker::test;
+
+namespace {
+
+const QString kScripts = QStringLiteral(STOKER_SOURCE_DIR "/tests/datasets/");
+
+LoaderOptions withTransforms(const std::string& t) {
+  LoaderOptions o;
+  o.transforms = t;
+  return o;
+}
+
+// Every sample of `ds`, field by field, as tensors [N, ...] (epoch 0, seed `seed`).
+std::vector<at::Tensor> readAll(const Dataset& ds, std::uint64_t seed = 0, std::int64_t epoch = 0) {
+  std::vector<at::Tensor> out;
+  std::vector<std::uint8_t*> dst;
+  for (const auto& f : ds.fields()) {
+    std::vector<std::int64_t> shape{ds.size()};
+    shape.insert(shape.end(), f.sampleShape.begin(), f.sampleShape.end());
+    out.push_back(at::empty(shape, at::TensorOptions().dtype(f.dtype)));
+    dst.push_back(static_cast<std::uint8_t*>(out.back().data_ptr()));
+  }
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(ds.size()));
+  for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<std::int64_t>(i);
+  ds.readSamples(idx.data(), ds.size(), dst.data(), ReadContext{seed, epoch, nullptr});
+  return out;
+}
+
+void writeBytes(const QString& path, const QByteArray& bytes) {
+  std::filesystem::create_directories(std::filesystem::path(path.toStdString()).parent_path());
+  QVERIFY(writeFile(path, bytes));
+}
+
+}  // namespace
+
+class TestImageDatasets : public QObject {
+  Q_OBJECT
+
+  QTemporaryDir tmp_;
+  QString photos_;  // a small folder of real photos (make_photo_folder.py)
+  QString jpeg_;    // one of its JPEGs
+
+ private Q_SLOTS:
+  void initTestCase() {
+    QVERIFY(tmp_.isValid());
+    photos_ = tmp_.filePath("photos");
+    const auto r = runPythonArgs({kScripts + "make_photo_folder.py", photos_, "--classes", "4", "--per-class", "6", "--png", "0.2", "--seed", "3"});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    // A deeper folder, upper-case extensions and a file torchvision skips, in one class.
+    const QString cls = photos_ + "/astronaut";
+    const QStringList jpegs = QDir(cls).entryList({"*.jpg"}, QDir::Files, QDir::Name);
+    QVERIFY(jpegs.size() >= 2);
+    jpeg_ = cls + "/" + jpegs[0];
+    QVERIFY(QDir().mkpath(cls + "/nested/deeper") && QDir().mkpath(cls + "/nested-2"));
+    QVERIFY(QFile::copy(jpeg_, cls + "/nested/deeper/Z.JPG"));
+    QVERIFY(QFile::copy(cls + "/" + jpegs[1], cls + "/nested-2/a.jpeg"));
+    writeBytes(cls + "/notes.txt", "not an image");
+  }
+
+  // Classes, class_to_idx and every sample's path and label exactly as torchvision's ImageFolder.
+  void classAndSampleOrderAreTorchvisions() {
+    if (!pythonTorchAvailable()) QSKIP("Debian's python3-torch is not installed");
+    const QString ref = tmp_.filePath("ref-order");
+    const auto r = runPythonArgs({kScripts + "torchvision_reference.py", photos_, ref, "--transforms", "u8-eval", "--limit", "1"});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    const QJsonObject doc = QJsonDocument::fromJson(readFile(ref + "/samples.json")).object();
+    ImageFolderDataset ds(photos_.toStdString(), "Resize(256),CenterCrop(224)");
+    QCOMPARE(static_cast<int>(ds.classes().size()), doc["classes"].toArray().size());
+    for (std::size_t c = 0; c < ds.classes().size(); ++c)
+      QCOMPARE(QString::fromStdString(ds.classes()[c]), doc["classes"].toArray()[static_cast<int>(c)].toString());
+    // samples.json holds only the first (--limit 1): list them all with a one-liner instead.
+    const auto all = runPythonArgs({"-c", "import json,sys; from torchvision import datasets; "
+                                      "print(json.dumps(datasets.ImageFolder(sys.argv[1]).samples))", photos_});
+    QVERIFY2(all.exitCode == 0, all.err.constData());
+    const QJsonArray samples = QJsonDocument::fromJson(all.out).array();
+    QCOMPARE(ds.size(), static_cast<std::int64_t>(samples.size()));
+    for (std::int64_t i = 0; i < ds.size(); ++i) {
+      const QJsonArray s = samples[static_cast<int>(i)].toArray();
+      QCOMPARE(QString::fromStdString(ds.path(i)), s[0].toString());
+      QCOMPARE(ds.label(i), static_cast<std::int64_t>(s[1].toInt()));
+    }
+  }
+
+  // The eval pipeline against torchvision (PIL): Resize(256) + CenterCrop(224) as u8 and
+  // normalised. Stoker reproduces Pillow's resampler, so on these photos (no DCT scaling applies:
+  // each is < 2x the resize) the tolerance is 1 level of 255 per value and a mean under 0.01.
+  void evalPipelineMatchesTorchvision_data() {
+    QTest::addColumn<QString>("preset");
+    QTest::addColumn<QString>("transforms");
+    QTest::addColumn<double>("tolerance");  // per value, in the output's units
+    QTest::newRow("u8") << "u8-eval" << "Resize(256),CenterCrop(224),ToDtype(u8)" << 1.0;
+    QTest::newRow("normalised f32") << "eval" << "Resize(256),CenterCrop(224),Normalize(imagenet)" << 1.0 / 255 / 0.224;
+  }
+  void evalPipelineMatchesTorchvision() {
+    if (!pythonTorchAvailable()) QSKIP("Debian's python3-torch is not installed");
+    QFETCH(QString, preset);
+    QFETCH(QString, transforms);
+    QFETCH(double, tolerance);
+    const QString ref = tmp_.filePath("ref-" + preset);
+    const auto r = runPythonArgs({kScripts + "torchvision_reference.py", photos_, ref, "--transforms", preset});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    const at::Tensor want = readNpy((ref + "/images.npy").toStdString()).toTorch();
+    const at::Tensor wantLabels = readNpy((ref + "/labels.npy").toStdString()).toTorch();
+    auto ds = openDataset("imagefolder:" + photos_.toStdString(), withTransforms(transforms.toStdString()));
+    const auto got = readAll(*ds);
+    QCOMPARE(got[0].sizes().vec(), want.sizes().vec());
+    QVERIFY(at::equal(got[1], wantLabels));
+    const at::Tensor diff = (got[0].to(at::kDouble) - want.to(at::kDouble)).abs();
+    const double maxDiff = diff.max().item<double>(), meanDiff = diff.mean().item<double>();
+    const double unit = preset == "u8-eval" ? 1.0 : 1.0 / 255 / 0.224;
+    qInfo("%s: max |diff| %.4g (%.2f levels of 255), mean %.4g levels", qPrintable(preset), maxDiff, maxDiff / unit,
+          meanDiff / unit);
+    QVERIFY2(maxDiff <= tolerance + 1e-6, qPrintable(QString("max diff %1 > %2").arg(maxDiff).arg(tolerance)));
+    QVERIFY2(meanDiff / unit < 0.01, qPrintable(QString("mean diff %1 levels").arg(meanDiff / unit)));
+  }
+
+  // Random transforms draw from (seed, epoch, sample): the same sample gives the same output from
+  // any thread or batch, another epoch or seed changes it, and the crop lies inside the image.
+  void randomTransformsDependOnlyOnSeedEpochSample() {
+    auto ds = openDataset("imagefolder:" + photos_.toStdString(),
+                          withTransforms("RandomResizedCrop(64),RandomHorizontalFlip(),ToDtype(u8)"));
+    const auto a = readAll(*ds, 7, 0), b = readAll(*ds, 7, 0), c = readAll(*ds, 7, 1), d = readAll(*ds, 8, 0);
+    QVERIFY(at::equal(a[0], b[0]));
+    QVERIFY(!at::equal(a[0], c[0]));
+    QVERIFY(!at::equal(a[0], d[0]));
+    // One sample alone (as a worker reads it) equals the same sample read in a batch.
+    std::vector<std::uint8_t> one(static_cast<std::size_t>(ds->fields()[0].sampleBytes));
+    std::int64_t label = -1;
+    std::uint8_t* dst[2] = {one.data(), reinterpret_cast<std::uint8_t*>(&label)};
+    const std::int64_t index = 5;
+    ds->readSamples(&index, 1, dst, ReadContext{7, 0, nullptr});
+    QVERIFY(std::memcmp(one.data(), a[0][index].data_ptr(), one.size()) == 0);
+    // torchvision's sampling rule: boxes inside the image, areas within scale of the image.
+    const auto* folder = dynamic_cast<const ImageFolderDataset*>(ds.get());
+    const ImagePipeline& p = folder->pipeline();
+    for (std::int64_t s = 0; s < 2000; ++s) {
+      const ImagePlan plan = p.plan(500, 375, SampleSeed{1, 0, s});
+      QVERIFY(plan.box[0] >= 0 && plan.box[1] >= 0 && plan.box[2] <= 500 && plan.box[3] <= 375);
+      const double area = (plan.box[2] - plan.box[0]) * (plan.box[3] - plan.box[1]) / (500.0 * 375.0);
+      QVERIFY2(area >= 0.08 - 0.01 && area <= 1.0, qPrintable(QString::number(area)));
+    }
+    // The fallback (no draw fits a very wide image): a central crop clamped to the ratio range.
+    ImagePipeline narrow(parseImageTransforms("RandomResizedCrop(32, scale=(0.9, 1.0), ratio=(1.0, 1.0))"));
+    const ImagePlan fb = narrow.plan(1000, 10, SampleSeed{0, 0, 0});
+    QCOMPARE(fb.box[2] - fb.box[0], 10.0);
+    QCOMPARE(fb.box[0], 495.0);
+  }
+
+  // Decoding only the region and scale a crop needs: a large JPEG decodes at a DCT scale, and the
+  // result stays close to the full decode + Pillow resize that torchvision does.
+  void dctScalingIsUsedAndStaysClose() {
+    if (!pythonTorchAvailable()) QSKIP("Debian's python3-torch is not installed");
+    const QString big = tmp_.filePath("big");
+    const auto r = runPythonArgs({"-c", "import sys; sys.path.insert(0, sys.argv[2]); import photo_sources, os; "
+                                    "os.makedirs(sys.argv[1] + '/c', exist_ok=True); "
+                                    "[img.resize((1200, 900)).convert('RGB').save(sys.argv[1] + '/c/' + n + '.jpg', quality=90) "
+                                    "for n, img in photo_sources.photos(3)]",
+                                    big, kScripts});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    ImagePipeline p(parseImageTransforms("Resize(256),CenterCrop(224),ToDtype(u8)"));
+    const QByteArray jpeg = readFile(big + "/c/astronaut.jpg");
+    std::vector<std::uint8_t> out(224 * 224 * 3);
+    const ImagePlan used = p.run(reinterpret_cast<const std::uint8_t*>(jpeg.constData()), static_cast<std::size_t>(jpeg.size()),
+                                 "astronaut.jpg", {}, out.data());
+    QCOMPARE(used.scaleDenom, 2);  // 600x450 still covers the 341x256 resize
+    const QString ref = tmp_.filePath("ref-big");
+    const auto t = runPythonArgs({kScripts + "torchvision_reference.py", big, ref, "--transforms", "u8-eval"});
+    QVERIFY2(t.exitCode == 0, t.err.constData());
+    const at::Tensor want = readNpy((ref + "/images.npy").toStdString()).toTorch()[0].to(at::kDouble);
+    const at::Tensor got = at::from_blob(out.data(), {224, 224, 3}, at::kByte).to(at::kDouble);
+    const double mean = (got - want).abs().mean().item<double>();
+    qInfo("1200x900 JPEG decoded at a DCT scale vs full decode + PIL resize: mean |diff| %.2f levels", mean);
+    QVERIFY2(mean < 4.0, qPrintable(QString::number(mean)));
+  }
+
+  // Every bad input: one clear error naming the file; skip_bad_samples skips and counts instead.
+  void badImagesAreNamed() {
+    const QString root = tmp_.filePath("bad");
+    const QByteArray good = readFile(jpeg_);
+    writeBytes(root + "/a/good.jpg", good);
+    writeBytes(root + "/a/truncated.jpg", good.left(good.size() / 3));
+    QByteArray corrupt = good;
+    for (int i = 600; i < corrupt.size(); i += 7) corrupt[i] = static_cast<char>(0xff);
+    writeBytes(root + "/a/zcorrupt.jpg", corrupt);
+    writeBytes(root + "/b/notanimage.png", "plain text, not a PNG");
+    writeBytes(root + "/b/zempty.jpg", "");
+    auto ds = openDataset("imagefolder:" + root.toStdString(), withTransforms("CenterCrop(64),ToDtype(u8)"));
+    QCOMPARE(ds->size(), std::int64_t(5));
+    std::vector<std::uint8_t> image(64 * 64 * 3);
+    std::int64_t label;
+    std::uint8_t* dst[2] = {image.data(), reinterpret_cast<std::uint8_t*>(&label)};
+    ds->readItem(0, dst);
+    const struct {
+      std::int64_t index;
+      QStringList parts;
+    } cases[] = {{1, {"sample 1", "truncated.jpg", "truncated JPEG"}},
+                 {2, {"sample 2", "zcorrupt.jpg", "corrupt JPEG"}},
+                 {3, {"sample 3", "notanimage.png", "not a JPEG or PNG"}},
+                 {4, {"sample 4", "zempty.jpg", "empty file"}}};
+    for (const auto& c : cases) QVERIFY2(expectBadInput([&] { ds->readItem(c.index, dst); }, c.parts).isEmpty(),
+                                         qPrintable(expectBadInput([&] { ds->readItem(c.index, dst); }, c.parts)));
+
+    // The loader stops on the first bad sample, naming it ...
+    LoaderOptions o = withTransforms("CenterCrop(64),ToDtype(u8)");
+    o.batch_size = 5;
+    o.shuffle = false;
+    o.sampler_type = SamplerType::Sequential;
+    o.drop_last = false;
+    {
+      Loader loader(ds, o, DeviceSpec::parse("cpu"));
+      auto epoch = loader.epoch(0);
+      const QString msg = expectBadInput([&] { epoch.next(); }, {"epoch 0 batch 0", "sample 1", "truncated.jpg"});
+      QVERIFY2(msg.isEmpty(), qPrintable(msg));
+    }
+    // ... or, with skip_bad_samples, skips and counts them: the batch holds the good one.
+    o.skip_bad_samples = true;
+    Loader loader(ds, o, DeviceSpec::parse("cpu"));
+    {
+      auto epoch = loader.epoch(0);
+      auto batch = epoch.next();
+      QVERIFY(batch.has_value());
+      QCOMPARE(batch->size(), std::int64_t(1));
+      QCOMPARE(batch->indices[0].item<std::int64_t>(), std::int64_t(0));
+      QVERIFY(!epoch.next().has_value());
+    }
+    QCOMPARE(loader.lastEpoch().skipped, std::int64_t(4));
+    QVERIFY(loader.lastEpoch().firstSkipped.find("truncated.jpg") != std::string::npos);
+  }
+
+  // WebDataset shards of the same photos: each sample decodes to what the same file gives through
+  // imagefolder, and an epoch over 2 ranks x 2 workers serves every sample exactly once.
+  void webDatasetShards() {
+    const QString shards = tmp_.filePath("shards");
+    const auto r = runPythonArgs({kScripts + "make_wds_shards.py", photos_, shards, "--per-shard", "7"});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    const std::string pattern = shards.toStdString() + "/train-{000000..000003}.tar";
+    QCOMPARE(expandShardPattern(pattern).size(), std::size_t(4));
+    QCOMPARE(expandShardPattern(shards.toStdString() + "/train-*.tar"), expandShardPattern(pattern));
+    const std::string t = "Resize(80),CenterCrop(64),ToDtype(u8)";
+    auto wds = openDataset("wds:" + pattern, withTransforms(t));
+    auto folder = openDataset("imagefolder:" + photos_.toStdString(), withTransforms(t));
+    QCOMPARE(wds->size(), folder->size());
+    const QJsonObject keys = QJsonDocument::fromJson(readFile(shards + "/keys.json")).object();
+    const auto* w = dynamic_cast<const WebDataset*>(wds.get());
+    const auto* f = dynamic_cast<const ImageFolderDataset*>(folder.get());
+    const auto a = readAll(*wds), b = readAll(*folder);
+    for (std::int64_t i = 0; i < wds->size(); ++i) {
+      const std::string path = keys[QString::fromStdString(w->key(i)).section('/', -1)].toString().toStdString();
+      std::int64_t j = -1;
+      for (std::int64_t k = 0; k < folder->size(); ++k)
+        if (f->path(k) == path) j = k;
+      QVERIFY2(j >= 0, path.c_str());
+      QVERIFY(at::equal(a[0][i], b[0][j]));
+      QCOMPARE(a[1][i].item<std::int64_t>(), b[1][j].item<std::int64_t>());
+    }
+    // 2 ranks x 2 workers, two epochs: every sample exactly once per epoch, shards read in runs.
+    for (std::int64_t epoch = 0; epoch < 2; ++epoch) {
+      std::vector<int> seen(static_cast<std::size_t>(wds->size()), 0);
+      for (int rank = 0; rank < 2; ++rank) {
+        LoaderOptions o = withTransforms(t);
+        o.sampler_type = SamplerType::Distributed;
+        o.shard_rank = rank;
+        o.shard_world_size = 2;
+        o.num_workers = 2;
+        o.batch_size = 4;
+        o.drop_last = false;
+        o.seed = 11;
+        auto ds = openDataset("wds:" + pattern + ",shuffle=5", o);
+        Loader loader(ds, o, DeviceSpec::parse("cpu"));
+        auto e = loader.epoch(epoch);
+        while (auto batch = e.next())
+          for (std::int64_t k = 0; k < batch->size(); ++k) ++seen[static_cast<std::size_t>(batch->indices[k].item<std::int64_t>())];
+      }
+      for (std::size_t i = 0; i < seen.size(); ++i) QVERIFY2(seen[i] == 1, qPrintable(QString("sample %1 seen %2 times").arg(i).arg(seen[i])));
+    }
+    // The order is the seed's: the same twice, another epoch another.
+    LoaderOptions o = withTransforms(t);
+    o.seed = 3;
+    QVERIFY(*wds->ownEpochOrder(o, 0) == *wds->ownEpochOrder(o, 0));
+    QVERIFY(*wds->ownEpochOrder(o, 0) != *wds->ownEpochOrder(o, 1));
+  }
+
+  void badShardsAreNamed() {
+    const QString dir = tmp_.filePath("badshards");
+    QVERIFY(QDir().mkpath(dir));
+    const QByteArray jpeg = readFile(jpeg_);
+    // Python's tarfile writes the shards: one without a .cls, one with a word for a label.
+    const auto r = runPythonArgs({"-c", "import sys, tarfile, io\n"
+                                        "def add(tf, name, data):\n"
+                                        "    i = tarfile.TarInfo(name); i.size = len(data); tf.addfile(i, io.BytesIO(data))\n"
+                                        "jpg = open(sys.argv[2], 'rb').read()\n"
+                                        "with tarfile.open(sys.argv[1] + '/nocls.tar', 'w') as tf:\n"
+                                        "    add(tf, 'a.jpg', jpg); add(tf, 'a.cls', b'1'); add(tf, 'b.jpg', jpg)\n"
+                                        "with tarfile.open(sys.argv[1] + '/word.tar', 'w') as tf:\n"
+                                        "    add(tf, 'a.jpg', jpg); add(tf, 'a.cls', b'cat')\n"
+                                        "with tarfile.open(sys.argv[1] + '/noimage.tar', 'w') as tf:\n"
+                                        "    add(tf, 'a.txt', b'x'); add(tf, 'a.cls', b'2')\n",
+                                  dir, jpeg_});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    QVERIFY(writeFile(dir + "/garbage.tar", QByteArray(3000, 'g')));
+    QByteArray good = readFile(dir + "/nocls.tar");
+    QVERIFY(writeFile(dir + "/truncated.tar", good.left(512 + jpeg.size() / 2)));  // ends inside a.jpg's data
+    const LoaderOptions o = withTransforms("CenterCrop(8)");
+    auto check = [&](const QString& file, const QStringList& parts) {
+      const QString msg = expectBadInput([&] { openDataset("wds:" + (dir + "/" + file).toStdString(), o); }, parts);
+      QVERIFY2(msg.isEmpty(), qPrintable(file + ": " + msg));
+    };
+    check("nocls.tar", {"nocls.tar", "sample \"b\"", "no .cls"});
+    check("word.tar", {"word.tar", "not a class number", "cat"});
+    check("noimage.tar", {"noimage.tar", "no .jpg"});
+    check("garbage.tar", {"garbage.tar"});
+    check("truncated.tar", {"truncated.tar"});
+    QVERIFY(expectError([&] { openDataset("wds:" + (dir + "/none-{000..003}.tar").toStdString(), o); }, ErrorKind::Io,
+                        {"none-000.tar"}).isEmpty());
+    QVERIFY(expectBadInput([&] { openDataset("wds:" + (dir + "/zz*.tar").toStdString(), o); }, {"no shard matches"}).isEmpty());
+    QVERIFY(expectBadInput([&] { expandShardPattern("x-{5..2}.tar"); }, {"brace range"}).isEmpty());
+  }
+
+  void badFoldersAreNamed() {
+    const QString root = tmp_.filePath("folders");
+    writeBytes(root + "/full/x.jpg", readFile(jpeg_));
+    QVERIFY(QDir().mkpath(root + "/empty"));
+    writeBytes(root + "/textonly/readme.txt", "no images here");
+    const LoaderOptions o = withTransforms("CenterCrop(8)");
+    QVERIFY(expectBadInput([&] { openDataset("imagefolder:" + root.toStdString(), o); }, {"empty", "textonly", "no image files"}).isEmpty());
+    QVERIFY(expectError([&] { openDataset("imagefolder:" + tmp_.filePath("missing").toStdString(), o); }, ErrorKind::Io,
+                        {"missing"}).isEmpty());
+    const QString flat = tmp_.filePath("flat");
+    writeBytes(flat + "/x.jpg", "x");
+    QVERIFY(expectBadInput([&] { openDataset("imagefolder:" + flat.toStdString(), o); }, {"no class folders"}).isEmpty());
+  }
+
+  void transformTextIsCheckedAndExported_data() {
+    QTest::addColumn<QString>("text");
+    QTest::addColumn<QString>("error");  // empty: valid
+    QTest::newRow("train") << "RandomResizedCrop(224),RandomHorizontalFlip(),Normalize(imagenet)" << "";
+    QTest::newRow("eval") << "Resize(256), CenterCrop(224), Normalize(imagenet), ToDtype(bf16)" << "";
+    QTest::newRow("keywords") << "RandomResizedCrop(size=(160, 128), scale=(0.35, 1), ratio=(0.5, 2))" << "";
+    QTest::newRow("none") << "" << "need transforms that fix the output size";
+    QTest::newRow("bare resize") << "Resize(256)" << "output size must be fixed";
+    QTest::newRow("unknown") << "ColorJitter(0.4)" << "unknown transform";
+    QTest::newRow("order") << "Normalize(imagenet),CenterCrop(8)" << "out of order";
+    QTest::newRow("u8 normalised") << "CenterCrop(8),ToDtype(u8),Normalize(imagenet)" << "needs a float output";
+    QTest::newRow("bad scale") << "RandomResizedCrop(224, scale=(0.5, 0.1))" << "scale is (min, max)";
+    QTest::newRow("bad size") << "CenterCrop(-3)" << "whole number of pixels";
+    QTest::newRow("unbalanced") << "CenterCrop((8, 8)" << "unbalanced";
+    QTest::newRow("unknown argument") << "CenterCrop(8, fill=3)" << "unknown argument \"fill\"";
+    QTest::newRow("too many") << "CenterCrop(8, 9)" << "too many arguments";
+    QTest::newRow("unknown keyword") << "CenterCrop(8),RandomHorizontalFlip(q=0.3)" << "unknown argument \"q\"";
+    QTest::newRow("flip after normalize") << "CenterCrop(8),Normalize(imagenet),RandomHorizontalFlip()" << "out of order";
+  }
+  void transformTextIsCheckedAndExported() {
+    QFETCH(QString, text);
+    QFETCH(QString, error);
+    if (!error.isEmpty()) {
+      QVERIFY2(expectBadInput([&] { parseImageTransforms(text.toStdString()); }, {"transforms", error}).isEmpty(),
+               qPrintable(expectBadInput([&] { parseImageTransforms(text.toStdString()); }, {"transforms", error})));
+      return;
+    }
+    const ImageTransforms t = parseImageTransforms(text.toStdString());
+    QCOMPARE(parseImageTransforms(t.text).text, t.text);  // the canonical text parses to itself
+    if (!pythonTorchAvailable()) return;
+    // The exported Compose is real torchvision: it runs on an image and gives the same shape.
+    const auto r = runPythonArgs({"-c", "import sys, torch; from torchvision import transforms; from PIL import Image; "
+                                    "t = eval(sys.argv[1]); x = t(Image.new('RGB', (500, 375))); print(list(x.shape))",
+                                    QString::fromStdString(t.torchvisionCompose())});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    QStringList dims;
+    for (auto d : t.sampleShape()) dims << QString::number(d);
+    QCOMPARE(r.out.trimmed(), ("[" + dims.join(", ") + "]").toUtf8());
+  }
+
+  // Grayscale JPEGs and PNGs (palette, alpha, gray) come out as RGB like PIL's convert("RGB").
+  // 16-bit grayscale is the one exception: PIL clips its I;16 values at 255 (a white image), where
+  // Stoker keeps the high byte, as PIL itself does for 16-bit RGB.
+  void pngAndGrayscaleMatchPil() {
+    if (!pythonTorchAvailable()) QSKIP("Debian's python3-torch is not installed");
+    const QString root = tmp_.filePath("modes");
+    const auto r = runPythonArgs({"-c", "import sys, os, numpy as np; from PIL import Image; d = sys.argv[1] + '/c'; "
+                                    "os.makedirs(d, exist_ok=True); rng = np.random.default_rng(0); "
+                                    "rgb = Image.fromarray(rng.integers(0, 256, (90, 120, 3), dtype=np.uint8)); "
+                                    "rgb.convert('L').save(d + '/gray.jpg', quality=95); rgb.save(d + '/rgb.png'); "
+                                    "rgb.convert('RGBA').save(d + '/rgba.png'); rgb.convert('P').save(d + '/palette.png'); "
+                                    "rgb.convert('L').save(d + '/gray.png'); "
+                                    "Image.fromarray((np.asarray(rgb.convert('L'), dtype=np.uint16) * 257)).save(d + '/gray16.png')",
+                                    root});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    const QString ref = tmp_.filePath("ref-modes");
+    const auto t = runPythonArgs({kScripts + "torchvision_reference.py", root, ref, "--transforms", "CenterCrop(64),ToDtype(u8)"});
+    QVERIFY2(t.exitCode == 0, t.err.constData());
+    auto ds = openDataset("imagefolder:" + root.toStdString(), withTransforms("CenterCrop(64),ToDtype(u8)"));
+    const auto got = readAll(*ds);
+    const at::Tensor want = readNpy((ref + "/images.npy").toStdString()).toTorch();
+    const at::Tensor diff = (got[0].to(at::kInt) - want.to(at::kInt)).abs();
+    const auto* folder = dynamic_cast<const ImageFolderDataset*>(ds.get());
+    for (std::int64_t i = 0; i < ds->size(); ++i) {
+      if (folder->path(i).find("gray16") != std::string::npos) {
+        std::int64_t gray = -1;
+        for (std::int64_t j = 0; j < ds->size(); ++j)
+          if (folder->path(j).find("/gray.png") != std::string::npos) gray = j;
+        QVERIFY(at::equal(got[0][i], got[0][gray]));  // v * 257 >> 8 == v
+        continue;
+      }
+      const int m = diff[i].max().item<int>();
+      QVERIFY2(m <= 1, qPrintable(QString("%1: max diff %2").arg(QString::fromStdString(folder->path(i))).arg(m)));
+    }
+  }
+};
+
+QTEST_GUILESS_MAIN(TestImageDatasets)
+#include "tst_image_datasets.moc"
