@@ -4,6 +4,7 @@
 - Stoker (`stoker bench --dataset imagefolder:DIR --transforms ...`, float32 NCHW batches of 64)
   with 0 workers (one thread) and 1 and 2 workers (the consumer helps, so 2 threads on 2 cores);
 - torchvision: ImageFolder + DataLoader, the same pipeline in PIL, num_workers 0, 1 and 2;
+- Stoker on WebDataset shards of the same images (make_wds_shards.py), train pipeline;
 - the decode limit: a plain libjpeg-turbo loop decoding every file whole on 1 and 2 threads
   (build/bin/stoker_jpeg_decode_loop);
 for the train pipeline (RandomResizedCrop(224), RandomHorizontalFlip, ToTensor, Normalize) and the
@@ -58,6 +59,18 @@ def main():
             res["stoker"][name][w] = stoker(a.build, a.data, transforms, w, a.epochs)
             res["torchvision"][name][w] = run_json([PY, os.path.join(HERE, "torchvision_pipeline.py"), a.data, "--pipeline", name,
                                                     "--workers", str(w), "--epochs", str(a.epochs)])["images_per_s"]
+    # WebDataset shards of the same images (sequential reads): the train pipeline, 1 and 2 workers.
+    shards = a.data.rstrip("/") + "-wds"
+    if not os.path.isdir(shards):
+        subprocess.run([PY, os.path.join(ROOT, "tests", "datasets", "make_wds_shards.py"), a.data, shards, "--per-shard", "500"],
+                       check=True, stdout=subprocess.DEVNULL)
+    count = len([f for f in os.listdir(shards) if f.endswith(".tar")])
+    res["wds"] = {}
+    for w in (1, 2):
+        doc = run_json([os.path.join(a.build, "bin", "stoker"), "bench", "--dataset", f"wds:{shards}/train-{{000000..{count - 1:06d}}}.tar",
+                        "--transforms", PIPELINES["train"], "--batch-size", "64", "--epochs", str(a.epochs), "--workers", str(w),
+                        "--json"])
+        res["wds"][w] = doc["samples_per_s"]
     limit = res["decode_loop"][2]
     print(f"images: {a.data}; decode limit (libjpeg-turbo, whole images): {res['decode_loop'][1]:.0f} img/s on 1 thread, "
           f"{limit:.0f} on 2")
@@ -72,6 +85,10 @@ def main():
         scale = res["stoker"][name][2]["images_per_s"] / res["stoker"][name][0]["images_per_s"]
         print(f"{name}: best Stoker {best_s:.0f} img/s = {best_s / best_t:.2f}x best torchvision ({best_t:.0f}), "
               f"{best_s / limit:.2f}x the decode limit; 1 -> 2 cores {scale:.2f}x; {res['stoker'][name][2]['verdict']}")
+    best_folder = max(v["images_per_s"] for v in res["stoker"]["train"].values())
+    best_wds = max(res["wds"].values())
+    print(f"wds (train, same images in {count} shards): {res['wds'][1]:.0f} img/s with 1 worker, {res['wds'][2]:.0f} with 2 "
+          f"= {best_wds / best_folder:.2f}x the image folder's best")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)
