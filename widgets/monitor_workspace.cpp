@@ -145,10 +145,6 @@ MonitorWorkspace::MonitorWorkspace(QWidget* parent)
   plots_->setLabelByRank(true);
   plots_->setAggregateAbove(kShowHeatMapAbove);
   views_->addTab(plots_, tr("Plots"));
-  stages_ = new StageBreakdownView(views_);
-  stages_->setObjectName("stages");
-  stages_->setLabelByRank(true);
-  views_->addTab(stages_, tr("Stages"));
   auto* heatPage = new QWidget(views_);
   auto* heatLayout = new QVBoxLayout(heatPage);
   heatLayout->setContentsMargins(0, 0, 0, 0);
@@ -162,6 +158,10 @@ MonitorWorkspace::MonitorWorkspace(QWidget* parent)
   heatMap_ = new RankHeatMap(heatPage);
   heatLayout->addWidget(heatMap_, 1);
   views_->addTab(heatPage, tr("Heat map (ranks × time)"));
+  stages_ = new StageBreakdownView(views_);
+  stages_->setObjectName("stages");
+  stages_->setLabelByRank(true);
+  views_->addTab(stages_, tr("Stages"));
   table_ = new QTableWidget(0, Columns, split);
   table_->setObjectName("ranks");
   QStringList headers;

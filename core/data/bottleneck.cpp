@@ -1,5 +1,7 @@
 #include "data/bottleneck.h"
 
+#include "telemetry/stage_verdict.h"
+
 #include <algorithm>
 #include <cstdio>
 
@@ -65,6 +67,11 @@ Bottleneck diagnoseBottleneck(const TelemetryRecord& r, const LoaderOptions& o, 
   } else {
     b.advice = "Every core is already reading: make samples cheaper (decode, transforms) or the step does not need "
                "more input than this machine can produce.";
+  }
+  // Which stage, when the records say (streaming batches carry stages_ms).
+  if (!r.stages_ms.empty()) {
+    const StageVerdict v = stageVerdict(r.stages_ms);
+    if (!v.stage.empty()) b.advice += " Workers: " + v.text + ".";
   }
   return b;
 }

@@ -1,8 +1,8 @@
 // data/bottleneck: what limits a loader run right now, in words, and the knob
 // most likely to help -- the Loader workspace's bottleneck panel. Reads the
 // share of each iteration the consumer waits for data (telemetry/input_bound)
-// and the loader's settings; per-stage times will refine "which stage" once
-// records carry them.
+// and the loader's settings; streaming records' per-stage times name the stage
+// the workers spend most on (telemetry/stage_verdict).
 #pragma once
 
 #include <string>

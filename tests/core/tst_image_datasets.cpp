@@ -344,6 +344,41 @@ class TestImageDatasets : public QObject {
     QVERIFY(expectBadInput([&] { expandShardPattern("x-{5..2}.tar"); }, {"brace range"}).isEmpty());
   }
 
+  // The CLI: `dataset info` and `dataset export` for an image folder (the export equals what the
+  // dataset reads, in dataset order, for the seed), and `bench` reporting the stages.
+  void cliInfoExportAndBenchStages() {
+    const std::string spec = "imagefolder:" + photos_.toStdString();
+    const auto info = runStoker({"dataset", "info", QString::fromStdString(spec), "--transforms", "CenterCrop(32),ToDtype(u8)", "--json"});
+    QVERIFY2(info.exitCode == 0, info.err.constData());
+    const QJsonObject doc = QJsonDocument::fromJson(info.out).object();
+    QCOMPARE(doc["classes"].toArray().size(), 4);
+    QCOMPARE(doc["fields"].toArray()[0].toObject()["shape"].toArray().size(), 3);
+    const QString out = tmp_.filePath("first5.safetensors");
+    const auto ex = runStoker({"dataset", "export", QString::fromStdString(spec), out, "--limit", "5", "--seed", "9", "--transforms",
+                               "RandomResizedCrop(48),RandomHorizontalFlip(),ToDtype(u8)"});
+    QVERIFY2(ex.exitCode == 0, ex.err.constData());
+    auto exported = openDataset(out.toStdString());
+    QCOMPARE(exported->size(), std::int64_t(5));
+    auto ds = openDataset(spec, withTransforms("RandomResizedCrop(48),RandomHorizontalFlip(),ToDtype(u8)"));
+    const auto want = readAll(*ds, 9, 0);
+    std::map<std::string, at::Tensor> got;  // the file keeps safetensors' order (labels, I64, first)
+    for (std::size_t f = 0; f < exported->fields().size(); ++f) got[exported->fields()[f].name] = exported->hostFields()[f];
+    QCOMPARE(got["images"].sizes().vec(), (std::vector<std::int64_t>{5, 48, 48, 3}));
+    QVERIFY(at::equal(got["images"], want[0].narrow(0, 0, 5)));
+    QVERIFY(at::equal(got["labels"], want[1].narrow(0, 0, 5)));
+    const auto bad = runStoker({"dataset", "export", QString::fromStdString(spec), out, "--transforms", "Resize(256)"});
+    QCOMPARE(bad.exitCode, 2);
+    QVERIFY2(bad.err.contains("output size must be fixed"), bad.err.constData());
+    const auto bench = runStoker({"bench", "--dataset", QString::fromStdString(spec), "--transforms", "CenterCrop(64)", "--epochs",
+                                  "1", "--batch-size", "8", "--json"});
+    QVERIFY2(bench.exitCode == 0, bench.err.constData());
+    const QJsonObject dev = QJsonDocument::fromJson(bench.out).object()["per_device"].toArray()[0].toObject();
+    for (const char* stage : {"read", "decode", "transform", "collate", "copy"})
+      QVERIFY2(dev["stages_ms"].toObject().contains(stage), stage);
+    QVERIFY(dev["stages_ms"].toObject()["decode"].toDouble() > 0);
+    QVERIFY2(dev["stage_verdict"].toString().contains("-bound: "), qPrintable(dev["stage_verdict"].toString()));
+  }
+
   void badFoldersAreNamed() {
     const QString root = tmp_.filePath("folders");
     writeBytes(root + "/full/x.jpg", readFile(jpeg_));

@@ -346,6 +346,9 @@ class TestMonitorWorkspace : public QObject {
     QCOMPARE(w.stages()->stageMs("rank 1 cuda:1", "decode"), 7.25);
     QVERIFY2(w.stages()->verdictText().contains("rank 1 cuda:1 decode-bound: 94 % of worker time in JPEG/PNG decode"),
              qPrintable(w.stages()->verdictText()));
+    w.resize(1000, 600);
+    w.views()->setCurrentWidget(w.stages());
+    saveScreenshot(&w, "monitor-stages");
     w.stop();
   }
 
