@@ -5,7 +5,8 @@
 // by default; 0 keeps tar order).
 //
 // Opening scans every shard's headers with libarchive (the data is skipped, not read; .cls files
-// are read) and keeps each member's byte range, so a worker reads an image with one pread. The
+// are read) and keeps each member's byte range, so a worker reads an image with one pread (the
+// shard opened for it: no descriptors are held between reads). The
 // epoch's order is the dataset's own (ownEpochOrder): shards shuffled by (seed + epoch), dealt
 // round-robin to the ranks of a distributed sampler, read shard after shard, samples mixed within
 // a bounded buffer (webdataset's shuffle(N)), seeded and reproducible -- so each rank reads its
@@ -19,7 +20,6 @@ namespace stoker {
 class WebDataset : public EncodedImageDataset {
  public:
   WebDataset(const std::string& spec, std::vector<std::string> shards, const std::string& transforms, std::int64_t shuffleBuffer);
-  ~WebDataset() override;
   std::int64_t size() const override { return static_cast<std::int64_t>(samples_.size()); }
   std::optional<std::vector<std::int64_t>> ownEpochOrder(const LoaderOptions& options, std::int64_t epoch) const override;
   const std::vector<std::string>& shards() const { return shards_; }
@@ -38,7 +38,6 @@ class WebDataset : public EncodedImageDataset {
   };
   void scan(std::int64_t shard);
   std::vector<std::string> shards_;
-  std::vector<int> fds_;
   std::vector<Sample> samples_;
   std::vector<std::int64_t> shardBegin_;  // first sample of each shard, and the end
   std::int64_t shuffleBuffer_;
