@@ -131,7 +131,12 @@ class TestCliBench : public QObject {
     QTest::newRow("batch size 0") << QStringList{"--dataset", "synthetic:10,4", "--batch-size", "0"} << "batch_size: must be at least 1";
     QTest::newRow("epochs 0") << QStringList{"--dataset", "synthetic:10,4", "--epochs", "0"} << "--epochs";
     QTest::newRow("unknown device") << QStringList{"--dataset", "synthetic:10,4", "--device", "tpu:0"} << "unknown (known: cpu";
+#ifdef STOKER_WITH_CUDA  // a CUDA build has cuda:0 where there is a GPU, never a 65th device
+    QTest::newRow("no such cuda device") << QStringList{"--dataset", "synthetic:10,4", "--device", "cuda:64"}
+                                         << "CUDA device(s) visible";
+#else
     QTest::newRow("no cuda") << QStringList{"--dataset", "synthetic:10,4", "--device", "cuda:0"} << "no CUDA";
+#endif
     QTest::newRow("bad mode") << QStringList{"--dataset", "synthetic:10,4", "--mode", "vram"} << "usage:";
     QTest::newRow("bad preset") << QStringList{"--preset", "fastest"} << "preset fastest";
     QTest::newRow("bad address") << QStringList{"--dataset", "synthetic:10,4", "--publish", "nowhere"} << "address nowhere";
