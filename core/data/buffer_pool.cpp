@@ -1,9 +1,25 @@
 #include "data/buffer_pool.h"
 
+#include <algorithm>
+
 namespace stoker {
 
+void BufferLease::fenceRelease(std::shared_ptr<DeviceFence> fence) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  fence_ = std::move(fence);
+}
+
+void BufferLease::fenceRelease(FenceMaker maker) {
+  if (!maker) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  fenceMaker_ = std::move(maker);
+}
+
 BufferLease::~BufferLease() {
-  if (auto pool = pool_.lock()) pool->release(std::move(block_));
+  auto pool = pool_.lock();
+  if (!pool) return;
+  std::shared_ptr<DeviceFence> fence = fenceMaker_ ? fenceMaker_() : std::move(fence_);
+  pool->release(std::move(block_), std::move(fence));
 }
 
 std::shared_ptr<BufferPool> BufferPool::create(Allocate allocate, std::int64_t blockBytes, int keepFree) {
@@ -12,14 +28,25 @@ std::shared_ptr<BufferPool> BufferPool::create(Allocate allocate, std::int64_t b
 
 std::shared_ptr<BufferLease> BufferPool::acquire() {
   at::Tensor block;
+  std::shared_ptr<DeviceFence> pending;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    dropRetired();
     ++leased_;
-    if (!idle_.empty()) {
-      block = std::move(idle_.back());
-      idle_.pop_back();
+    // The most recently returned ready block (warm in caches); else, with the pool full of
+    // blocks the device still uses, the oldest of them, waited for below.
+    auto ready = std::find_if(idle_.rbegin(), idle_.rend(), [](const Idle& i) { return i.ready(); });
+    if (ready != idle_.rend()) {
+      block = std::move(ready->block);
+      idle_.erase(std::next(ready).base());
+    } else if (!idle_.empty() && static_cast<int>(idle_.size()) >= keepFree_) {
+      block = std::move(idle_.front().block);
+      pending = std::move(idle_.front().fence);
+      idle_.erase(idle_.begin());
+      ++fenceWaits_;
     }
   }
+  if (pending) pending->wait();
   if (!block.defined()) {
     try {
       block = allocate_(blockBytes_);
@@ -34,15 +61,23 @@ std::shared_ptr<BufferLease> BufferPool::acquire() {
   return std::make_shared<BufferLease>(weak_from_this(), std::move(block));
 }
 
-void BufferPool::release(at::Tensor block) {
+void BufferPool::release(at::Tensor block, std::shared_ptr<DeviceFence> fence) {
+  Idle idle{std::move(block), std::move(fence)};  // a block over keepFree and done is freed on return
   std::lock_guard<std::mutex> lock(mutex_);
   --leased_;
-  if (static_cast<int>(idle_.size()) < keepFree_) idle_.push_back(std::move(block));
+  if (static_cast<int>(idle_.size()) < keepFree_) idle_.push_back(std::move(idle));
+  else if (!idle.ready()) retiring_.push_back(std::move(idle));  // freed now, the allocator could hand it out
+  dropRetired();
+}
+
+void BufferPool::dropRetired() {
+  retiring_.erase(std::remove_if(retiring_.begin(), retiring_.end(), [](const Idle& i) { return i.ready(); }),
+                  retiring_.end());
 }
 
 std::int64_t BufferPool::reservedBytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return (leased_ + static_cast<std::int64_t>(idle_.size())) * blockBytes_;
+  return (leased_ + static_cast<std::int64_t>(idle_.size() + retiring_.size())) * blockBytes_;
 }
 
 std::int64_t BufferPool::allocatedBytes() const {
@@ -53,6 +88,11 @@ std::int64_t BufferPool::allocatedBytes() const {
 std::int64_t BufferPool::allocations() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return allocations_;
+}
+
+std::int64_t BufferPool::fenceWaits() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return fenceWaits_;
 }
 
 }  // namespace stoker

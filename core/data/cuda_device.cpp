@@ -1,9 +1,13 @@
 // data/cuda_device: the CUDA DeviceBackend, compiled only against a CUDA
-// libtorch (STOKER_WITH_CUDA). Memory figures come from cudaMemGetInfo and
-// the caching allocator's statistics; each producing thread copies and
-// gathers on a stream of its own from libtorch's pool and fences the work
-// with an event before the batch is handed over, so the consumer's stream
-// never waits on a half-copied batch and staging buffers are reusable.
+// libtorch (STOKER_WITH_CUDA; elsewhere the CUDA syntax check compiles it).
+// Memory figures come from cudaMemGetInfo and the caching allocator's
+// statistics. Each producing thread copies and gathers on a stream of its
+// own from libtorch's pool and never waits for it: an event recorded after
+// the batch's work is the batch's fence. At hand-over the consumer's
+// current stream waits on that event (cudaStreamWaitEvent, the CPU goes
+// on); when the batch's block is released, an event recorded on the
+// consumer's stream fences its reuse, so no worker overwrites a block that
+// kernels queued by the consumer still read.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
@@ -18,6 +22,18 @@
 
 namespace stoker {
 namespace {
+
+class CudaFence : public DeviceFence {
+ public:
+  explicit CudaFence(const c10::cuda::CUDAStream& stream) { event_.record(stream); }
+  bool done() const override { return event_.query(); }
+  void wait() const override { event_.synchronize(); }
+  // The work queued on `stream` from now on starts after the fence.
+  void order(const c10::cuda::CUDAStream& stream) const { event_.block(stream); }
+
+ private:
+  mutable at::cuda::CUDAEvent event_;  // query/block are not const in every libtorch release
+};
 
 class CudaDevice : public DeviceBackend {
  public:
@@ -57,11 +73,12 @@ class CudaDevice : public DeviceBackend {
     return at::empty({bytes}, at::TensorOptions().dtype(at::kByte).pinned_memory(pinned));
   }
 
+  // From pageable memory cudaMemcpyAsync returns once the source is staged (reusable), from
+  // pinned memory at once: the staging block's release waits on fenceQueuedWork().
   void copyToDevice(void* dst, const void* src, std::int64_t bytes, bool /*pinnedSource*/) override {
     c10::cuda::CUDAGuard guard(index_);
     c10::cuda::CUDAStream stream = threadStream();
     C10_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<std::size_t>(bytes), cudaMemcpyHostToDevice, stream.stream()));
-    fence(stream);
   }
 
   void gatherRows(const at::Tensor& field, const std::int64_t* indices, std::int64_t count, void* out) override {
@@ -74,7 +91,26 @@ class CudaDevice : public DeviceBackend {
     shape[0] = count;
     at::Tensor dst = at::from_blob(out, shape, field.options());
     at::index_select_out(dst, field, 0, idx);
-    fence(stream);
+  }
+
+  std::shared_ptr<DeviceFence> fenceQueuedWork() override {
+    c10::cuda::CUDAGuard guard(index_);
+    return std::make_shared<CudaFence>(threadStream());
+  }
+
+  void orderAfter(const DeviceFence& fence) override {
+    c10::cuda::CUDAGuard guard(index_);
+    if (auto* cuda = dynamic_cast<const CudaFence*>(&fence)) cuda->order(c10::cuda::getCurrentCUDAStream(index_));
+    else fence.wait();
+  }
+
+  FenceMaker consumerUseFence() override {
+    const c10::cuda::CUDAStream consumer = c10::cuda::getCurrentCUDAStream(index_);
+    const c10::DeviceIndex index = index_;
+    return [consumer, index]() -> std::shared_ptr<DeviceFence> {
+      c10::cuda::CUDAGuard guard(index);
+      return std::make_shared<CudaFence>(consumer);
+    };
   }
 
  private:
@@ -85,11 +121,6 @@ class CudaDevice : public DeviceBackend {
     auto& s = streams[static_cast<std::size_t>(index_)];
     if (!s) s = c10::cuda::getStreamFromPool(false, index_);
     return *s;
-  }
-  static void fence(const c10::cuda::CUDAStream& stream) {
-    at::cuda::CUDAEvent done;
-    done.record(stream);
-    done.synchronize();
   }
 
   c10::DeviceIndex index_;

@@ -186,6 +186,10 @@ void SimDevice::gatherRows(const at::Tensor& field, const std::int64_t* indices,
   gatherHostRows(field, indices, count, out);
 }
 
+void finishQueuedWork(DeviceBackend& device) {
+  if (auto fence = device.fenceQueuedWork()) fence->wait();
+}
+
 void gatherHostRows(const at::Tensor& field, const std::int64_t* indices, std::int64_t count, void* out) {
   const auto* src = static_cast<const std::uint8_t*>(field.data_ptr());
   auto* dst = static_cast<std::uint8_t*>(out);

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "data/device_fence.h"
+
 namespace stoker {
 
 enum class DeviceKind { Cpu, Sim, Cuda };
@@ -69,14 +71,28 @@ class DeviceBackend {
   virtual at::Tensor allocateBytes(std::int64_t bytes) = 0;
   // Host staging memory, page-locked when `pinned` and the device has a use for it.
   virtual at::Tensor allocateHostBytes(std::int64_t bytes, bool pinned);
-  // Copies `bytes` from host `src` to device `dst` and returns when the copy
-  // has completed (CUDA: ordered on this thread's copy stream, fenced by an
-  // event), so `src` may be reused.
+  // Copies `bytes` from host `src` to device `dst`. Host devices (cpu, sim)
+  // return with the copy done; CUDA queues it on this thread's copy stream
+  // and returns at once: fenceQueuedWork() says when it is done, and `src`
+  // (pinned) must not be reused before.
   virtual void copyToDevice(void* dst, const void* src, std::int64_t bytes, bool pinnedSource) = 0;
   // out[i] = field[indices[i]]: `field` is a contiguous [N, ...] tensor on
   // the device, `out` room for `count` rows of it there. Indices are host
-  // values already checked against N.
+  // values already checked against N. Queued like copyToDevice.
   virtual void gatherRows(const at::Tensor& field, const std::int64_t* indices, std::int64_t count, void* out) = 0;
+  // A fence after the copies and gathers this thread has queued so far; null
+  // where they were done on return (cpu, sim).
+  virtual std::shared_ptr<DeviceFence> fenceQueuedWork() { return nullptr; }
+  // Makes the device work the calling thread queues next (CUDA: on its
+  // current stream) start after `fence`, without blocking the CPU: a batch
+  // handed over is ready on the consumer's stream, as with PyTorch's
+  // non_blocking=True.
+  virtual void orderAfter(const DeviceFence& fence) { fence.wait(); }
+  // Called at a batch's hand-over on the consumer's thread: what makes, when
+  // the batch's block is released, the fence after everything the consumer
+  // queued on it (CUDA: an event on the consumer's current stream). Empty
+  // where the consumer's work is done when it drops the block.
+  virtual FenceMaker consumerUseFence() { return {}; }
   // The libtorch device batches are created on.
   virtual c10::Device torchDevice() const = 0;
 };
@@ -107,6 +123,8 @@ class SimDevice : public DeviceBackend, public std::enable_shared_from_this<SimD
 
 // Host memory figures from /proc/meminfo (total, MemAvailable).
 DeviceMemory hostMemory();
+// Blocks until the copies and gathers this thread queued on `device` are done.
+void finishQueuedWork(DeviceBackend& device);
 // Row copies for host-memory devices (cpu, sim).
 void gatherHostRows(const at::Tensor& field, const std::int64_t* indices, std::int64_t count, void* out);
 

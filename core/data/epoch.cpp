@@ -111,6 +111,9 @@ void emit(EpochState& s, Clock::time_point now, bool epochEnd) {
     r.mem_reserved = m.reserved;
     r.mem_allocated = m.allocated;
     r.mem_total = m.total;
+    // Page-locked staging: only a CUDA backend pins (the others have no use for it).
+    const bool pins = c.options.pin_memory && c.device->kind() == DeviceKind::Cuda;
+    r.pinned_bytes = pins && c.stagingPool ? c.stagingPool->reservedBytes() : 0;
     r.epoch_end = epochEnd;
     if (w.stagedBatches > 0)
       for (std::size_t k = 0; k < w.stages.size(); ++k)
@@ -206,6 +209,8 @@ Produced produceBatch(EpochState& s, std::int64_t b, WorkerStatus& status, Clock
         throwBadInput("sample " + std::to_string(idx[i]), "out of range for " + std::to_string(n) + " samples");
     for (std::size_t f = 0; f < c.fields.size(); ++f)
       c.device->gatherRows(c.resident[f], idx, count, out->data() + c.fieldOffsets[f]);
+    p.ready = c.device->fenceQueuedWork();
+    out->fenceRelease(p.ready);  // a batch dropped unseen: its block waits for the gather
     checkDeadline();
   } else {
     std::shared_ptr<BufferLease> staging = c.device->isHost() ? out : c.stagingPool->acquire();
@@ -252,6 +257,10 @@ Produced produceBatch(EpochState& s, std::int64_t b, WorkerStatus& status, Clock
         status.stage.store(static_cast<int>(Stage::Copying));
         const auto copyStart = Clock::now();
         copyBlock(c, out->data(), staging->data(), count);
+        // Queued, not done (CUDA): the staging block and the batch's block wait for the copy.
+        p.ready = c.device->fenceQueuedWork();
+        staging->fenceRelease(p.ready);
+        out->fenceRelease(p.ready);
         p.stages[4] = seconds(Clock::now() - copyStart);
       } else {
         p.staging = staging;  // a blocking copy happens on the consumer's thread
@@ -479,12 +488,18 @@ std::optional<Batch> Epoch::next() {
     s.workCv.notify_all();
   }
   if (p.error) fail(p.error);
-  if (p.staging) {
+  if (p.staging) {  // non_blocking=false: the copy is done when next() returns, as in PyTorch
     const auto copyStart = Clock::now();
     copyBlock(c, p.output->data(), p.staging->data(), p.batch->size());
+    finishQueuedWork(*c.device);
     p.stages[4] = seconds(Clock::now() - copyStart);
   }
   p.staging.reset();
+  // The batch is ready on the consumer's stream (its work waits for the worker's copy or
+  // gather, the CPU does not), and its block is not reused before the consumer's stream got
+  // past what it queued on the batch. Channels-last and flips below run on that stream.
+  if (p.ready) c.device->orderAfter(*p.ready);
+  p.output->fenceRelease(c.device->consumerUseFence());
   finishOnDevice(c, *p.batch, s.epoch);
   if (c.options.reuse_buffers) {
     std::lock_guard<std::mutex> lock(s.mutex);

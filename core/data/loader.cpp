@@ -81,6 +81,7 @@ void loadResident(LoaderCore& c) {
     for (std::int64_t off = 0; off < n; off += piece)
       c.device->copyToDevice(static_cast<std::uint8_t*>(raw.data_ptr()) + off,
                              static_cast<const std::uint8_t*>(h.data_ptr()) + off, std::min(piece, n - off), false);
+    finishQueuedWork(*c.device);  // workers gather from it on streams of their own
     onDevice.push_back(at::from_blob(raw.data_ptr(), h.sizes(), [raw](void*) {},
                                      at::TensorOptions().dtype(h.scalar_type()).device(c.device->torchDevice())));
     bytes += n;
@@ -363,6 +364,8 @@ Batch Loader::fetch(const std::vector<std::int64_t>& indices, std::int64_t epoch
     batch.tensors.push_back(at::from_blob(raw.data_ptr(), shape, [raw](void*) {},
                                           at::TensorOptions().dtype(spec.dtype).device(c.device->torchDevice())));
   }
+  // Ready on the caller's stream (CUDA: it waits on this thread's copy stream; the CPU does not).
+  if (auto queued = c.device->fenceQueuedWork()) c.device->orderAfter(*queued);
   return batch;
 }
 

@@ -64,6 +64,7 @@ struct Produced {
   std::exception_ptr error;
   std::shared_ptr<BufferLease> output;   // the batch's block (reuse mode: held by the epoch until the next batch)
   std::shared_ptr<BufferLease> staging;  // non_blocking=false: copied on the consumer's thread
+  std::shared_ptr<DeviceFence> ready;    // the worker's copy or gather queued on the device (CUDA)
   double latencyMs = 0;
   std::array<double, 5> stages{};  // seconds per kTelemetryStages entry; all 0 when not measured
   bool staged = false;             // stages were measured (streaming)

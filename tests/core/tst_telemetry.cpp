@@ -343,9 +343,13 @@ class TestTelemetry : public QObject {
     QVERIFY(listener.port() > 0);
     const std::string address = "127.0.0.1:" + std::to_string(listener.port());
     TelemetryPublisher rank0({address}), rank1({"tcp://" + address});
-    // Connections are set up by the publisher thread, retried once a second: give them a few
-    // seconds (a sanitizer build is slow to connect the first time).
-    for (int i = 0; i < 100 && listener.connections() < 2; ++i) {
+    // Connections are set up by the publisher thread, retried once a second: give them up to
+    // 30 s (a sanitizer build is slow to connect the first time; under `ctest -j2` beside a
+    // multi-process suite on 2 cores, 100 polls once did not suffice: a poll that data from the
+    // first connection ends early is no 50 ms). The loop ends when both are in.
+    QElapsedTimer connecting;
+    connecting.start();
+    while (connecting.elapsed() < 30000 && listener.connections() < 2) {
       rank0.publishLine("{}");
       rank1.publishLine("{}");
       listener.poll(50);

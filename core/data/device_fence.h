@@ -1,0 +1,25 @@
+// data/device_fence: a point in a device's queue of work -- on CUDA an event recorded on a stream
+// -- so that memory the device may still be reading or writing is not handed out again before
+// the device got past it. Host devices (cpu, sim) finish their work before returning and have
+// no fences (a null pointer stands for "already done").
+#pragma once
+
+#include <functional>
+#include <memory>
+
+namespace stoker {
+
+class DeviceFence {
+ public:
+  virtual ~DeviceFence() = default;
+  // Whether the device got past the fence; never blocks.
+  virtual bool done() const = 0;
+  // Blocks the calling thread until done().
+  virtual void wait() const = 0;
+};
+
+// Makes a fence when called: bound at a batch's hand-over to the stream its consumer uses, called
+// when the batch's block is released, so the fence follows everything queued on it until then.
+using FenceMaker = std::function<std::shared_ptr<DeviceFence>()>;
+
+}  // namespace stoker
