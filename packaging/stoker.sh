@@ -11,6 +11,12 @@
 #   bash packaging/stoker.sh fuzz [SECONDS]   every libFuzzer target for SECONDS each (default 60)
 #   bash packaging/stoker.sh soak    fault injection and soak: 10,000 loader epochs with faults,
 #                                    hostile telemetry, killed/ENOSPC/truncated conversions, killed ranks
+#   bash packaging/stoker.sh gpu-check OUTDIR   on a machine with an NVIDIA GPU and PyTorch: build against
+#                                    PyTorch's CUDA libtorch, run the CUDA checks, benchmarks and a
+#                                    training-feed comparison, write OUTDIR/gpu-report.{json,md}
+#                                    (packaging/gpu-check.sh); without a GPU: says so, exits 2
+#   bash packaging/stoker.sh gpu-deps DIR   download (not install) the Debian packages gpu-check
+#                                    builds with, for a GPU machine without them (STOKER_GPU_DEPS=DIR)
 #
 # Safe to run again: packages already installed are skipped and the build is
 # incremental. Set STOKER_BUILD_DIR to build elsewhere (default: ./build).
@@ -256,6 +262,23 @@ run_main() {
   "$bin/stoker" bench --dataset fashion-mnist --batch-size 256 --epochs 3
 }
 
+# The Debian packages a GUI-less build needs besides libtorch, with the runtime libraries they
+# link, and the dataset: what a GPU machine without a package manager is given (STOKER_GPU_DEPS).
+GPU_DEPS=(
+  nlohmann-json3-dev libcli11-dev libxxhash-dev libxxhash0 zlib1g-dev
+  libcpp-httplib-dev libcpp-httplib0.11 libminizip-dev libminizip1
+  libjpeg62-turbo-dev libjpeg62-turbo libspng-dev libspng0 libarchive-dev libarchive13
+  dataset-fashion-mnist
+)
+
+fetch_gpu_deps() {
+  local dir="${1:-}"
+  [[ -n "$dir" ]] || { echo "usage: bash packaging/stoker.sh gpu-deps DIR" >&2; exit 2; }
+  mkdir -p "$dir"
+  (cd "$dir" && apt-get download "${GPU_DEPS[@]}")
+  log "$(ls "$dir"/*.deb | wc -l) packages in $dir: on the GPU machine, STOKER_GPU_DEPS=$dir bash packaging/stoker.sh gpu-check OUTDIR"
+}
+
 case "${1:-}" in
   run) run_main ;;
   test) run_tests ;;
@@ -263,5 +286,7 @@ case "${1:-}" in
   check) run_check ;;
   fuzz) run_fuzz "${2:-60}" ;;
   soak) run_soak ;;
-  *) echo "usage: bash packaging/stoker.sh run|test|build|check|fuzz [SECONDS]|soak" >&2; exit 2 ;;
+  gpu-check) exec bash "$ROOT/packaging/gpu-check.sh" "${2:-}" ;;
+  gpu-deps) fetch_gpu_deps "${2:-}" ;;
+  *) echo "usage: bash packaging/stoker.sh run|test|build|check|fuzz [SECONDS]|soak|gpu-check OUTDIR|gpu-deps DIR" >&2; exit 2 ;;
 esac

@@ -1,18 +1,24 @@
 // stoker-demo-trainer: a small real training program on the Stoker loader,
-// so the Monitor has something to watch. Trains an MLP (784-256-10) on
+// so the Monitor has something to watch. Trains an MLP (784-256-10) or a
+// small CNN (--model cnn: two 3x3 convolutions, 32 and 64 channels) on
 // Fashion-MNIST with Adam, feeding it through stoker::Loader, and publishes
 // the loader's telemetry (--publish HOST:PORT or file:PATH). Under torchrun
 // (RANK/WORLD_SIZE set) each rank reads its DistributedSampler shard and
 // reports its rank; ranks train independent replicas (there is no gradient
 // all-reduce: this demonstrates data feeding, not data-parallel training).
 //
+// With --json each epoch's figures are one JSON line on stdout: `stoker.sh gpu-check` compares
+// them with tests/bench/train_feed_peer.py, the same CNN fed by PyTorch's DataLoader.
+//
 //   stoker-demo-trainer --epochs 2 --publish 127.0.0.1:29650
+//   stoker-demo-trainer --device cuda:0 --model cnn --mode streaming --json
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "io/host_tensor_torch.h"
 #include "data/dataset.h"
@@ -36,16 +42,24 @@ struct Args {
   std::int64_t maxSteps = 0;  // per epoch; 0 = the whole epoch
   double extraStepMicros = 0;
   std::uint64_t seed = 0;
+  std::string model = "mlp";
+  std::string mode = "auto";
+  bool json = false;
 };
 
-struct MlpImpl : torch::nn::Module {
-  MlpImpl() : fc1(register_module("fc1", torch::nn::Linear(784, 256))), fc2(register_module("fc2", torch::nn::Linear(256, 10))) {}
-  torch::Tensor forward(torch::Tensor x) { return fc2(torch::relu(fc1(x.flatten(1)))); }
-  torch::nn::Linear fc1, fc2;
-};
-TORCH_MODULE(Mlp);
+// mlp: 784-256-10. cnn: conv3x3(32)-relu-pool-conv3x3(64)-relu-pool-fc(128)-relu-fc(10), the
+// usual small Fashion-MNIST CNN (the same layers as tests/bench/train_feed_peer.py).
+torch::nn::Sequential makeModel(const std::string& kind) {
+  namespace nn = torch::nn;
+  if (kind == "mlp") return nn::Sequential(nn::Flatten(), nn::Linear(784, 256), nn::ReLU(), nn::Linear(256, 10));
+  if (kind == "cnn")
+    return nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 32, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
+                          nn::Conv2d(nn::Conv2dOptions(32, 64, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
+                          nn::Flatten(), nn::Linear(64 * 7 * 7, 128), nn::ReLU(), nn::Linear(128, 10));
+  stoker::throwBadInput("--model " + kind, "unknown (known: mlp, cnn)");
+}
 
-double testAccuracy(Mlp& model, const torch::Tensor& images, const torch::Tensor& labels, torch::Device device) {
+double testAccuracy(torch::nn::Sequential& model, const torch::Tensor& images, const torch::Tensor& labels, torch::Device device) {
   torch::NoGradGuard noGrad;
   model->eval();
   std::int64_t correct = 0;
@@ -66,6 +80,9 @@ int run(const Args& a) {
   torch::manual_seed(static_cast<std::uint64_t>(a.seed));
 
   LoaderOptions options = gpuOptimized();
+  options.loading_mode = a.mode == "resident"    ? LoadingMode::Resident
+                         : a.mode == "streaming" ? LoadingMode::Streaming
+                                                 : LoadingMode::Auto;
   options.batch_size = a.batchSize;
   options.num_workers = a.workers;
   options.seed = a.seed;
@@ -87,7 +104,7 @@ int run(const Args& a) {
   const LabeledImages test = loadFashionMnist(a.dataDir, Split::Test);
   const at::Tensor testImages = test.images.toTorch(), testLabels = test.labels.toTorch();
 
-  Mlp model;
+  torch::nn::Sequential model = makeModel(a.model);
   model->to(device);
   torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(a.lr));
   std::fprintf(stderr, "rank %d/%d: %s on %s, %s mode, batch %lld\n", rank, world, dataset->description().c_str(),
@@ -113,11 +130,22 @@ int run(const Args& a) {
     }
     epoch.stop();
     const EpochSummary s = loader.lastEpoch();
-    std::printf("rank %d epoch %d: loss %.4f, train accuracy %.3f, test accuracy %.3f, %.0f samples/s, data wait %.1f%%\n",
-                rank, e, seen ? lossSum / static_cast<double>(seen) : 0.0,
-                seen ? static_cast<double>(correct) / static_cast<double>(seen) : 0.0,
-                testAccuracy(model, testImages, testLabels, device), s.seconds > 0 ? static_cast<double>(seen) / s.seconds : 0.0,
-                s.seconds > 0 ? 100 * s.waitSeconds / s.seconds : 0.0);
+    const double loss = seen ? lossSum / static_cast<double>(seen) : 0.0;
+    const double trainAccuracy = seen ? static_cast<double>(correct) / static_cast<double>(seen) : 0.0;
+    const double rate = s.seconds > 0 ? static_cast<double>(seen) / s.seconds : 0.0;
+    const double waitShare = s.seconds > 0 ? s.waitSeconds / s.seconds : 0.0;
+    const double testAcc = testAccuracy(model, testImages, testLabels, device);
+    if (a.json)
+      std::printf("%s\n", nlohmann::json{{"feeder", "stoker-" + loadingModeName(loader.mode())}, {"model", a.model},
+                                         {"device", loader.device().name()}, {"rank", rank}, {"epoch", e},
+                                         {"batch_size", a.batchSize}, {"workers", a.workers}, {"samples", seen},
+                                         {"seconds", s.seconds}, {"samples_per_s", rate}, {"data_wait_share", waitShare},
+                                         {"loss", loss}, {"test_accuracy", testAcc}}
+                               .dump()
+                               .c_str());
+    else
+      std::printf("rank %d epoch %d: loss %.4f, train accuracy %.3f, test accuracy %.3f, %.0f samples/s, data wait %.1f%%\n",
+                  rank, e, loss, trainAccuracy, testAcc, rate, 100 * waitShare);
     std::fflush(stdout);
   }
   if (publisher) {
@@ -132,7 +160,7 @@ int run(const Args& a) {
 
 int main(int argc, char** argv) {
   Args a;
-  CLI::App app{"stoker-demo-trainer: train an MLP on Fashion-MNIST fed by the Stoker loader, publishing telemetry"};
+  CLI::App app{"stoker-demo-trainer: train an MLP or a CNN on Fashion-MNIST fed by the Stoker loader, publishing telemetry"};
   app.set_version_flag("--version", "stoker-demo-trainer 0.1.0");
   app.add_option("--data-dir", a.dataDir, "Fashion-MNIST directory (Debian's dataset-fashion-mnist)");
   app.add_option("--device", a.device, "cpu, sim:N or cuda:N");
@@ -144,6 +172,10 @@ int main(int argc, char** argv) {
   app.add_option("--max-steps", a.maxSteps, "stop each epoch after this many steps (0 = whole epoch)");
   app.add_option("--extra-step-us", a.extraStepMicros, "busy work added to every step, as a heavier model would");
   app.add_option("--seed", a.seed, "seed of the sampler and the model");
+  app.add_option("--model", a.model, "mlp (default) or cnn")->check(CLI::IsMember({"mlp", "cnn"}));
+  app.add_option("--mode", a.mode, "loading mode: auto (default), resident or streaming")
+      ->check(CLI::IsMember({"auto", "resident", "streaming"}));
+  app.add_flag("--json", a.json, "each epoch's figures as one JSON line");
   try {
     app.parse(argc, argv);
     return run(a);

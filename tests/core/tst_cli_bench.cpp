@@ -1,6 +1,6 @@
 // `stoker bench` and `stoker monitor` as users and scripts see them: the JSON
 // contract, exit status 2 with one line for bad input, and telemetry flowing
-// from a bench run to a monitor.
+// from a bench run to a monitor; `stoker.sh gpu-check` where there is no GPU.
 #include <QtTest>
 
 #include <QJsonArray>
@@ -121,6 +121,33 @@ class TestCliBench : public QObject {
     QCOMPARE(devices[0].toObject()["step_share"].toInt(), 30);
     QCOMPARE(devices[1].toObject()["step_share"].toInt(), 10);
     QCOMPARE(devices[0].toObject()["samples"].toInt(), 3000);
+  }
+
+  // Without an NVIDIA GPU, `stoker.sh gpu-check OUTDIR` says so in one line and exits 2 before
+  // building anything; without OUTDIR it prints its usage. Where a GPU is, gpu-check is the test.
+  void gpuCheckWithoutAGpuSaysSoAndExits2() {
+    QProcess smi;
+    smi.start("nvidia-smi", {"-L"});
+    if (smi.waitForFinished(20000) && smi.readAllStandardOutput().startsWith("GPU "))
+      QSKIP("a GPU is present: run bash packaging/stoker.sh gpu-check OUTDIR");
+    QTemporaryDir tmp;
+    const QString script = QString(STOKER_SOURCE_DIR) + "/packaging/stoker.sh";
+    auto run = [&](const QStringList& args) {
+      QProcess p;
+      QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+      env.insert("STOKER_GPU_BUILD_DIR", tmp.filePath("build"));
+      p.setProcessEnvironment(env);
+      p.start("bash", QStringList{script} + args);
+      p.waitForFinished(60000);
+      return std::make_pair(p.exitCode(), QString::fromUtf8(p.readAllStandardError() + p.readAllStandardOutput()).trimmed());
+    };
+    const auto [rc, text] = run({"gpu-check", tmp.filePath("report")});
+    QCOMPARE(rc, 2);
+    QVERIFY2(!text.contains('\n') && text.contains("no NVIDIA GPU"), qPrintable(text));
+    QVERIFY(!QFileInfo::exists(tmp.filePath("build")));
+    const auto [usageRc, usage] = run({"gpu-check"});
+    QCOMPARE(usageRc, 2);
+    QVERIFY2(usage.startsWith("usage: bash packaging/stoker.sh gpu-check OUTDIR"), qPrintable(usage));
   }
 
   void badInput_data() {
