@@ -186,6 +186,12 @@ void SimDevice::gatherRows(const at::Tensor& field, const std::int64_t* indices,
   gatherHostRows(field, indices, count, out);
 }
 
+#ifndef STOKER_WITH_CUDA
+ResidentReplicas broadcastResident(const std::vector<at::Tensor>&, const std::vector<std::shared_ptr<DeviceBackend>>&) {
+  return {{}, "this build's libtorch has no CUDA"};  // cuda_broadcast.cpp in CUDA builds
+}
+#endif
+
 void finishQueuedWork(DeviceBackend& device) {
   if (auto fence = device.fenceQueuedWork()) fence->wait();
 }

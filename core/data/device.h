@@ -123,6 +123,18 @@ class SimDevice : public DeviceBackend, public std::enable_shared_from_this<SimD
 
 // Host memory figures from /proc/meminfo (total, MemAvailable).
 DeviceMemory hostMemory();
+// A resident dataset's fields copied to other devices: perTarget[t][f], or empty with `why`.
+struct ResidentReplicas {
+  std::vector<std::vector<at::Tensor>> perTarget;
+  std::string why;
+};
+// The fields (contiguous, on one CUDA device) replicated onto each of `targets` (other CUDA
+// devices) by NCCL broadcast, one communicator for the local devices; empty with the reason
+// where that cannot be (other kinds of device, a build without CUDA or NCCL, out of memory): the
+// caller then copies from the host.
+ResidentReplicas broadcastResident(const std::vector<at::Tensor>& fields,
+                                   const std::vector<std::shared_ptr<DeviceBackend>>& targets);
+
 // Blocks until the copies and gathers this thread queued on `device` are done.
 void finishQueuedWork(DeviceBackend& device);
 // Row copies for host-memory devices (cpu, sim).

@@ -93,6 +93,17 @@ void loadResident(LoaderCore& c) {
 void chooseModeAndLoad(LoaderCore& c) {
   const LoaderOptions& o = c.options;
   LoadingMode mode = o.loading_mode;
+  std::vector<at::Tensor> preplaced = std::move(c.preplaced);
+  c.preplaced.clear();
+  if (!preplaced.empty() && mode != LoadingMode::Streaming) {
+    if (preplaced.size() != c.fields.size()) throwBadInput("resident fields", "one per dataset field expected");
+    c.residentDeviceBytes = 0;
+    for (const auto& t : preplaced) c.residentDeviceBytes += static_cast<std::int64_t>(t.nbytes());
+    c.resident = std::move(preplaced);
+    c.mode = LoadingMode::Resident;
+    c.note("resident: the dataset arrived on " + c.device->name() + " from another device's loader (NCCL broadcast)");
+    return;
+  }
   const Dataset::ResidentAdvice advice = c.dataset->residentAdvice();
   if (mode == LoadingMode::Resident && advice.refuse)
     throwBadInput("loading_mode resident", advice.reason + " (use auto or streaming)");
@@ -198,7 +209,7 @@ Loader::Loader(std::shared_ptr<Dataset> dataset, LoaderOptions options, DeviceSp
     : Loader(std::move(dataset), std::move(options), DeviceBackend::create(device, sim)) {}
 
 Loader::Loader(std::shared_ptr<Dataset> dataset, LoaderOptions options, std::shared_ptr<DeviceBackend> device,
-               const CancelToken* cancel)
+               const CancelToken* cancel, std::vector<at::Tensor> residentOnDevice)
     : core_(std::make_shared<LoaderCore>()) {
   validateLoaderOptions(options);
   if (!dataset) throwBadInput("loader", "no dataset");
@@ -207,6 +218,7 @@ Loader::Loader(std::shared_ptr<Dataset> dataset, LoaderOptions options, std::sha
   c.options = std::move(options);
   c.device = std::move(device);
   c.cancel = cancel;
+  c.preplaced = std::move(residentOnDevice);
   c.fields = c.dataset->fields();
   c.datasetInMemory = !c.dataset->hostFields().empty();
   c.rank = c.options.shard_rank;
@@ -370,6 +382,10 @@ Batch Loader::fetch(const std::vector<std::int64_t>& indices, std::int64_t epoch
 }
 
 LoadingMode Loader::mode() const { return core_->mode; }
+const std::vector<at::Tensor>& Loader::residentFields() const {
+  static const std::vector<at::Tensor> none;
+  return core_->mode == LoadingMode::Resident ? core_->resident : none;
+}
 int Loader::prefetchDepth() const {
   std::lock_guard<std::mutex> lock(core_->mutex);
   return core_->depth;

@@ -132,8 +132,10 @@ class Loader {
   // while a resident dataset is decoded (Error(Cancelled)) and stays the
   // loader's token (setCancelToken).
   Loader(std::shared_ptr<Dataset> dataset, LoaderOptions options, DeviceSpec device = {}, SimDeviceConfig sim = {});
+  // `residentOnDevice`: the dataset's fields already on `device` (a broadcast from another
+  // device's loader); unless loading_mode is streaming the loader is resident on them.
   Loader(std::shared_ptr<Dataset> dataset, LoaderOptions options, std::shared_ptr<DeviceBackend> device,
-         const CancelToken* cancel = nullptr);
+         const CancelToken* cancel = nullptr, std::vector<at::Tensor> residentOnDevice = {});
   ~Loader();
   Loader(Loader&&) noexcept;
   Loader& operator=(Loader&&) = delete;
@@ -165,6 +167,8 @@ class Loader {
   Batch fetch(const std::vector<std::int64_t>& indices, std::int64_t epoch = 0) const;
 
   LoadingMode mode() const;
+  // Resident mode: the dataset's fields on the device (empty when streaming).
+  const std::vector<at::Tensor>& residentFields() const;
   int prefetchDepth() const;  // of the last epoch started
   std::int64_t batchesPerEpoch() const;
   // Samples an epoch hands out: the sampler's count, less the partial batch

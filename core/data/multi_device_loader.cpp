@@ -112,11 +112,26 @@ MultiDeviceLoader::MultiDeviceLoader(std::shared_ptr<Dataset> dataset, LoaderOpt
     // rule can lift a device one or two above its full-step share.
     for (int d = 0; d < n; ++d) batchSizes[static_cast<std::size_t>(d)] = shares_[static_cast<std::size_t>(d)] + 2;
   }
+  // The first device loads the dataset from the host; when it is a resident CUDA device and the
+  // others are CUDA devices too, one NCCL broadcast replicates it to them (flodl's replication)
+  // instead of a host-to-device copy per GPU. Elsewhere -- or when the broadcast cannot be made
+  // -- every loader loads from the host itself.
+  ResidentReplicas replicas;
   for (int d = 0; d < n; ++d) {
     LoaderOptions o = options_;
     o.batch_size = batchSizes[static_cast<std::size_t>(d)];
-    auto loader = std::make_unique<Loader>(dataset_, o, devices[static_cast<std::size_t>(d)]);
+    std::vector<at::Tensor> preplaced;
+    if (d > 0 && !replicas.perTarget.empty()) preplaced = replicas.perTarget[static_cast<std::size_t>(d - 1)];
+    auto loader = std::make_unique<Loader>(dataset_, o, devices[static_cast<std::size_t>(d)], nullptr, std::move(preplaced));
     loader->setTelemetryRank(options_.shard_rank);
+    if (d == 0 && n > 1 && loader->mode() == LoadingMode::Resident && loader->device().kind() == DeviceKind::Cuda &&
+        options_.loading_mode != LoadingMode::Streaming) {
+      const std::vector<std::shared_ptr<DeviceBackend>> others(devices.begin() + 1, devices.end());
+      replicas = broadcastResident(loader->residentFields(), others);
+      replication_ = replicas.perTarget.empty()
+                         ? "each device loads the dataset from the host (" + replicas.why + ")"
+                         : "the dataset was replicated from " + loader->device().name() + " by one NCCL broadcast";
+    }
     loaders_.push_back(std::move(loader));
   }
   // flodl picks the resident device with the most free memory (its probe
@@ -186,6 +201,7 @@ std::vector<std::string> MultiDeviceLoader::notes() const {
   for (const auto& l : loaders_)
     for (const auto& n : l->notes()) all.push_back(l->device().name() + ": " + n);
   all.push_back("gather device: " + loaders_[static_cast<std::size_t>(gather_)]->device().name());
+  if (!replication_.empty()) all.push_back(replication_);
   return all;
 }
 

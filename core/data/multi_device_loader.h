@@ -8,7 +8,9 @@
 //    follow the times the trainer records (recordStepTime), clamped at the
 //    end of the epoch like `stoker plan --step-ms`.
 // The gather device (where the whole step can be assembled for the loss) is
-// the resident device with the most free memory, as flodl intends.
+// the resident device with the most free memory, as flodl intends. On
+// several CUDA devices the first loads the resident dataset from the host
+// and one NCCL broadcast replicates it to the others.
 //
 //   MultiDeviceLoader loader(dataset, options, {sim0, sim1}, {.weights = {3, 1}});
 //   auto epoch = loader.epoch(e);
@@ -75,7 +77,8 @@ class MultiDeviceLoader {
 
   // Starts epoch `e` on every device (one epoch at a time).
   MultiEpoch epoch(std::int64_t e);
-  // The whole step as one batch on the gather device.
+  // The whole step as one batch on the gather device, gathered from its own resident copy: no
+  // batch travels between devices or through the host.
   Batch gather(const MultiStep& step) const;
 
   // El Che: the trainer's wall time for `batches` batches on `device`.
@@ -94,6 +97,7 @@ class MultiDeviceLoader {
   std::vector<std::int64_t> shares_;  // chunk mode: samples per step per device
   std::unique_ptr<ElChe> elChe_;
   int gather_ = 0;
+  std::string replication_;  // how the other CUDA devices got the resident dataset (notes)
 };
 
 }  // namespace stoker

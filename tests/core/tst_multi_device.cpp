@@ -177,6 +177,35 @@ class TestMultiDevice : public QObject {
     QVERIFY(gatherNoted);
   }
 
+  // What the NCCL replication of several CUDA devices rests on, checked without a GPU: a loader
+  // handed its resident fields on the device uses them instead of loading (and says how they
+  // came), unless told to stream; sim devices are not replicated to (each loads from the host);
+  // the broadcast itself declines with its reason where it cannot run. The broadcast between real
+  // GPUs waits for a machine with two of them.
+  void aLoaderGivenItsResidentFieldsUsesThem() {
+    auto ds = numbered(1000);
+    auto o = baseOptions(50);
+    std::vector<at::Tensor> onDevice;
+    for (const auto& f : ds->hostFields()) onDevice.push_back(f.clone());
+    Loader given(ds, o, sims({64 << 20}).front(), nullptr, onDevice);
+    QCOMPARE(given.mode(), LoadingMode::Resident);
+    QCOMPARE(given.residentFields()[0].data_ptr(), onDevice[0].data_ptr());  // used, not copied
+    const auto notes = given.notes();
+    QVERIFY(std::any_of(notes.begin(), notes.end(), [](const std::string& n) { return n.find("NCCL broadcast") != std::string::npos; }));
+    for (const Batch& b : given.epoch(0)) QVERIFY(rowsMatch(b));
+
+    o.loading_mode = LoadingMode::Streaming;
+    Loader streaming(ds, o, sims({64 << 20}).front(), nullptr, onDevice);
+    QCOMPARE(streaming.mode(), LoadingMode::Streaming);
+    QVERIFY(streaming.residentFields().empty());
+
+    MultiDeviceLoader simulated(ds, baseOptions(50), sims({64 << 20, 64 << 20}));
+    for (const auto& n : simulated.notes()) QVERIFY2(n.find("NCCL") == std::string::npos, n.c_str());
+    const ResidentReplicas none = broadcastResident(ds->hostFields(), sims({64 << 20}));
+    QVERIFY(none.perTarget.empty());
+    QVERIFY2(!none.why.empty(), "a declined broadcast says why");
+  }
+
   void badSetupsAndFeedMisuseAreRefused() {
     auto ds = numbered(100);
     const auto o = baseOptions(8);

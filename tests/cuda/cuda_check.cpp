@@ -28,6 +28,7 @@
 #include "data/datasets/tensor_dataset.h"
 #include "data/device.h"
 #include "data/loader.h"
+#include "data/multi_device_loader.h"
 #include "telemetry/telemetry_record.h"
 
 using namespace stoker;
@@ -37,9 +38,9 @@ namespace {
 
 bool failed = false;
 
-void report(const std::string& check, bool ok, const std::string& detail) {
+void report(const std::string& check, bool ok, const std::string& detail, bool skipped = false) {
   failed = failed || !ok;
-  std::printf("%s\n", nlohmann::json{{"check", check}, {"ok", ok}, {"detail", detail}}.dump().c_str());
+  std::printf("%s\n", nlohmann::json{{"check", check}, {"ok", ok}, {"skipped", skipped}, {"detail", detail}}.dump().c_str());
   std::fflush(stdout);
 }
 
@@ -151,6 +152,30 @@ void autoFallsBackUnderAHog() {
              (right ? "" : ", WRONG batches while streaming"));
 }
 
+// Several GPUs: the resident dataset reaches the others by one NCCL broadcast, and their batches
+// hold the right rows.
+void ncclReplication() {
+  const int gpus = static_cast<int>(at::cuda::device_count());
+  if (gpus < 2) {
+    report("nccl_replication", true, "one GPU: the broadcast needs two (checked where there are)", true);
+    return;
+  }
+  std::vector<std::shared_ptr<DeviceBackend>> devices;
+  for (int d = 0; d < gpus; ++d) devices.push_back(DeviceBackend::create(DeviceSpec{DeviceKind::Cuda, d}));
+  LoaderOptions o = LoaderOptions::builder().batchSize(64).numWorkers(2).loadingMode(LoadingMode::Resident).build();
+  MultiDeviceLoader loader(numbered(4096, {256}), o, devices);
+  bool broadcast = false;
+  for (const auto& n : loader.notes()) broadcast |= n.find("one NCCL broadcast") != std::string::npos;
+  bool right = true;
+  auto epoch = loader.epoch(0);
+  while (auto step = epoch.next())
+    for (const auto& batches : step->perDevice)
+      for (const Batch& b : batches) right = right && at::equal(b["x"].select(1, 0).to(at::kLong).cpu(), b.indices);
+  report("nccl_replication", broadcast && right,
+         std::string(broadcast ? "replicated by NCCL broadcast" : "NOT replicated by NCCL") +
+             (right ? ", every device's batches right" : ", WRONG batches"));
+}
+
 double secondsOf(const std::function<void()>& work) {
   at::cuda::getCurrentCUDAStream().synchronize();
   const auto t0 = Clock::now();
@@ -221,6 +246,7 @@ int main(int argc, char** argv) {
                {4096});
     memoryFigures();
     autoFallsBackUnderAHog();
+    ncclReplication();
     if (benchToo) bench();
   } catch (const std::exception& e) {
     report("no_exception", false, e.what());

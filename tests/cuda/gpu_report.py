@@ -95,7 +95,8 @@ def main():
     md += [f"Machine: {gpus or 'no GPU listed'}; torch {mach.get('torch', '?')}, CUDA {mach.get('cuda', '?')}, "
            f"{mach['cpus']} CPUs. Whole run {a.seconds:.0f} s. Result: **{'pass' if ok else 'FAIL'}**.", ""]
     md += ["| check | result | detail |", "| --- | --- | --- |"]
-    md += [f"| {c['check']} | {'ok' if c['ok'] else 'FAILED'} | {c['detail']} |" for c in checks]
+    md += [f"| {c['check']} | {'skipped' if c.get('skipped') else 'ok' if c['ok'] else 'FAILED'} | {c['detail']} |"
+           for c in checks]
     if not checks:
         md += ["| (none) | FAILED | no check ran: see cuda-check.err |"]
     md += ["", "| figure | Stoker / peer | goal |", "| --- | ---: | ---: |"]
