@@ -21,7 +21,7 @@ namespace {
 
 struct FeedArgs {
   FeedJobOptions job;
-  std::string dataset = "fashion-mnist", device = "cpu";
+  std::string dataset = "fashion-mnist", device = "cpu", collectives = "auto";
   int workers = 1;
   double stepMicros = 0, rendezvousTimeout = 60;
   std::vector<double> rankStepMicros;
@@ -51,8 +51,20 @@ void runFeed(FeedArgs& a) {
     publisher = std::make_shared<TelemetryPublisher>(a.publish);
     loader.addObserver(publisher);
   }
+  // Ranks that feed GPUs talk through NCCL (as a PyTorch job on GPUs would), others through Gloo.
+  const int cudaDevice = loader.device().kind() == DeviceKind::Cuda ? loader.device().torchDevice().index() : -1;
+  CollectiveBackend backend = collectiveBackendFor(cudaDevice);
+  if (a.collectives == "gloo") backend = CollectiveBackend::Gloo;  // e.g. several ranks sharing one GPU
+  if (a.collectives == "nccl") {
+    if (cudaDevice < 0) throwBadInput("--collectives nccl", "needs a CUDA --device (cuda:N); " + a.device + " ranks use gloo");
+    if (backend != CollectiveBackend::Nccl) throwBadInput("--collectives nccl", "this stoker's libtorch has no NCCL (use gloo)");
+  }
   std::unique_ptr<DistGroup> group;
-  if (env && env->worldSize > 1) group = DistGroup::connect(*env, a.rendezvousTimeout);
+  if (env && env->worldSize > 1) {
+    group = DistGroup::connect(*env, a.rendezvousTimeout, backend, cudaDevice);
+    loader.setTelemetryCollectives(collectiveBackendName(backend));
+    if (!a.json) std::fprintf(stderr, "rank %d: collectives over %s\n", rank, collectiveBackendName(backend).c_str());
+  }
   const double micros = a.rankStepMicros.empty() ? a.stepMicros : a.rankStepMicros[static_cast<std::size_t>(rank)];
   const auto reports = runFeedJob(loader, group.get(), a.job, [&](const std::vector<Batch>& batches) {
     busyWork(micros * static_cast<double>(batches.size()));  // the "training step", per batch
@@ -67,7 +79,8 @@ void runFeed(FeedArgs& a) {
                       {"padding", r.padding},
                       {"plan_digest", r.planDigest},
                       {"el_che_counts", r.elCheCounts}});
-  const nlohmann::json doc = {{"rank", rank}, {"world_size", env ? env->worldSize : 1}, {"epochs", epochs}};
+  nlohmann::json doc = {{"rank", rank}, {"world_size", env ? env->worldSize : 1}, {"epochs", epochs}};
+  if (group) doc["collectives"] = collectiveBackendName(group->backend());
   if (a.json) {
     printJson(doc);
     return;
@@ -98,7 +111,10 @@ void addFeedCommands(CLI::App& app, int& exitCode) {
   feed->add_option("--step-us", args->stepMicros, "simulated training step per batch, microseconds");
   feed->add_option("--rank-step-us", args->rankStepMicros, "per-rank step time, microseconds (u0,u1,...)")->delimiter(',');
   feed->add_option("--workers", args->workers, "loader worker threads per rank (default 1)");
-  feed->add_option("--device", args->device, "cpu or sim:N (default cpu)");
+  feed->add_option("--device", args->device, "cpu, sim:N or cuda:N (default cpu)");
+  feed->add_option("--collectives", args->collectives,
+                   "c10d backend of the ranks: auto (NCCL when --device is CUDA, else Gloo), gloo or nccl")
+      ->check(CLI::IsMember({"auto", "gloo", "nccl"}));
   feed->add_option("--progress", j.progressFile, "rank 0 records the committed progress here after each step");
   feed->add_flag("--resume", j.resume, "continue from --progress (any world size)");
   feed->add_option("--record", j.recordDir, "each rank appends the samples of each step to DIR/rank<r>.txt");

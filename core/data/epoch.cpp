@@ -106,6 +106,7 @@ void emit(EpochState& s, Clock::time_point now, bool epochEnd) {
     r.ready = static_cast<int>(static_cast<double>(w.readySum) / batches + 0.5);
     r.mode = loadingModeName(c.mode);
     r.source = "stoker";
+    r.collectives = c.collectives;
     const DeviceMemory m = c.memory();
     r.mem_used = m.used;
     r.mem_reserved = m.reserved;

@@ -289,6 +289,7 @@ void Loader::addObserver(std::shared_ptr<TelemetryObserver> observer) {
 
 void Loader::setCancelToken(const CancelToken* token) { core_->cancel = token; }
 void Loader::setTelemetryRank(int rank) { core_->rank = rank; }
+void Loader::setTelemetryCollectives(const std::string& backend) { core_->collectives = backend; }
 
 Epoch Loader::epoch(std::int64_t e) {
   if (e < 0) throwBadInput("epoch " + std::to_string(e), "must be non-negative");

@@ -145,6 +145,8 @@ class Loader {
   void setCancelToken(const CancelToken* token);
   // Rank reported in telemetry (default: shard_rank).
   void setTelemetryRank(int rank);
+  // The c10d backend of the job this loader feeds ("nccl", "gloo"), reported in telemetry.
+  void setTelemetryCollectives(const std::string& backend);
 
   // Applies the knobs that can change between two batches -- num_workers,
   // prefetch, auto_tune, pin_memory, non_blocking, reuse_buffers,

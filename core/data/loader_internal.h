@@ -30,6 +30,7 @@ struct LoaderCore {
   std::vector<at::Tensor> resident;        // resident mode: the fields on the device
   std::int64_t residentDeviceBytes = 0;    // what resident fields cost the device (0 when zero-copy)
   std::vector<at::Tensor> preplaced;       // fields another loader broadcast onto this device
+  std::string collectives;                 // telemetry: the job's c10d backend (setTelemetryCollectives)
   std::shared_ptr<BufferPool> outputPool;  // batches on the device
   std::shared_ptr<BufferPool> stagingPool; // host staging, streaming to a non-host device
   std::unique_ptr<WorkerPool> workers;

@@ -9,16 +9,49 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#if defined(STOKER_WITH_CUDA) && defined(USE_C10D_NCCL)
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#define STOKER_WITH_NCCL 1
+#endif
 #endif
 
 namespace stoker {
 
+std::string collectiveBackendName(CollectiveBackend b) { return b == CollectiveBackend::Nccl ? "nccl" : "gloo"; }
+
+CollectiveBackend collectiveBackendFor(int cudaDevice) {
+#ifdef STOKER_WITH_NCCL
+  if (cudaDevice >= 0) return CollectiveBackend::Nccl;
+#endif
+  (void)cudaDevice;
+  return CollectiveBackend::Gloo;
+}
+
 #ifdef STOKER_WITH_C10D
 
+// One of the two groups: ProcessGroupGloo and ProcessGroupNCCL share no base class that has the
+// collectives in both libtorch 1.13 (ProcessGroup) and 2.x (Backend), so each is held as itself.
 struct DistGroup::Impl {
   DistEnv env;
+  CollectiveBackend backend = CollectiveBackend::Gloo;
   c10::intrusive_ptr<c10d::TCPStore> store;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
+#ifdef STOKER_WITH_NCCL
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;
+#endif
+  at::TensorOptions options(at::ScalarType dtype) const {
+    at::TensorOptions o = at::TensorOptions().dtype(dtype);
+    return backend == CollectiveBackend::Nccl ? o.device(at::kCUDA, static_cast<c10::DeviceIndex>(cudaDevice)) : o;
+  }
+  template <class F>
+  auto with(F f) {
+#ifdef STOKER_WITH_NCCL
+    if (nccl) return f(*nccl);
+#endif
+    return f(*gloo);
+  }
+  int cudaDevice = -1;
 };
 
 namespace {
@@ -46,7 +79,13 @@ auto collective(const char* name, F f) {
 
 bool distAvailable() { return true; }
 
-std::unique_ptr<DistGroup> DistGroup::connect(const DistEnv& env, double timeoutSeconds) {
+std::unique_ptr<DistGroup> DistGroup::connect(const DistEnv& env, double timeoutSeconds, CollectiveBackend backend,
+                                              int cudaDevice) {
+#ifndef STOKER_WITH_NCCL
+  if (backend == CollectiveBackend::Nccl)
+    throwBadInput("collectives nccl", "this stoker was built against a libtorch without CUDA/NCCL (use gloo)");
+#endif
+  if (backend == CollectiveBackend::Nccl && cudaDevice < 0) throwBadInput("collectives nccl", "needs the rank's CUDA device");
   // Gloo's TCP pairs write without MSG_NOSIGNAL: when a peer dies, the next write raised SIGPIPE
   // and silently killed this rank instead of failing the collective with a named error (found
   // by tests/soak/feed_kill.py). Python ignores SIGPIPE at start-up, which is why PyTorch users
@@ -55,6 +94,8 @@ std::unique_ptr<DistGroup> DistGroup::connect(const DistEnv& env, double timeout
   if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
   auto impl = std::make_unique<Impl>();
   impl->env = env;
+  impl->backend = backend;
+  impl->cudaDevice = cudaDevice;
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeoutSeconds * 1000));
   c10d::TCPStoreOptions so;
   so.port = static_cast<std::uint16_t>(env.masterPort);
@@ -91,11 +132,24 @@ std::unique_ptr<DistGroup> DistGroup::connect(const DistEnv& env, double timeout
                     where(env) + " within " + secs(timeoutSeconds) + " (missing rank" +
                     (missing.find(',') != std::string::npos ? "s " : " ") + missing + ")");
   }
+#ifdef STOKER_WITH_NCCL
+  if (backend == CollectiveBackend::Nccl) {
+    try {
+      c10::cuda::set_device(static_cast<c10::DeviceIndex>(cudaDevice));  // NCCL's communicator binds to the current GPU
+      auto opts = c10d::ProcessGroupNCCL::Options::create();
+      opts->timeout = timeout;
+      impl->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl->store, env.rank, env.worldSize, opts);
+    } catch (const std::exception& e) {
+      throw Error(ErrorKind::Io, "rendezvous", std::string("NCCL could not connect the ranks: ") + e.what());
+    }
+    return std::unique_ptr<DistGroup>(new DistGroup(std::move(impl)));
+  }
+#endif
   try {
     auto opts = c10d::ProcessGroupGloo::Options::create();
     opts->timeout = timeout;
     opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(env.masterAddr));
-    impl->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl->store, env.rank, env.worldSize, opts);
+    impl->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(impl->store, env.rank, env.worldSize, opts);
   } catch (const std::exception& e) {
     throw Error(ErrorKind::Io, "rendezvous", std::string("Gloo could not connect the ranks: ") + e.what());
   }
@@ -104,22 +158,22 @@ std::unique_ptr<DistGroup> DistGroup::connect(const DistEnv& env, double timeout
 
 std::vector<std::int64_t> DistGroup::allgather(std::int64_t value) {
   return collective("allgather", [&] {
-    std::vector<at::Tensor> in{at::full({1}, value, at::kLong)};
+    std::vector<at::Tensor> in{at::full({1}, value, impl_->options(at::kLong))};
     std::vector<std::vector<at::Tensor>> out(1);
-    for (int r = 0; r < worldSize(); ++r) out[0].push_back(at::empty({1}, at::kLong));
-    impl_->group->allgather(out, in)->wait();
+    for (int r = 0; r < worldSize(); ++r) out[0].push_back(at::empty({1}, impl_->options(at::kLong)));
+    impl_->with([&](auto& g) { g.allgather(out, in)->wait(); });
     std::vector<std::int64_t> v;
-    for (const auto& t : out[0]) v.push_back(t.item<std::int64_t>());
+    for (const auto& t : out[0]) v.push_back(t.item<std::int64_t>());  // item() waits for the GPU
     return v;
   });
 }
 
 std::vector<double> DistGroup::allgather(double value) {
   return collective("allgather", [&] {
-    std::vector<at::Tensor> in{at::full({1}, value, at::kDouble)};
+    std::vector<at::Tensor> in{at::full({1}, value, impl_->options(at::kDouble))};
     std::vector<std::vector<at::Tensor>> out(1);
-    for (int r = 0; r < worldSize(); ++r) out[0].push_back(at::empty({1}, at::kDouble));
-    impl_->group->allgather(out, in)->wait();
+    for (int r = 0; r < worldSize(); ++r) out[0].push_back(at::empty({1}, impl_->options(at::kDouble)));
+    impl_->with([&](auto& g) { g.allgather(out, in)->wait(); });
     std::vector<double> v;
     for (const auto& t : out[0]) v.push_back(t.item<double>());
     return v;
@@ -128,7 +182,7 @@ std::vector<double> DistGroup::allgather(double value) {
 
 void DistGroup::barrier() {
   collective("barrier", [&] {
-    impl_->group->barrier()->wait();
+    impl_->with([&](auto& g) { g.barrier()->wait(); });
     return 0;
   });
 }
@@ -137,11 +191,12 @@ void DistGroup::barrier() {
 
 struct DistGroup::Impl {
   DistEnv env;
+  CollectiveBackend backend = CollectiveBackend::Gloo;
 };
 
 bool distAvailable() { return false; }
 
-std::unique_ptr<DistGroup> DistGroup::connect(const DistEnv&, double) {
+std::unique_ptr<DistGroup> DistGroup::connect(const DistEnv&, double, CollectiveBackend, int) {
   throwBadInput("distributed", "this stoker was built without libtorch's c10d/Gloo (install libgloo-dev and rebuild)");
 }
 std::vector<std::int64_t> DistGroup::allgather(std::int64_t) { return {}; }
@@ -154,5 +209,6 @@ DistGroup::DistGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 DistGroup::~DistGroup() = default;
 int DistGroup::rank() const { return impl_->env.rank; }
 int DistGroup::worldSize() const { return impl_->env.worldSize; }
+CollectiveBackend DistGroup::backend() const { return impl_->backend; }
 
 }  // namespace stoker

@@ -1,12 +1,15 @@
 // dist/dist_group: the ranks of a job talking through libtorch's c10d --
 // rendezvous on a TCPStore hosted by rank 0, collectives through Gloo (CPU
-// tensors; what Stoker exchanges is small: plan digests, step times). No
-// home-made protocol. Built only where libtorch has c10d and Gloo headers
-// (STOKER_WITH_C10D); elsewhere connect() throws and says so.
+// tensors) or, when the ranks feed CUDA devices, ProcessGroupNCCL (tensors on
+// the rank's GPU), as a PyTorch job on GPUs would. What Stoker exchanges is
+// small: plan digests, step times. No home-made protocol. Built only where
+// libtorch has c10d and Gloo headers (STOKER_WITH_C10D); NCCL only against a
+// CUDA libtorch; elsewhere connect() throws and says so.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "dist/torchrun_env.h"
@@ -15,6 +18,11 @@ namespace stoker {
 
 bool distAvailable();
 
+enum class CollectiveBackend { Gloo, Nccl };
+std::string collectiveBackendName(CollectiveBackend b);  // "gloo", "nccl"
+// NCCL where the rank feeds a CUDA device (cudaDevice >= 0) and this build has it, else Gloo.
+CollectiveBackend collectiveBackendFor(int cudaDevice);
+
 class DistGroup {
  public:
   // Joins the job: rank 0 hosts the store at MASTER_ADDR:MASTER_PORT. Each
@@ -22,11 +30,14 @@ class DistGroup {
   // `timeoutSeconds` it throws Error(Timeout) naming the ranks that never
   // joined (or, for rank > 0, that no store answered). Collectives that
   // fail because a peer died throw Error(Io) naming the collective.
-  static std::unique_ptr<DistGroup> connect(const DistEnv& env, double timeoutSeconds);
+  // NCCL runs its collectives on `cudaDevice` (this rank's GPU).
+  static std::unique_ptr<DistGroup> connect(const DistEnv& env, double timeoutSeconds,
+                                            CollectiveBackend backend = CollectiveBackend::Gloo, int cudaDevice = -1);
   ~DistGroup();
 
   int rank() const;
   int worldSize() const;
+  CollectiveBackend backend() const;
   std::vector<std::int64_t> allgather(std::int64_t value);
   std::vector<double> allgather(double value);
   void barrier();

@@ -70,6 +70,7 @@ std::string telemetryToJson(const TelemetryRecord& r) {
   if (!r.stages_ms.empty()) j["stages_ms"] = r.stages_ms;
   if (!r.source.empty()) j["source"] = r.source;
   if (!r.loader.empty()) j["loader"] = r.loader;
+  if (!r.collectives.empty()) j["collectives"] = r.collectives;
   return j.dump();
 }
 
@@ -104,6 +105,7 @@ TelemetryRecord telemetryFromJson(const std::string& line) {
     }
     if (present(j, "source")) readField(j["source"], r.source, "source");
     if (present(j, "loader")) readField(j["loader"], r.loader, "loader");
+    if (present(j, "collectives")) readField(j["collectives"], r.collectives, "collectives");
   } catch (const nlohmann::json::exception& e) {
     throwBadInput("telemetry", std::string("a field has the wrong type: ") + e.what());
   }

@@ -62,6 +62,7 @@ struct TelemetryRecord {
   std::int64_t pinned_bytes = kUnknown;
   std::int64_t dropped = kUnknown;  // records the publisher has dropped so far
   std::string loader;               // a name for the loader when a process has several
+  std::string collectives;          // the ranks' c10d backend: "nccl", "gloo", or "" (none, unknown)
 };
 
 std::string telemetryToJson(const TelemetryRecord& r);  // one line, no newline

@@ -104,6 +104,7 @@ class TestMultiProcess : public QObject {
       QVERIFY2(job.code(r) == 0, job.err(r).constData());
       const QJsonObject doc = QJsonDocument::fromJson(job.out(r)).object();
       QCOMPARE(doc["rank"].toInt(), r);
+      QCOMPARE(doc["collectives"].toString(), QString("gloo"));  // CPU ranks: Gloo (CUDA ranks: NCCL)
       for (const auto& e : doc["epochs"].toArray()) digests << e.toObject()["plan_digest"].toString();
     }
     QCOMPARE(digests.size(), 6);
@@ -126,13 +127,17 @@ class TestMultiProcess : public QObject {
       QCOMPARE(all.size(), std::size_t(1002));  // 334 each: two padding repeats
       QCOMPARE(std::set<std::int64_t>(all.begin(), all.end()).size(), std::size_t(1000));
     }
-    // Each rank's loader telemetry carries its rank.
+    // Each rank's loader telemetry carries its rank and the job's collectives backend.
     for (int r = 0; r < 3; ++r) {
       QFile t(dir.filePath(QString("t%1.jsonl").arg(r)));
       QVERIFY(t.open(QIODevice::ReadOnly));
       const auto lines = t.readAll().trimmed().split('\n');
       QVERIFY(!lines.isEmpty());
-      for (const auto& line : lines) QCOMPARE(QJsonDocument::fromJson(line).object()["rank"].toInt(), r);
+      for (const auto& line : lines) {
+        const QJsonObject record = QJsonDocument::fromJson(line).object();
+        QCOMPARE(record["rank"].toInt(), r);
+        QCOMPARE(record["collectives"].toString(), QString("gloo"));
+      }
     }
   }
 
@@ -302,6 +307,11 @@ class TestMultiProcess : public QObject {
     QVERIFY2(r.exitCode == 2 && r.err.contains("\"epoch\" is not an integer in range"), r.err.constData());
     r = stoker::test::runStoker({"feed", "--dataset", "synthetic:100,4", "--weights", "1,0"}, {"RANK=0", "WORLD_SIZE=1"});
     QVERIFY2(r.exitCode == 2 && r.err.contains("2 entries for world size 1"), r.err.constData());
+    // NCCL asked for where it cannot be: CPU ranks; an unknown backend.
+    r = stoker::test::runStoker({"feed", "--dataset", "synthetic:100,4", "--collectives", "nccl"});
+    QVERIFY2(r.exitCode == 2 && r.err.contains("--collectives nccl: needs a CUDA --device"), r.err.constData());
+    r = stoker::test::runStoker({"feed", "--dataset", "synthetic:100,4", "--collectives", "mpi"});
+    QVERIFY2(r.exitCode == 2 && r.err.contains("--collectives"), r.err.constData());
   }
 };
 

@@ -233,6 +233,7 @@ class TestTelemetry : public QObject {
     r.pinned_bytes = 64 << 20;
     r.dropped = 17;
     r.loader = "train.py:42";
+    r.collectives = "nccl";
     const std::string line = telemetryToJson(r);
     const TelemetryRecord back = telemetryFromJson(line);
     QCOMPARE(back.stages_ms.size(), std::size_t(3));
@@ -243,6 +244,7 @@ class TestTelemetry : public QObject {
     QCOMPARE(back.pinned_bytes, std::int64_t(64 << 20));
     QCOMPARE(back.dropped, std::int64_t(17));
     QCOMPARE(back.loader, std::string("train.py:42"));
+    QCOMPARE(back.collectives, std::string("nccl"));
     QCOMPARE(telemetryToJson(back), line);
     // Only DESIGN.md's stage names are kept (a hostile peer cannot grow the map); a stage must be
     // a non-negative number and stages_ms an object.

@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -29,6 +30,7 @@
 #include "data/device.h"
 #include "data/loader.h"
 #include "data/multi_device_loader.h"
+#include "dist/dist_group.h"
 #include "telemetry/telemetry_record.h"
 
 using namespace stoker;
@@ -176,6 +178,26 @@ void ncclReplication() {
              (right ? ", every device's batches right" : ", WRONG batches"));
 }
 
+// NCCL as the feed's ranks use it, with the one GPU there may be: a group of one rank gathers
+// and meets at a barrier over ProcessGroupNCCL.
+void ncclOneRank() {
+  if (!distAvailable()) {
+    report("nccl_one_rank", true, "this build has no c10d (PyTorch's include folder lacked Gloo's headers)", true);
+    return;
+  }
+  DistEnv env;
+  env.masterPort = 29400 + static_cast<int>(::getpid() % 500);
+  try {
+    auto group = DistGroup::connect(env, 60, CollectiveBackend::Nccl, 0);
+    const auto got = group->allgather(std::int64_t{42});
+    group->barrier();
+    report("nccl_one_rank", got == std::vector<std::int64_t>{42} && group->backend() == CollectiveBackend::Nccl,
+           "allgather over ProcessGroupNCCL gave " + (got.empty() ? std::string("nothing") : std::to_string(got[0])));
+  } catch (const std::exception& e) {
+    report("nccl_one_rank", false, e.what());
+  }
+}
+
 double secondsOf(const std::function<void()>& work) {
   at::cuda::getCurrentCUDAStream().synchronize();
   const auto t0 = Clock::now();
@@ -247,6 +269,7 @@ int main(int argc, char** argv) {
     memoryFigures();
     autoFallsBackUnderAHog();
     ncclReplication();
+    ncclOneRank();
     if (benchToo) bench();
   } catch (const std::exception& e) {
     report("no_exception", false, e.what());
