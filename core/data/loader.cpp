@@ -401,7 +401,15 @@ std::int64_t Loader::sampledPerEpoch() const {
   std::int64_t n = core_->dataset->size();
   // A dataset with its own order (WebDataset): its epoch-0 order's length (a rank's share of the
   // shards can change by a shard's samples from epoch to epoch).
-  if (auto own = core_->dataset->ownEpochOrder(o, 0)) return static_cast<std::int64_t>(own->size());
+  {
+    std::lock_guard<std::mutex> lock(core_->mutex);
+    if (core_->ownOrderLength) return *core_->ownOrderLength;
+  }
+  if (auto own = core_->dataset->ownEpochOrder(o, 0)) {  // the sample-order knobs cannot be retuned
+    std::lock_guard<std::mutex> lock(core_->mutex);
+    core_->ownOrderLength = static_cast<std::int64_t>(own->size());
+    return *core_->ownOrderLength;
+  }
   if (o.sampler_type == SamplerType::Distributed)
     n = distributedSamplesPerRank({n, o.shard_rank, o.shard_world_size, o.shuffle, o.seed, o.drop_last});
   else if ((o.sampler_type == SamplerType::RandomWithReplacement || o.sampler_type == SamplerType::Weighted) &&

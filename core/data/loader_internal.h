@@ -31,6 +31,9 @@ struct LoaderCore {
   std::int64_t residentDeviceBytes = 0;    // what resident fields cost the device (0 when zero-copy)
   std::vector<at::Tensor> preplaced;       // fields another loader broadcast onto this device
   std::string collectives;                 // telemetry: the job's c10d backend (setTelemetryCollectives)
+  // The length of a dataset's own epoch order (WebDataset), counted once: building the order
+  // shuffles every sample, and progress asks for it often. Under `mutex`.
+  std::optional<std::int64_t> ownOrderLength;
   std::shared_ptr<BufferPool> outputPool;  // batches on the device
   std::shared_ptr<BufferPool> stagingPool; // host staging, streaming to a non-host device
   std::unique_ptr<WorkerPool> workers;

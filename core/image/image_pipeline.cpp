@@ -4,12 +4,12 @@
 #include <c10/util/Half.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <random>
 
 #include "image/resample.h"
+#include "util/monotonic_seconds.h"
 
 namespace stoker {
 namespace {
@@ -24,8 +24,6 @@ Scratch& scratch() {
   thread_local Scratch s;
   return s;
 }
-
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // Python's round(): halves to even (the current rounding mode is round-to-nearest-even).
 int roundHalfEven(double v) { return static_cast<int>(std::nearbyint(v)); }
@@ -124,7 +122,7 @@ ImagePlan ImagePipeline::plan(int width, int height, const SampleSeed& seed) con
 ImagePlan ImagePipeline::run(const std::uint8_t* data, std::size_t size, const std::string& name, const SampleSeed& seed,
                         std::uint8_t* dst, ImageStageSeconds* seconds) const {
   Scratch& s = scratch();
-  const double t0 = now();
+  const double t0 = seconds ? monotonicSeconds() : 0;  // the clock only when timing is asked for
   const ImageSize image = s.decoder.open(data, size, name);
   ImagePlan p = plan(image.width, image.height, seed);
   const int ow = t_.outWidth, oh = t_.outHeight, rw = p.resizedWidth, rh = p.resizedHeight;
@@ -161,7 +159,7 @@ ImagePlan ImagePipeline::run(const std::uint8_t* data, std::size_t size, const s
     rowEnd = std::max(rowEnd, v.first[static_cast<std::size_t>(y)] + v.count[static_cast<std::size_t>(y)]);
   }
   const RgbRegion region = s.decoder.decode({spanX + colFirst, spanY + rowFirst, colEnd - colFirst, rowEnd - rowFirst}, d);
-  const double t1 = now();
+  const double t1 = seconds ? monotonicSeconds() : 0;
 
   const std::size_t windowBytes = static_cast<std::size_t>(ow) * static_cast<std::size_t>(oh) * 3;
   s.window.resize(windowBytes);
@@ -210,7 +208,7 @@ ImagePlan ImagePipeline::run(const std::uint8_t* data, std::size_t size, const s
     }
   }
   if (seconds) {
-    const double t2 = now();
+    const double t2 = monotonicSeconds();
     seconds->decode += t1 - t0;
     seconds->transform += t2 - t1;
   }

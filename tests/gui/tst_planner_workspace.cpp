@@ -10,6 +10,7 @@
 #include <QTableWidget>
 #include <QThread>
 #include <QTimer>
+#include <ctime>
 
 #include "plan/shard_plan.h"
 #include "plan_grid_view.h"
@@ -147,15 +148,25 @@ class TestPlannerWorkspace : public QObject {
       probe.start();
       QTest::qWait(20);
       QTimer::singleShot(0, [busy] {
-        QElapsedTimer t;
-        t.start();
+        // 120 ms of the thread's own CPU time (not of the wall clock, which a loaded machine
+        // stretches with waits for a CPU that the probe rightly leaves out), or asleep.
+        auto cpuMs = [] {
+          timespec ts{};
+          clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+          return ts.tv_sec * 1000.0 + ts.tv_nsec / 1e6;
+        };
+        const double start = cpuMs();
         if (busy)
-          while (t.elapsed() < 120) {
+          while (cpuMs() - start < 120) {
           }
         else
           QThread::msleep(120);
       });
-      QTest::qWait(60);
+      // Events run until the probe has ticked after the stall (a fixed wait shorter than a
+      // stretched stall could end first), at most 10 s.
+      QElapsedTimer waited;
+      waited.start();
+      while (probe.worstMs() < 100 && waited.elapsed() < 10000) QTest::qWait(10);
       probe.stop();
       QVERIFY2(probe.worstMs() >= 100, qPrintable(QString("%1 stall measured as %2 ms")
                                                       .arg(busy ? "a busy" : "a sleeping")

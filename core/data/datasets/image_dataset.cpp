@@ -1,9 +1,9 @@
 #include "data/datasets/image_dataset.h"
 
-#include <chrono>
 #include <cstring>
 
 #include "util/error.h"
+#include "util/monotonic_seconds.h"
 
 namespace stoker {
 namespace {
@@ -18,7 +18,6 @@ c10::ScalarType scalarType(ImageDtype d) {
   return c10::ScalarType::Float;
 }
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 }  // namespace
 
@@ -51,9 +50,9 @@ void EncodedImageDataset::readSamples(const std::int64_t* indices, std::int64_t 
     std::int64_t label = 0;
     ImageStageSeconds seconds;
     try {
-      const double t0 = context.stages ? now() : 0;
+      const double t0 = context.stages ? monotonicSeconds() : 0;
       fetch(indices[i], bytes, label, name);
-      if (context.stages) context.stages->read += now() - t0;
+      if (context.stages) context.stages->read += monotonicSeconds() - t0;
       pipeline_.run(bytes.data(), bytes.size(), name, SampleSeed{context.seed, context.epoch, indices[i]},
                     dst[0] + i * imageBytes, context.stages ? &seconds : nullptr);
     } catch (...) {

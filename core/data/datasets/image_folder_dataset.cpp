@@ -1,17 +1,12 @@
 #include "data/datasets/image_folder_dataset.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <map>
 
 #include "util/error.h"
-#include "util/pread_full.h"
+#include "util/read_file.h"
 
 namespace stoker {
 namespace fs = std::filesystem;
@@ -94,23 +89,7 @@ ImageFolderDataset::ImageFolderDataset(const std::string& root, const std::strin
 void ImageFolderDataset::fetch(std::int64_t index, std::vector<std::uint8_t>& bytes, std::int64_t& label, std::string& name) const {
   name = files_[static_cast<std::size_t>(index)];
   label = labels_[static_cast<std::size_t>(index)];
-  const int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw Error(ErrorKind::Io, name, std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throwBadInput(name, "not a regular file");
-  }
-  if (st.st_size > (std::int64_t(1) << 30)) {
-    ::close(fd);
-    throwBadInput(name, "larger than 1 GiB: not an image Stoker decodes");
-  }
-  bytes.resize(static_cast<std::size_t>(st.st_size));
-  const long long got = preadFull(fd, bytes.data(), bytes.size(), 0);
-  const int err = errno;
-  ::close(fd);
-  if (got < 0) throw Error(ErrorKind::Io, name, std::strerror(err));
-  bytes.resize(static_cast<std::size_t>(got));
+  readWholeFile(name, std::size_t(1) << 30, bytes);  // 1 GiB: no image is that large
 }
 
 std::shared_ptr<Dataset> openImageFolderDataset(const std::string& spec, const LoaderOptions& options) {

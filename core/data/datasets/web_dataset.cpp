@@ -2,10 +2,8 @@
 
 #include <archive.h>
 #include <archive_entry.h>
-#include <fcntl.h>
 #include <glob.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -14,7 +12,7 @@
 
 #include "data/datasets/dataset_spec.h"
 #include "util/error.h"
-#include "util/pread_full.h"
+#include "util/read_file.h"
 
 namespace stoker {
 namespace {
@@ -185,13 +183,8 @@ void WebDataset::fetch(std::int64_t index, std::vector<std::uint8_t>& bytes, std
   // Opened per read, not kept: datasets of thousands of shards stay under the fd limit, and an
   // open + close costs microseconds next to a decode.
   const std::string& path = shards_[static_cast<std::size_t>(s.shard)];
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw Error(ErrorKind::Io, path, std::strerror(errno));
-  const long long got = preadFull(fd, bytes.data(), bytes.size(), s.offset);
-  const int err = errno;
-  ::close(fd);
-  if (got < 0) throw Error(ErrorKind::Io, name, std::strerror(err));
-  if (static_cast<std::uint64_t>(got) != s.size) throwBadInput(name, "the shard ended inside this image (truncated since it was opened?)");
+  const std::size_t got = readFileRange(path, s.offset, bytes.data(), bytes.size(), name);
+  if (got != s.size) throwBadInput(name, "the shard ended inside this image (truncated since it was opened?)");
 }
 
 std::optional<std::vector<std::int64_t>> WebDataset::ownEpochOrder(const LoaderOptions& o, std::int64_t epoch) const {
