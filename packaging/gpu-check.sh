@@ -75,7 +75,7 @@ cmake -S "$ROOT" -B "$BUILD" "${GENERATOR[@]}" -DCMAKE_BUILD_TYPE=Release -DSTOK
   -DSTOKER_PCH=ON -DSTOKER_C10D="$C10D" -DCMAKE_PREFIX_PATH="$PREFIXES" "${CMAKE_EXTRA[@]}" >"$OUT/configure.log" 2>&1 ||
   { tail -30 "$OUT/configure.log" >&2; log "configure failed (log: $OUT/configure.log)"; exit 1; }
 grep -q 'CUDA=ON' "$OUT/configure.log" || { log "the libtorch found has no CUDA (see $OUT/configure.log)"; exit 1; }
-cmake --build "$BUILD" -j "$JOBS" --target stoker_cuda_check stoker-demo-trainer stoker >"$OUT/build.log" 2>&1 ||
+cmake --build "$BUILD" -j "$JOBS" --target stoker_cuda_check stoker-demo-trainer stoker stoker-torch >"$OUT/build.log" 2>&1 ||
   { tail -40 "$OUT/build.log" >&2; log "build failed (log: $OUT/build.log)"; exit 1; }
 log "built in $((SECONDS - START)) s"
 
