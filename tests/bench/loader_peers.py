@@ -7,23 +7,17 @@ Fashion-MNIST from Debian's dataset-fashion-mnist, float32 [N,1,28,28] in
   - the hand-written loop: randperm + index_select per batch.
 Prints one JSON document; each figure is the median of ROUNDS epochs after a
 warm-up epoch."""
-import gzip, json, os, statistics, sys, time
+import json, os, statistics, sys, time
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from idx_file import read_idx as idx  # noqa: E402
+
 ROUNDS = int(os.environ.get("ROUNDS", "5"))
 DIR = sys.argv[1] if len(sys.argv) > 1 else "/usr/share/datasets/fashion-mnist"
-
-
-def idx(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        data = f.read()
-    dims = data[3]
-    shape = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
 
 
 def find(stem):

@@ -8,23 +8,17 @@ training loop spent waiting for data (in the iterator and the copy call).
     train_feed_peer.py --device cuda:0 --workers 4 --epochs 2
 """
 import argparse
-import gzip
 import json
 import os
+import sys
 import time
 
 import numpy as np
 import torch
 from torch import nn
 
-
-def read_idx(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        data = f.read()
-    dims = data[3]
-    shape = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from idx_file import read_idx  # noqa: E402
 
 
 def find(data_dir, stem):
