@@ -126,23 +126,35 @@ void validateConvertOptions(const CheckpointInfo& source, const ReshardPlan& pla
     throwBadInput("--memory-budget " + mib(o.memoryBudget),
                   "is too small for --jobs " + std::to_string(o.jobs) + ": needs at least " + mib(needed) +
                       " (8 MiB per job)");
-  // Tensors that must sit whole in memory: every tensor of a .pt output, and
-  // strided .pt views in the source.
+  // What one job holds at once for an output tensor: the whole tensor when its format writes a
+  // record in one piece (.pt, DCP), plus the largest source piece it reads whole -- a strided .pt
+  // view (loaded whole), or a strided DCP item, whose storage record is read whole (torch.save keeps
+  // a view's entire storage, which may be far larger than the chunk) beside its gathered copy.
   std::uint64_t whole = 0;
   std::string wholeName;
+  bool stridedSource = false;
   const bool recordsWhole = plan.target.kind == TargetKind::Pt || plan.target.kind == TargetKind::Dcp;
-  if (recordsWhole)
-    for (const auto& f : plan.files)
-      for (const auto& t : f.tensors)
-        if (t.nbytes > whole) whole = t.nbytes, wholeName = t.name;
-  for (const auto& t : source.tensors)
-    for (const auto& p : t.pieces)
-      if (p.loadsWhole() && t.nbytes > whole) whole = t.nbytes, wholeName = t.name;
+  for (const auto& f : plan.files)
+    for (const auto& t : f.tensors) {
+      std::uint64_t piece = 0;
+      for (const auto& seg : t.segments) {
+        const TensorPiece& p = *seg.piece;
+        if (p.strided) {
+          std::uint64_t numel = 1;
+          for (auto d : p.shape) numel *= static_cast<std::uint64_t>(d);
+          piece = std::max(piece, p.strided->storageBytes + dtypeBytesFor(t.source->dtype, numel).value_or(0));
+        } else if (p.loadFromPt) {
+          piece = std::max(piece, t.source->nbytes);
+        }
+      }
+      const std::uint64_t held = (recordsWhole ? t.nbytes : 0) + piece;
+      if (held > whole) whole = held, wholeName = t.name, stridedSource = piece > 0;
+    }
   if (whole + kMinJobBytes > o.memoryBudget)
     throwBadInput("--memory-budget " + mib(o.memoryBudget),
                   "is too small: tensor \"" + wholeName + "\" must be held whole in memory (" + mib(whole) +
-                      (recordsWhole ? ", a .pt record or DCP item is written in one piece" :
-                                                            ", it is stored strided in the source") +
+                      (stridedSource ? ", it is stored strided in the source, read whole" :
+                                       ", a .pt record or DCP item is written in one piece") +
                       "); raise it to at least " + mib(whole + kMinJobBytes) +
                       (plan.target.kind == TargetKind::Pt ? " or convert --to single" : ""));
 }
@@ -211,11 +223,9 @@ void prepareDestination(const CheckpointInfo& source, const std::string& dst, co
 // the journal's own evidence -- and the index holds exactly the planned bytes.
 bool finishedWithoutJournal(const ReshardPlan& plan, const std::string& dst) {
   std::error_code ec;
-  if (plan.indexFromItems) {  // sizes are known only once written; the index is written last
-    for (const auto& f : plan.files)
-      if (!fs::is_regular_file(fs::path(dst) / f.name, ec)) return false;
-    return fs::is_regular_file(fs::path(dst) / plan.indexName, ec);
-  }
+  // DCP: sizes are known only once written, so the .metadata (written last) must list each
+  // planned item where its file holds it.
+  if (plan.indexFromItems) return dcpOutputMatchesPlan(plan, dst);
   for (const auto& f : plan.files) {
     const auto size = fs::file_size(fs::path(dst) / f.name, ec);
     if (ec || size != f.fileBytes) return false;

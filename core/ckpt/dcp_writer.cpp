@@ -1,6 +1,7 @@
 #include "ckpt/dcp_writer.h"
 
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -9,11 +10,15 @@
 #include "ckpt/convert_journal.h"
 #include "ckpt/tensor_stream.h"
 #include "ckpt/torch_ops.h"
+#include "io/dcp_item.h"
+#include "io/dcp_metadata.h"
 #include "io/pickle_writer.h"
 #include "io/pt_file.h"
 #include "io/safetensors_writer.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/read_file.h"
+#include "util/read_only_fd.h"
 
 namespace stoker {
 namespace fs = std::filesystem;
@@ -262,6 +267,60 @@ std::string dcpMetadataPickle(const ReshardPlan& plan,
   });
   p.stop();
   return p.out;
+}
+
+bool dcpOutputMatchesPlan(const ReshardPlan& plan, const std::string& dst) {
+  try {
+    std::vector<std::uint8_t> bytes;
+    readWholeFile((fs::path(dst) / plan.indexName).string(), 256u << 20, bytes);
+    const DcpMetadata md = parseDcpMetadata(bytes.data(), bytes.size(), plan.indexName);
+    std::map<std::pair<std::string, std::vector<std::int64_t>>, std::pair<const DcpEntry*, const DcpChunk*>> chunks;
+    std::map<std::string, const DcpEntry*> byteEntries;
+    for (const auto& e : md.entries) {
+      if (!e.isTensor) byteEntries[e.fqn] = &e;
+      for (const auto& c : e.chunks) chunks[{e.fqn, c.offsets}] = {&e, &c};
+    }
+    std::size_t planned = 0;
+    for (std::size_t fi = 0; fi < plan.files.size(); ++fi) {
+      const PlannedFile& f = plan.files[fi];
+      const std::string path = (fs::path(dst) / f.name).string();
+      std::vector<std::pair<std::uint64_t, std::uint64_t>> spans;  // (offset, length) of each item
+      auto inThisFile = [&](const std::optional<DcpStorage>& s) {
+        if (!s || s->relativePath != f.name || !s->transforms.empty()) return false;
+        spans.emplace_back(s->offset, s->length);
+        return true;
+      };
+      if (fi == 0)
+        for (const auto& b : plan.bytesItems) {
+          auto it = byteEntries.find(b.name);
+          if (it == byteEntries.end() || !inThisFile(it->second->bytes) || spans.back().second != b.bytes) return false;
+        }
+      ReadOnlyFd fd(path);
+      if (fd.get() < 0) return false;
+      for (const auto& t : f.tensors) {
+        auto it = chunks.find({t.name, t.box.start});
+        if (it == chunks.end()) return false;
+        const DcpEntry& e = *it->second.first;
+        const DcpChunk& c = *it->second.second;
+        if (e.dtype != t.dtype || e.size != t.source->shape || c.sizes != t.box.shape || !inThisFile(c.storage))
+          return false;
+        const DcpTensorItem item = readDcpTensorItem(fd.get(), path, c.storage->offset, c.storage->length, path);
+        if (item.ref.dtype != t.dtype || item.ref.size != t.box.shape) return false;
+        ++planned;
+      }
+      std::sort(spans.begin(), spans.end());
+      std::uint64_t end = 0;
+      for (const auto& [offset, length] : spans) {
+        if (offset != end) return false;
+        end += length;
+      }
+      struct stat st {};
+      if (::fstat(fd.get(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) != end) return false;
+    }
+    return planned == chunks.size() && byteEntries.size() == plan.bytesItems.size();
+  } catch (const Error&) {
+    return false;  // unreadable or not what the plan makes: not a finished conversion
+  }
 }
 
 }  // namespace stoker

@@ -38,6 +38,12 @@ std::vector<DcpWrittenItem> parseDcpItemsLog(const std::string& text, const std:
 // Where a file's log lives in DST's journal.
 std::string dcpItemsLogPath(const std::string& dst, const std::string& file);
 
+// Whether DST holds `plan`'s DCP output, finished: its .metadata lists exactly the planned chunks
+// (names, offsets, sizes, dtype) and non-tensor items, each in its planned file, the items of a
+// file lie back to back from its first byte to its last, and every tensor item is a torch.save zip
+// of its chunk's dtype and size. What --resume trusts when a conversion's journal is already gone.
+bool dcpOutputMatchesPlan(const ReshardPlan& plan, const std::string& dst);
+
 // The .metadata pickle for `plan`, given each file's items (by file name).
 std::string dcpMetadataPickle(const ReshardPlan& plan,
                               const std::function<std::vector<DcpWrittenItem>(const std::string& file)>& itemsOf);

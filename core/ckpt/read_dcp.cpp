@@ -18,28 +18,14 @@
 #include "io/strided_gather.h"
 #include "util/error.h"
 #include "util/pread_full.h"
+#include "util/read_only_fd.h"
 
 namespace stoker {
 namespace fs = std::filesystem;
 namespace {
 
-class Fd {
- public:
-  // O_NONBLOCK: a FIFO named by a hostile .metadata must not hang the reader (regular files ignore it).
-  explicit Fd(const std::string& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 std::vector<std::uint8_t> readWhole(const std::string& path) {
-  Fd fd(path);
+  ReadOnlyFd fd(path);
   if (fd.get() < 0) throwIo(path, "cannot open", errno);
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) throwIo(path, "cannot stat", errno);
@@ -124,7 +110,7 @@ void readDcpDirectory(const std::string& dirIn, CheckpointInfo& info) {
     if (it == files.end()) {
       const std::string path = (fs::path(dir) / s.relativePath).string();
       DataFile f;
-      Fd fd(path);
+      ReadOnlyFd fd(path);
       if (fd.get() < 0) throwBadInput(metaPath, what + ": its data file " + path + " is missing or unreadable");
       struct stat st {};
       if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) throwBadInput(path, "is not a regular file");
@@ -179,7 +165,7 @@ void readDcpDirectory(const std::string& dirIn, CheckpointInfo& info) {
       if (!ok) break;
       if (!c.storage) throwBadInput(metaPath, what + ": no storage_data entry for this chunk");
       const DataFile& f = dataFile(*c.storage, what);
-      Fd fd(info.files[f.index]);
+      ReadOnlyFd fd(info.files[f.index]);
       if (fd.get() < 0) throwIo(info.files[f.index], "cannot open", errno);
       const DcpTensorItem item =
           readDcpTensorItem(fd.get(), info.files[f.index], c.storage->offset, c.storage->length, metaPath + ": " + what);

@@ -10,24 +10,18 @@
 #include "util/byte_size.h"
 #include "util/error.h"
 #include "util/pread_full.h"
+#include "util/read_only_fd.h"
 
 namespace stoker {
 namespace {
 
-// O_NONBLOCK: a FIFO named like an image must not hang the worker in open(); the file-type check
-// then refuses it.
-class OpenFile {
+// Opens `path` or throws Error(Io) with the system's reason.
+class OpenFile : public ReadOnlyFd {
  public:
-  explicit OpenFile(const std::string& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)) {
-    if (fd_ < 0) throw Error(ErrorKind::Io, path, std::strerror(errno));
+  explicit OpenFile(const std::string& path) : ReadOnlyFd(path) {
+    if (get() < 0) throw Error(ErrorKind::Io, path, std::strerror(errno));
   }
-  ~OpenFile() { ::close(fd_); }
-  OpenFile(const OpenFile&) = delete;
-  OpenFile& operator=(const OpenFile&) = delete;
-  int fd() const { return fd_; }
-
- private:
-  int fd_;
+  int fd() const { return get(); }
 };
 
 std::size_t readAt(const OpenFile& f, std::uint64_t offset, void* dst, std::size_t n, const std::string& subject) {

@@ -8,13 +8,15 @@ usage: dcp_fixtures.py single OUT           one process (no_dist): dtypes, a str
        dcp_fixtures.py model OUT MIB        a 2-process Gloo job saving an MIB-sized transformer-like
                                             model, every parameter dim-0 sharded (FSDP's layout);
                                             no reference.pt (for benchmarks)
+       dcp_fixtures.py view OUT             one process: a 32 KiB strided view whose item holds
+                                            its 16 MiB storage (torch.save of the view)
        dcp_fixtures.py torch2 SRC OUT       SRC's checkpoint with its .metadata re-pickled under
                                             torch >= 2.x module paths and fields
        dcp_fixtures.py bad SRC OUT          one broken copy of SRC per bad input, in OUT/<case>
 
 Debian's torch 1.13 DCP does not import under Python 3.11 without dcp_compat (imported first).
 """
-import dataclasses, os, pickle, shutil, socket, struct, subprocess, sys, types
+import dataclasses, io, os, pickle, shutil, socket, struct, subprocess, sys, types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dcp_compat import dcp, fs13, md13, torch  # noqa: E402
@@ -39,6 +41,23 @@ def single(out):
     }
     dcp.save_state_dict(sd, dcp.FileSystemWriter(out), no_dist=True)
     torch.save({k: v for k, v in sd.items() if isinstance(v, torch.Tensor)}, os.path.join(out, "..", os.path.basename(out) + "-reference.pt"))
+
+
+def view(out):
+    """DCP's writer saves a view's chunk compactly; another writer may torch.save the view itself,
+    whose item then holds the whole storage. The item is swapped for such a save."""
+    big = torch.randn(4096, 1024, generator=torch.Generator().manual_seed(3))
+    sd = {"model.narrow.weight": big[:, :2]}
+    dcp.save_state_dict(sd, dcp.FileSystemWriter(out), no_dist=True)
+    buf = io.BytesIO()
+    torch.save(sd["model.narrow.weight"], buf)  # strided, with big's 16 MiB storage
+    meta = _load(out)
+    info = next(iter(meta.storage_data.values()))
+    with open(os.path.join(out, info.relative_path), "wb") as f:
+        f.write(buf.getvalue())
+    info.offset, info.length = 0, len(buf.getvalue())
+    _save(meta, out)
+    torch.save({k: v.contiguous() for k, v in sd.items()}, os.path.join(out, "..", os.path.basename(out) + "-reference.pt"))
 
 
 def _free_port():
@@ -269,6 +288,7 @@ if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "single": single(sys.argv[2])
     elif mode == "sharded": sharded(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 1)
+    elif mode == "view": view(sys.argv[2])
     elif mode == "model": model(sys.argv[2], int(sys.argv[3]))
     elif mode == "torch2": torch2(sys.argv[2], sys.argv[3])
     elif mode == "bad": bad(sys.argv[2], sys.argv[3])

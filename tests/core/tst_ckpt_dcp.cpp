@@ -43,7 +43,7 @@ class TestCkptDcp : public QObject {
     if (!stoker::test::pythonTorchAvailable()) QSKIP("Debian's python3-torch is not installed");
     for (const QStringList& args : {QStringList{"single", tmp("single")}, QStringList{"sharded", tmp("sharded"), "2"},
                                     QStringList{"torch2", tmp("single"), tmp("torch2")},
-                                    QStringList{"bad", tmp("sharded"), tmp("bad")}}) {
+                                    QStringList{"bad", tmp("sharded"), tmp("bad")}, QStringList{"view", tmp("view")}}) {
       auto r = fixtures(args);
       QVERIFY2(r.exitCode == 0, (args.join(' ').toUtf8() + ": " + r.err).constData());
     }
@@ -201,6 +201,35 @@ class TestCkptDcp : public QObject {
     QVERIFY2(load.exitCode == 0, (load.out + load.err).constData());
     auto again = runStoker({"ckpt", "convert", tmp("sharded"), dst, "--to", "dcp:4", "--resume"});
     QVERIFY2(again.exitCode == 0, again.err.constData());  // finished: nothing to do
+    // With the journal gone, --resume trusts only a .metadata that lists every planned item where
+    // its file holds it: a shard cut short, or a .metadata that is not the plan's, is refused.
+    QFile shard(dst + "/__1_0.distcp");
+    const qint64 full = shard.size();
+    QVERIFY(shard.resize(full - 1));
+    auto cut = runStoker({"ckpt", "convert", tmp("sharded"), dst, "--to", "dcp:4", "--resume"});
+    QCOMPARE(cut.exitCode, 2);
+    QVERIFY2(cut.err.contains("a finished conversion removes its journal"), cut.err.constData());
+    QVERIFY(shard.resize(full));
+    auto otherPlan = runStoker({"ckpt", "convert", tmp("sharded"), dst, "--to", "dcp:3", "--resume"});
+    QCOMPARE(otherPlan.exitCode, 2);
+    QVERIFY2(otherPlan.err.contains("a finished conversion removes its journal"), otherPlan.err.constData());
+  }
+
+  // An item that torch.save'd a view holds the view's whole storage (16 MiB for a 32 KiB chunk),
+  // read whole to gather the chunk: the memory budget counts it, and a big enough one converts it.
+  void memoryBudgetCountsAStridedItemsStorage() {
+    auto tight = runStoker({"ckpt", "convert", tmp("view"), tmp("view-tight"), "--to", "single", "--jobs", "1",
+                            "--memory-budget", "16MiB"});
+    QCOMPARE(tight.exitCode, 2);
+    QVERIFY2(tight.err.contains("\"model.narrow.weight\" must be held whole") &&
+                 tight.err.contains("stored strided in the source"),
+             tight.err.constData());
+    QVERIFY(!QFileInfo::exists(tmp("view-tight") + "/model.safetensors"));
+    auto roomy = runStoker({"ckpt", "convert", tmp("view"), tmp("view-roomy"), "--to", "single", "--jobs", "1",
+                            "--memory-budget", "32MiB"});
+    QVERIFY2(roomy.exitCode == 0, roomy.err.constData());
+    auto v = runStoker({"ckpt", "verify", tmp("view-roomy"), tmp("view-reference.pt")});
+    QVERIFY2(v.exitCode == 0, (v.out + v.err).constData());
   }
 
   // DCP -> DCP keeps the non-tensor items (step counters, RNG states) byte for byte.
