@@ -39,6 +39,7 @@ PACKAGES=(
   clang libclang-rt-14-dev llvm  # libFuzzer targets and readable sanitizer stacks (llvm-symbolizer)
   libcpp-httplib-dev  # the Prometheus /metrics endpoint
   libminizip-dev  # zip records of .pt files and DCP items, read without libtorch
+  libzstd-dev python3-zstandard  # zstd-compressed DCP items (torch >= 2.6), and the fixture writing them
   libjpeg62-turbo-dev libspng-dev  # image datasets: JPEG (libjpeg-turbo's libjpeg API) and PNG decoding
   libarchive-dev  # WebDataset tar shards
   python3-skimage  # the real photographs the image benchmarks and tests are cut from
@@ -266,7 +267,7 @@ run_main() {
 # link, and the dataset: what a GPU machine without a package manager is given (STOKER_GPU_DEPS).
 GPU_DEPS=(
   nlohmann-json3-dev libcli11-dev libxxhash-dev libxxhash0 zlib1g-dev
-  libcpp-httplib-dev libcpp-httplib0.11 libminizip-dev libminizip1
+  libcpp-httplib-dev libcpp-httplib0.11 libminizip-dev libminizip1 libzstd-dev
   libjpeg62-turbo-dev libjpeg62-turbo libspng-dev libspng0 libarchive-dev libarchive13
   dataset-fashion-mnist
 )

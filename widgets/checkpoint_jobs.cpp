@@ -77,7 +77,7 @@ std::shared_ptr<const ReshardPlan> CheckpointJobs::makePlan(const ConvertSetting
   if (!src) throwBadInput("convert", "open a checkpoint first");
   requireConsistent(*src);
   auto plan = std::make_shared<ReshardPlan>(planReshard(*src, parseTargetSpec(s.target.toStdString(), s.dtype.toStdString())));
-  validateConvertOptions(*src, *plan, convertOptions(s));
+  validateConvertOptions(*plan, convertOptions(s));
   return plan;
 }
 

@@ -90,7 +90,7 @@ void addConvert(CLI::App& ckpt, int& exitCode) {
     requireConsistent(info);
     ReshardPlan plan = planReshard(info, target);
     if (args->dryRun) {
-      validateConvertOptions(info, plan, options);
+      validateConvertOptions(plan, options);
       if (args->json)
         printJson(planJson(info, plan, options));
       else

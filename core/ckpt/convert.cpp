@@ -111,7 +111,7 @@ void removeStaleTemporaries(const std::string& dst) {
 
 }  // namespace
 
-void validateConvertOptions(const CheckpointInfo& source, const ReshardPlan& plan, const ConvertOptions& o) {
+void validateConvertOptions(const ReshardPlan& plan, const ConvertOptions& o) {
   if (o.jobs < 1 || o.jobs > 256) throwBadInput("--jobs " + std::to_string(o.jobs), "must be from 1 to 256");
   if (o.worldSize < 1) throwBadInput("--world-size " + std::to_string(o.worldSize), "must be at least 1");
   if (o.rank < 0 || o.rank >= o.worldSize)
@@ -129,7 +129,8 @@ void validateConvertOptions(const CheckpointInfo& source, const ReshardPlan& pla
   // What one job holds at once for an output tensor: the whole tensor when its format writes a
   // record in one piece (.pt, DCP), plus the largest source piece it reads whole -- a strided .pt
   // view (loaded whole), or a strided DCP item, whose storage record is read whole (torch.save keeps
-  // a view's entire storage, which may be far larger than the chunk) beside its gathered copy.
+  // a view's entire storage, which may be far larger than the chunk) beside its gathered copy, or a
+  // compressed one, decompressed whole.
   std::uint64_t whole = 0;
   std::string wholeName;
   bool stridedSource = false;
@@ -142,7 +143,8 @@ void validateConvertOptions(const CheckpointInfo& source, const ReshardPlan& pla
         if (p.strided) {
           std::uint64_t numel = 1;
           for (auto d : p.shape) numel *= static_cast<std::uint64_t>(d);
-          piece = std::max(piece, p.strided->storageBytes + dtypeBytesFor(t.source->dtype, numel).value_or(0));
+          const std::uint64_t read = p.strided->zstd ? p.strided->plainBytes : p.strided->storageBytes;
+          piece = std::max(piece, read + dtypeBytesFor(t.source->dtype, numel).value_or(0));
         } else if (p.loadFromPt) {
           piece = std::max(piece, t.source->nbytes);
         }
@@ -258,7 +260,7 @@ ConvertReport convertCheckpoint(const CheckpointInfo& source, const ReshardPlan&
                                 const ConvertOptions& o) {
   const auto started = std::chrono::steady_clock::now();
   requireConsistent(source);
-  validateConvertOptions(source, plan, o);
+  validateConvertOptions(plan, o);
   const std::string fingerprint = conversionFingerprint(source, plan);
   ConvertJournal journal(dst);
   if (o.resume && journal.recordedFingerprint().empty() && finishedWithoutJournal(plan, dst)) {

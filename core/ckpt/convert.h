@@ -50,7 +50,7 @@ ConvertReport convertCheckpoint(const CheckpointInfo& source, const ReshardPlan&
                                 const ConvertOptions& options);
 
 // The option and memory checks convertCheckpoint starts with (for --dry-run).
-void validateConvertOptions(const CheckpointInfo& source, const ReshardPlan& plan, const ConvertOptions& options);
+void validateConvertOptions(const ReshardPlan& plan, const ConvertOptions& options);
 
 // Whether executing `plan` needs libtorch (ckpt/torch_ops): a dtype change, a .pt or DCP output.
 bool conversionNeedsLibtorch(const ReshardPlan& plan);

@@ -15,6 +15,7 @@
 #include "io/pickle_writer.h"
 #include "io/pt_file.h"
 #include "io/safetensors_writer.h"
+#include "io/zstd_item.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/read_file.h"
@@ -115,7 +116,13 @@ std::vector<DcpWrittenItem> writeDcpFile(const std::string& path, const PlannedF
   std::vector<DcpWrittenItem> items;
   for (const auto& b : bytesItems) {
     DcpWrittenItem item{b.name, file.bytesWritten(), b.bytes, true};
-    file.copyFrom(source.fd(b.file), b.offset, b.bytes);
+    if (b.zstd) {  // written plain: DCP readers without the zstandard module load it too
+      const auto plain = decompressZstdItem(source.fd(b.file), b.offset, b.storedBytes, b.bytes, b.name);
+      if (plain.size() != b.bytes) throwBadInput(b.name, "a zstd item changed since it was inspected");
+      file.write(plain.data(), plain.size());
+    } else {
+      file.copyFrom(source.fd(b.file), b.offset, b.bytes);
+    }
     items.push_back(std::move(item));
   }
   for (std::size_t k = 0; k < f.tensors.size(); ++k) {

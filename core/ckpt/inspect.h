@@ -33,13 +33,17 @@ struct TensorPiece {
   // place; it is loaded (gathered) by name instead.
   bool loadFromPt = false;
   std::size_t ptIndex = 0;           // into PtFile::tensors()
-  // A DCP item that torch.save kept strided (a transposed parameter): its storage record is
-  // read whole from the piece's file and gathered into row-major order.
+  // A DCP item that torch.save kept strided (a transposed parameter), or compressed: its storage
+  // record is read whole from the piece's file and gathered into row-major order.
   struct Strided {
     std::uint64_t storageAt = 0;      // file offset of the storage record
     std::uint64_t storageBytes = 0;
     std::int64_t elementOffset = 0;
     std::vector<std::int64_t> stride;
+    // A zstd-compressed item (torch >= 2.6's ZStandard extension): `itemBytes` at `itemAt` in the
+    // file decompress to `plainBytes`, in which storageAt lies. Row-major items are Strided too.
+    bool zstd = false;
+    std::uint64_t itemAt = 0, itemBytes = 0, plainBytes = 0;
   };
   std::shared_ptr<const Strided> strided;
   bool loadsWhole() const { return loadFromPt || strided; }
@@ -70,6 +74,9 @@ struct CheckpointInfo {
     std::uint64_t bytes = 0;
     int file = 0;              // where the item's bytes lie
     std::uint64_t offset = 0;
+    // zstd-compressed: `storedBytes` at `offset` decompress to `bytes`.
+    bool zstd = false;
+    std::uint64_t storedBytes = 0;
   };
   std::vector<Item> nonTensorItems;
   std::shared_ptr<PtFile> pt;           // .pt sources: the opened archive

@@ -16,6 +16,7 @@
 #include "io/dcp_item.h"
 #include "io/dcp_metadata.h"
 #include "io/strided_gather.h"
+#include "io/zstd_item.h"
 #include "util/error.h"
 #include "util/pread_full.h"
 #include "util/read_only_fd.h"
@@ -44,6 +45,15 @@ bool staysInDirectory(const std::string& rel) {
   for (const auto& part : fs::path(rel))
     if (part == ".." || part == ".") return false;
   return true;
+}
+
+// A non-tensor item decompressed to learn its size: step counters, RNG states, configs are small.
+constexpr std::uint64_t kMaxPlainItemBytes = 256ull << 20;
+
+std::uint64_t volume(const std::vector<std::int64_t>& sizes) {
+  std::uint64_t v = 1;
+  for (auto s : sizes) v *= static_cast<std::uint64_t>(s);  // sizes are checked against the tensor's first
+  return v;
 }
 
 std::string boxText(const std::vector<std::int64_t>& offsets, const std::vector<std::int64_t>& sizes) {
@@ -122,9 +132,8 @@ void readDcpDirectory(const std::string& dirIn, CheckpointInfo& info) {
       throwBadInput(metaPath, what + ": its item (" + std::to_string(s.length) + " bytes at offset " +
                                   std::to_string(s.offset) + ") runs past the end of " + s.relativePath + " (" +
                                   std::to_string(it->second.size) + " bytes)");
-    if (!s.transforms.empty())
-      throwBadInput(metaPath, what + ": items with transforms (" + s.transforms.front() +
-                                  ", e.g. zstd-compressed) are not supported yet; save without compression");
+    const std::string unsupported = unsupportedTransforms(s.transforms);
+    if (!unsupported.empty()) throwBadInput(metaPath, what + ": " + unsupported);
     return it->second;
   };
 
@@ -132,7 +141,16 @@ void readDcpDirectory(const std::string& dirIn, CheckpointInfo& info) {
     if (!e.isTensor) {
       if (!e.bytes) throwBadInput(metaPath, "\"" + e.fqn + "\": no storage_data entry for this non-tensor item");
       const DataFile& f = dataFile(*e.bytes, "\"" + e.fqn + "\"");
-      info.nonTensorItems.push_back({e.fqn, e.bytes->length, f.index, e.bytes->offset});
+      CheckpointInfo::Item item{e.fqn, e.bytes->length, f.index, e.bytes->offset};
+      if (isZstd(e.bytes->transforms)) {  // its plain size is what a DCP target writes
+        ReadOnlyFd fd(info.files[f.index]);
+        if (fd.get() < 0) throwIo(info.files[f.index], "cannot open", errno);
+        item.zstd = true;
+        item.storedBytes = e.bytes->length;
+        item.bytes = decompressZstdItem(fd.get(), e.bytes->offset, e.bytes->length, kMaxPlainItemBytes,
+                                        metaPath + ": \"" + e.fqn + "\"").size();
+      }
+      info.nonTensorItems.push_back(item);
       continue;
     }
     if (!e.dtype)
@@ -167,8 +185,14 @@ void readDcpDirectory(const std::string& dirIn, CheckpointInfo& info) {
       const DataFile& f = dataFile(*c.storage, what);
       ReadOnlyFd fd(info.files[f.index]);
       if (fd.get() < 0) throwIo(info.files[f.index], "cannot open", errno);
+      const std::uint64_t chunkBytes = dtypeBytesFor(*e.dtype, volume(c.sizes)).value_or(UINT64_MAX);
+      const bool zstd = isZstd(c.storage->transforms);
+      // A compressed item holds its chunk's bytes and torch.save's few records (data.pkl <= 64 MiB).
       const DcpTensorItem item =
-          readDcpTensorItem(fd.get(), info.files[f.index], c.storage->offset, c.storage->length, metaPath + ": " + what);
+          zstd ? readDcpTensorItemZstd(fd.get(), info.files[f.index], c.storage->offset, c.storage->length,
+                                       std::min<std::uint64_t>(chunkBytes, UINT64_MAX - (65ull << 20)) + (65ull << 20),
+                                       metaPath + ": " + what)
+               : readDcpTensorItem(fd.get(), info.files[f.index], c.storage->offset, c.storage->length, metaPath + ": " + what);
       if (item.ref.dtype != *e.dtype || item.ref.size != c.sizes) {
         info.problems.push_back(e.fqn + ": the item at " + shapeText(c.offsets) + " holds " +
                                 std::string(dtypeName(item.ref.dtype)) + " " + shapeText(item.ref.size) +
@@ -181,7 +205,7 @@ void readDcpDirectory(const std::string& dirIn, CheckpointInfo& info) {
       p.start = c.offsets;
       p.shape = c.sizes;
       const std::uint64_t elem = dtypeBits(*e.dtype) / 8;
-      if (isRowMajor(item.ref.size, item.ref.stride)) {
+      if (isRowMajor(item.ref.size, item.ref.stride) && !zstd) {
         p.dataOffset = item.storageAt + static_cast<std::uint64_t>(item.ref.offset) * elem;
       } else {
         auto s = std::make_shared<TensorPiece::Strided>();
@@ -189,6 +213,12 @@ void readDcpDirectory(const std::string& dirIn, CheckpointInfo& info) {
         s->storageBytes = static_cast<std::uint64_t>(item.ref.storageNumel) * elem;
         s->elementOffset = item.ref.offset;
         s->stride = item.ref.stride;
+        if (zstd) {
+          s->zstd = true;
+          s->itemAt = c.storage->offset;
+          s->itemBytes = c.storage->length;
+          s->plainBytes = item.plainBytes;
+        }
         p.strided = std::move(s);
       }
       t.pieces.push_back(std::move(p));

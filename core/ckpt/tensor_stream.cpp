@@ -9,6 +9,7 @@
 #include "ckpt/torch_ops.h"
 #include "io/pt_file.h"
 #include "io/strided_gather.h"
+#include "io/zstd_item.h"
 #include "util/error.h"
 #include "util/pread_full.h"
 #include "util/progress.h"
@@ -94,12 +95,23 @@ const std::uint8_t* TensorStreamer::loadedPiece(const TensorPiece& piece) {
 void TensorStreamer::gatherStrided(const TensorPiece& piece) {
   const auto& s = *piece.strided;
   const std::size_t elem = dtypeBits(sourceDtype_) / 8;
-  std::vector<std::uint8_t> storage(static_cast<std::size_t>(s.storageBytes));
-  preadAll(files_.fd(piece.file), storage.data(), s.storageBytes, s.storageAt, files_.info().files[piece.file]);
+  std::vector<std::uint8_t> storage;
+  const std::uint8_t* base = nullptr;
+  const std::string& path = files_.info().files[piece.file];
+  if (s.zstd) {  // the item decompressed whole; inspect found the storage record inside it
+    storage = decompressZstdItem(files_.fd(piece.file), s.itemAt, s.itemBytes, s.plainBytes, path);
+    if (storage.size() != s.plainBytes || s.storageAt + s.storageBytes > storage.size())
+      throw Error(ErrorKind::BadInput, path, "a zstd item changed since it was inspected");
+    base = storage.data() + s.storageAt;
+  } else {
+    storage.resize(static_cast<std::size_t>(s.storageBytes));
+    preadAll(files_.fd(piece.file), storage.data(), s.storageBytes, s.storageAt, path);
+    base = storage.data();
+  }
   std::uint64_t count = 1;
   for (auto d : piece.shape) count *= static_cast<std::uint64_t>(d);
   auto out = std::make_shared<std::vector<std::uint8_t>>(static_cast<std::size_t>(count * elem));
-  stoker::gatherStrided(storage.data(), elem, s.elementOffset, piece.shape, s.stride, out->data());
+  stoker::gatherStrided(base, elem, s.elementOffset, piece.shape, s.stride, out->data());
   loaded_.dtype = sourceDtype_;
   loaded_.shape = piece.shape;
   loaded_.data = out->data();

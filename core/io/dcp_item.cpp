@@ -1,11 +1,13 @@
 #include "io/dcp_item.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
 #include "io/zip_archive.h"
+#include "io/zstd_item.h"
 #include "util/error.h"
 #include "util/pread_full.h"
 
@@ -47,6 +49,29 @@ DcpTensorItem readDcpTensorItem(int fd, const std::string& path, std::uint64_t o
     throwBadInput(subject, where + ": record " + record + " holds " + std::to_string(storage->size) +
                                " bytes, its tensor's storage " + std::to_string(storageBytes));
   item.storageAt = storage->dataOffset;
+  return item;
+}
+
+DcpTensorItem readDcpTensorItemZstd(int fd, const std::string& path, std::uint64_t offset, std::uint64_t length,
+                                    std::uint64_t maxPlainBytes, const std::string& subject) {
+  const std::vector<std::uint8_t> plain = decompressZstdItem(fd, offset, length, maxPlainBytes, subject);
+  // The zip reader reads through a descriptor: an anonymous in-memory file holds the plain item.
+  const int memFd = ::memfd_create("stoker-dcp-item", MFD_CLOEXEC);
+  if (memFd < 0) throwIo(subject, "cannot create an in-memory file for a decompressed item", errno);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{memFd};
+  std::size_t done = 0;
+  while (done < plain.size()) {
+    const ssize_t w = ::write(memFd, plain.data() + done, plain.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) throwIo(subject, "cannot hold a decompressed item in memory", errno);
+    done += static_cast<std::size_t>(w);
+  }
+  DcpTensorItem item = readDcpTensorItem(memFd, path + " (decompressed zstd item at offset " + std::to_string(offset) + ")",
+                                         0, plain.size(), subject);
+  item.plainBytes = plain.size();
   return item;
 }
 

@@ -14,6 +14,8 @@ namespace stoker {
 struct DcpTensorItem {
   PyTensorRef ref;              // dtype, size, stride and element offset as torch.save kept them
   std::uint64_t storageAt = 0;  // absolute file offset of the storage record's first byte
+  // A zstd-compressed item: the size of the item decompressed, in which storageAt then lies.
+  std::uint64_t plainBytes = 0;
 };
 
 // `fd` is open on `path`; the item is `length` bytes at `offset`. Throws
@@ -22,5 +24,10 @@ struct DcpTensorItem {
 // the item's end.
 DcpTensorItem readDcpTensorItem(int fd, const std::string& path, std::uint64_t offset, std::uint64_t length,
                                 const std::string& subject);
+
+// The same for an item stored zstd-compressed (io/zstd_item): decompressed into memory (at most
+// `maxPlainBytes`) and read there; storageAt is an offset into the decompressed bytes.
+DcpTensorItem readDcpTensorItemZstd(int fd, const std::string& path, std::uint64_t offset, std::uint64_t length,
+                                    std::uint64_t maxPlainBytes, const std::string& subject);
 
 }  // namespace stoker

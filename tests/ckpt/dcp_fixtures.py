@@ -12,6 +12,8 @@ usage: dcp_fixtures.py single OUT           one process (no_dist): dtypes, a str
                                             its 16 MiB storage (torch.save of the view)
        dcp_fixtures.py torch2 SRC OUT       SRC's checkpoint with its .metadata re-pickled under
                                             torch >= 2.x module paths and fields
+       dcp_fixtures.py torch2zstd SRC OUT   the same with every item zstd-compressed as torch >= 2.6's
+                                            ZStandard extension stores it (needs python3-zstandard)
        dcp_fixtures.py bad SRC OUT          one broken copy of SRC per bad input, in OUT/<case>
 
 Debian's torch 1.13 DCP does not import under Python 3.11 without dcp_compat (imported first).
@@ -165,10 +167,34 @@ def _save(meta, out):
         pickle.dump(meta, f)
 
 
-def torch2(src, out):
+def _compress_items(meta, out):
+    """Every item of `out` stored the way torch >= 2.6's ZStandard extension stores it
+    (`_extension.py`): zstd frames of the torch.save bytes written through zstandard's stream_writer
+    (no content size in the frame header), transform_descriptors ["stream.zstd/1"]."""
+    import zstandard
+    by_file = {}
+    for info in meta.storage_data.values():
+        by_file.setdefault(info.relative_path, []).append(info)
+    for rel, infos in by_file.items():
+        path = os.path.join(out, rel)
+        with open(path, "rb") as f:
+            raw = f.read()
+        with open(path, "wb") as f:
+            for info in sorted(infos, key=lambda i: i.offset):
+                buf = io.BytesIO()
+                writer = zstandard.ZstdCompressor().stream_writer(buf, closefd=False)
+                writer.write(raw[info.offset:info.offset + info.length])
+                writer.close()
+                info.offset, info.length = f.tell(), len(buf.getvalue())
+                info.transform_descriptors = ["stream.zstd/1"]
+                f.write(buf.getvalue())
+
+
+def torch2(src, out, compress=False):
     """torch >= 2.4's layout of the same checkpoint: classes under torch.distributed.checkpoint,
     TensorProperties beside them, _MEM_FORMAT_ENCODING, StorageMeta with a PosixPath, version,
-    transform_descriptors=None and planner_data mapping flat names to paths."""
+    transform_descriptors=None and planner_data mapping flat names to paths; `compress`: every
+    item zstd-compressed (torch >= 2.6)."""
     import enum, pathlib
     shutil.copytree(src, out)
     meta = _load(src)
@@ -211,6 +237,8 @@ def torch2(src, out):
     meta.planner_data = {k: tuple(k.split(".")) for k in meta.state_dict_metadata}
     meta.storage_meta = StorageMeta(pathlib.PosixPath(out), "save-1", "", [])
     meta.version = "1.0.0"
+    if compress:
+        _compress_items(meta, out)
     _save(meta, out)
 
 
@@ -274,8 +302,30 @@ def bad(src, out):
             f.seek(info.offset + info.length - 1024)
             f.write(b"\xff" * 1024)
     case("item-zip-corrupt", corrupt)
-    def zstd(m, d): first_info(m).transform_descriptors = ["stream.zstd/1"]  # torch >= 2.6's compressed items
-    case("item-zstd", zstd)
+    def zstd(m, d): first_info(m).transform_descriptors = ["stream.zstd/1"]  # says compressed, is not
+    case("item-zstd-not-zstd", zstd)
+    def rot13(m, d): first_info(m).transform_descriptors = ["stream.rot13/1"]  # DCP's example transform
+    case("item-rot13", rot13)
+    def zstd_item(m, d, plain):  # the first item's bytes replaced by `plain` compressed, appended
+        import zstandard
+        info = first_info(m)
+        path = os.path.join(d, info.relative_path)
+        packed = zstandard.ZstdCompressor().compress(plain)
+        with open(path, "ab") as f:
+            info.offset, info.length = f.tell(), len(packed)
+            f.write(packed)
+        info.transform_descriptors = ["stream.zstd/1"]
+        return packed
+    def zstd_truncated(m, d):
+        info = first_info(m)
+        with open(os.path.join(d, info.relative_path), "rb") as f:
+            f.seek(info.offset)
+            item = f.read(info.length)
+        zstd_item(m, d, item)
+        info.length -= 64  # the frame's end cut off
+    case("item-zstd-truncated", zstd_truncated)
+    def zstd_bomb(m, d): zstd_item(m, d, bytes(100 << 20))  # 100 MiB of zeros in a few KiB
+    case("item-zstd-bomb", zstd_bomb)
     def safetensors_item(m, d):  # DCP's opt-in SerializationFormat.SAFETENSORS: items are safetensors
         info = first_info(m)
         with open(os.path.join(d, info.relative_path), "r+b") as f:
@@ -291,5 +341,6 @@ if __name__ == "__main__":
     elif mode == "view": view(sys.argv[2])
     elif mode == "model": model(sys.argv[2], int(sys.argv[3]))
     elif mode == "torch2": torch2(sys.argv[2], sys.argv[3])
+    elif mode == "torch2zstd": torch2(sys.argv[2], sys.argv[3], compress=True)
     elif mode == "bad": bad(sys.argv[2], sys.argv[3])
     else: sys.exit(__doc__)

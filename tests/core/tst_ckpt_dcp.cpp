@@ -1,7 +1,7 @@
 // PyTorch Distributed Checkpoints (DCP) as sources: real checkpoints written by
 // Debian's torch 1.13 (one process, and a 2-process Gloo job saving
 // ShardedTensors in dim-0 shards and a 2x2 grid of boxes), the same checkpoint
-// re-pickled in torch 2.x's layout, every conversion target verified against
+// re-pickled in torch 2.x's layout (and with zstd items, as torch >= 2.6 compresses), every conversion target verified against
 // the torch.save'd original, and every malformed input refused with one line
 // and nothing written. Fixtures: tests/ckpt/dcp_fixtures.py. Also the other
 // checkpoints torch 2.x writes: a .pt with storages 1.13 lacks, aligned records
@@ -43,6 +43,7 @@ class TestCkptDcp : public QObject {
     if (!stoker::test::pythonTorchAvailable()) QSKIP("Debian's python3-torch is not installed");
     for (const QStringList& args : {QStringList{"single", tmp("single")}, QStringList{"sharded", tmp("sharded"), "2"},
                                     QStringList{"torch2", tmp("single"), tmp("torch2")},
+                                    QStringList{"torch2zstd", tmp("single"), tmp("torch2zstd")},
                                     QStringList{"bad", tmp("sharded"), tmp("bad")}, QStringList{"view", tmp("view")}}) {
       auto r = fixtures(args);
       QVERIFY2(r.exitCode == 0, (args.join(' ').toUtf8() + ": " + r.err).constData());
@@ -104,10 +105,10 @@ class TestCkptDcp : public QObject {
     QTest::addColumn<QString>("source");
     QTest::addColumn<QString>("reference");
     QTest::addColumn<QString>("target");
-    for (const char* src : {"single", "sharded", "torch2"})
+    for (const char* src : {"single", "sharded", "torch2", "torch2zstd"})
       for (const char* to : {"single", "ranks:3", "hf:1KB", "pt", "ranks:1"})
-        QTest::newRow((QString(src) + " -> " + to).toUtf8()) << QString(src)
-                                                             << (QString(src) == "torch2" ? "single" : QString(src)) << to;
+        QTest::newRow((QString(src) + " -> " + to).toUtf8())
+            << QString(src) << (QString(src).startsWith("torch2") ? "single" : QString(src)) << to;
   }
   void convertsToEveryTarget() {
     QFETCH(QString, source);
@@ -160,6 +161,7 @@ class TestCkptDcp : public QObject {
     QTest::newRow("dcp Gloo job -> dcp") << "sharded" << "sharded" << "dcp";
     QTest::newRow("dcp Gloo job -> dcp:5") << "sharded" << "sharded" << "dcp:5";
     QTest::newRow("dcp torch 2.x layout -> dcp:2") << "torch2" << "single" << "dcp:2";
+    QTest::newRow("dcp zstd items (torch >= 2.6) -> dcp:2") << "torch2zstd" << "single" << "dcp:2";
     QTest::newRow(".pt -> dcp:2") << "sharded-reference.pt" << "sharded" << "dcp:2";
   }
   void writesDcpThatTorchLoads() {
@@ -232,10 +234,17 @@ class TestCkptDcp : public QObject {
     QVERIFY2(v.exitCode == 0, (v.out + v.err).constData());
   }
 
-  // DCP -> DCP keeps the non-tensor items (step counters, RNG states) byte for byte.
+  // DCP -> DCP keeps the non-tensor items (step counters, RNG states) byte for byte; zstd-compressed
+  // ones are written decompressed, so readers without the zstandard module load them.
+  void dcpToDcpKeepsNonTensorItems_data() {
+    QTest::addColumn<QString>("source");
+    QTest::newRow("plain items") << "single";
+    QTest::newRow("zstd items") << "torch2zstd";
+  }
   void dcpToDcpKeepsNonTensorItems() {
-    const QString dst = tmp("dcp-items");
-    auto c = runStoker({"ckpt", "convert", tmp("single"), dst, "--to", "dcp:2"});
+    QFETCH(QString, source);
+    const QString dst = tmp("dcp-items-" + source);
+    auto c = runStoker({"ckpt", "convert", tmp(source), dst, "--to", "dcp:2"});
     QVERIFY2(c.exitCode == 0, c.err.constData());
     QVERIFY2(!c.err.contains("left out"), c.err.constData());
     auto info = stoker::inspectCheckpoint(dst.toStdString());
@@ -317,7 +326,10 @@ print(a); assert a == b == {'step': 42, 'config': {'lr': 0.001, 'name': 'run-7'}
     QTest::newRow("chunk exceeds the tensor") << "chunk-exceeds-tensor" << "exceeds the tensor's size";
     QTest::newRow("item disagrees with its dtype") << "item-dtype-disagrees" << "holds F32 [1024, 256], the metadata says F64";
     QTest::newRow("item zip corrupt") << "item-zip-corrupt" << "is a corrupt zip";
-    QTest::newRow("zstd-compressed item") << "item-zstd" << "items with transforms (stream.zstd/1";
+    QTest::newRow("zstd item that is not zstd") << "item-zstd-not-zstd" << "does not decompress: Unknown frame descriptor";
+    QTest::newRow("zstd item cut short") << "item-zstd-truncated" << "ends in the middle of a zstd frame";
+    QTest::newRow("zstd bomb") << "item-zstd-bomb" << "decompresses to more than";
+    QTest::newRow("unknown transform") << "item-rot13" << "items with transform stream.rot13/1 are not supported";
     QTest::newRow("item serialised as safetensors") << "item-safetensors" << "SerializationFormat.SAFETENSORS";
   }
   void refusesBadInput() {

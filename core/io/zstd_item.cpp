@@ -1,0 +1,80 @@
+#include "io/zstd_item.h"
+
+#include <zstd.h>
+
+#include <cerrno>
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "util/error.h"
+#include "util/pread_full.h"
+
+namespace stoker {
+namespace {
+
+bool isZstdDescriptor(const std::string& d) {
+  // "name[@local-domain][/version]"; DCP's ZStandard accepts major version 1.
+  const std::string prefix = "stream.zstd/";
+  if (d.rfind(prefix, 0) != 0) return false;
+  const std::string version = d.substr(prefix.size());
+  return version == "1" || version.rfind("1.", 0) == 0;
+}
+
+}  // namespace
+
+bool isZstd(const std::vector<std::string>& transforms) {
+  return transforms.size() == 1 && isZstdDescriptor(transforms.front());
+}
+
+std::string unsupportedTransforms(const std::vector<std::string>& transforms) {
+  if (transforms.empty() || isZstd(transforms)) return {};
+  for (const auto& t : transforms)
+    if (!isZstdDescriptor(t)) return "items with transform " + t + " are not supported (only stream.zstd/1)";
+  return "items with " + std::to_string(transforms.size()) + " stacked transforms are not supported";
+}
+
+std::vector<std::uint8_t> decompressZstdItem(int fd, std::uint64_t offset, std::uint64_t length,
+                                             std::uint64_t maxBytes, const std::string& subject) {
+  std::unique_ptr<ZSTD_DCtx, decltype(&ZSTD_freeDCtx)> ctx(ZSTD_createDCtx(), &ZSTD_freeDCtx);
+  if (!ctx) throw Error(ErrorKind::Io, subject, "cannot allocate a zstd decoder");
+  const std::string where = "zstd item at offset " + std::to_string(offset);
+  std::vector<std::uint8_t> in(static_cast<std::size_t>(std::min<std::uint64_t>(length, 1 << 20)));
+  std::vector<std::uint8_t> out;  // out[0, used) is decompressed; the rest is room, grown by doubling
+  std::size_t used = 0;
+  std::size_t hint = 1;  // ZSTD_decompressStream's: 0 once a frame is complete and flushed
+  std::uint64_t readSoFar = 0;
+  auto step = [&](ZSTD_inBuffer& src) {
+    if (used == out.size()) {
+      if (out.size() > maxBytes)
+        throwBadInput(subject, where + " decompresses to more than " + std::to_string(maxBytes) +
+                                   " bytes, more than its chunk can hold");
+      out.resize(static_cast<std::size_t>(std::min<std::uint64_t>(std::max<std::size_t>(out.size() * 2, 1 << 20), maxBytes + 1)));
+    }
+    ZSTD_outBuffer dst{out.data() + used, out.size() - used, 0};
+    hint = ZSTD_decompressStream(ctx.get(), &dst, &src);
+    if (ZSTD_isError(hint)) throwBadInput(subject, where + " does not decompress: " + ZSTD_getErrorName(hint));
+    used += dst.pos;
+    return dst.pos;
+  };
+  while (readSoFar < length) {
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(in.size(), length - readSoFar));
+    const long long got = preadFull(fd, in.data(), n, offset + readSoFar);
+    if (got < 0) throwIo(subject, "read failed", errno);
+    if (static_cast<std::size_t>(got) != n) throwBadInput(subject, where + " runs past the end of its file");
+    readSoFar += n;
+    ZSTD_inBuffer src{in.data(), n, 0};
+    while (src.pos < src.size) step(src);
+  }
+  // What the decoder still holds (a frame's last block) comes out of calls without input.
+  ZSTD_inBuffer none{nullptr, 0, 0};
+  while (hint != 0 && step(none) > 0) {
+  }
+  if (hint != 0) throwBadInput(subject, where + " ends in the middle of a zstd frame (truncated)");
+  if (used > maxBytes)
+    throwBadInput(subject, where + " decompresses to more than " + std::to_string(maxBytes) + " bytes, more than its chunk can hold");
+  out.resize(used);
+  return out;
+}
+
+}  // namespace stoker
