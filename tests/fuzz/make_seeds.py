@@ -175,7 +175,50 @@ def main():
             subprocess.run([sys.executable, fixtures] + args, check=True)
         for name in ("single", "sharded", "torch2"):
             put("dcp_metadata", name + ".metadata", open(os.path.join(tmp, name, ".metadata"), "rb").read())
+    media_seeds()
+
+
+def media_seeds():
+    """Seeds of the parsers added with the image datasets and zstd DCP items: DCP items (plain and
+    zstd-compressed), small JPEGs and PNGs of each kind the decoder takes, a WebDataset shard."""
+    import tarfile
+    import zstandard
+    from PIL import Image
+    item = torch_save(torch.arange(12, dtype=torch.float32).reshape(3, 4))
+    put("dcp_item", "tensor.item", item)
+    put("dcp_item", "strided.item", torch_save(torch.arange(12, dtype=torch.int16).reshape(3, 4).t()))
+    put("dcp_item", "tensor.item.zst", zstandard.ZstdCompressor().compress(item))
+    buf = io.BytesIO()
+    with zstandard.ZstdCompressor().stream_writer(buf, closefd=False) as w:  # no content size, as DCP
+        w.write(item)
+    put("dcp_item", "tensor.stream.zst", buf.getvalue())
+
+    rgb = Image.new("RGB", (24, 16))
+    rgb.putdata([(x * 10, y * 15, (x + y) * 5) for y in range(16) for x in range(24)])
+    def encoded(image, fmt, **kw):
+        out = io.BytesIO()
+        image.save(out, fmt, **kw)
+        return out.getvalue()
+    put("image_decode", "baseline.jpg", encoded(rgb, "JPEG", quality=80))
+    put("image_decode", "progressive.jpg", encoded(rgb, "JPEG", quality=80, progressive=True))
+    put("image_decode", "gray.jpg", encoded(rgb.convert("L"), "JPEG"))
+    put("image_decode", "subsampled-444.jpg", encoded(rgb, "JPEG", subsampling=0))
+    put("image_decode", "rgb.png", encoded(rgb, "PNG"))
+    put("image_decode", "gray.png", encoded(rgb.convert("L"), "PNG"))
+    put("image_decode", "palette.png", encoded(rgb.convert("P"), "PNG"))
+    put("image_decode", "rgba.png", encoded(rgb.convert("RGBA"), "PNG"))
+
+    shard = io.BytesIO()
+    with tarfile.open(fileobj=shard, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for key, data in (("s0.jpg", encoded(rgb, "JPEG", quality=50)), ("s0.cls", b"3"),
+                          ("s1.png", encoded(rgb.convert("L"), "PNG")), ("s1.cls", b"7")):
+            info = tarfile.TarInfo(key)
+            info.size, info.mtime = len(data), 1763800000
+            tar.addfile(info, io.BytesIO(data))
+    put("webdataset", "shard.tar", shard.getvalue())
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--media"]:  # only the seeds of the newer parsers, the rest left as they are
+        sys.exit(media_seeds())
     sys.exit(main())

@@ -1,0 +1,35 @@
+// Fuzz target: an encoded image (JPEG through libjpeg-turbo, PNG through libspng) as the image
+// datasets decode each sample: the header, then the whole image and a crop at 1/2 scale where the
+// format can scale. Every returned pixel is read, so ASan sees a region that overruns its buffer.
+#include "fuzz_target.h"
+#include "image/image_decoder.h"
+
+using stoker::fuzz::check;
+
+namespace {
+
+void touch(const stoker::RgbRegion& r, stoker::PixelRect want) {
+  check(r.pixels != nullptr, "a decoded region has pixels");
+  unsigned sum = 0;
+  for (int y = 0; y < want.height; ++y)
+    for (int x = 0; x < want.width * 3; ++x)
+      sum += r.pixels[(want.y - r.rect.y + y) * r.stride + (want.x - r.rect.x) * 3 + x];
+  (void)sum;
+}
+
+}  // namespace
+
+STOKER_FUZZ_TARGET(image_decode) {
+  stoker::ImageDecoder decoder;
+  const stoker::ImageSize s = decoder.open(data, size, "fuzz");
+  check(s.width > 0 && s.height > 0, "an accepted image has pixels");
+  // Valid but huge headers only cost time: decode what a few MiB of pixels hold.
+  if (static_cast<std::int64_t>(s.width) * s.height > (4 << 20)) return;
+  const stoker::PixelRect whole{0, 0, s.width, s.height};
+  touch(decoder.decode(whole, 1), whole);
+  if (decoder.canScale()) {
+    const stoker::ImageSize half = decoder.scaledSize(2);
+    const stoker::PixelRect crop{half.width / 4, half.height / 4, std::max(1, half.width / 2), std::max(1, half.height / 2)};
+    touch(decoder.decode(crop, 2), crop);
+  }
+}
