@@ -16,10 +16,26 @@ void BufferLease::fenceRelease(FenceMaker maker) {
 }
 
 BufferLease::~BufferLease() {
-  auto pool = pool_.lock();
-  if (!pool) return;
-  std::shared_ptr<DeviceFence> fence = fenceMaker_ ? fenceMaker_() : std::move(fence_);
-  pool->release(std::move(block_), std::move(fence));
+  std::shared_ptr<DeviceFence> fence;
+  try {
+    fence = fenceMaker_ ? fenceMaker_() : std::move(fence_);
+  } catch (const std::exception&) {
+    return;  // no fence can be made (a broken device context): the block is not handed out again
+  }
+  if (auto pool = pool_.lock()) {
+    pool->release(std::move(block_), std::move(fence));
+  } else if (fence) {
+    fence->wait();  // freed now: the allocator must not hand it out while the device still uses it
+  }
+}
+
+// Blocks the device may still use are freed only once it got past them (a loader destroyed after
+// an epoch stopped early, a retune replacing its pools).
+BufferPool::~BufferPool() {
+  for (const Idle& i : idle_)
+    if (i.fence) i.fence->wait();
+  for (const Idle& i : retiring_)
+    if (i.fence) i.fence->wait();
 }
 
 std::shared_ptr<BufferPool> BufferPool::create(Allocate allocate, std::int64_t blockBytes, int keepFree) {

@@ -53,6 +53,7 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   // Blocks of `blockBytes` from `allocate`; at most `keepFree` idle blocks
   // are kept, more are freed when returned.
   static std::shared_ptr<BufferPool> create(Allocate allocate, std::int64_t blockBytes, int keepFree);
+  ~BufferPool();  // waits for the fences of the blocks it still holds
 
   // Hands out an idle block whose fence is done, else allocates one (the
   // prefetch ring, not the pool, bounds how many batches are in flight).

@@ -45,6 +45,9 @@ ResidentReplicas broadcastResident(const std::vector<at::Tensor>& fields,
   } catch (const c10::Error& e) {  // out of memory on a target, or a libtorch built without NCCL
     out.why = std::string("NCCL broadcast failed: ") + e.what_without_backtrace();
     return out;
+  } catch (const std::exception& e) {  // torch::cuda::nccl reports NCCL's own errors as runtime_error
+    out.why = std::string("NCCL broadcast failed: ") + e.what();
+    return out;
   }
   out.perTarget = std::move(replicas);
   return out;

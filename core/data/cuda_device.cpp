@@ -16,6 +16,9 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
+#include <cstring>
+#include <optional>
+
 #include "data/device.h"
 #include "util/byte_size.h"
 #include "util/error.h"
@@ -23,11 +26,25 @@
 namespace stoker {
 namespace {
 
+// Fences are queried and waited on in destructors and pool bookkeeping, which must not throw: after
+// a sticky CUDA error (or at exit, with the runtime unloading) a fence counts as passed -- the
+// device does no more work -- and the error surfaces from the next CUDA call that reports it.
 class CudaFence : public DeviceFence {
  public:
   explicit CudaFence(const c10::cuda::CUDAStream& stream) { event_.record(stream); }
-  bool done() const override { return event_.query(); }
-  void wait() const override { event_.synchronize(); }
+  bool done() const override {
+    try {
+      return event_.query();
+    } catch (const std::exception&) {
+      return true;
+    }
+  }
+  void wait() const override {
+    try {
+      event_.synchronize();
+    } catch (const std::exception&) {
+    }
+  }
   // The work queued on `stream` from now on starts after the fence.
   void order(const c10::cuda::CUDAStream& stream) const { event_.block(stream); }
 
@@ -60,13 +77,25 @@ class CudaDevice : public DeviceBackend {
     return m;
   }
 
+  // The caching allocator hands out memory freed on the calling thread's current stream, safe only
+  // for work on that stream: kernels queued there may still use it. This thread's copies and
+  // gathers run on its own stream, so that stream first waits for the current one.
   at::Tensor allocateBytes(std::int64_t bytes) override {
     c10::cuda::CUDAGuard guard(index_);
+    at::Tensor block;
     try {
-      return at::empty({bytes}, at::TensorOptions().dtype(at::kByte).device(torchDevice()));
+      block = at::empty({bytes}, at::TensorOptions().dtype(at::kByte).device(torchDevice()));
     } catch (const c10::OutOfMemoryError& e) {
       throw Error(ErrorKind::OutOfMemory, name(), "out of memory allocating " + formatMiB(bytes));
     }
+    const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(index_);
+    const c10::cuda::CUDAStream worker = threadStream();
+    if (current != worker) {
+      at::cuda::CUDAEvent allocated;
+      allocated.record(current);
+      allocated.block(worker);
+    }
+    return block;
   }
 
   at::Tensor allocateHostBytes(std::int64_t bytes, bool pinned) override {
@@ -85,8 +114,12 @@ class CudaDevice : public DeviceBackend {
     c10::cuda::CUDAGuard guard(index_);
     c10::cuda::CUDAStream stream = threadStream();
     c10::cuda::CUDAStreamGuard onStream(stream);
-    at::Tensor hostIdx = at::from_blob(const_cast<std::int64_t*>(indices), {count}, at::kLong);
-    at::Tensor idx = hostIdx.to(torchDevice(), /*non_blocking=*/false);
+    // The indices go through pinned memory so their copy is queued like the gather (a pageable
+    // source would make the copy wait for this stream). The host allocator keeps the pinned block
+    // until the copy is done (it records an event on the stream).
+    at::Tensor hostIdx = at::empty({count}, at::TensorOptions().dtype(at::kLong).pinned_memory(true));
+    std::memcpy(hostIdx.data_ptr(), indices, static_cast<std::size_t>(count) * sizeof(std::int64_t));
+    at::Tensor idx = hostIdx.to(torchDevice(), /*non_blocking=*/true);
     std::vector<std::int64_t> shape = field.sizes().vec();
     shape[0] = count;
     at::Tensor dst = at::from_blob(out, shape, field.options());
@@ -116,7 +149,7 @@ class CudaDevice : public DeviceBackend {
  private:
   // One stream per producing thread and device: copies of different batches overlap.
   c10::cuda::CUDAStream threadStream() {
-    thread_local std::vector<c10::optional<c10::cuda::CUDAStream>> streams;
+    thread_local std::vector<std::optional<c10::cuda::CUDAStream>> streams;
     if (streams.size() <= static_cast<std::size_t>(index_)) streams.resize(static_cast<std::size_t>(index_) + 1);
     auto& s = streams[static_cast<std::size_t>(index_)];
     if (!s) s = c10::cuda::getStreamFromPool(false, index_);

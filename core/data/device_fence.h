@@ -12,9 +12,10 @@ namespace stoker {
 class DeviceFence {
  public:
   virtual ~DeviceFence() = default;
-  // Whether the device got past the fence; never blocks.
+  // Whether the device got past the fence; never blocks, never throws (a device that failed
+  // counts as past it: it does no more work).
   virtual bool done() const = 0;
-  // Blocks the calling thread until done().
+  // Blocks the calling thread until done(). Never throws.
   virtual void wait() const = 0;
 };
 

@@ -35,6 +35,26 @@ class TestBufferPool : public QObject {
   Q_OBJECT
 
  private Q_SLOTS:
+  // A loader destroyed after an epoch stopped early frees its pools with blocks the device may still
+  // fill or read; a batch the user keeps outlives its loader. Neither block is freed before its fence.
+  void blocksAreFreedOnlyPastTheirFencesWhenThePoolGoes() {
+    auto idleFence = std::make_shared<TestFence>();
+    auto keptFence = std::make_shared<TestFence>();
+    std::shared_ptr<BufferLease> kept;
+    {
+      auto p = pool(2);
+      p->acquire()->fenceRelease(idleFence);  // back in the pool, still fenced
+      kept = p->acquire();
+      kept->fenceRelease(keptFence);
+      QCOMPARE(p->allocations(), std::int64_t(2));
+      QCOMPARE(idleFence->waits.load(), 0);
+    }
+    QCOMPARE(idleFence->waits.load(), 1);
+    QCOMPARE(keptFence->waits.load(), 0);
+    kept.reset();  // its pool is gone: the lease waits itself
+    QCOMPARE(keptFence->waits.load(), 1);
+  }
+
   void aBlockWithoutAFenceIsReusedAtOnce() {
     auto p = pool(2);
     std::uint8_t* first = p->acquire()->data();

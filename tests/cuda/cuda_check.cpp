@@ -72,9 +72,20 @@ std::int64_t cyclesFor(double ms) {
 // The consumer's stream is kept busy (at::cuda::sleep) before it reads each batch, while the
 // workers run ahead: a block reused before the consumer's kernels read it, or read before the
 // worker's copy landed, shows up as a row that is not its own index.
-void streamRace(const std::string& name, LoaderOptions options, std::vector<std::int64_t> shape) {
+//
+// `poison`: first, memory of the batch blocks' size is freed by the consumer's stream while a fill
+// of 0xff (NaN rows) is still queued on it behind a sleep. The caching allocator hands that memory
+// to the first batch blocks; a worker that writes them before the fill ran sees its rows clobbered.
+void streamRace(const std::string& name, LoaderOptions options, std::vector<std::int64_t> shape, bool poison = false) {
   const std::int64_t n = 4096;
   Loader loader(numbered(n, shape), options, DeviceSpec::parse("cuda:0"));
+  if (poison) {
+    std::int64_t blockBytes = options.batch_size * static_cast<std::int64_t>(sizeof(float));
+    for (auto d : shape) blockBytes *= d;
+    at::cuda::sleep(cyclesFor(50.0));
+    for (int i = 0; i < 8; ++i)
+      at::empty({blockBytes}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA)).fill_(0xff);
+  }
   at::Tensor bad = at::zeros({}, at::TensorOptions().dtype(at::kLong).device(at::kCUDA));
   std::vector<at::Tensor> seen, expected;
   const std::int64_t sleep = cyclesFor(2.0);
@@ -134,6 +145,10 @@ void autoFallsBackUnderAHog() {
   LoaderOptions o = LoaderOptions::builder().batchSize(16).numWorkers(2).build();
   std::size_t freeBytes = 0, totalBytes = 0;
   cudaMemGetInfo(&freeBytes, &totalBytes);
+  if (freeBytes < (4ull << 30)) {  // the 2 GiB dataset, its blocks and the 1 GiB left to it must fit
+    report("auto_fallback", true, "skipped: " + std::to_string(freeBytes >> 20) + " MiB free, 4 GiB needed", true);
+    return;
+  }
   LoadingMode hogged, freed;
   bool right = true;
   {
@@ -264,6 +279,8 @@ int main(int argc, char** argv) {
     // 4-d samples: channels-last (auto on CUDA) is made on the consumer's stream.
     streamRace("channels_last", base().loadingMode(LoadingMode::Streaming).pinMemory(true).nonBlocking(true).build(),
                {4, 32, 32});
+    streamRace("fresh_memory", base().loadingMode(LoadingMode::Streaming).pinMemory(true).nonBlocking(true).build(),
+               {4096}, /*poison=*/true);
     streamRace("reuse_buffers", base().loadingMode(LoadingMode::Streaming).nonBlocking(true).reuseBuffers(true).build(),
                {4096});
     memoryFigures();
