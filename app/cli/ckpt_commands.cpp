@@ -67,14 +67,16 @@ void addConvert(CLI::App& ckpt, int& exitCode) {
   cmd->add_option("--exclude", args->excludes, "leave out tensors whose name matches this glob (repeatable), e.g. 'optim.*'");
   cmd->add_option("--dtype", args->dtype, "keep | f32 | f16 | bf16 (floating tensors only)");
   cmd->add_option("--memory-budget", args->budget, "memory for buffers, e.g. 256MiB (default)");
-  cmd->add_option("--jobs", args->jobs, "output files written in parallel (default: the number of cores, at least 2)");
+  auto* jobsOpt = cmd->add_option("--jobs", args->jobs,
+                                  "output files written in parallel (default: the number of cores, at least 2; "
+                                  "up to 4 when only bytes move)");
   cmd->add_flag("--dry-run", args->dryRun, "print the plan and write nothing");
   cmd->add_flag("--resume", args->resume, "finish an interrupted conversion into DST");
   cmd->add_flag("--force", args->force, "replace checkpoint files already in DST");
   auto* rankOpt = cmd->add_option("--rank", args->rank, "this process's share of the outputs (with --world-size)");
   auto* worldOpt = cmd->add_option("--world-size", args->worldSize, "number of cooperating processes");
   cmd->add_flag("--json", args->json, "print one JSON document");
-  cmd->callback([args, rankOpt, worldOpt, &exitCode] {
+  cmd->callback([args, rankOpt, worldOpt, jobsOpt, &exitCode] {
     TargetSpec target = parseTargetSpec(args->to, args->dtype);
     ConvertOptions options;
     options.memoryBudget = parseByteSize(args->budget, "--memory-budget");
@@ -89,6 +91,7 @@ void addConvert(CLI::App& ckpt, int& exitCode) {
     selectTensors(info, args->includes, args->excludes);
     requireConsistent(info);
     ReshardPlan plan = planReshard(info, target);
+    if (jobsOpt->count() == 0) options.jobs = defaultConvertJobs(plan, options.memoryBudget);
     if (args->dryRun) {
       validateConvertOptions(plan, options);
       if (args->json)

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <thread>
 #include <mutex>
 
 #include "ckpt/convert_journal.h"
@@ -246,6 +247,14 @@ bool conversionNeedsLibtorch(const ReshardPlan& plan) {
     for (const auto& t : f.tensors)
       if (t.converts()) return true;
   return false;
+}
+
+int defaultConvertJobs(const ReshardPlan& plan, std::uint64_t memoryBudget) {
+  const int cores = static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
+  // Dtype conversion and zip writing use the CPU: as many jobs as cores.
+  const int wanted = conversionNeedsLibtorch(plan) ? cores : std::max(cores, std::min<int>(4, static_cast<int>(plan.files.size())));
+  const auto room = static_cast<int>(std::min<std::uint64_t>(memoryBudget / kMinJobBytes, 256));
+  return std::max(1, std::min(wanted, room));
 }
 
 std::uint64_t perJobBufferBytes(const ConvertOptions& o) {

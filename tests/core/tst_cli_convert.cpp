@@ -8,6 +8,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QThread>
 
 #include <filesystem>
 
@@ -76,6 +77,22 @@ class TestCliConvert : public QObject {
     auto table = runStoker({"ckpt", "convert", tmp("r8"), tmp("dry"), "--to", "hf:10MB", "--dry-run"});
     QCOMPARE(table.exitCode, 0);
     QVERIFY(table.out.contains("model-00001-of-"));
+  }
+
+  // Without --jobs: a byte-moving conversion writes up to 4 files at once even on 2 cores; one
+  // that converts dtypes uses the cores; neither asks for more jobs than the budget has room for.
+  void defaultJobsFollowTheWork() {
+    const int cores = std::max(2, QThread::idealThreadCount());
+    auto jobs = [&](QStringList extra) {
+      auto r = runStoker(QStringList{"ckpt", "convert", tmp("r8"), tmp("dry"), "--dry-run", "--json"} + extra);
+      return r.exitCode == 0 ? QJsonDocument::fromJson(r.out).object()["memory"].toObject()["jobs"].toInt() : -1;
+    };
+    QCOMPARE(jobs({"--to", "ranks:3"}), std::max(cores, 3));
+    QCOMPARE(jobs({"--to", "ranks:8"}), std::max(cores, 4));
+    QCOMPARE(jobs({"--to", "single"}), cores);
+    QCOMPARE(jobs({"--to", "ranks:3", "--dtype", "bf16"}), cores);
+    QCOMPARE(jobs({"--to", "ranks:3", "--memory-budget", "16MiB"}), 2);
+    QCOMPARE(jobs({"--to", "ranks:3", "--jobs", "1"}), 1);
   }
 
   void convertThenVerify() {
