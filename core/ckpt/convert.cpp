@@ -112,29 +112,21 @@ void removeStaleTemporaries(const std::string& dst) {
 
 }  // namespace
 
-void validateConvertOptions(const ReshardPlan& plan, const ConvertOptions& o) {
-  if (o.jobs < 1 || o.jobs > 256) throwBadInput("--jobs " + std::to_string(o.jobs), "must be from 1 to 256");
-  if (o.worldSize < 1) throwBadInput("--world-size " + std::to_string(o.worldSize), "must be at least 1");
-  if (o.rank < 0 || o.rank >= o.worldSize)
-    throwBadInput("--rank " + std::to_string(o.rank), "must be from 0 to world size - 1 (" +
-                                                          std::to_string(o.worldSize - 1) + ")");
-  if (o.force && o.worldSize > 1)
-    throwBadInput("--force", "cannot be combined with --world-size > 1 (one process would delete another's "
-                             "work); empty DST first");
-  if (o.force && o.resume) throwBadInput("--force", "cannot be combined with --resume");
-  const std::uint64_t needed = kMinJobBytes * static_cast<std::uint64_t>(o.jobs);
-  if (o.memoryBudget < needed)
-    throwBadInput("--memory-budget " + mib(o.memoryBudget),
-                  "is too small for --jobs " + std::to_string(o.jobs) + ": needs at least " + mib(needed) +
-                      " (8 MiB per job)");
-  // What one job holds at once for an output tensor: the whole tensor when its format writes a
-  // record in one piece (.pt, DCP), plus the largest source piece it reads whole -- a strided .pt
-  // view (loaded whole), or a strided DCP item, whose storage record is read whole (torch.save keeps
-  // a view's entire storage, which may be far larger than the chunk) beside its gathered copy, or a
-  // compressed one, decompressed whole.
-  std::uint64_t whole = 0;
-  std::string wholeName;
-  bool stridedSource = false;
+namespace {
+
+// What one job holds at once for an output tensor: the whole tensor when its format writes a
+// record in one piece (.pt, DCP), plus the largest source piece it reads whole -- a strided .pt
+// view (loaded whole), or a strided DCP item, whose storage record is read whole (torch.save keeps
+// a view's entire storage, which may be far larger than the chunk) beside its gathered copy, or a
+// compressed one, decompressed whole.
+struct WholeTensor {
+  std::uint64_t bytes = 0;
+  std::string name;
+  bool strided = false;  // held because of how the source stores it (else: how the target writes it)
+};
+
+WholeTensor largestWholeTensor(const ReshardPlan& plan) {
+  WholeTensor whole;
   const bool recordsWhole = plan.target.kind == TargetKind::Pt || plan.target.kind == TargetKind::Dcp;
   for (const auto& f : plan.files)
     for (const auto& t : f.tensors) {
@@ -151,15 +143,49 @@ void validateConvertOptions(const ReshardPlan& plan, const ConvertOptions& o) {
         }
       }
       const std::uint64_t held = (recordsWhole ? t.nbytes : 0) + piece;
-      if (held > whole) whole = held, wholeName = t.name, stridedSource = piece > 0;
+      if (held > whole.bytes) whole = {held, t.name, piece > 0};
     }
-  if (whole + kMinJobBytes > o.memoryBudget)
+  return whole;
+}
+
+// Jobs share out the output files: no more of them work at once than there are files.
+int concurrentJobs(const ReshardPlan& plan, int jobs) {
+  return std::max(1, std::min<int>(jobs, static_cast<int>(std::max<std::size_t>(plan.files.size(), 1))));
+}
+
+}  // namespace
+
+void validateConvertOptions(const ReshardPlan& plan, const ConvertOptions& o) {
+  if (o.jobs < 1 || o.jobs > 256) throwBadInput("--jobs " + std::to_string(o.jobs), "must be from 1 to 256");
+  if (o.worldSize < 1) throwBadInput("--world-size " + std::to_string(o.worldSize), "must be at least 1");
+  if (o.rank < 0 || o.rank >= o.worldSize)
+    throwBadInput("--rank " + std::to_string(o.rank), "must be from 0 to world size - 1 (" +
+                                                          std::to_string(o.worldSize - 1) + ")");
+  if (o.force && o.worldSize > 1)
+    throwBadInput("--force", "cannot be combined with --world-size > 1 (one process would delete another's "
+                             "work); empty DST first");
+  if (o.force && o.resume) throwBadInput("--force", "cannot be combined with --resume");
+  const std::uint64_t needed = kMinJobBytes * static_cast<std::uint64_t>(o.jobs);
+  if (o.memoryBudget < needed)
     throwBadInput("--memory-budget " + mib(o.memoryBudget),
-                  "is too small: tensor \"" + wholeName + "\" must be held whole in memory (" + mib(whole) +
-                      (stridedSource ? ", it is stored strided in the source, read whole" :
+                  "is too small for --jobs " + std::to_string(o.jobs) + ": needs at least " + mib(needed) +
+                      " (8 MiB per job)");
+  const WholeTensor whole = largestWholeTensor(plan);
+  if (whole.bytes + kMinJobBytes > o.memoryBudget)
+    throwBadInput("--memory-budget " + mib(o.memoryBudget),
+                  "is too small: tensor \"" + whole.name + "\" must be held whole in memory (" + mib(whole.bytes) +
+                      (whole.strided ? ", it is stored strided in the source, read whole" :
                                        ", a .pt record or DCP item is written in one piece") +
-                      "); raise it to at least " + mib(whole + kMinJobBytes) +
+                      "); raise it to at least " + mib(whole.bytes + kMinJobBytes) +
                       (plan.target.kind == TargetKind::Pt ? " or convert --to single" : ""));
+  // Each job writing a file of its own may hold such a tensor at the same time.
+  const int together = concurrentJobs(plan, o.jobs);
+  if (whole.bytes > 0 && (whole.bytes + kMinJobBytes) * static_cast<std::uint64_t>(together) > o.memoryBudget)
+    throwBadInput("--memory-budget " + mib(o.memoryBudget),
+                  "is too small for --jobs " + std::to_string(o.jobs) + ": each of " + std::to_string(together) +
+                      " jobs may hold a tensor whole (\"" + whole.name + "\": " + mib(whole.bytes) +
+                      "); raise it to at least " + mib((whole.bytes + kMinJobBytes) * static_cast<std::uint64_t>(together)) +
+                      " or use --jobs " + std::to_string(std::max<std::uint64_t>(1, o.memoryBudget / (whole.bytes + kMinJobBytes))));
 }
 
 namespace {
@@ -253,7 +279,8 @@ int defaultConvertJobs(const ReshardPlan& plan, std::uint64_t memoryBudget) {
   const int cores = static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
   // Dtype conversion and zip writing use the CPU: as many jobs as cores.
   const int wanted = conversionNeedsLibtorch(plan) ? cores : std::max(cores, std::min<int>(4, static_cast<int>(plan.files.size())));
-  const auto room = static_cast<int>(std::min<std::uint64_t>(memoryBudget / kMinJobBytes, 256));
+  // Never more jobs than the budget has room for, counting a tensor each may have to hold whole.
+  const auto room = static_cast<int>(std::min<std::uint64_t>(memoryBudget / (kMinJobBytes + largestWholeTensor(plan).bytes), 256));
   return std::max(1, std::min(wanted, room));
 }
 

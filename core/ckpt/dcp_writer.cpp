@@ -116,10 +116,12 @@ std::vector<DcpWrittenItem> writeDcpFile(const std::string& path, const PlannedF
   std::vector<DcpWrittenItem> items;
   for (const auto& b : bytesItems) {
     DcpWrittenItem item{b.name, file.bytesWritten(), b.bytes, true};
-    if (b.zstd) {  // written plain: DCP readers without the zstandard module load it too
-      const auto plain = decompressZstdItem(source.fd(b.file), b.offset, b.storedBytes, b.bytes, b.name);
-      if (plain.size() != b.bytes) throwBadInput(b.name, "a zstd item changed since it was inspected");
-      file.write(plain.data(), plain.size());
+    if (b.zstd) {  // written plain, streamed: DCP readers without the zstandard module load it too
+      const std::string& from = source.info().files[b.file];
+      const std::uint64_t plain = decompressZstdItem(source.fd(b.file), b.offset, b.storedBytes, b.bytes,
+                                                     from + ": \"" + b.name + "\"",
+                                                     [&](const std::uint8_t* p, std::size_t n) { file.write(p, n); });
+      if (plain != b.bytes) throwBadInput(from, "\"" + b.name + "\": a zstd item changed since it was inspected");
     } else {
       file.copyFrom(source.fd(b.file), b.offset, b.bytes);
     }

@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <set>
+#include <utility>
 
 #include "ckpt/layout_readers.h"
 #include "io/dcp_item.h"
@@ -47,8 +49,10 @@ bool staysInDirectory(const std::string& rel) {
   return true;
 }
 
-// A non-tensor item decompressed to learn its size: step counters, RNG states, configs are small.
+// A non-tensor item is decompressed (and counted, not kept) to learn its size: step counters, RNG
+// states and configs are small.
 constexpr std::uint64_t kMaxPlainItemBytes = 256ull << 20;
+constexpr std::uint64_t kZstdItemSlack = 1ull << 20;
 
 std::uint64_t volume(const std::vector<std::int64_t>& sizes) {
   std::uint64_t v = 1;
@@ -137,6 +141,7 @@ void readDcpDirectory(const std::string& dirIn, CheckpointInfo& info) {
     return it->second;
   };
 
+  std::set<std::pair<int, std::uint64_t>> zstdItems;  // (file, offset) of compressed chunk items
   for (const DcpEntry& e : md.entries) {
     if (!e.isTensor) {
       if (!e.bytes) throwBadInput(metaPath, "\"" + e.fqn + "\": no storage_data entry for this non-tensor item");
@@ -148,7 +153,7 @@ void readDcpDirectory(const std::string& dirIn, CheckpointInfo& info) {
         item.zstd = true;
         item.storedBytes = e.bytes->length;
         item.bytes = decompressZstdItem(fd.get(), e.bytes->offset, e.bytes->length, kMaxPlainItemBytes,
-                                        metaPath + ": \"" + e.fqn + "\"").size();
+                                        metaPath + ": \"" + e.fqn + "\"", [](const std::uint8_t*, std::size_t) {});
       }
       info.nonTensorItems.push_back(item);
       continue;
@@ -187,10 +192,16 @@ void readDcpDirectory(const std::string& dirIn, CheckpointInfo& info) {
       if (fd.get() < 0) throwIo(info.files[f.index], "cannot open", errno);
       const std::uint64_t chunkBytes = dtypeBytesFor(*e.dtype, volume(c.sizes)).value_or(UINT64_MAX);
       const bool zstd = isZstd(c.storage->transforms);
-      // A compressed item holds its chunk's bytes and torch.save's few records (data.pkl <= 64 MiB).
+      // Every compressed item is decompressed on its own: chunks sharing one would multiply the work
+      // (DCP writes an item per chunk).
+      if (zstd && !zstdItems.insert({f.index, c.storage->offset}).second)
+        throwBadInput(metaPath, what + ": its compressed item (offset " + std::to_string(c.storage->offset) + " of " +
+                                    c.storage->relativePath + ") is another chunk's too");
+      // A compressed item holds its chunk's bytes and torch.save's few small records (DCP's writer
+      // clones views, so no larger storage): anything past 1 MiB more is a bomb.
       const DcpTensorItem item =
           zstd ? readDcpTensorItemZstd(fd.get(), info.files[f.index], c.storage->offset, c.storage->length,
-                                       std::min<std::uint64_t>(chunkBytes, UINT64_MAX - (65ull << 20)) + (65ull << 20),
+                                       std::min<std::uint64_t>(chunkBytes, UINT64_MAX - kZstdItemSlack) + kZstdItemSlack,
                                        metaPath + ": " + what)
                : readDcpTensorItem(fd.get(), info.files[f.index], c.storage->offset, c.storage->length, metaPath + ": " + what);
       if (item.ref.dtype != *e.dtype || item.ref.size != c.sizes) {

@@ -20,7 +20,10 @@ BufferLease::~BufferLease() {
   try {
     fence = fenceMaker_ ? fenceMaker_() : std::move(fence_);
   } catch (const std::exception&) {
-    return;  // no fence can be made (a broken device context): the block is not handed out again
+    // No fence can be made (a broken device context): the block is never handed out by the pool
+    // again, only freed, and the pool stops counting it so its memory figures stay true.
+    if (auto pool = pool_.lock()) pool->forget();
+    return;
   }
   if (auto pool = pool_.lock()) {
     pool->release(std::move(block_), std::move(fence));
@@ -84,6 +87,11 @@ void BufferPool::release(at::Tensor block, std::shared_ptr<DeviceFence> fence) {
   if (static_cast<int>(idle_.size()) < keepFree_) idle_.push_back(std::move(idle));
   else if (!idle.ready()) retiring_.push_back(std::move(idle));  // freed now, the allocator could hand it out
   dropRetired();
+}
+
+void BufferPool::forget() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  --leased_;
 }
 
 void BufferPool::dropRetired() {

@@ -77,6 +77,7 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
     bool ready() const { return !fence || fence->done(); }
   };
   void release(at::Tensor block, std::shared_ptr<DeviceFence> fence);
+  void forget();       // a lease ended without returning its block
   void dropRetired();  // under mutex_
 
   Allocate allocate_;

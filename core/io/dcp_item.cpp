@@ -5,6 +5,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <deque>
+#include <vector>
 
 #include "io/zip_archive.h"
 #include "io/zstd_item.h"
@@ -54,24 +56,46 @@ DcpTensorItem readDcpTensorItem(int fd, const std::string& path, std::uint64_t o
 
 DcpTensorItem readDcpTensorItemZstd(int fd, const std::string& path, std::uint64_t offset, std::uint64_t length,
                                     std::uint64_t maxPlainBytes, const std::string& subject) {
-  const std::vector<std::uint8_t> plain = decompressZstdItem(fd, offset, length, maxPlainBytes, subject);
-  // The zip reader reads through a descriptor: an anonymous in-memory file holds the plain item.
+  // Only the zip's head (data.pkl, byteorder and the storage record's local header come first in
+  // a torch.save zip; data.pkl is at most 64 MiB) and its tail (version, serialization id, the
+  // central directory) are kept, in a sparse in-memory file the zip reader reads like any other;
+  // the storage bytes between are decompressed and dropped. Inspecting a large or hostile item
+  // holds at most 66 MiB, whatever its frames decompress to.
+  constexpr std::uint64_t kHead = 65ull << 20;
+  constexpr std::uint64_t kTail = 1ull << 20;
   const int memFd = ::memfd_create("stoker-dcp-item", MFD_CLOEXEC);
   if (memFd < 0) throwIo(subject, "cannot create an in-memory file for a decompressed item", errno);
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }
   } closer{memFd};
-  std::size_t done = 0;
-  while (done < plain.size()) {
-    const ssize_t w = ::write(memFd, plain.data() + done, plain.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) throwIo(subject, "cannot hold a decompressed item in memory", errno);
-    done += static_cast<std::size_t>(w);
+  auto put = [&](const std::uint8_t* p, std::size_t n, std::uint64_t at) {
+    while (n > 0) {
+      const ssize_t w = ::pwrite(memFd, p, n, static_cast<off_t>(at));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) throwIo(subject, "cannot hold a decompressed item in memory", errno);
+      p += w, n -= static_cast<std::size_t>(w), at += static_cast<std::uint64_t>(w);
+    }
+  };
+  std::deque<std::vector<std::uint8_t>> tail;  // the last pieces, at least kTail bytes of them
+  std::uint64_t tailBytes = 0, at = 0;
+  const std::uint64_t plain = decompressZstdItem(fd, offset, length, maxPlainBytes, subject,
+                                                 [&](const std::uint8_t* p, std::size_t n) {
+    if (at < kHead) put(p, static_cast<std::size_t>(std::min<std::uint64_t>(n, kHead - at)), at);
+    at += n;
+    tail.emplace_back(p, p + n);
+    tailBytes += n;
+    while (tailBytes - tail.front().size() >= kTail) tailBytes -= tail.front().size(), tail.pop_front();
+  });
+  if (::ftruncate(memFd, static_cast<off_t>(plain)) != 0) throwIo(subject, "cannot size an in-memory file", errno);
+  std::uint64_t tailAt = plain - tailBytes;
+  for (const auto& piece : tail) {
+    if (tailAt + piece.size() > kHead) put(piece.data(), piece.size(), tailAt);  // the head has the rest
+    tailAt += piece.size();
   }
   DcpTensorItem item = readDcpTensorItem(memFd, path + " (decompressed zstd item at offset " + std::to_string(offset) + ")",
-                                         0, plain.size(), subject);
-  item.plainBytes = plain.size();
+                                         0, plain, subject);
+  item.plainBytes = plain;
   return item;
 }
 

@@ -25,8 +25,9 @@ struct DcpTensorItem {
 DcpTensorItem readDcpTensorItem(int fd, const std::string& path, std::uint64_t offset, std::uint64_t length,
                                 const std::string& subject);
 
-// The same for an item stored zstd-compressed (io/zstd_item): decompressed into memory (at most
-// `maxPlainBytes`) and read there; storageAt is an offset into the decompressed bytes.
+// The same for an item stored zstd-compressed (io/zstd_item): decompressed (at most
+// `maxPlainBytes`, else refused as a bomb) keeping only the zip's head and tail in memory;
+// storageAt is an offset into the decompressed bytes.
 DcpTensorItem readDcpTensorItemZstd(int fd, const std::string& path, std::uint64_t offset, std::uint64_t length,
                                     std::uint64_t maxPlainBytes, const std::string& subject);
 

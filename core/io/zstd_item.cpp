@@ -34,27 +34,26 @@ std::string unsupportedTransforms(const std::vector<std::string>& transforms) {
   return "items with " + std::to_string(transforms.size()) + " stacked transforms are not supported";
 }
 
-std::vector<std::uint8_t> decompressZstdItem(int fd, std::uint64_t offset, std::uint64_t length,
-                                             std::uint64_t maxBytes, const std::string& subject) {
+std::uint64_t decompressZstdItem(int fd, std::uint64_t offset, std::uint64_t length, std::uint64_t maxBytes,
+                                 const std::string& subject, const ZstdSink& sink) {
   std::unique_ptr<ZSTD_DCtx, decltype(&ZSTD_freeDCtx)> ctx(ZSTD_createDCtx(), &ZSTD_freeDCtx);
   if (!ctx) throw Error(ErrorKind::Io, subject, "cannot allocate a zstd decoder");
   const std::string where = "zstd item at offset " + std::to_string(offset);
-  std::vector<std::uint8_t> in(static_cast<std::size_t>(std::min<std::uint64_t>(length, 1 << 20)));
-  std::vector<std::uint8_t> out;  // out[0, used) is decompressed; the rest is room, grown by doubling
-  std::size_t used = 0;
+  constexpr std::size_t kWindow = 1 << 20;
+  std::vector<std::uint8_t> in(static_cast<std::size_t>(std::min<std::uint64_t>(length, kWindow)));
+  std::unique_ptr<std::uint8_t[]> window(new std::uint8_t[kWindow]);  // not zero-filled: written before read
+  std::uint64_t total = 0;
   std::size_t hint = 1;  // ZSTD_decompressStream's: 0 once a frame is complete and flushed
   std::uint64_t readSoFar = 0;
   auto step = [&](ZSTD_inBuffer& src) {
-    if (used == out.size()) {
-      if (out.size() > maxBytes)
-        throwBadInput(subject, where + " decompresses to more than " + std::to_string(maxBytes) +
-                                   " bytes, more than its chunk can hold");
-      out.resize(static_cast<std::size_t>(std::min<std::uint64_t>(std::max<std::size_t>(out.size() * 2, 1 << 20), maxBytes + 1)));
-    }
-    ZSTD_outBuffer dst{out.data() + used, out.size() - used, 0};
+    ZSTD_outBuffer dst{window.get(), kWindow, 0};
     hint = ZSTD_decompressStream(ctx.get(), &dst, &src);
     if (ZSTD_isError(hint)) throwBadInput(subject, where + " does not decompress: " + ZSTD_getErrorName(hint));
-    used += dst.pos;
+    if (dst.pos > maxBytes - std::min(total, maxBytes))
+      throwBadInput(subject, where + " decompresses to more than " + std::to_string(maxBytes) +
+                                 " bytes, more than its chunk can hold");
+    total += dst.pos;
+    if (dst.pos > 0) sink(window.get(), dst.pos);
     return dst.pos;
   };
   while (readSoFar < length) {
@@ -71,9 +70,15 @@ std::vector<std::uint8_t> decompressZstdItem(int fd, std::uint64_t offset, std::
   while (hint != 0 && step(none) > 0) {
   }
   if (hint != 0) throwBadInput(subject, where + " ends in the middle of a zstd frame (truncated)");
-  if (used > maxBytes)
-    throwBadInput(subject, where + " decompresses to more than " + std::to_string(maxBytes) + " bytes, more than its chunk can hold");
-  out.resize(used);
+  return total;
+}
+
+std::vector<std::uint8_t> decompressZstdItem(int fd, std::uint64_t offset, std::uint64_t length,
+                                             std::uint64_t maxBytes, const std::string& subject) {
+  std::vector<std::uint8_t> out;
+  out.reserve(static_cast<std::size_t>(maxBytes));
+  decompressZstdItem(fd, offset, length, maxBytes, subject,
+                     [&](const std::uint8_t* p, std::size_t n) { out.insert(out.end(), p, p + n); });
   return out;
 }
 

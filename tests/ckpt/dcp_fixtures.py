@@ -18,7 +18,7 @@ usage: dcp_fixtures.py single OUT           one process (no_dist): dtypes, a str
 
 Debian's torch 1.13 DCP does not import under Python 3.11 without dcp_compat (imported first).
 """
-import dataclasses, io, os, pickle, shutil, socket, struct, subprocess, sys, types
+import copy, dataclasses, io, os, pickle, shutil, socket, struct, subprocess, sys, types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dcp_compat import dcp, fs13, md13, torch  # noqa: E402
@@ -326,6 +326,41 @@ def bad(src, out):
     case("item-zstd-truncated", zstd_truncated)
     def zstd_bomb(m, d): zstd_item(m, d, bytes(100 << 20))  # 100 MiB of zeros in a few KiB
     case("item-zstd-bomb", zstd_bomb)
+    def zstd_huge_bomb(m, d):
+        # A 1 GiB tensor declared by .metadata, its item a zstd stream of 1 GiB + 2 MiB of zeros (a
+        # few KiB): refused once past the chunk's size, holding only the zip's head and tail.
+        import zstandard
+        name = "model.replicated"
+        t = m.state_dict_metadata[name]
+        size = torch.Size([1 << 29])  # float16: 1 GiB
+        key = next(k for k in m.storage_data if k.fqn == name)
+        info = m.storage_data.pop(key)
+        t.size, t.chunks[0].sizes = size, size
+        m.storage_data[md13.MetadataIndex(name, t.chunks[0].offsets, key.index)] = info
+        z = zstandard.ZstdCompressor().compressobj()
+        zeros = bytes(16 << 20)
+        packed = b"".join(z.compress(zeros) for _ in range(64)) + z.compress(bytes(2 << 20)) + z.flush()
+        with open(os.path.join(d, info.relative_path), "ab") as f:
+            info.offset, info.length = f.tell(), len(packed)
+            f.write(packed)
+        info.transform_descriptors = ["stream.zstd/1"]
+    case("item-zstd-huge-bomb", zstd_huge_bomb)
+    def zstd_shared_item(m, d):  # two chunks naming one compressed item: each would decompress it
+        name, t = next((k, v) for k, v in tensors(m) if len(v.chunks) >= 2)
+        keys = [k for k in m.storage_data if k.fqn == name]
+        first = m.storage_data[keys[0]]
+        with open(os.path.join(d, first.relative_path), "rb") as f:
+            f.seek(first.offset)
+            item = f.read(first.length)
+        import zstandard
+        packed = zstandard.ZstdCompressor().compress(item)
+        with open(os.path.join(d, first.relative_path), "ab") as f:
+            first.offset, first.length = f.tell(), len(packed)
+            f.write(packed)
+        first.transform_descriptors = ["stream.zstd/1"]
+        for k in keys[1:]:
+            m.storage_data[k] = copy.copy(first)
+    case("item-zstd-shared", zstd_shared_item)
     def safetensors_item(m, d):  # DCP's opt-in SerializationFormat.SAFETENSORS: items are safetensors
         info = first_info(m)
         with open(os.path.join(d, info.relative_path), "r+b") as f:

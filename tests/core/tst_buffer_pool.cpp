@@ -8,6 +8,7 @@
 #include <ATen/ops/empty.h>
 
 #include <atomic>
+#include <stdexcept>
 
 #include "data/buffer_pool.h"
 
@@ -120,6 +121,21 @@ class TestBufferPool : public QObject {
     auto next = p->acquire();
     QCOMPARE(consumer->waits.load(), 1);  // the pool is full of it: waited for, then reused
     QCOMPARE(next->data(), block);
+  }
+
+  // A fence that cannot be made (a broken device context) must not throw from the lease's
+  // destructor: the block is dropped, never handed out again, and no longer counted as leased.
+  void aLeaseWhoseFenceCannotBeMadeDropsItsBlock() {
+    auto p = pool(2);
+    auto lease = p->acquire();
+    lease->fenceRelease([]() -> std::shared_ptr<DeviceFence> { throw std::runtime_error("device lost"); });
+    QCOMPARE(p->allocatedBytes(), std::int64_t(1024));
+    lease.reset();
+    QCOMPARE(p->allocatedBytes(), std::int64_t(0));
+    QCOMPARE(p->reservedBytes(), std::int64_t(0));
+    auto next = p->acquire();
+    QCOMPARE(p->allocations(), std::int64_t(2));  // a fresh block, not the dropped one from the pool
+    QCOMPARE(p->allocatedBytes(), std::int64_t(1024));
   }
 
   void blocksOverThePoolSizeAreFreedOnlyOnceDone() {

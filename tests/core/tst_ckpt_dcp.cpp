@@ -329,6 +329,8 @@ print(a); assert a == b == {'step': 42, 'config': {'lr': 0.001, 'name': 'run-7'}
     QTest::newRow("zstd item that is not zstd") << "item-zstd-not-zstd" << "does not decompress: Unknown frame descriptor";
     QTest::newRow("zstd item cut short") << "item-zstd-truncated" << "ends in the middle of a zstd frame";
     QTest::newRow("zstd bomb") << "item-zstd-bomb" << "decompresses to more than";
+    QTest::newRow("zstd bomb in a huge declared chunk") << "item-zstd-huge-bomb" << "decompresses to more than 1074790400 bytes";
+    QTest::newRow("zstd item shared by two chunks") << "item-zstd-shared" << "is another chunk's too";
     QTest::newRow("unknown transform") << "item-rot13" << "items with transform stream.rot13/1 are not supported";
     QTest::newRow("item serialised as safetensors") << "item-safetensors" << "SerializationFormat.SAFETENSORS";
   }
@@ -346,6 +348,26 @@ print(a); assert a == b == {'step': 42, 'config': {'lr': 0.001, 'name': 'run-7'}
     QVERIFY2(lines.front().startsWith("error: ") && lines.front().contains(message.toUtf8()), c.err.constData());
     QVERIFY2(!QFileInfo::exists(dst), "nothing is written for a bad source");
     QVERIFY2(!QFileInfo::exists(tmp("bad/PWNED")), "the unpickler ran code");
+  }
+
+  // A compressed item is read keeping only its zip's head and tail: inspecting a 1 GiB declared
+  // chunk whose item decompresses past it stays far below 1 GiB of memory (peak RSS of the child,
+  // measured by Python's getrusage; holding the item whole took more than 1 GiB).
+  void aZstdBombIsRefusedInBoundedMemory() {
+    const char* script =
+        "import resource, subprocess, sys\n"
+        "r = subprocess.run([sys.argv[1], 'ckpt', 'inspect', sys.argv[2]], capture_output=True, text=True)\n"
+        "print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)\n"
+        "print(r.stderr.strip())\n";
+    auto r = stoker::test::runPythonArgs({"-c", script, QStringLiteral(STOKER_CLI_PATH), tmp("bad/item-zstd-huge-bomb")});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    const QList<QByteArray> lines = r.out.trimmed().split('\n');
+    QVERIFY2(lines.size() == 2, r.out.constData());
+    const QList<QByteArray> figures = lines[0].split(' ');
+    QCOMPARE(figures[0].toInt(), 2);
+    QVERIFY2(lines[1].contains("decompresses to more than"), lines[1].constData());
+    qInfo("peak RSS inspecting the 1 GiB zstd bomb: %d MiB", figures[1].toInt());
+    QVERIFY2(figures[1].toInt() < 512, lines[0].constData());
   }
 };
 

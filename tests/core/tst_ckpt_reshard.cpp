@@ -400,10 +400,19 @@ class TestCkptReshard : public QObject {
     o = {};
     o.jobs = 0;
     expectBadInput([&] { convert(path("opt_src"), path("opt_d"), "ranks:2", "keep", o); }, "--jobs 0");
+    // Two jobs writing a DCP rank file each may hold a 2 MiB item whole at once: 2 x (2 + 8) MiB.
+    o = {};
+    o.memoryBudget = 16 << 20;
+    o.jobs = 2;
+    expectBadInput([&] { convert(path("opt_src"), path("opt_e"), "dcp:2", "keep", o); },
+                   "each of 2 jobs may hold a tensor whole");
     for (const char* to : {"ranks", "ranks:0", "ranks:x", "hf:12XB", "hf:0", "tar", "single:3"})
       expectBadInput([&] { parseTargetSpec(to, "keep"); }, "--to");
     expectBadInput([&] { parseTargetSpec("single", "f8"); }, "--dtype f8");
-    for (const char* p : {"opt_a", "opt_b", "opt_c", "opt_d"}) QVERIFY(!fs::exists(path(p)));
+    for (const char* p : {"opt_a", "opt_b", "opt_c", "opt_d", "opt_e"}) QVERIFY(!fs::exists(path(p)));
+    o.jobs = 1;  // one job holds one item at a time: within the budget
+    convert(path("opt_src"), path("opt_f"), "dcp:2", "keep", o);
+    QVERIFY(fs::exists(path("opt_f/.metadata")));
   }
 
   void cancelKeepsFinishedFilesAndResumes() {

@@ -92,6 +92,8 @@ class TestCliConvert : public QObject {
     QCOMPARE(jobs({"--to", "single"}), cores);
     QCOMPARE(jobs({"--to", "ranks:3", "--dtype", "bf16"}), cores);
     QCOMPARE(jobs({"--to", "ranks:3", "--memory-budget", "16MiB"}), 2);
+    // A DCP item is written in one piece: each job may hold a tensor whole besides its 8 MiB.
+    QCOMPARE(jobs({"--to", "dcp:3", "--memory-budget", "16MiB"}), 1);
     QCOMPARE(jobs({"--to", "ranks:3", "--jobs", "1"}), 1);
   }
 
