@@ -30,6 +30,26 @@ const char* imageFormatName(ImageFormat f) {
   return "unknown";
 }
 
+namespace {
+
+// What PIL gives for a 4-component JPEG: its "CMYK;I" raw mode (Adobe's inverted polarity, assumed
+// for every CMYK JPEG) and then Image.convert("RGB")'s cmyk2rgb (Pillow's Convert.c).
+void cmykToRgb(const std::uint8_t* in, unsigned width, std::uint8_t* out) {
+  auto muldiv255 = [](int a, int b) {
+    const int t = a * b + 128;
+    return ((t >> 8) + t) >> 8;
+  };
+  for (unsigned x = 0; x < width; ++x, in += 4, out += 3) {
+    const int nk = in[3];  // 255 - (255 - k): the inverted K, negated
+    for (int c = 0; c < 3; ++c) {
+      const int v = nk - muldiv255(255 - in[c], nk);
+      out[c] = static_cast<std::uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v);
+    }
+  }
+}
+
+}  // namespace
+
 // libjpeg reports errors by calling error_exit, which must not return: it longjmps back to the
 // setjmp in the calls below. Those functions hold no C++ objects, so nothing is skipped.
 struct ImageDecoder::Jpeg {
@@ -41,6 +61,8 @@ struct ImageDecoder::Jpeg {
   };
   jpeg_decompress_struct cinfo;
   ErrorManager err;
+  bool cmyk = false;               // CMYK or YCCK: decoded as CMYK, converted to RGB as PIL does
+  std::vector<std::uint8_t> row4;  // one CMYK row
 
   static void onError(j_common_ptr c) {
     auto* e = reinterpret_cast<ErrorManager*>(c->err);
@@ -93,15 +115,18 @@ struct ImageDecoder::Jpeg {
     }
     cinfo.scale_num = 1;
     cinfo.scale_denom = static_cast<unsigned>(denom);
-    cinfo.out_color_space = JCS_RGB;
+    cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;  // libjpeg turns YCCK into CMYK
     jpeg_start_decompress(&cinfo);
     if (*w < cinfo.output_width) jpeg_crop_scanline(&cinfo, x, w);
     if (y > 0) jpeg_skip_scanlines(&cinfo, y);
     const std::size_t stride = static_cast<std::size_t>(cinfo.output_width) * 3;
     if (out->size() < stride * h + 4) out->resize(stride * h + 4);  // 4 bytes of slack: the resampler reads RGB+1
+    if (cmyk) row4.resize(static_cast<std::size_t>(cinfo.output_width) * 4);
     for (unsigned row = 0; row < h;) {
-      JSAMPROW rows[1] = {out->data() + stride * row};
-      row += jpeg_read_scanlines(&cinfo, rows, 1);
+      JSAMPROW rows[1] = {cmyk ? row4.data() : out->data() + stride * row};
+      const unsigned got = jpeg_read_scanlines(&cinfo, rows, 1);
+      if (cmyk && got) cmykToRgb(row4.data(), cinfo.output_width, out->data() + stride * row);
+      row += got;
     }
     jpeg_abort_decompress(&cinfo);  // the rows below the region are never decoded
     return 0;
@@ -121,8 +146,7 @@ ImageSize ImageDecoder::open(const std::uint8_t* data, std::size_t size, const s
     if (jpeg_->readHeader(data, size)) throwBadInput(name, std::string("corrupt JPEG: ") + jpeg_->err.message);
     size0_ = {static_cast<int>(jpeg_->cinfo.image_width), static_cast<int>(jpeg_->cinfo.image_height)};
     const J_COLOR_SPACE cs = jpeg_->cinfo.jpeg_color_space;
-    if (cs == JCS_CMYK || cs == JCS_YCCK)
-      throwBadInput(name, "CMYK JPEG: Stoker decodes RGB and grayscale JPEGs (convert it, e.g. `convert -colorspace sRGB`)");
+    jpeg_->cmyk = cs == JCS_CMYK || cs == JCS_YCCK;
   } else if (format_ == ImageFormat::Png) {
     spng_ctx* ctx = spng_ctx_new(0);
     if (!ctx) throw Error(ErrorKind::Io, name, "out of memory for a PNG decoder");

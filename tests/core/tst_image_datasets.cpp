@@ -433,7 +433,8 @@ class TestImageDatasets : public QObject {
     QCOMPARE(r.out.trimmed(), ("[" + dims.join(", ") + "]").toUtf8());
   }
 
-  // Grayscale JPEGs and PNGs (palette, alpha, gray) come out as RGB like PIL's convert("RGB").
+  // Grayscale and CMYK JPEGs (ImageNet's training set holds a few CMYK ones) and PNGs (palette,
+  // alpha, gray) come out as RGB like PIL's convert("RGB").
   // 16-bit grayscale is the one exception: PIL clips its I;16 values at 255 (a white image), where
   // Stoker keeps the high byte, as PIL itself does for 16-bit RGB.
   void pngAndGrayscaleMatchPil() {
@@ -444,7 +445,7 @@ class TestImageDatasets : public QObject {
                                     "rgb = Image.fromarray(rng.integers(0, 256, (90, 120, 3), dtype=np.uint8)); "
                                     "rgb.convert('L').save(d + '/gray.jpg', quality=95); rgb.save(d + '/rgb.png'); "
                                     "rgb.convert('RGBA').save(d + '/rgba.png'); rgb.convert('P').save(d + '/palette.png'); "
-                                    "rgb.convert('L').save(d + '/gray.png'); "
+                                    "rgb.convert('L').save(d + '/gray.png'); rgb.convert('CMYK').save(d + '/cmyk.jpg', quality=95); "
                                     "Image.fromarray((np.asarray(rgb.convert('L'), dtype=np.uint16) * 257)).save(d + '/gray16.png')",
                                     root});
     QVERIFY2(r.exitCode == 0, r.err.constData());
