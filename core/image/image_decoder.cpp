@@ -10,6 +10,7 @@
 #include <jpeglib.h>
 #include <jerror.h>
 
+#include "image/resample.h"
 #include "util/error.h"
 
 namespace stoker {
@@ -120,7 +121,7 @@ struct ImageDecoder::Jpeg {
     if (*w < cinfo.output_width) jpeg_crop_scanline(&cinfo, x, w);
     if (y > 0) jpeg_skip_scanlines(&cinfo, y);
     const std::size_t stride = static_cast<std::size_t>(cinfo.output_width) * 3;
-    if (out->size() < stride * h + 4) out->resize(stride * h + 4);  // 4 bytes of slack: the resampler reads RGB+1
+    if (out->size() < stride * h + kResampleSlack) out->resize(stride * h + kResampleSlack);  // the resampler reads past
     if (cmyk) row4.resize(static_cast<std::size_t>(cinfo.output_width) * 4);
     for (unsigned row = 0; row < h;) {
       JSAMPROW rows[1] = {cmyk ? row4.data() : out->data() + stride * row};
@@ -201,7 +202,7 @@ RgbRegion ImageDecoder::decodePng(PixelRect want) {
   std::size_t bytes = 0;
   int rc = spng_set_png_buffer(ctx, data_, size_);
   if (!rc) rc = spng_decoded_image_size(ctx, SPNG_FMT_RGB8, &bytes);
-  if (!rc && pixels_.size() < bytes + 4) pixels_.resize(bytes + 4);  // slack for the resampler, as above
+  if (!rc && pixels_.size() < bytes + kResampleSlack) pixels_.resize(bytes + kResampleSlack);  // as above
   // Alpha is dropped and 16-bit samples keep their high byte, as PIL's convert("RGB") does.
   if (!rc) rc = spng_decode_image(ctx, pixels_.data(), bytes, SPNG_FMT_RGB8, 0);
   if (rc) throwBadInput(name_, std::string("corrupt PNG: ") + spng_strerror(rc));

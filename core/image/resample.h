@@ -25,9 +25,13 @@ struct ResampleAxis {
 // axis of `inSize` pixels to `outSize` pixels.
 ResampleAxis bilinearAxis(int inSize, double in0, double in1, int outSize);
 
+// Bytes a source region's buffer must hold past its last pixel: the horizontal pass reads 16 bytes
+// from a group of taps whose first pixel may be the region's last.
+constexpr std::size_t kResampleSlack = 16;
+
 // Resizes into `out` (rows of outW x 3 bytes, outH rows) the output pixels [outX, outX + outW) x
 // [outY, outY + outH) of the resize described by `h` and `v`, whose input coordinate 0 is the
-// image pixel (srcX, srcY). `src` must cover every source pixel they read. `scratch` holds the
+// image pixel (srcX, srcY). `src` must cover every source pixel they read, plus kResampleSlack bytes. `scratch` holds the
 // horizontal pass between calls.
 void resampleRgb(const RgbRegion& src, int srcX, int srcY, const ResampleAxis& h, int outX, int outW,
                  const ResampleAxis& v, int outY, int outH, std::uint8_t* out, std::vector<std::uint8_t>& scratch);
