@@ -294,6 +294,11 @@ def bad(src, out):
         name, t = next((k, v) for k, v in tensors(m) if v.properties.dtype == torch.float32)
         t.properties.dtype = torch.float64
     case("item-dtype-disagrees", wrong_dtype)
+    def wrong_size(m, d):  # a chunk one row shorter than the tensor its item holds
+        name, t = next((k, v) for k, v in tensors(m) if len(v.chunks) >= 2)
+        c = t.chunks[0]
+        c.sizes = torch.Size([c.sizes[0] - 1] + list(c.sizes[1:]))
+    case("item-size-disagrees", wrong_size)
     def corrupt(m, d):
         info = first_info(m)
         with open(os.path.join(d, info.relative_path), "r+b") as f:

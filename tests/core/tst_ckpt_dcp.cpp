@@ -325,6 +325,7 @@ print(a); assert a == b == {'step': 42, 'config': {'lr': 0.001, 'name': 'run-7'}
     QTest::newRow("chunks leave a hole") << "chunks-leave-hole" << "holes in the tensor";
     QTest::newRow("chunk exceeds the tensor") << "chunk-exceeds-tensor" << "exceeds the tensor's size";
     QTest::newRow("item disagrees with its dtype") << "item-dtype-disagrees" << "holds F32 [1024, 256], the metadata says F64";
+    QTest::newRow("item disagrees with its chunk's size") << "item-size-disagrees" << ", the metadata says";
     QTest::newRow("item zip corrupt") << "item-zip-corrupt" << "is a corrupt zip";
     QTest::newRow("zstd item that is not zstd") << "item-zstd-not-zstd" << "does not decompress: Unknown frame descriptor";
     QTest::newRow("zstd item cut short") << "item-zstd-truncated" << "ends in the middle of a zstd frame";
