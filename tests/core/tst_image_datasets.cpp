@@ -281,26 +281,48 @@ class TestImageDatasets : public QObject {
       QVERIFY(at::equal(a[0][i], b[0][j]));
       QCOMPARE(a[1][i].item<std::int64_t>(), b[1][j].item<std::int64_t>());
     }
-    // 2 ranks x 2 workers, two epochs: every sample exactly once per epoch, shards read in runs.
-    for (std::int64_t epoch = 0; epoch < 2; ++epoch) {
-      std::vector<int> seen(static_cast<std::size_t>(wds->size()), 0);
-      for (int rank = 0; rank < 2; ++rank) {
-        LoaderOptions o = withTransforms(t);
-        o.sampler_type = SamplerType::Distributed;
-        o.shard_rank = rank;
-        o.shard_world_size = 2;
-        o.num_workers = 2;
-        o.batch_size = 4;
-        o.drop_last = false;
-        o.seed = 11;
-        auto ds = openDataset("wds:" + pattern + ",shuffle=5", o);
-        Loader loader(ds, o, DeviceSpec::parse("cpu"));
-        auto e = loader.epoch(epoch);
-        while (auto batch = e.next())
-          for (std::int64_t k = 0; k < batch->size(); ++k) ++seen[static_cast<std::size_t>(batch->indices[k].item<std::int64_t>())];
+    // 2 ranks x 2 workers, two epochs, shards of 7, 7, 7 and 5 samples (14 and 12 per rank): the
+    // ranks take equal steps, as under DistributedSampler. Without drop_last every sample comes
+    // once and the smaller rank repeats 2 of its own; with it each rank serves 12, none twice.
+    for (const bool dropLast : {false, true})
+      for (std::int64_t epoch = 0; epoch < 2; ++epoch) {
+        std::vector<int> seen(static_cast<std::size_t>(wds->size()), 0);
+        std::vector<std::int64_t> served;
+        for (int rank = 0; rank < 2; ++rank) {
+          LoaderOptions o = withTransforms(t);
+          o.sampler_type = SamplerType::Distributed;
+          o.shard_rank = rank;
+          o.shard_world_size = 2;
+          o.num_workers = 2;
+          o.batch_size = 4;
+          o.drop_last = dropLast;
+          o.seed = 11;
+          auto ds = openDataset("wds:" + pattern + ",shuffle=5", o);
+          Loader loader(ds, o, DeviceSpec::parse("cpu"));
+          auto e = loader.epoch(epoch);
+          std::int64_t n = 0;
+          while (auto batch = e.next()) {
+            n += batch->size();
+            for (std::int64_t k = 0; k < batch->size(); ++k) ++seen[static_cast<std::size_t>(batch->indices[k].item<std::int64_t>())];
+          }
+          served.push_back(n);
+        }
+        QCOMPARE(served, (std::vector<std::int64_t>{dropLast ? 12 : 14, dropLast ? 12 : 14}));
+        int once = 0, twice = 0;
+        for (int v : seen) once += v == 1, twice += v == 2;
+        if (dropLast) {
+          QCOMPARE(once, 24);
+          QCOMPARE(twice, 0);
+        } else {
+          QCOMPARE(once, 24);
+          QCOMPARE(twice, 2);
+        }
       }
-      for (std::size_t i = 0; i < seen.size(); ++i) QVERIFY2(seen[i] == 1, qPrintable(QString("sample %1 seen %2 times").arg(i).arg(seen[i])));
-    }
+    // Fewer shards than ranks: refused, naming why.
+    LoaderOptions many = withTransforms(t);
+    many.sampler_type = SamplerType::Distributed;
+    many.shard_world_size = 5;
+    QVERIFY(expectBadInput([&] { wds->ownEpochOrder(many, 0); }, {"shard_world_size 5", "4 WebDataset shards cannot feed 5 ranks"}).isEmpty());
     // The order is the seed's: the same twice, another epoch another.
     LoaderOptions o = withTransforms(t);
     o.seed = 3;

@@ -198,11 +198,36 @@ std::optional<std::vector<std::int64_t>> WebDataset::ownEpochOrder(const LoaderO
     rank = o.shard_rank;
     world = o.shard_world_size;
   }
+  if (shardOrder.size() < static_cast<std::size_t>(world))
+    throwBadInput("shard_world_size " + std::to_string(world),
+                  std::to_string(shardOrder.size()) + " WebDataset shards cannot feed " + std::to_string(world) +
+                      " ranks: each rank reads whole shards (split the data into at least as many shards as ranks)");
+  // Every rank must take the same number of steps, or a DDP job hangs in its last all-reduce: as
+  // DistributedSampler does, drop_last trims every rank to the smallest rank's count this epoch,
+  // otherwise every rank is padded to the largest by repeating its own first samples.
+  auto samplesOf = [&](int r) {
+    std::int64_t n = 0;
+    for (std::size_t k = static_cast<std::size_t>(r); k < shardOrder.size(); k += static_cast<std::size_t>(world))
+      n += shardBegin_[static_cast<std::size_t>(shardOrder[k]) + 1] - shardBegin_[static_cast<std::size_t>(shardOrder[k])];
+    return n;
+  };
+  std::int64_t fewest = samplesOf(0), most = fewest;
+  for (int r = 1; r < world; ++r) fewest = std::min(fewest, samplesOf(r)), most = std::max(most, samplesOf(r));
+  const std::int64_t perRank = o.drop_last ? fewest : most;
+  auto equalised = [&](std::vector<std::int64_t> v) {
+    const std::size_t own = v.size(), want = static_cast<std::size_t>(perRank);
+    if (own == 0 && want > 0)
+      throwBadInput("rank " + std::to_string(rank), "its WebDataset shards hold no samples in epoch " + std::to_string(epoch) +
+                                                         ", while other ranks' hold " + std::to_string(want));
+    if (want < own) v.resize(want);
+    for (std::size_t i = 0; v.size() < want; ++i) v.push_back(v[i % own]);
+    return v;
+  };
   std::vector<std::int64_t> order;
   for (std::size_t k = static_cast<std::size_t>(rank); k < shardOrder.size(); k += static_cast<std::size_t>(world))
     for (std::int64_t i = shardBegin_[static_cast<std::size_t>(shardOrder[k])]; i < shardBegin_[static_cast<std::size_t>(shardOrder[k]) + 1]; ++i)
       order.push_back(i);
-  if (!shuffle || shuffleBuffer_ <= 1) return order;
+  if (!shuffle || shuffleBuffer_ <= 1) return equalised(std::move(order));
   // webdataset's shuffle(N): keep a buffer of N, emit a random one, refill from the stream.
   std::mt19937_64 mix(o.seed * 1000003u + static_cast<std::uint64_t>(epoch) * 7919u + static_cast<std::uint64_t>(rank));
   std::vector<std::int64_t> buffer, out;
@@ -218,7 +243,7 @@ std::optional<std::vector<std::int64_t>> WebDataset::ownEpochOrder(const LoaderO
   }
   std::shuffle(buffer.begin(), buffer.end(), mix);
   out.insert(out.end(), buffer.begin(), buffer.end());
-  return out;
+  return equalised(std::move(out));
 }
 
 std::shared_ptr<Dataset> openWebDataset(const std::string& text, const LoaderOptions& options) {

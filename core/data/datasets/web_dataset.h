@@ -10,7 +10,10 @@
 // epoch's order is the dataset's own (ownEpochOrder): shards shuffled by (seed + epoch), dealt
 // round-robin to the ranks of a distributed sampler, read shard after shard, samples mixed within
 // a bounded buffer (webdataset's shuffle(N)), seeded and reproducible -- so each rank reads its
-// shards sequentially and every sample is seen once per epoch across ranks.
+// shards sequentially and every sample is seen once per epoch across ranks. Ranks take equal
+// steps, as with DistributedSampler: with drop_last every rank stops at the smallest rank's count
+// (the rest of the larger ranks' shards waits for another epoch's deal), without it the smaller
+// ranks repeat their first samples; fewer shards than ranks is refused.
 #pragma once
 
 #include "data/datasets/image_dataset.h"
