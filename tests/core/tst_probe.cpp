@@ -358,7 +358,9 @@ class TestProbe : public QObject {
     auto first = std::make_unique<MonitorProcess>();
     first->start(port);
     DdpJob job;
-    job.start(2, QString("127.0.0.1:%1").arg(port), dir.path(), {"--samples", "16384", "--epochs", "3"});
+    // 10 epochs (~3 ms a step, 256 steps each): the job must outlive the second monitor's start (an
+    // ASan build's takes seconds) plus the probe's 1 s redial; with 3 epochs it once ended first.
+    job.start(2, QString("127.0.0.1:%1").arg(port), dir.path(), {"--samples", "16384", "--epochs", "10"});
     for (int i = 0; i < 200 && first->p.bytesAvailable() == 0; ++i) first->p.waitForReadyRead(100);
     QVERIFY2(first->p.bytesAvailable() > 0, job.errors().constData());
     first->p.kill();
