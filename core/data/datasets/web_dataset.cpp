@@ -205,15 +205,12 @@ std::optional<std::vector<std::int64_t>> WebDataset::ownEpochOrder(const LoaderO
   // Every rank must take the same number of steps, or a DDP job hangs in its last all-reduce: as
   // DistributedSampler does, drop_last trims every rank to the smallest rank's count this epoch,
   // otherwise every rank is padded to the largest by repeating its own first samples.
-  auto samplesOf = [&](int r) {
-    std::int64_t n = 0;
-    for (std::size_t k = static_cast<std::size_t>(r); k < shardOrder.size(); k += static_cast<std::size_t>(world))
-      n += shardBegin_[static_cast<std::size_t>(shardOrder[k]) + 1] - shardBegin_[static_cast<std::size_t>(shardOrder[k])];
-    return n;
-  };
-  std::int64_t fewest = samplesOf(0), most = fewest;
-  for (int r = 1; r < world; ++r) fewest = std::min(fewest, samplesOf(r)), most = std::max(most, samplesOf(r));
-  const std::int64_t perRank = o.drop_last ? fewest : most;
+  std::vector<std::int64_t> samplesOf(static_cast<std::size_t>(world), 0);  // shard k goes to rank k % world
+  for (std::size_t k = 0; k < shardOrder.size(); ++k)
+    samplesOf[k % static_cast<std::size_t>(world)] +=
+        shardBegin_[static_cast<std::size_t>(shardOrder[k]) + 1] - shardBegin_[static_cast<std::size_t>(shardOrder[k])];
+  const auto [fewest, most] = std::minmax_element(samplesOf.begin(), samplesOf.end());
+  const std::int64_t perRank = o.drop_last ? *fewest : *most;
   auto equalised = [&](std::vector<std::int64_t> v) {
     const std::size_t own = v.size(), want = static_cast<std::size_t>(perRank);
     if (own == 0 && want > 0)
