@@ -124,8 +124,11 @@ struct ImageDecoder::Jpeg {
     if (out->size() < stride * h + kResampleSlack) out->resize(stride * h + kResampleSlack);  // the resampler reads past
     if (cmyk) row4.resize(static_cast<std::size_t>(cinfo.output_width) * 4);
     for (unsigned row = 0; row < h;) {
-      JSAMPROW rows[1] = {cmyk ? row4.data() : out->data() + stride * row};
-      const unsigned got = jpeg_read_scanlines(&cinfo, rows, 1);
+      // Up to 16 rows per call (libjpeg makes them a row group at a time), one when converting CMYK.
+      JSAMPROW rows[16];
+      const unsigned want = cmyk ? 1 : std::min(h - row, 16u);
+      for (unsigned i = 0; i < want; ++i) rows[i] = cmyk ? row4.data() : out->data() + stride * (row + i);
+      const unsigned got = jpeg_read_scanlines(&cinfo, rows, want);
       if (cmyk && got) cmykToRgb(row4.data(), cinfo.output_width, out->data() + stride * row);
       row += got;
     }

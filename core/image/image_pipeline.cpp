@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <random>
 
 #include "image/resample.h"
 #include "util/monotonic_seconds.h"
@@ -17,7 +16,9 @@ namespace {
 // Per worker thread: the decoder and the buffers between the stages, kept between images.
 struct Scratch {
   ImageDecoder decoder;
-  std::vector<std::uint8_t> window, clipped, hpass;
+  std::vector<std::uint8_t> window;  // the kept window as three planes, flipped if asked
+  ResampleAxis h, v;
+  PlanarScratch resample;
 };
 
 Scratch& scratch() {
@@ -28,35 +29,41 @@ Scratch& scratch() {
 // Python's round(): halves to even (the current rounding mode is round-to-nearest-even).
 int roundHalfEven(double v) { return static_cast<int>(std::nearbyint(v)); }
 
+// SplitMix64 (Steele, Lea and Flood; the seeder of Java's SplittableRandom and of xoshiro), its
+// state set from (seed, epoch, sample) by the same mixer: a fresh stream per sample in a few
+// nanoseconds, where seeding a Mersenne Twister through seed_seq took microseconds per image.
 class SampleRandom {
  public:
-  explicit SampleRandom(const SampleSeed& s) {
-    const auto e = static_cast<std::uint64_t>(s.epoch), i = static_cast<std::uint64_t>(s.sample);
-    std::seed_seq seq{static_cast<std::uint32_t>(s.seed), static_cast<std::uint32_t>(s.seed >> 32),
-                      static_cast<std::uint32_t>(e),      static_cast<std::uint32_t>(e >> 32),
-                      static_cast<std::uint32_t>(i),      static_cast<std::uint32_t>(i >> 32)};
-    rng_.seed(seq);
-  }
-  double uniform(double a, double b) { return a + (b - a) * static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
+  explicit SampleRandom(const SampleSeed& s)
+      : state_(hash(s.seed ^ hash(static_cast<std::uint64_t>(s.epoch) ^ hash(static_cast<std::uint64_t>(s.sample))))) {}
+  double uniform(double a, double b) { return a + (b - a) * static_cast<double>(next() >> 11) * 0x1.0p-53; }
   int randint(int lo, int hi) {  // [lo, hi]
-    return lo + static_cast<int>(rng_() % static_cast<std::uint64_t>(hi - lo + 1));
+    return lo + static_cast<int>(next() % static_cast<std::uint64_t>(hi - lo + 1));
   }
 
  private:
-  std::mt19937_64 rng_;
+  static constexpr std::uint64_t kGamma = 0x9e3779b97f4a7c15ull;
+  static std::uint64_t finalise(std::uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  static std::uint64_t hash(std::uint64_t z) { return finalise(z + kGamma); }
+  std::uint64_t next() { return finalise(state_ += kGamma); }
+  std::uint64_t state_;
 };
 
 }  // namespace
 
 ImagePipeline::ImagePipeline(ImageTransforms transforms) : t_(std::move(transforms)) {
-  for (std::size_t c = 0; c < 3; ++c)
-    for (int v = 0; v < 256; ++v) {
-      float x = static_cast<float>(v) / 255.0f;  // ToTensor: .float().div(255)
-      if (t_.normalize) x = (x - t_.mean[c]) / t_.std[c];  // Normalize: .sub_(mean).div_(std)
-      lut_[c][static_cast<std::size_t>(v)] = x;
-      if (t_.dtype == ImageDtype::F16) lut16_[c][static_cast<std::size_t>(v)] = c10::Half(x).x;
-      if (t_.dtype == ImageDtype::BF16) lut16_[c][static_cast<std::size_t>(v)] = c10::BFloat16(x).x;
+  for (std::size_t c = 0; c < 3; ++c) {
+    toFloat_[c] = PlaneToFloat(t_.mean[c], t_.std[c], t_.normalize);
+    for (std::size_t v = 0; v < 256; ++v) {
+      const float x = toFloat_[c].table()[v];
+      if (t_.dtype == ImageDtype::F16) lut16_[c][v] = c10::Half(x).x;
+      if (t_.dtype == ImageDtype::BF16) lut16_[c][v] = c10::BFloat16(x).x;
     }
+  }
 }
 
 ImagePlan ImagePipeline::plan(int width, int height, const SampleSeed& seed) const {
@@ -142,8 +149,10 @@ ImagePlan ImagePipeline::run(const std::uint8_t* data, std::size_t size, const s
   const int spanX = static_cast<int>(std::floor(sx0)), spanY = static_cast<int>(std::floor(sy0));
   const int spanW = std::min(static_cast<int>(std::ceil(sx1)), scaled.width) - spanX;
   const int spanH = std::min(static_cast<int>(std::ceil(sy1)), scaled.height) - spanY;
-  const ResampleAxis h = bilinearAxis(spanW, sx0 - spanX, sx1 - spanX, rw);
-  const ResampleAxis v = bilinearAxis(spanH, sy0 - spanY, sy1 - spanY, rh);
+  ResampleAxis& h = s.h;
+  ResampleAxis& v = s.v;
+  bilinearAxis(spanW, sx0 - spanX, sx1 - spanX, rw, h);
+  bilinearAxis(spanH, sy0 - spanY, sy1 - spanY, rh, v);
 
   // The kept window, clipped to the resized image (the rest is zero padding).
   const int cx0 = std::max(p.windowX, 0), cy0 = std::max(p.windowY, 0);
@@ -161,51 +170,32 @@ ImagePlan ImagePipeline::run(const std::uint8_t* data, std::size_t size, const s
   const RgbRegion region = s.decoder.decode({spanX + colFirst, spanY + rowFirst, colEnd - colFirst, rowEnd - rowFirst}, d);
   const double t1 = seconds ? monotonicSeconds() : 0;
 
-  const std::size_t windowBytes = static_cast<std::size_t>(ow) * static_cast<std::size_t>(oh) * 3;
-  s.window.resize(windowBytes);
-  if (cw == ow && ch == oh) {
-    resampleRgb(region, spanX, spanY, h, cx0, cw, v, cy0, ch, s.window.data(), s.hpass);
-  } else {
-    std::fill(s.window.begin(), s.window.end(), std::uint8_t{0});
-    s.clipped.resize(static_cast<std::size_t>(cw) * static_cast<std::size_t>(ch) * 3);
-    resampleRgb(region, spanX, spanY, h, cx0, cw, v, cy0, ch, s.clipped.data(), s.hpass);
-    for (int y = 0; y < ch; ++y)
-      std::memcpy(&s.window[(static_cast<std::size_t>(cy0 - p.windowY + y) * static_cast<std::size_t>(ow) +
-                             static_cast<std::size_t>(cx0 - p.windowX)) * 3],
-                  &s.clipped[static_cast<std::size_t>(y) * static_cast<std::size_t>(cw) * 3], static_cast<std::size_t>(cw) * 3);
-  }
-
-  // Flip, convert, normalise: one pass from the window into the sample's slot.
-  const std::uint8_t* win = s.window.data();
+  // Resize into the window's three planes, flipped on the way when the plan says so; the part of
+  // the window past the resized image (CenterCrop's padding) stays zero.
   const std::size_t plane = static_cast<std::size_t>(ow) * static_cast<std::size_t>(oh);
-  for (int y = 0; y < oh; ++y) {
-    const std::uint8_t* row = win + static_cast<std::size_t>(y) * static_cast<std::size_t>(ow) * 3;
-    const std::size_t outRow = static_cast<std::size_t>(y) * static_cast<std::size_t>(ow);
-    if (t_.dtype == ImageDtype::U8) {
-      std::uint8_t* o = dst + outRow * 3;
-      if (!p.flip) {
-        std::memcpy(o, row, static_cast<std::size_t>(ow) * 3);
-      } else {
-        for (int x = 0; x < ow; ++x) std::memcpy(o + x * 3, row + (ow - 1 - x) * 3, 3);
-      }
-    } else if (t_.dtype == ImageDtype::F32) {
-      auto* o = reinterpret_cast<float*>(dst);
-      for (std::size_t c = 0; c < 3; ++c) {
-        float* out = o + c * plane + outRow;
-        const float* lut = lut_[c].data();
-        if (!p.flip)
-          for (int x = 0; x < ow; ++x) out[x] = lut[row[x * 3 + static_cast<int>(c)]];
-        else
-          for (int x = 0; x < ow; ++x) out[x] = lut[row[(ow - 1 - x) * 3 + static_cast<int>(c)]];
-      }
-    } else {
-      auto* o = reinterpret_cast<std::uint16_t*>(dst);
-      for (std::size_t c = 0; c < 3; ++c) {
-        std::uint16_t* out = o + c * plane + outRow;
-        const std::uint16_t* lut = lut16_[c].data();
-        for (int x = 0; x < ow; ++x) out[x] = lut[row[(p.flip ? ow - 1 - x : x) * 3 + static_cast<int>(c)]];
-      }
-    }
+  s.window.resize(plane * 3);
+  if (cw != ow || ch != oh) std::fill(s.window.begin(), s.window.end(), std::uint8_t{0});
+  const int left = cx0 - p.windowX;  // the resized pixels' first column in the unflipped window
+  PlanarOut out;
+  out.data = s.window.data() + static_cast<std::size_t>(cy0 - p.windowY) * static_cast<std::size_t>(ow) +
+             static_cast<std::size_t>(p.flip ? ow - left - cw : left);
+  out.rowStride = ow;
+  out.planeStride = static_cast<std::ptrdiff_t>(plane);
+  out.mirror = p.flip;
+  resampleRgbPlanar(region, spanX, spanY, h, cx0, cw, v, cy0, ch, out, s.resample);
+
+  // ToTensor + Normalize (CHW, as the window is), or back to HWC bytes for u8 output.
+  const std::uint8_t* win = s.window.data();
+  if (t_.dtype == ImageDtype::U8) {
+    for (std::size_t i = 0; i < plane; ++i)
+      for (std::size_t c = 0; c < 3; ++c) dst[i * 3 + c] = win[c * plane + i];
+  } else if (t_.dtype == ImageDtype::F32) {
+    auto* o = reinterpret_cast<float*>(dst);
+    for (std::size_t c = 0; c < 3; ++c) toFloat_[c].run(win + c * plane, plane, o + c * plane);
+  } else {
+    auto* o = reinterpret_cast<std::uint16_t*>(dst);
+    for (std::size_t c = 0; c < 3; ++c)
+      for (std::size_t i = 0; i < plane; ++i) o[c * plane + i] = lut16_[c][win[c * plane + i]];
   }
   if (seconds) {
     const double t2 = monotonicSeconds();

@@ -5,8 +5,9 @@
 // Then only what the window needs is decoded: the rows and columns its filter taps reach, at the
 // smallest JPEG DCT scale (1/2, 1/4, 1/8) that still leaves the source at least as large as the
 // resize (a reduction either way, so no detail the output could show is lost). Resizing is
-// Pillow's (image/resample); conversion and Normalize go through a 256-entry table per channel
-// computed as torchvision computes ToTensor + Normalize in float32.
+// Pillow's (image/resample), into channel planes with the flip applied on the way
+// (image/resample_planar); ToTensor + Normalize give torchvision's float32 values exactly
+// (image/to_tensor).
 //
 // Random choices come from (seed, epoch, sample), not from the thread that does the work.
 #pragma once
@@ -18,6 +19,7 @@
 
 #include "image/image_decoder.h"
 #include "image/image_transforms.h"
+#include "image/to_tensor.h"
 
 namespace stoker {
 
@@ -56,7 +58,7 @@ class ImagePipeline {
 
  private:
   ImageTransforms t_;
-  std::array<std::array<float, 256>, 3> lut_{};       // u8 -> ToTensor (+ Normalize), float32
+  std::array<PlaneToFloat, 3> toFloat_;                    // u8 -> ToTensor (+ Normalize), float32
   std::array<std::array<std::uint16_t, 256>, 3> lut16_{};  // the same as f16 or bf16 bits
 };
 

@@ -132,8 +132,7 @@ __attribute__((target("avx2"))) void horizontalRowAvx2(const std::uint8_t* in, c
 
 }  // namespace
 
-ResampleAxis bilinearAxis(int inSize, double in0, double in1, int outSize) {
-  ResampleAxis a;
+void bilinearAxis(int inSize, double in0, double in1, int outSize, ResampleAxis& a) {
   const double scale = (in1 - in0) / outSize;
   const double filterscale = std::max(scale, 1.0);
   const double support = 1.0 * filterscale;
@@ -142,10 +141,11 @@ ResampleAxis bilinearAxis(int inSize, double in0, double in1, int outSize) {
   a.first.resize(static_cast<std::size_t>(outSize));
   a.count.resize(static_cast<std::size_t>(outSize));
   a.weights.assign(static_cast<std::size_t>(outSize) * static_cast<std::size_t>(a.ksize), 0);
-  std::vector<double> k(static_cast<std::size_t>(a.ksize));
+  a.taps.resize(static_cast<std::size_t>(a.ksize));
+  double* k = a.taps.data();
+  const double ss = 1.0 / filterscale;
   for (int xx = 0; xx < outSize; ++xx) {
     const double center = in0 + (xx + 0.5) * scale;
-    const double ss = 1.0 / filterscale;
     int xmin = static_cast<int>(center - support + 0.5);
     if (xmin < 0) xmin = 0;
     int xmax = static_cast<int>(center + support + 0.5);
@@ -154,19 +154,18 @@ ResampleAxis bilinearAxis(int inSize, double in0, double in1, int outSize) {
     double ww = 0.0;
     for (int x = 0; x < xmax; ++x) {
       const double w = bilinear((x + xmin - center + 0.5) * ss);
-      k[static_cast<std::size_t>(x)] = w;
+      k[x] = w;
       ww += w;
     }
     std::int32_t* out = &a.weights[static_cast<std::size_t>(xx) * static_cast<std::size_t>(a.ksize)];
     for (int x = 0; x < xmax; ++x) {
-      double w = k[static_cast<std::size_t>(x)];
+      double w = k[x];
       if (ww != 0.0) w /= ww;
       out[x] = static_cast<std::int32_t>(w < 0 ? -0.5 + w * (1 << kPrecisionBits) : 0.5 + w * (1 << kPrecisionBits));
     }
     a.first[static_cast<std::size_t>(xx)] = xmin;
     a.count[static_cast<std::size_t>(xx)] = std::max(xmax, 0);
   }
-  return a;
 }
 
 // Built for AVX2 too (32-bit multiplies in one instruction; plain x86-64 has to emulate them),

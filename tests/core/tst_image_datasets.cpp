@@ -142,6 +142,25 @@ class TestImageDatasets : public QObject {
     QVERIFY2(meanDiff / unit < 0.01, qPrintable(QString("mean diff %1 levels").arg(meanDiff / unit)));
   }
 
+  // ToTensor + Normalize 8 bytes at a time (AVX2 + FMA) gives the table's float32 values, which are
+  // torchvision's; on a CPU with AVX2 and FMA the vector path must be the one in use.
+  void toTensorVectorPathEqualsTheTable() {
+    const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
+    std::vector<std::uint8_t> bytes(1027);  // not a multiple of 8: the scalar tail runs too
+    for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::uint8_t>(i * 7 + 3);
+    for (int c = 0; c < 4; ++c) {
+      const PlaneToFloat p = c < 3 ? PlaneToFloat(mean[c], std[c], true) : PlaneToFloat();
+      if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) QVERIFY(p.vectorised());
+      std::vector<float> out(bytes.size());
+      p.run(bytes.data(), bytes.size(), out.data());
+      for (std::size_t i = 0; i < bytes.size(); ++i) {
+        const float x = static_cast<float>(bytes[i]) / 255.0f;
+        const float want = c < 3 ? (x - mean[c]) / std[c] : x;
+        QVERIFY2(std::memcmp(&out[i], &want, 4) == 0, qPrintable(QString("byte %1 channel %2").arg(bytes[i]).arg(c)));
+      }
+    }
+  }
+
   // Random transforms draw from (seed, epoch, sample): the same sample gives the same output from
   // any thread or batch, another epoch or seed changes it, and the crop lies inside the image.
   void randomTransformsDependOnlyOnSeedEpochSample() {
