@@ -11,6 +11,7 @@
 #include <jerror.h>
 
 #include "image/resample.h"
+#include "image/webp_image.h"
 #include "util/error.h"
 
 namespace stoker {
@@ -19,6 +20,7 @@ ImageFormat sniffImageFormat(const std::uint8_t* data, std::size_t size) {
   static const std::uint8_t png[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
   if (size >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff) return ImageFormat::Jpeg;
   if (size >= 8 && std::memcmp(data, png, 8) == 0) return ImageFormat::Png;
+  if (isWebp(data, size)) return ImageFormat::Webp;
   return ImageFormat::Unknown;
 }
 
@@ -26,6 +28,7 @@ const char* imageFormatName(ImageFormat f) {
   switch (f) {
     case ImageFormat::Jpeg: return "JPEG";
     case ImageFormat::Png: return "PNG";
+    case ImageFormat::Webp: return "WebP";
     case ImageFormat::Unknown: break;
   }
   return "unknown";
@@ -169,8 +172,10 @@ ImageSize ImageDecoder::open(const std::uint8_t* data, std::size_t size, const s
     if (rc) throwBadInput(name, std::string("corrupt PNG: ") + spng_strerror(rc));
     if (ihdr.width > (1u << 20) || ihdr.height > (1u << 20)) throwBadInput(name, "PNG dimensions are too large");
     size0_ = {static_cast<int>(ihdr.width), static_cast<int>(ihdr.height)};
+  } else if (format_ == ImageFormat::Webp) {
+    size0_ = webpSize(data, size, name);
   } else {
-    throwBadInput(name, size == 0 ? "empty file" : "not a JPEG or PNG image (Stoker decodes those two)");
+    throwBadInput(name, size == 0 ? "empty file" : "not a JPEG, PNG or WebP image (Stoker decodes those)");
   }
   if (size0_.width < 1 || size0_.height < 1 ||
       static_cast<std::int64_t>(size0_.width) * size0_.height > kMaxImagePixels)
@@ -192,7 +197,11 @@ RgbRegion ImageDecoder::decode(PixelRect want, int denom) {
   want.y = std::clamp(want.y, 0, full.height - 1);
   want.width = std::clamp(want.width, 1, full.width - want.x);
   want.height = std::clamp(want.height, 1, full.height - want.y);
-  if (format_ == ImageFormat::Png) return decodePng(want);
+  if (format_ == ImageFormat::Png) return decodePng();
+  if (format_ == ImageFormat::Webp) {
+    decodeWebp(data_, size_, name_, size0_, pixels_, kResampleSlack);
+    return wholeImage();
+  }
   if (format_ != ImageFormat::Jpeg) throwBadInput(name_, "no image opened");
   unsigned x = static_cast<unsigned>(want.x), w = static_cast<unsigned>(want.width);
   if (jpeg_->decode(denom, &x, &w, static_cast<unsigned>(want.y), static_cast<unsigned>(want.height), &pixels_))
@@ -205,7 +214,7 @@ RgbRegion ImageDecoder::decode(PixelRect want, int denom) {
   return r;
 }
 
-RgbRegion ImageDecoder::decodePng(PixelRect want) {
+RgbRegion ImageDecoder::decodePng() {
   spng_ctx* ctx = spng_ctx_new(0);
   if (!ctx) throw Error(ErrorKind::Io, name_, "out of memory for a PNG decoder");
   std::unique_ptr<spng_ctx, void (*)(spng_ctx*)> guard(ctx, spng_ctx_free);
@@ -217,11 +226,14 @@ RgbRegion ImageDecoder::decodePng(PixelRect want) {
   // Alpha is dropped and 16-bit samples keep their high byte, as PIL's convert("RGB") does.
   if (!rc) rc = spng_decode_image(ctx, pixels_.data(), bytes, SPNG_FMT_RGB8, 0);
   if (rc) throwBadInput(name_, std::string("corrupt PNG: ") + spng_strerror(rc));
+  return wholeImage();
+}
+
+RgbRegion ImageDecoder::wholeImage() {
   RgbRegion r;
   r.stride = static_cast<std::ptrdiff_t>(size0_.width) * 3;
   r.pixels = pixels_.data();
   r.rect = {0, 0, size0_.width, size0_.height};
-  (void)want;
   return r;
 }
 

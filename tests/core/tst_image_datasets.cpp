@@ -305,7 +305,7 @@ class TestImageDatasets : public QObject {
       QStringList parts;
     } cases[] = {{1, {"sample 1", "truncated.jpg", "truncated JPEG"}},
                  {2, {"sample 2", "zcorrupt.jpg", "corrupt JPEG"}},
-                 {3, {"sample 3", "notanimage.png", "not a JPEG or PNG"}},
+                 {3, {"sample 3", "notanimage.png", "not a JPEG, PNG or WebP"}},
                  {4, {"sample 4", "zempty.jpg", "empty file"}}};
     for (const auto& c : cases) QVERIFY2(expectBadInput([&] { ds->readItem(c.index, dst); }, c.parts).isEmpty(),
                                          qPrintable(expectBadInput([&] { ds->readItem(c.index, dst); }, c.parts)));
@@ -537,8 +537,59 @@ class TestImageDatasets : public QObject {
     QCOMPARE(r.out.trimmed(), ("[" + dims.join(", ") + "]").toUtf8());
   }
 
-  // Grayscale and CMYK JPEGs (ImageNet's training set holds a few CMYK ones) and PNGs (palette,
-  // alpha, gray) come out as RGB like PIL's convert("RGB").
+  // WebP stills decode (in image folders and as WebDataset members, `<key>.webp`), and every bad
+  // WebP is named: truncated, corrupt, animated (refused: PIL would compose its first frame).
+  void webpSamplesAndBadWebpAreNamed() {
+    if (!pythonTorchAvailable()) QSKIP("Debian's python3-torch is not installed");
+    const QString root = tmp_.filePath("webp");
+    const auto r = runPythonArgs({"-c", "import sys, os, tarfile; from PIL import Image; r = sys.argv[1]; src = sys.argv[2]; "
+                                    "os.makedirs(r + '/good/c', exist_ok=True); os.makedirs(r + '/bad/c', exist_ok=True); "
+                                    "im = Image.open(src).convert('RGB'); im.save(r + '/good/c/a.webp', quality=85); "
+                                    "im.rotate(90, expand=True).save(r + '/good/c/b.webp', lossless=True); "
+                                    "data = open(r + '/good/c/a.webp', 'rb').read(); "
+                                    "open(r + '/bad/c/1-truncated.webp', 'wb').write(data[:len(data) // 2]); "
+                                    "open(r + '/bad/c/2-corrupt.webp', 'wb').write(data[:23] + bytes([255, 255, 255]) + data[26:]); "
+                                    "im.save(r + '/bad/c/3-animated.webp', save_all=True, append_images=[im.rotate(180)], duration=100); "
+                                    "t = tarfile.open(r + '/shard-000000.tar', 'w'); "
+                                    "open(r + '/label.cls', 'w').write('0'); "
+                                    "[(t.add(r + '/good/c/' + k + '.webp', k + '.webp'), t.add(r + '/label.cls', k + '.cls')) for k in 'ab']; "
+                                    "t.close()",
+                                    root, jpeg_});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    const std::string transforms = "Resize(48),CenterCrop(48),ToDtype(u8)";
+    auto folder = openDataset("imagefolder:" + (root + "/good").toStdString(), withTransforms(transforms));
+    const auto got = readAll(*folder);
+    QCOMPARE(got[0].size(0), std::int64_t(2));
+    // The same files through torchvision (PIL), then as WebDataset members.
+    const QString ref = tmp_.filePath("ref-webp");
+    const auto t = runPythonArgs({kScripts + "torchvision_reference.py", root + "/good", ref, "--transforms", QString::fromStdString(transforms)});
+    QVERIFY2(t.exitCode == 0, t.err.constData());
+    const at::Tensor want = readNpy((ref + "/images.npy").toStdString()).toTorch();
+    QVERIFY2(at::equal(got[0], want), qPrintable(QString("max diff %1").arg((got[0].to(at::kInt) - want.to(at::kInt)).abs().max().item<int>())));
+    auto shards = openDataset("wds:" + (root + "/shard-000000.tar").toStdString(), withTransforms(transforms));
+    QCOMPARE(shards->size(), std::int64_t(2));
+    const auto fromShards = readAll(*shards);
+    QVERIFY(at::equal(fromShards[0], got[0]));
+
+    auto bad = openDataset("imagefolder:" + (root + "/bad").toStdString(), withTransforms(transforms));
+    std::vector<std::uint8_t> image(48 * 48 * 3);
+    std::int64_t label;
+    std::uint8_t* dst[2] = {image.data(), reinterpret_cast<std::uint8_t*>(&label)};
+    const struct {
+      std::int64_t index;
+      QStringList parts;
+    } cases[] = {{0, {"1-truncated.webp", "truncated WebP"}},
+                 {1, {"2-corrupt.webp", "corrupt WebP"}},
+                 {2, {"3-animated.webp", "animated WebP"}}};
+    for (const auto& c : cases) {
+      const QString msg = expectBadInput([&] { bad->readItem(c.index, dst); }, c.parts);
+      QVERIFY2(msg.isEmpty(), qPrintable(c.parts[0] + ": " + msg));
+    }
+  }
+
+  // Grayscale and CMYK JPEGs (ImageNet's training set holds a few CMYK ones), PNGs (palette,
+  // alpha, gray) and WebP stills (lossy, lossless, with alpha) come out as RGB like PIL's
+  // convert("RGB").
   // 16-bit grayscale is the one exception: PIL clips its I;16 values at 255 (a white image), where
   // Stoker keeps the high byte, as PIL itself does for 16-bit RGB.
   void pngAndGrayscaleMatchPil() {
@@ -550,7 +601,9 @@ class TestImageDatasets : public QObject {
                                     "rgb.convert('L').save(d + '/gray.jpg', quality=95); rgb.save(d + '/rgb.png'); "
                                     "rgb.convert('RGBA').save(d + '/rgba.png'); rgb.convert('P').save(d + '/palette.png'); "
                                     "rgb.convert('L').save(d + '/gray.png'); rgb.convert('CMYK').save(d + '/cmyk.jpg', quality=95); "
-                                    "Image.fromarray((np.asarray(rgb.convert('L'), dtype=np.uint16) * 257)).save(d + '/gray16.png')",
+                                    "Image.fromarray((np.asarray(rgb.convert('L'), dtype=np.uint16) * 257)).save(d + '/gray16.png'); "
+                                    "rgb.save(d + '/lossy.webp', quality=90); rgb.save(d + '/lossless.webp', lossless=True); "
+                                    "rgb.convert('RGBA').save(d + '/rgba.webp', quality=90)",
                                     root});
     QVERIFY2(r.exitCode == 0, r.err.constData());
     const QString ref = tmp_.filePath("ref-modes");

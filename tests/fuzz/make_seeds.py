@@ -207,6 +207,9 @@ def media_seeds():
     put("image_decode", "gray.png", encoded(rgb.convert("L"), "PNG"))
     put("image_decode", "palette.png", encoded(rgb.convert("P"), "PNG"))
     put("image_decode", "rgba.png", encoded(rgb.convert("RGBA"), "PNG"))
+    put("image_decode", "lossy.webp", encoded(rgb, "WEBP", quality=80))
+    put("image_decode", "lossless.webp", encoded(rgb, "WEBP", lossless=True))
+    put("image_decode", "rgba.webp", encoded(rgb.convert("RGBA"), "WEBP", quality=80))
 
     shard = io.BytesIO()
     with tarfile.open(fileobj=shard, mode="w", format=tarfile.USTAR_FORMAT) as tar:
