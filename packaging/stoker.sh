@@ -40,7 +40,7 @@ PACKAGES=(
   libcpp-httplib-dev  # the Prometheus /metrics endpoint
   libminizip-dev  # zip records of .pt files and DCP items, read without libtorch
   libzstd-dev python3-zstandard  # zstd-compressed DCP items (torch >= 2.6), and the fixture writing them
-  libjpeg62-turbo-dev libspng-dev libwebp-dev  # image datasets: JPEG (libjpeg-turbo's libjpeg API), PNG and WebP decoding
+  libjpeg62-turbo-dev libspng-dev libwebp-dev libtiff-dev libstb-dev  # image datasets: JPEG (libjpeg-turbo's libjpeg API), PNG, WebP, TIFF, BMP
   libarchive-dev  # WebDataset tar shards
   python3-skimage  # the real photographs the image benchmarks and tests are cut from
   python3-torchvision prometheus  # the probe's real DDP job (torchvision FashionMNIST), a real Prometheus scrape
@@ -269,7 +269,8 @@ GPU_DEPS=(
   nlohmann-json3-dev libcli11-dev libxxhash-dev libxxhash0 zlib1g-dev
   libcpp-httplib-dev libcpp-httplib0.11 libminizip-dev libminizip1 libzstd-dev
   libjpeg62-turbo-dev libjpeg62-turbo libspng-dev libspng0 libwebp-dev libwebp7 libwebpdemux2 libwebpmux3
-  libarchive-dev libarchive13
+  libtiff-dev libtiff6 libtiffxx6 libjbig0 libjbig-dev liblerc4 liblerc-dev libdeflate0 libdeflate-dev liblzma-dev libzstd1
+  libstb-dev libarchive-dev libarchive13
   dataset-fashion-mnist
 )
 

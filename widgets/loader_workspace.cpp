@@ -85,7 +85,7 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
   });
   auto* folder = new QPushButton(tr("Images…"), data);
   folder->setObjectName("image_folder");
-  folder->setToolTip(tr("A folder of class folders of JPEG, PNG or WebP images (torchvision's ImageFolder layout)"));
+  folder->setToolTip(tr("A folder of class folders of JPEG, PNG, WebP, TIFF or BMP images (torchvision's ImageFolder layout)"));
   connect(folder, &QPushButton::clicked, this, [this] {
     const QString d = QFileDialog::getExistingDirectory(this, tr("Image folder (one sub-folder per class)"));
     if (!d.isEmpty()) setImageDataset("imagefolder:" + d);

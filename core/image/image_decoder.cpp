@@ -11,6 +11,8 @@
 #include <jerror.h>
 
 #include "image/resample.h"
+#include "image/bmp_image.h"
+#include "image/tiff_image.h"
 #include "image/webp_image.h"
 #include "util/error.h"
 
@@ -21,6 +23,9 @@ ImageFormat sniffImageFormat(const std::uint8_t* data, std::size_t size) {
   if (size >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff) return ImageFormat::Jpeg;
   if (size >= 8 && std::memcmp(data, png, 8) == 0) return ImageFormat::Png;
   if (isWebp(data, size)) return ImageFormat::Webp;
+  if (isTiff(data, size)) return ImageFormat::Tiff;
+  if (isBmp(data, size)) return ImageFormat::Bmp;
+  if (size >= 2 && data[0] == 'P' && data[1] >= '1' && data[1] <= '7') return ImageFormat::Pnm;
   return ImageFormat::Unknown;
 }
 
@@ -29,6 +34,9 @@ const char* imageFormatName(ImageFormat f) {
     case ImageFormat::Jpeg: return "JPEG";
     case ImageFormat::Png: return "PNG";
     case ImageFormat::Webp: return "WebP";
+    case ImageFormat::Tiff: return "TIFF";
+    case ImageFormat::Bmp: return "BMP";
+    case ImageFormat::Pnm: return "PPM/PGM";  // recognised, to say it is not decoded
     case ImageFormat::Unknown: break;
   }
   return "unknown";
@@ -174,8 +182,15 @@ ImageSize ImageDecoder::open(const std::uint8_t* data, std::size_t size, const s
     size0_ = {static_cast<int>(ihdr.width), static_cast<int>(ihdr.height)};
   } else if (format_ == ImageFormat::Webp) {
     size0_ = webpSize(data, size, name);
+  } else if (format_ == ImageFormat::Tiff) {
+    size0_ = tiffSize(data, size, name);
+  } else if (format_ == ImageFormat::Bmp) {
+    size0_ = bmpSize(data, size, name);
+  } else if (format_ == ImageFormat::Pnm) {
+    throwBadInput(name, "PPM/PGM image: not decoded (no fuzz-hardened reader for it is packaged here; "
+                        "convert it to PNG, e.g. with Pillow or netpbm's pnmtopng)");
   } else {
-    throwBadInput(name, size == 0 ? "empty file" : "not a JPEG, PNG or WebP image (Stoker decodes those)");
+    throwBadInput(name, size == 0 ? "empty file" : "not an image Stoker decodes (JPEG, PNG, WebP, TIFF, BMP)");
   }
   if (size0_.width < 1 || size0_.height < 1 ||
       static_cast<std::int64_t>(size0_.width) * size0_.height > kMaxImagePixels)
@@ -198,8 +213,10 @@ RgbRegion ImageDecoder::decode(PixelRect want, int denom) {
   want.width = std::clamp(want.width, 1, full.width - want.x);
   want.height = std::clamp(want.height, 1, full.height - want.y);
   if (format_ == ImageFormat::Png) return decodePng();
-  if (format_ == ImageFormat::Webp) {
-    decodeWebp(data_, size_, name_, size0_, pixels_, kResampleSlack);
+  if (format_ == ImageFormat::Webp || format_ == ImageFormat::Tiff || format_ == ImageFormat::Bmp) {
+    if (format_ == ImageFormat::Webp) decodeWebp(data_, size_, name_, size0_, pixels_, kResampleSlack);
+    if (format_ == ImageFormat::Tiff) decodeTiff(data_, size_, name_, size0_, pixels_, kResampleSlack);
+    if (format_ == ImageFormat::Bmp) decodeBmp(data_, size_, name_, size0_, pixels_, kResampleSlack);
     return wholeImage();
   }
   if (format_ != ImageFormat::Jpeg) throwBadInput(name_, "no image opened");

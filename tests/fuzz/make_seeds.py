@@ -210,6 +210,13 @@ def media_seeds():
     put("image_decode", "lossy.webp", encoded(rgb, "WEBP", quality=80))
     put("image_decode", "lossless.webp", encoded(rgb, "WEBP", lossless=True))
     put("image_decode", "rgba.webp", encoded(rgb.convert("RGBA"), "WEBP", quality=80))
+    put("image_decode", "rgb.tif", encoded(rgb, "TIFF"))
+    put("image_decode", "lzw.tif", encoded(rgb, "TIFF", compression="tiff_lzw"))
+    put("image_decode", "palette.tif", encoded(rgb.convert("P"), "TIFF"))
+    put("image_decode", "rgba.tif", encoded(rgb.convert("RGBA"), "TIFF"))
+    put("image_decode", "rgb.bmp", encoded(rgb, "BMP"))
+    put("image_decode", "palette.bmp", encoded(rgb.convert("P"), "BMP"))
+    put("image_decode", "onebit.bmp", encoded(rgb.convert("1"), "BMP"))
 
     shard = io.BytesIO()
     with tarfile.open(fileobj=shard, mode="w", format=tarfile.USTAR_FORMAT) as tar:

@@ -26,7 +26,7 @@ std::shared_ptr<Dataset> openSynthetic(const std::string& spec, const LoaderOpti
 const Kind kKinds[] = {
     {"fashion-mnist", false, openFashionMnistDataset, "fashion-mnist[:DIR]  Debian's dataset-fashion-mnist (train split)"},
     {"synthetic:", false, openSynthetic, "synthetic:N,SHAPE[,dtype][,cost_us[,wait_us]]  generated samples"},
-    {"imagefolder:", false, openImageFolderDataset, "imagefolder:DIR  torchvision ImageFolder of JPEG/PNG, with --transforms"},
+    {"imagefolder:", false, openImageFolderDataset, "imagefolder:DIR  torchvision ImageFolder (JPEG, PNG, WebP, TIFF, BMP), with --transforms"},
     {"wds:", false, openWebDataset, "wds:SHARDS[,shuffle=N]  WebDataset tar shards (DIR/x-{000..099}.tar or a glob), with --transforms"},
     {"tokens:", false, openTokensDataset, "tokens:FILE.bin[,dtype=u16|u32][,ctx=N]  nanoGPT token file"},
     {"megatron:", false, openMegatronDataset, "megatron:PREFIX[,ctx=N]  Megatron-LM PREFIX.idx + PREFIX.bin"},

@@ -20,7 +20,9 @@ namespace {
 bool isImageExtension(const std::string& ext) {
   std::string lower = ext;
   for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return lower == "jpg" || lower == "jpeg" || lower == "png" || lower == "webp";
+  for (const char* e : {"jpg", "jpeg", "png", "webp", "tif", "tiff", "bmp"})
+    if (lower == e) return true;
+  return false;
 }
 
 // webdataset's base_plus_ext: the key is the path up to the first dot of the file name.
@@ -89,7 +91,7 @@ WebDataset::WebDataset(const std::string& spec, std::vector<std::string> shards,
     scan(static_cast<std::int64_t>(s));
   }
   shardBegin_.push_back(static_cast<std::int64_t>(samples_.size()));
-  if (samples_.empty()) throwBadInput(spec, "the shards hold no samples (<key>.jpg|jpeg|png|webp with <key>.cls)");
+  if (samples_.empty()) throwBadInput(spec, "the shards hold no samples (<key>.jpg|jpeg|png|webp|tif|tiff|bmp with <key>.cls)");
 }
 
 // One pass over a shard's headers. A member's data starts where the next member's headers (pax
@@ -153,7 +155,7 @@ void WebDataset::scan(std::int64_t shard) {
       if (members[j].ext == "cls") cls = &members[j];
     }
     const std::string where = path + ": sample \"" + members[i].key + "\"";
-    if (!image) throwBadInput(where, "has no .jpg, .jpeg, .png or .webp member");
+    if (!image) throwBadInput(where, "has no image member (.jpg, .jpeg, .png, .webp, .tif, .tiff or .bmp)");
     if (!cls) throwBadInput(where, "has no .cls member (the label)");
     Sample s;
     s.shard = shard;

@@ -1,6 +1,6 @@
 // data/datasets/web_dataset: wds:SHARDS -- WebDataset tar shards, `DIR/train-{000000..000099}.tar`
 // (a brace range, zero padding kept) or a glob. A sample is the run of tar members sharing a key
-// (the path up to the first dot of the file name, as webdataset's base_plus_ext): `<key>.jpg|jpeg|png|webp`
+// (the path up to the first dot of the file name, as webdataset's base_plus_ext): `<key>.jpg|jpeg|png|webp|tif|tiff|bmp`
 // plus `<key>.cls` (the label as text). Options: `wds:SHARDS,shuffle=N` (the shuffle buffer, 1000
 // by default; 0 keeps tar order).
 //

@@ -1,0 +1,126 @@
+#include "image/tiff_image.h"
+
+#include <tiffio.h>
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+#include "util/error.h"
+
+namespace stoker {
+namespace {
+
+// The encoded bytes as a read-only libtiff "file", mapped so that strips are read in place.
+struct Memory {
+  const std::uint8_t* data;
+  std::size_t size;
+  toff_t at = 0;
+  std::string error;  // libtiff's first error message
+};
+
+tmsize_t readProc(thandle_t h, void* dst, tmsize_t n) {
+  auto* m = static_cast<Memory*>(h);
+  if (m->at >= m->size || n <= 0) return 0;
+  const std::size_t k = std::min(static_cast<std::size_t>(n), static_cast<std::size_t>(m->size - m->at));
+  std::memcpy(dst, m->data + m->at, k);
+  m->at += k;
+  return static_cast<tmsize_t>(k);
+}
+tmsize_t writeProc(thandle_t, void*, tmsize_t) { return 0; }
+toff_t seekProc(thandle_t h, toff_t off, int whence) {
+  auto* m = static_cast<Memory*>(h);
+  const toff_t base = whence == SEEK_CUR ? m->at : whence == SEEK_END ? m->size : 0;
+  m->at = base + off;  // past the end is allowed; reads there return nothing
+  return m->at;
+}
+int closeProc(thandle_t) { return 0; }
+toff_t sizeProc(thandle_t h) { return static_cast<Memory*>(h)->size; }
+int mapProc(thandle_t h, void** base, toff_t* size) {
+  auto* m = static_cast<Memory*>(h);
+  *base = const_cast<std::uint8_t*>(m->data);
+  *size = m->size;
+  return 1;
+}
+void unmapProc(thandle_t, void*, toff_t) {}
+
+int onError(TIFF*, void* user, const char* module, const char* fmt, va_list ap) {
+  auto* m = static_cast<Memory*>(user);
+  if (m->error.empty()) {
+    char text[512];
+    std::vsnprintf(text, sizeof text, fmt, ap);
+    m->error = std::string(module ? module : "libtiff") + ": " + text;
+  }
+  return 1;  // handled: nothing reaches libtiff's global handler (stderr)
+}
+int onWarning(TIFF*, void*, const char*, const char*, va_list) { return 1; }  // unknown tags and the like
+
+struct TiffClose {
+  void operator()(TIFF* t) const { TIFFClose(t); }
+};
+
+std::unique_ptr<TIFF, TiffClose> open(Memory& m, const std::string& name) {
+  std::unique_ptr<TIFFOpenOptions, void (*)(TIFFOpenOptions*)> options(TIFFOpenOptionsAlloc(), TIFFOpenOptionsFree);
+  if (!options) throw Error(ErrorKind::Io, name, "out of memory for a TIFF decoder");
+  TIFFOpenOptionsSetErrorHandlerExtR(options.get(), onError, &m);
+  TIFFOpenOptionsSetWarningHandlerExtR(options.get(), onWarning, &m);
+  TIFFOpenOptionsSetMaxSingleMemAlloc(options.get(), tmsize_t(1) << 30);  // a lying header cannot ask for more
+  std::unique_ptr<TIFF, TiffClose> t(
+      TIFFClientOpenExt(name.c_str(), "rm", &m, readProc, writeProc, seekProc, closeProc, sizeProc, mapProc, unmapProc, options.get()));
+  if (!t) throwBadInput(name, "corrupt TIFF (" + (m.error.empty() ? std::string("libtiff could not open it") : m.error) + ")");
+  return t;
+}
+
+}  // namespace
+
+bool isTiff(const std::uint8_t* data, std::size_t size) {
+  if (size < 4) return false;
+  return (data[0] == 'I' && data[1] == 'I' && (data[2] == 42 || data[2] == 43) && data[3] == 0) ||
+         (data[0] == 'M' && data[1] == 'M' && data[2] == 0 && (data[3] == 42 || data[3] == 43));
+}
+
+ImageSize tiffSize(const std::uint8_t* data, std::size_t size, const std::string& name) {
+  Memory m{data, size, 0, {}};
+  auto t = open(m, name);
+  std::uint32_t w = 0, h = 0;
+  if (!TIFFGetField(t.get(), TIFFTAG_IMAGEWIDTH, &w) || !TIFFGetField(t.get(), TIFFTAG_IMAGELENGTH, &h))
+    throwBadInput(name, "corrupt TIFF (no image width or length)");
+  char why[1024];
+  if (!TIFFRGBAImageOK(t.get(), why)) throwBadInput(name, std::string("unsupported TIFF (libtiff: ") + why + ")");
+  if (w > (1u << 20) || h > (1u << 20)) throwBadInput(name, "TIFF dimensions are too large");
+  return {static_cast<int>(w), static_cast<int>(h)};
+}
+
+void decodeTiff(const std::uint8_t* data, std::size_t size, const std::string& name, ImageSize image,
+                std::vector<std::uint8_t>& out, std::size_t slack) {
+  Memory m{data, size, 0, {}};
+  auto t = open(m, name);
+  const std::size_t pixels = static_cast<std::size_t>(image.width) * static_cast<std::size_t>(image.height);
+  thread_local std::vector<std::uint32_t> rgba;
+  rgba.resize(pixels);
+  // TIFFReadRGBAImageOriented's steps, with one change: libtiff premultiplies unassociated alpha
+  // into the colours (through its UaToAa table), where PIL's convert("RGB") keeps them as stored.
+  // An identity table keeps them too (up to 254 levels apart otherwise, in tst_image_datasets).
+  char why[1024] = "";
+  TIFFRGBAImage img;
+  if (!TIFFRGBAImageBegin(&img, t.get(), 0, why))
+    throwBadInput(name, std::string("unsupported TIFF (libtiff: ") + why + ")");
+  if (img.UaToAa)
+    for (int a = 0; a < 256; ++a)
+      for (int v = 0; v < 256; ++v) img.UaToAa[a * 256 + v] = static_cast<std::uint8_t>(v);
+  img.req_orientation = ORIENTATION_TOPLEFT;
+  const int ok = TIFFRGBAImageGet(&img, rgba.data(), static_cast<std::uint32_t>(image.width), static_cast<std::uint32_t>(image.height));
+  TIFFRGBAImageEnd(&img);
+  if (!ok || !m.error.empty())
+    throwBadInput(name, "corrupt or truncated TIFF (" + (m.error.empty() ? std::string("libtiff could not read it") : m.error) + ")");
+  if (out.size() < pixels * 3 + slack) out.resize(pixels * 3 + slack);
+  for (std::size_t i = 0; i < pixels; ++i) {
+    out[i * 3] = static_cast<std::uint8_t>(TIFFGetR(rgba[i]));
+    out[i * 3 + 1] = static_cast<std::uint8_t>(TIFFGetG(rgba[i]));
+    out[i * 3 + 2] = static_cast<std::uint8_t>(TIFFGetB(rgba[i]));
+  }
+}
+
+}  // namespace stoker
