@@ -59,6 +59,24 @@ void writeBytes(const QString& path, const QByteArray& bytes) {
   QVERIFY(writeFile(path, bytes));
 }
 
+struct BadSample {
+  std::int64_t index;
+  QStringList parts;  // what its error must name
+};
+
+// Reads each bad sample of `ds` alone: "" when every one is refused naming all its parts, else what
+// the first one got wrong.
+QString checkBadSamples(const Dataset& ds, const std::vector<BadSample>& cases) {
+  std::vector<std::uint8_t> image(static_cast<std::size_t>(ds.fields()[0].sampleBytes));
+  std::int64_t label = 0;
+  std::uint8_t* dst[2] = {image.data(), reinterpret_cast<std::uint8_t*>(&label)};
+  for (const auto& c : cases) {
+    const QString msg = expectBadInput([&] { ds.readItem(c.index, dst); }, c.parts);
+    if (!msg.isEmpty()) return c.parts[0] + ": " + msg;
+  }
+  return {};
+}
+
 }  // namespace
 
 class TestImageDatasets : public QObject {
@@ -572,19 +590,10 @@ class TestImageDatasets : public QObject {
     QVERIFY(at::equal(fromShards[0], got[0]));
 
     auto bad = openDataset("imagefolder:" + (root + "/bad").toStdString(), withTransforms(transforms));
-    std::vector<std::uint8_t> image(48 * 48 * 3);
-    std::int64_t label;
-    std::uint8_t* dst[2] = {image.data(), reinterpret_cast<std::uint8_t*>(&label)};
-    const struct {
-      std::int64_t index;
-      QStringList parts;
-    } cases[] = {{0, {"1-truncated.webp", "truncated WebP"}},
-                 {1, {"2-corrupt.webp", "corrupt WebP"}},
-                 {2, {"3-animated.webp", "animated WebP"}}};
-    for (const auto& c : cases) {
-      const QString msg = expectBadInput([&] { bad->readItem(c.index, dst); }, c.parts);
-      QVERIFY2(msg.isEmpty(), qPrintable(c.parts[0] + ": " + msg));
-    }
+    const QString msg = checkBadSamples(*bad, {{0, {"1-truncated.webp", "truncated WebP"}},
+                                               {1, {"2-corrupt.webp", "corrupt WebP"}},
+                                               {2, {"3-animated.webp", "animated WebP"}}});
+    QVERIFY2(msg.isEmpty(), qPrintable(msg));
   }
 
   // TIFF and BMP that are cut short, corrupt or of a kind the libraries do not decode are named,
@@ -607,23 +616,14 @@ class TestImageDatasets : public QObject {
     QVERIFY2(r.exitCode == 0, r.err.constData());
     auto ds = openDataset("imagefolder:" + root.toStdString(), withTransforms("CenterCrop(16),ToDtype(u8)"));
     QCOMPARE(ds->size(), std::int64_t(7));
-    std::vector<std::uint8_t> image(16 * 16 * 3);
-    std::int64_t label;
-    std::uint8_t* dst[2] = {image.data(), reinterpret_cast<std::uint8_t*>(&label)};
-    const struct {
-      std::int64_t index;
-      QStringList parts;
-    } cases[] = {{0, {"1-short.tif", "TIFF"}},
-                 {1, {"2-corrupt.tif", "corrupt TIFF"}},
-                 {2, {"3-short.bmp", "truncated BMP"}},
-                 {3, {"4-rle.bmp", "unsupported BMP"}},
-                 {4, {"5-short.ppm", "PPM/PGM image: not decoded"}},
-                 {5, {"6-ascii.ppm", "PPM/PGM image: not decoded"}},
-                 {6, {"7-sixteen.pgm", "PPM/PGM image: not decoded"}}};
-    for (const auto& c : cases) {
-      const QString msg = expectBadInput([&] { ds->readItem(c.index, dst); }, c.parts);
-      QVERIFY2(msg.isEmpty(), qPrintable(c.parts[0] + ": " + msg));
-    }
+    const QString msg = checkBadSamples(*ds, {{0, {"1-short.tif", "TIFF"}},
+                                              {1, {"2-corrupt.tif", "corrupt TIFF"}},
+                                              {2, {"3-short.bmp", "truncated BMP"}},
+                                              {3, {"4-rle.bmp", "unsupported BMP"}},
+                                              {4, {"5-short.ppm", "PPM/PGM image: not decoded"}},
+                                              {5, {"6-ascii.ppm", "PPM/PGM image: not decoded"}},
+                                              {6, {"7-sixteen.pgm", "PPM/PGM image: not decoded"}}});
+    QVERIFY2(msg.isEmpty(), qPrintable(msg));
   }
 
   // Grayscale and CMYK JPEGs (ImageNet's training set holds a few CMYK ones), PNGs (palette,
