@@ -47,10 +47,11 @@ ImageSize bmpSize(const std::uint8_t* data, std::size_t size, const std::string&
 }
 
 // Bytes for stb_image through its callbacks, to tell a truncated file from a whole one: stb pads a
-// short BMP with zeros (a black bottom), where PIL refuses it. stb asks for bytes in two ways: a refill of its 128-byte buffer, which may come back short
-// at the end of a whole file, and stbi__getn, which needs every byte it asks for. A read at the end,
-// or a short read of any other size, means the file is cut short (a getn of exactly 128 bytes
-// would pass unnoticed; it still gets zeros, never stale memory).
+// short BMP with zeros (a black bottom), where PIL refuses it. stb asks for bytes in two ways: a
+// refill of its 128-byte buffer, which may come back short at the end of a whole file, and
+// stbi__getn, which needs every byte it asks for. A read at the end, or a short read of any other
+// size, means the file is cut short (a getn of exactly 128 bytes would pass unnoticed; it still gets
+// zeros, never stale memory).
 struct Source {
   const std::uint8_t* data;
   std::size_t size, at = 0;

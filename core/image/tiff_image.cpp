@@ -61,7 +61,7 @@ struct TiffClose {
   void operator()(TIFF* t) const { TIFFClose(t); }
 };
 
-std::unique_ptr<TIFF, TiffClose> open(Memory& m, const std::string& name) {
+std::unique_ptr<TIFF, TiffClose> openTiff(Memory& m, const std::string& name) {
   std::unique_ptr<TIFFOpenOptions, void (*)(TIFFOpenOptions*)> options(TIFFOpenOptionsAlloc(), TIFFOpenOptionsFree);
   if (!options) throw Error(ErrorKind::Io, name, "out of memory for a TIFF decoder");
   TIFFOpenOptionsSetErrorHandlerExtR(options.get(), onError, &m);
@@ -83,7 +83,7 @@ bool isTiff(const std::uint8_t* data, std::size_t size) {
 
 ImageSize tiffSize(const std::uint8_t* data, std::size_t size, const std::string& name) {
   Memory m{data, size, 0, {}};
-  auto t = open(m, name);
+  auto t = openTiff(m, name);
   std::uint32_t w = 0, h = 0;
   if (!TIFFGetField(t.get(), TIFFTAG_IMAGEWIDTH, &w) || !TIFFGetField(t.get(), TIFFTAG_IMAGELENGTH, &h))
     throwBadInput(name, "corrupt TIFF (no image width or length)");
@@ -96,7 +96,7 @@ ImageSize tiffSize(const std::uint8_t* data, std::size_t size, const std::string
 void decodeTiff(const std::uint8_t* data, std::size_t size, const std::string& name, ImageSize image,
                 std::vector<std::uint8_t>& out, std::size_t slack) {
   Memory m{data, size, 0, {}};
-  auto t = open(m, name);
+  auto t = openTiff(m, name);
   const std::size_t pixels = static_cast<std::size_t>(image.width) * static_cast<std::size_t>(image.height);
   thread_local std::vector<std::uint32_t> rgba;
   rgba.resize(pixels);
