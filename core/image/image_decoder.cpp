@@ -212,14 +212,15 @@ RgbRegion ImageDecoder::decode(PixelRect want, int denom) {
   want.y = std::clamp(want.y, 0, full.height - 1);
   want.width = std::clamp(want.width, 1, full.width - want.x);
   want.height = std::clamp(want.height, 1, full.height - want.y);
-  if (format_ == ImageFormat::Png) return decodePng();
-  if (format_ == ImageFormat::Webp || format_ == ImageFormat::Tiff || format_ == ImageFormat::Bmp) {
-    if (format_ == ImageFormat::Webp) decodeWebp(data_, size_, name_, size0_, pixels_, kResampleSlack);
-    if (format_ == ImageFormat::Tiff) decodeTiff(data_, size_, name_, size0_, pixels_, kResampleSlack);
-    if (format_ == ImageFormat::Bmp) decodeBmp(data_, size_, name_, size0_, pixels_, kResampleSlack);
-    return wholeImage();
+  switch (format_) {  // the formats other than JPEG decode whole
+    case ImageFormat::Jpeg: break;
+    case ImageFormat::Png: return decodePng();
+    case ImageFormat::Webp: decodeWebp(data_, size_, name_, size0_, pixels_, kResampleSlack); return wholeImage();
+    case ImageFormat::Tiff: decodeTiff(data_, size_, name_, size0_, pixels_, kResampleSlack); return wholeImage();
+    case ImageFormat::Bmp: decodeBmp(data_, size_, name_, size0_, pixels_, kResampleSlack); return wholeImage();
+    case ImageFormat::Pnm:
+    case ImageFormat::Unknown: throwBadInput(name_, "no image opened");
   }
-  if (format_ != ImageFormat::Jpeg) throwBadInput(name_, "no image opened");
   unsigned x = static_cast<unsigned>(want.x), w = static_cast<unsigned>(want.width);
   if (jpeg_->decode(denom, &x, &w, static_cast<unsigned>(want.y), static_cast<unsigned>(want.height), &pixels_))
     throwBadInput(name_, std::string("corrupt JPEG: ") + jpeg_->err.message);

@@ -158,16 +158,8 @@ ImagePlan ImagePipeline::run(const std::uint8_t* data, std::size_t size, const s
   const int cx0 = std::max(p.windowX, 0), cy0 = std::max(p.windowY, 0);
   const int cx1 = std::min(p.windowX + ow, rw), cy1 = std::min(p.windowY + oh, rh);
   const int cw = cx1 - cx0, ch = cy1 - cy0;
-  int colFirst = spanW, colEnd = 0, rowFirst = spanH, rowEnd = 0;
-  for (int x = cx0; x < cx1; ++x) {
-    colFirst = std::min(colFirst, h.first[static_cast<std::size_t>(x)]);
-    colEnd = std::max(colEnd, h.first[static_cast<std::size_t>(x)] + h.count[static_cast<std::size_t>(x)]);
-  }
-  for (int y = cy0; y < cy1; ++y) {
-    rowFirst = std::min(rowFirst, v.first[static_cast<std::size_t>(y)]);
-    rowEnd = std::max(rowEnd, v.first[static_cast<std::size_t>(y)] + v.count[static_cast<std::size_t>(y)]);
-  }
-  const RgbRegion region = s.decoder.decode({spanX + colFirst, spanY + rowFirst, colEnd - colFirst, rowEnd - rowFirst}, d);
+  const InputSpan cols = inputSpan(h, cx0, cw), rows = inputSpan(v, cy0, ch);
+  const RgbRegion region = s.decoder.decode({spanX + cols.first, spanY + rows.first, cols.end - cols.first, rows.end - rows.first}, d);
   const double t1 = seconds ? monotonicSeconds() : 0;
 
   // Resize into the window's three planes, flipped on the way when the plan says so; the part of

@@ -168,17 +168,22 @@ void bilinearAxis(int inSize, double in0, double in1, int outSize, ResampleAxis&
   }
 }
 
+InputSpan inputSpan(const ResampleAxis& axis, int out, int n) {
+  InputSpan s{axis.first[static_cast<std::size_t>(out)], axis.first[static_cast<std::size_t>(out)]};
+  for (int o = out; o < out + n; ++o) {
+    s.first = std::min(s.first, axis.first[static_cast<std::size_t>(o)]);
+    s.end = std::max(s.end, axis.first[static_cast<std::size_t>(o)] + axis.count[static_cast<std::size_t>(o)]);
+  }
+  return s;
+}
+
 // Built for AVX2 too (32-bit multiplies in one instruction; plain x86-64 has to emulate them),
 // picked at load time by the CPU it runs on.
 __attribute__((target_clones("avx2", "default"))) void resampleRgb(const RgbRegion& src, int srcX, int srcY, const ResampleAxis& h, int outX, int outW,
                  const ResampleAxis& v, int outY, int outH, std::uint8_t* out, std::vector<std::uint8_t>& scratch) {
   // Source rows the chosen output rows read (Pillow's ybox_first / ybox_last, for this window).
-  int rowFirst = v.first[static_cast<std::size_t>(outY)], rowEnd = rowFirst;
-  for (int o = outY; o < outY + outH; ++o) {
-    rowFirst = std::min(rowFirst, v.first[static_cast<std::size_t>(o)]);
-    rowEnd = std::max(rowEnd, v.first[static_cast<std::size_t>(o)] + v.count[static_cast<std::size_t>(o)]);
-  }
-  const int rows = rowEnd - rowFirst;
+  const InputSpan span = inputSpan(v, outY, outH);
+  const int rowFirst = span.first, rows = span.end - span.first;
   auto srcRow = [&](int y) {  // input row y (axis coordinates) -> bytes of its pixel at input x = 0
     return src.pixels + static_cast<std::ptrdiff_t>(srcY + y - src.rect.y) * src.stride +
            static_cast<std::ptrdiff_t>(srcX - src.rect.x) * 3;

@@ -26,6 +26,13 @@ struct ResampleAxis {
 // axis of `inSize` pixels to `outSize` pixels, into `axis` (reusing its storage).
 void bilinearAxis(int inSize, double in0, double in1, int outSize, ResampleAxis& axis);
 
+// The input pixels [first, end) that output pixels [out, out + n) of an axis read (n >= 1):
+// Pillow's ybox_first / ybox_last, and the columns or rows a decode must cover.
+struct InputSpan {
+  int first = 0, end = 0;
+};
+InputSpan inputSpan(const ResampleAxis& axis, int out, int n);
+
 // Bytes a source region's buffer must hold past its last pixel: the horizontal pass reads 16 bytes
 // from a group of taps whose first pixel may be the region's last.
 constexpr std::size_t kResampleSlack = 16;
@@ -53,7 +60,7 @@ struct PlanarScratch {
 };
 
 // resampleRgb's output, bit for bit, written as three planes (what ToTensor's CHW layout wants).
-// On AVX2 each channel is resampled in its own plane, 16 output pixels per step, whenever every
+// On AVX2 each channel is resampled in its own plane, 8 values per vpmaddwd, whenever every
 // 4 neighbouring output pixels read within 16 source pixels (reductions up to about 3x); otherwise
 // resampleRgb runs and its output is split into planes.
 void resampleRgbPlanar(const RgbRegion& src, int srcX, int srcY, const ResampleAxis& h, int outX, int outW,

@@ -35,15 +35,13 @@ struct LanePlan {
 // False when some lane's pixels read more than 16 source pixels (a reduction of about 3x or more).
 bool planLanes(const ResampleAxis& h, int outX, int outW, bool mirror, LanePlan& p, std::vector<std::int32_t>& base,
                std::vector<std::uint8_t>& packed) {
-  int first = INT_MAX, end = 0, most = 1;
-  for (int i = outX; i < outX + outW; ++i) {
-    first = std::min(first, h.first[static_cast<std::size_t>(i)]);
-    end = std::max(end, h.first[static_cast<std::size_t>(i)] + h.count[static_cast<std::size_t>(i)]);
-    most = std::max(most, h.count[static_cast<std::size_t>(i)]);
-  }
+  int most = 1;
+  for (int i = outX; i < outX + outW; ++i) most = std::max(most, h.count[static_cast<std::size_t>(i)]);
   if (most > 16) return false;
+  const InputSpan span = inputSpan(h, outX, outW);
+  const int first = span.first;
   p.srcFirst = first;
-  p.srcCount = end - first;
+  p.srcCount = span.end - first;
   p.pairs = (most + 1) / 2;
   p.blocks = (outW + kBlock - 1) / kBlock;
   base.assign(static_cast<std::size_t>(p.blocks) * 8, 0);
@@ -208,24 +206,13 @@ __attribute__((target("avx2"))) void verticalPass(const std::uint8_t* tmp, std::
   }
 }
 
-// Source rows [rowFirst, rowEnd) the output rows read.
-void rowSpan(const ResampleAxis& v, int outY, int outH, int* rowFirst, int* rowEnd) {
-  *rowFirst = v.first[static_cast<std::size_t>(outY)];
-  *rowEnd = *rowFirst;
-  for (int o = outY; o < outY + outH; ++o) {
-    *rowFirst = std::min(*rowFirst, v.first[static_cast<std::size_t>(o)]);
-    *rowEnd = std::max(*rowEnd, v.first[static_cast<std::size_t>(o)] + v.count[static_cast<std::size_t>(o)]);
-  }
-}
-
 __attribute__((target("avx2"))) bool resampleAvx2(const RgbRegion& src, int srcX, int srcY, const ResampleAxis& h, int outX,
                                                    int outW, const ResampleAxis& v, int outY, int outH, const PlanarOut& out,
                                                    PlanarScratch& s) {
   LanePlan plan;
   if (!planLanes(h, outX, outW, out.mirror, plan, s.base, s.packed)) return false;
-  int rowFirst = 0, rowEnd = 0;
-  rowSpan(v, outY, outH, &rowFirst, &rowEnd);
-  const int rows = rowEnd - rowFirst;
+  const InputSpan span = inputSpan(v, outY, outH);
+  const int rowFirst = span.first, rows = span.end - span.first;
   const int channelWidth = plan.blocks * kBlock;
   const std::ptrdiff_t width = 3 * static_cast<std::ptrdiff_t>(channelWidth);
   const auto planeBytes = static_cast<std::size_t>(plan.srcCount) + 32;  // + the windows' reach past the last pixel
