@@ -13,17 +13,28 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
 
 namespace {
 
+// One read of the whole file, as any plain loop would (a char-by-char istreambuf_iterator copy
+// cost this loop 8 % of its time and flattered every ratio against it).
 std::vector<char> readAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+  std::vector<char> bytes;
+  if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
+    if (std::fseek(f, 0, SEEK_END) == 0) {
+      const long size = std::ftell(f);
+      std::rewind(f);
+      if (size > 0) {
+        bytes.resize(static_cast<std::size_t>(size));
+        bytes.resize(std::fread(bytes.data(), 1, bytes.size(), f));
+      }
+    }
+    std::fclose(f);
+  }
+  return bytes;
 }
 
 // Decodes one JPEG whole; returns its pixel count (0 when libjpeg refused it).
@@ -38,9 +49,11 @@ long decode(const std::vector<char>& bytes, std::vector<unsigned char>& out) {
   jpeg_start_decompress(&cinfo);
   const std::size_t stride = static_cast<std::size_t>(cinfo.output_width) * 3;
   out.resize(stride * cinfo.output_height);
+  JSAMPROW rows[16];  // up to a whole iMCU row per call
   while (cinfo.output_scanline < cinfo.output_height) {
-    JSAMPROW row = out.data() + stride * cinfo.output_scanline;
-    jpeg_read_scanlines(&cinfo, &row, 1);
+    const JDIMENSION n = std::min<JDIMENSION>(16, cinfo.output_height - cinfo.output_scanline);
+    for (JDIMENSION r = 0; r < n; ++r) rows[r] = out.data() + stride * (cinfo.output_scanline + r);
+    jpeg_read_scanlines(&cinfo, rows, n);
   }
   const long pixels = static_cast<long>(cinfo.output_width) * cinfo.output_height;
   jpeg_finish_decompress(&cinfo);
