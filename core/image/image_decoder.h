@@ -1,5 +1,6 @@
 // image/image_decoder: JPEG (libjpeg-turbo), PNG (libspng), WebP (libwebp), TIFF (libtiff) and BMP
-// (stb_image) into RGB u8, decoding only what a transform needs. A decoder belongs to one thread and keeps its buffers between images.
+// (stb_image) into RGB u8, decoding only what a transform needs. A decoder belongs to one thread
+// and keeps its buffers between images.
 //
 //   ImageDecoder d;
 //   ImageSize s = d.open(bytes, size, "cat/001.jpg");        // the header only
@@ -7,7 +8,8 @@
 //
 // JPEG: DCT-domain scaling (1/2, 1/4, 1/8 through scale_denom), the region's rows by
 // jpeg_skip_scanlines and its columns by jpeg_crop_scanline (widened to iMCU boundaries, so the
-// region returned may start left of the one asked for). The other formats decode whole (scale 1 only).
+// region returned may start left of the one asked for). The other formats decode whole (scale 1
+// only).
 // Errors throw Error(BadInput) naming the image: corrupt or truncated data ("premature end"), an
 // unknown format, dimensions past kMaxImagePixels.
 #pragma once

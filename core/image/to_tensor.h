@@ -18,7 +18,6 @@ class PlaneToFloat {
   // normalize false: ToTensor alone.
   PlaneToFloat(float mean, float std, bool normalize);
 
-  float operator()(std::uint8_t v) const { return table_[v]; }
   const std::array<float, 256>& table() const { return table_; }
   bool vectorised() const { return vector_; }
   // out[i] = table()[in[i]] for i < n.

@@ -1,7 +1,7 @@
 // Fuzz target: an encoded image (JPEG through libjpeg-turbo, PNG through libspng, WebP through
-// libwebp, TIFF through libtiff, BMP through stb_image) as the image datasets decode
-// each sample: the header, then the whole image and a crop at 1/2 scale where the format can scale. Every returned pixel is read, so ASan sees a region
-// that overruns its buffer.
+// libwebp, TIFF through libtiff, BMP through stb_image) as the image datasets decode each sample:
+// the header, then the whole image and a crop at 1/2 scale where the format can scale. Every
+// returned pixel is read, so ASan sees a region that overruns its buffer.
 #include "fuzz_target.h"
 #include "image/image_decoder.h"
 
