@@ -47,11 +47,13 @@ ImageSize bmpSize(const std::uint8_t* data, std::size_t size, const std::string&
 }
 
 // Bytes for stb_image through its callbacks, to tell a truncated file from a whole one: stb pads a
-// short BMP with zeros (a black bottom), where PIL refuses it. stb asks for bytes in two ways: a
-// refill of its 128-byte buffer, which may come back short at the end of a whole file, and
-// stbi__getn, which needs every byte it asks for. A read at the end, or a short read of any other
-// size, means the file is cut short (a getn of exactly 128 bytes would pass unnoticed; it still gets
-// zeros, never stale memory).
+// short BMP with zeros (a black bottom), where PIL refuses it. stb's BMP reader takes every byte
+// through refills of its 128-byte buffer (get8/get16/get32; never stbi__getn), and a refill may come
+// back short only at the end of a whole file. So a refill that finds nothing left means stb wanted
+// pixels past the end: the file is cut short. (A short read of any other size would be a getn, which
+// needs every byte it asks for.) A skip past the end is not flagged: it is the last row's padding,
+// which PIL does not need either. tst_image_datasets cuts BMPs at every length and checks that
+// Stoker refuses exactly those PIL refuses.
 struct Source {
   const std::uint8_t* data;
   std::size_t size, at = 0;

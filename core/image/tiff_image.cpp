@@ -100,9 +100,12 @@ void decodeTiff(const std::uint8_t* data, std::size_t size, const std::string& n
   const std::size_t pixels = static_cast<std::size_t>(image.width) * static_cast<std::size_t>(image.height);
   thread_local std::vector<std::uint32_t> rgba;
   rgba.resize(pixels);
-  // TIFFReadRGBAImageOriented's steps, with one change: libtiff premultiplies unassociated alpha
-  // into the colours (through its UaToAa table), where PIL's convert("RGB") keeps them as stored.
-  // An identity table keeps them too (up to 254 levels apart otherwise, in tst_image_datasets).
+  // TIFFReadRGBAImageOriented's steps, with two changes so that the pixels equal PIL's:
+  // - libtiff premultiplies unassociated alpha into the colours (through its UaToAa table), where
+  //   PIL's convert("RGB") keeps them as stored. An identity table keeps them too (up to 254 levels
+  //   apart otherwise, in tst_image_datasets).
+  // - libtiff rounds 16-bit samples to 8 bits ((v + 128) / 257), where PIL's RGB;16 unpackers keep
+  //   the high byte. A high-byte table does the same (one level apart otherwise).
   char why[1024] = "";
   TIFFRGBAImage img;
   if (!TIFFRGBAImageBegin(&img, t.get(), 0, why))
@@ -110,6 +113,8 @@ void decodeTiff(const std::uint8_t* data, std::size_t size, const std::string& n
   if (img.UaToAa)
     for (int a = 0; a < 256; ++a)
       for (int v = 0; v < 256; ++v) img.UaToAa[a * 256 + v] = static_cast<std::uint8_t>(v);
+  if (img.Bitdepth16To8)
+    for (int v = 0; v < 65536; ++v) img.Bitdepth16To8[v] = static_cast<std::uint8_t>(v >> 8);
   img.req_orientation = ORIENTATION_TOPLEFT;
   const int ok = TIFFRGBAImageGet(&img, rgba.data(), static_cast<std::uint32_t>(image.width), static_cast<std::uint32_t>(image.height));
   TIFFRGBAImageEnd(&img);
