@@ -51,9 +51,9 @@ ImageSize bmpSize(const std::uint8_t* data, std::size_t size, const std::string&
 // through refills of its 128-byte buffer (get8/get16/get32; never stbi__getn), and a refill may come
 // back short only at the end of a whole file. So a refill that finds nothing left means stb wanted
 // pixels past the end: the file is cut short. (A short read of any other size would be a getn, which
-// needs every byte it asks for.) A skip past the end is not flagged: it is the last row's padding,
-// which PIL does not need either. tst_image_datasets cuts BMPs at every length and checks that
-// Stoker refuses exactly those PIL refuses.
+// needs every byte it asks for.) A skip past the end is not flagged by itself: if pixels follow, their
+// refill finds nothing; if it skipped the last row's padding, PIL does not need that either.
+// tst_image_datasets cuts BMPs at every length and checks that Stoker refuses exactly what PIL does.
 struct Source {
   const std::uint8_t* data;
   std::size_t size, at = 0;
