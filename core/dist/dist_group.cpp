@@ -97,6 +97,16 @@ std::unique_ptr<DistGroup> DistGroup::connect(const DistEnv& env, double timeout
   impl->backend = backend;
   impl->cudaDevice = cudaDevice;
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeoutSeconds * 1000));
+#ifdef STOKER_WITH_NCCL
+  // A dead peer must end a collective with an error, not hang it until NCCL's watchdog aborts the
+  // process: blocking wait makes work->wait() wait for the result and throw on timeout.
+  // ProcessGroupNCCL reads it from the environment; set here, before the store starts its threads,
+  // as setenv is unsafe while another thread reads the environment.
+  if (backend == CollectiveBackend::Nccl) {
+    ::setenv("TORCH_NCCL_BLOCKING_WAIT", "1", 0);
+    ::setenv("NCCL_BLOCKING_WAIT", "1", 0);  // its name before torch 2.2
+  }
+#endif
   c10d::TCPStoreOptions so;
   so.port = static_cast<std::uint16_t>(env.masterPort);
   so.isServer = env.rank == 0;
@@ -136,10 +146,6 @@ std::unique_ptr<DistGroup> DistGroup::connect(const DistEnv& env, double timeout
   if (backend == CollectiveBackend::Nccl) {
     try {
       c10::cuda::set_device(static_cast<c10::DeviceIndex>(cudaDevice));  // NCCL's communicator binds to the current GPU
-      // A dead peer must end a collective with an error, not hang it until NCCL's watchdog aborts
-      // the process: blocking wait makes work->wait() wait for the result and throw on timeout.
-      ::setenv("TORCH_NCCL_BLOCKING_WAIT", "1", 0);
-      ::setenv("NCCL_BLOCKING_WAIT", "1", 0);  // its name before torch 2.2
       auto opts = c10d::ProcessGroupNCCL::Options::create();
       opts->timeout = timeout;
       impl->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl->store, env.rank, env.worldSize, opts);
