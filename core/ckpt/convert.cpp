@@ -300,6 +300,12 @@ ConvertReport convertCheckpoint(const CheckpointInfo& source, const ReshardPlan&
   const std::string fingerprint = conversionFingerprint(source, plan);
   ConvertJournal journal(dst);
   if (o.resume && journal.recordedFingerprint().empty() && finishedWithoutJournal(plan, dst)) {
+    // The planned layout and sizes are there; the recorded fingerprint says whether they were made
+    // from this source (a later checkpoint of the same model has the same layout).
+    const std::string finished = ConvertJournal::finishedFingerprint(dst);
+    if (!finished.empty() && finished != fingerprint)
+      throwBadInput(dst, "holds a finished conversion of another source or target (or its source files have changed "
+                         "since); there is nothing to resume: pass --force to convert again");
     ConvertReport done;  // resuming a finished conversion is a no-op, not an error
     for (const auto& f : plan.files) done.alreadyDone.push_back(f.name);
     done.complete = true;
@@ -445,7 +451,7 @@ ConvertReport convertCheckpoint(const CheckpointInfo& source, const ReshardPlan&
       index.commit();
       report.indexWritten = true;
     }
-    journal.remove();
+    journal.finish(fingerprint);
     report.complete = true;
     report.leftToOthers.clear();
   }

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include <fcntl.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -14,6 +15,10 @@
 
 namespace stoker {
 namespace fs = std::filesystem;
+
+namespace {
+constexpr const char* kFinishedXattr = "user.stoker.conversion";
+}
 
 std::string conversionFingerprint(const CheckpointInfo& source, const ReshardPlan& plan) {
   std::ostringstream s;
@@ -59,6 +64,7 @@ void ConvertJournal::start(const std::string& fingerprint, const std::string& de
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) throwIo(dir_, "cannot create the journal directory", ec.value());
+  ::removexattr(dst_.c_str(), kFinishedXattr);  // DST no longer holds that finished conversion
   if (recordedFingerprint() == fingerprint) return;
   AtomicFile plan(dir_ + "/plan");
   const std::string text = fingerprint + "\n" + description + "\n";
@@ -107,7 +113,15 @@ void ConvertJournal::markDone(const std::string& file, std::uint64_t bytes) {
   if (::fsync(logFd_) != 0) throwIo(logName_, "cannot fsync the journal", errno);
 }
 
-void ConvertJournal::remove() {
+std::string ConvertJournal::finishedFingerprint(const std::string& dst) {
+  char value[64];
+  const ssize_t n = ::getxattr(dst.c_str(), kFinishedXattr, value, sizeof value);
+  return n > 0 ? std::string(value, static_cast<std::size_t>(n)) : std::string();
+}
+
+void ConvertJournal::finish(const std::string& fingerprint) {
+  // Before the journal goes: killed in between, DST still has its journal and --resume finishes.
+  ::setxattr(dst_.c_str(), kFinishedXattr, fingerprint.data(), fingerprint.size(), 0);  // ENOTSUP: sizes only
   if (logFd_ >= 0) {
     ::close(logFd_);
     logFd_ = -1;

@@ -4,7 +4,10 @@
 // (source files, target, every output's layout); each process appends
 // "<bytes> <file>" lines to its own `done-*` log after the file is fsynced and
 // renamed into place. A file counts as done when a log lists it and it has
-// exactly that size on disk.
+// exactly that size on disk. A finished conversion removes the journal and
+// leaves its fingerprint in DST's extended attribute user.stoker.conversion,
+// so that a later --resume can tell a finished conversion of this source from
+// one of another (where the file system keeps no xattrs, sizes are all it has).
 #pragma once
 
 #include <cstdint>
@@ -36,8 +39,12 @@ class ConvertJournal {
   std::map<std::string, std::uint64_t> finishedFiles() const;
   // Appends to this process's log and fsyncs it.
   void markDone(const std::string& file, std::uint64_t bytes);
-  // Removes the journal once the conversion is complete.
-  void remove();
+  // Once the conversion is complete: records `fingerprint` on DST (best effort), then removes the
+  // journal.
+  void finish(const std::string& fingerprint);
+  // The fingerprint a finished conversion recorded on `dst`, or "" when there is none (never
+  // finished, started again since, or a file system without user xattrs).
+  static std::string finishedFingerprint(const std::string& dst);
 
  private:
   std::string dst_;

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <sys/xattr.h>
+
 #include "io/host_tensor_torch.h"
 #include "ckpt/async_saver.h"
 #include "ckpt/convert.h"
@@ -382,6 +384,36 @@ class TestCkptReshard : public QObject {
     fs::resize_file(path("dst_unjournaled/model.safetensors"), 8);
     expectBadInput([&] { convert(path("dst_src"), path("dst_unjournaled"), "single", "keep", resume); },
                    "a finished conversion removes its journal");
+  }
+
+  // A later checkpoint of the same model has the same layout and sizes: its --resume into a DST
+  // that holds the finished conversion of an earlier one is refused by the fingerprint DST keeps,
+  // not reported as done. That needs a file system with user xattrs (ext4, xfs, btrfs; tmpfs on
+  // Linux >= 6.6); elsewhere --resume can check only the layout and sizes.
+  void resumeRefusesAnotherSourcesFinishedConversion() {
+    fs::create_directories(path("fp_dst"));
+    const bool xattrs = ::setxattr(path("fp_dst").c_str(), "user.stoker.probe", "1", 1, 0) == 0;
+    QVERIFY2(xattrs || errno == ENOTSUP, strerror(errno));
+    if (!xattrs) QSKIP("this file system keeps no user xattrs");
+    ::removexattr(path("fp_dst").c_str(), "user.stoker.probe");
+    test::writeRanks(path("fp_earlier"), TensorMap{{"w", at::ones({6, 2})}}, 2);
+    test::writeRanks(path("fp_later"), TensorMap{{"w", at::full({6, 2}, 2.0)}}, 2);
+    QVERIFY(convert(path("fp_earlier"), path("fp_dst"), "single").complete);
+    QVERIFY(!ConvertJournal::finishedFingerprint(path("fp_dst")).empty());
+    ConvertOptions resume;
+    resume.resume = true;
+    QCOMPARE(convert(path("fp_earlier"), path("fp_dst"), "single", "keep", resume).alreadyDone,
+             std::vector<std::string>{"model.safetensors"});
+    expectBadInput([&] { convert(path("fp_later"), path("fp_dst"), "single", "keep", resume); },
+                   "holds a finished conversion of another source");
+    // Another target has other sizes: nothing there to resume either.
+    expectBadInput([&] { convert(path("fp_earlier"), path("fp_dst"), "single", "bf16", resume); }, "has no journal");
+    ConvertOptions force;
+    force.force = true;
+    QVERIFY(convert(path("fp_later"), path("fp_dst"), "single", "keep", force).complete);
+    const auto again = convert(path("fp_later"), path("fp_dst"), "single", "keep", resume);
+    QVERIFY(again.complete && again.written.empty());
+    QCOMPARE(listDir(path("fp_dst")), std::vector<std::string>{"model.safetensors"});
   }
 
   void optionValidation() {
