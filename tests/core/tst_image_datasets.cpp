@@ -631,17 +631,7 @@ class TestImageDatasets : public QObject {
   void bmpCutAtEveryLengthIsRefusedLikePil() {
     if (!pythonTorchAvailable()) QSKIP("Debian's python3-torch is not installed");
     const QString root = tmp_.filePath("bmp-cuts");
-    const auto r = runPythonArgs({"-c", "import sys, os, io, struct, numpy as np; from PIL import Image; d = sys.argv[1] + '/c'; "
-                                    "os.makedirs(d, exist_ok=True); rng = np.random.default_rng(1); "
-                                    "rgb = Image.fromarray(rng.integers(0, 256, (7, 65, 3), dtype=np.uint8)); small = rgb.resize((13, 9)); "
-                                    "kinds = {'rgb': rgb, 'palette': small.convert('P'), 'onebit': rgb.convert('1'), 'rgba': small.convert('RGBA')}\n"
-                                    "for kind, im in kinds.items():\n"
-                                    "  b = io.BytesIO(); im.save(b, 'BMP'); b = b.getvalue(); pixels = struct.unpack('<I', b[10:14])[0]\n"
-                                    "  for n in range(pixels + 1, len(b) + 1):\n"
-                                    "    try: Image.open(io.BytesIO(b[:n])).convert('RGB'); ok = 'ok'\n"
-                                    "    except OSError: ok = 'bad'\n"
-                                    "    open('%s/%s-%05d-%s.bmp' % (d, kind, n, ok), 'wb').write(b[:n])",
-                                    root});
+    const auto r = runPythonArgs({kScripts + "write_bmp_cuts.py", root + "/c"});
     QVERIFY2(r.exitCode == 0, r.err.constData());
     auto ds = openDataset("imagefolder:" + root.toStdString(), withTransforms("CenterCrop(5),ToDtype(u8)"));
     const auto* folder = dynamic_cast<const ImageFolderDataset*>(ds.get());
