@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <thread>
 #include <mutex>
 
@@ -115,10 +116,11 @@ void removeStaleTemporaries(const std::string& dst) {
 namespace {
 
 // What one job holds at once for an output tensor: the whole tensor when its format writes a
-// record in one piece (.pt, DCP), plus the largest source piece it reads whole -- a strided .pt
-// view (loaded whole), or a strided DCP item, whose storage record is read whole (torch.save keeps
-// a view's entire storage, which may be far larger than the chunk) beside its gathered copy, or a
-// compressed one, decompressed whole.
+// record in one piece (.pt, DCP), plus every source piece it reads whole (kept until the tensor is
+// written: a tensor split along a later dim takes each row from every piece in turn) -- a strided
+// .pt view (loaded whole), or a strided DCP item, gathered from its storage record, which is read
+// whole (torch.save keeps a view's entire storage, which may be far larger than the chunk), or a
+// compressed one, decompressed whole; one such record at a time.
 struct WholeTensor {
   std::uint64_t bytes = 0;
   std::string name;
@@ -130,18 +132,21 @@ WholeTensor largestWholeTensor(const ReshardPlan& plan) {
   const bool recordsWhole = plan.target.kind == TargetKind::Pt || plan.target.kind == TargetKind::Dcp;
   for (const auto& f : plan.files)
     for (const auto& t : f.tensors) {
-      std::uint64_t piece = 0;
+      std::uint64_t gathered = 0, record = 0;
+      std::set<const TensorPiece*> seen;
       for (const auto& seg : t.segments) {
         const TensorPiece& p = *seg.piece;
+        if (!seen.insert(&p).second) continue;
         if (p.strided) {
           std::uint64_t numel = 1;
           for (auto d : p.shape) numel *= static_cast<std::uint64_t>(d);
-          const std::uint64_t read = p.strided->zstd ? p.strided->plainBytes : p.strided->storageBytes;
-          piece = std::max(piece, read + dtypeBytesFor(t.source->dtype, numel).value_or(0));
+          gathered += dtypeBytesFor(t.source->dtype, numel).value_or(0);
+          record = std::max(record, p.strided->zstd ? p.strided->plainBytes : p.strided->storageBytes);
         } else if (p.loadFromPt) {
-          piece = std::max(piece, t.source->nbytes);
+          gathered += t.source->nbytes;
         }
       }
+      const std::uint64_t piece = gathered + record;
       const std::uint64_t held = (recordsWhole ? t.nbytes : 0) + piece;
       if (held > whole.bytes) whole = {held, t.name, piece > 0};
     }

@@ -79,20 +79,16 @@ void TensorStreamer::check() {
 }
 
 const std::uint8_t* TensorStreamer::loadedPiece(const TensorPiece& piece) {
-  if (loadedPiece_ != &piece) {
-    loaded_ = HostTensor{};
-    loadedPiece_ = nullptr;
-    if (piece.strided)
-      gatherStrided(piece);
-    else
-      loaded_ = files_.info().pt->load(files_.info().pt->tensors()[piece.ptIndex]);
-    loadedPiece_ = &piece;
+  auto it = loaded_.find(&piece);
+  if (it == loaded_.end()) {
+    HostTensor t = piece.strided ? gatherStrided(piece) : files_.info().pt->load(files_.info().pt->tensors()[piece.ptIndex]);
+    it = loaded_.emplace(&piece, std::move(t)).first;
   }
-  return loaded_.data;
+  return it->second.data;
 }
 
 // A strided DCP item: its storage record read whole, its elements gathered in row-major order.
-void TensorStreamer::gatherStrided(const TensorPiece& piece) {
+HostTensor TensorStreamer::gatherStrided(const TensorPiece& piece) {
   const auto& s = *piece.strided;
   const std::size_t elem = dtypeBits(sourceDtype_) / 8;
   std::vector<std::uint8_t> storage;
@@ -112,11 +108,13 @@ void TensorStreamer::gatherStrided(const TensorPiece& piece) {
   for (auto d : piece.shape) count *= static_cast<std::uint64_t>(d);
   auto out = std::make_shared<std::vector<std::uint8_t>>(static_cast<std::size_t>(count * elem));
   stoker::gatherStrided(base, elem, s.elementOffset, piece.shape, s.stride, out->data());
-  loaded_.dtype = sourceDtype_;
-  loaded_.shape = piece.shape;
-  loaded_.data = out->data();
-  loaded_.nbytes = out->size();
-  loaded_.owner = out;
+  HostTensor loaded;
+  loaded.dtype = sourceDtype_;
+  loaded.shape = piece.shape;
+  loaded.data = out->data();
+  loaded.nbytes = out->size();
+  loaded.owner = std::move(out);
+  return loaded;
 }
 
 void TensorStreamer::readRun(const CopyRun& run, std::uint8_t* dst) {
@@ -209,6 +207,7 @@ void TensorStreamer::stream(const PlannedTensor& t, ByteSink& sink, F16Overflow*
   item_ = t.name;
   sourceDtype_ = t.source->dtype;
   for (auto& w : windows_) w.piece = nullptr;  // pieces belong to one tensor; keep the buffers
+  loaded_.clear();  // left over if the last tensor threw
   check();
   RunCursor cursor(t);
   CopyRun run, pending;
@@ -241,10 +240,7 @@ void TensorStreamer::stream(const PlannedTensor& t, ByteSink& sink, F16Overflow*
     flushConvert(t, sink, overflow);
   else
     flushSmall(sink);
-  if (loadedPiece_) {  // a loaded view is not needed by the next tensor
-    loaded_ = HostTensor{};
-    loadedPiece_ = nullptr;
-  }
+  loaded_.clear();  // the next tensor has pieces of its own
 }
 
 }  // namespace stoker

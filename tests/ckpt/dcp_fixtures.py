@@ -8,6 +8,9 @@ usage: dcp_fixtures.py single OUT           one process (no_dist): dtypes, a str
        dcp_fixtures.py model OUT MIB        a 2-process Gloo job saving an MIB-sized transformer-like
                                             model, every parameter dim-0 sharded (FSDP's layout);
                                             no reference.pt (for benchmarks)
+       dcp_fixtures.py columns OUT          a 2-process Gloo job saving a 1024x256 float32 tensor in
+                                            two column halves (tensor parallelism's split of a
+                                            row-parallel weight): each row lies in both items
        dcp_fixtures.py view OUT             one process: a 32 KiB strided view whose item holds
                                             its 16 MiB storage (torch.save of the view)
        dcp_fixtures.py torch2 SRC OUT       SRC's checkpoint with its .metadata re-pickled under
@@ -101,6 +104,23 @@ def _sharded_rank(out, mib):
     if rank == 0:
         torch.save({"model.big.weight": big, "model.uneven": uneven, "model.grid": grid, "model.replicated": rep},
                    os.path.join(out, "..", os.path.basename(out) + "-reference.pt"))
+
+
+def _columns_rank(out, mib):
+    from torch.distributed._shard.sharded_tensor import Shard, init_from_local_shards
+    from torch.distributed._shard.metadata import ShardMetadata
+    rank = dist.get_rank()
+    full = torch.arange(1024 * 256, dtype=torch.float32).reshape(1024, 256)
+    local = full[:, rank * 128:(rank + 1) * 128].clone()
+    sd = {"model.columns.weight": init_from_local_shards(
+        [Shard(local, ShardMetadata([0, rank * 128], [1024, 128], f"rank:{rank}/cpu"))], [1024, 256])}
+    dcp.save_state_dict(sd, dcp.FileSystemWriter(out))
+    if rank == 0:
+        torch.save({"model.columns.weight": full}, os.path.join(out, "..", os.path.basename(out) + "-reference.pt"))
+
+
+def columns(out):
+    _two_ranks("columns", out, 0, _columns_rank)
 
 
 def _two_ranks(mode, out, mib, save_rank):
@@ -379,6 +399,7 @@ if __name__ == "__main__":
     if mode == "single": single(sys.argv[2])
     elif mode == "sharded": sharded(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 1)
     elif mode == "view": view(sys.argv[2])
+    elif mode == "columns": columns(sys.argv[2])
     elif mode == "model": model(sys.argv[2], int(sys.argv[3]))
     elif mode == "torch2": torch2(sys.argv[2], sys.argv[3])
     elif mode == "torch2zstd": torch2(sys.argv[2], sys.argv[3], compress=True)
