@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <set>
 #include <thread>
 #include <mutex>
 
@@ -133,10 +132,8 @@ WholeTensor largestWholeTensor(const ReshardPlan& plan) {
   for (const auto& f : plan.files)
     for (const auto& t : f.tensors) {
       std::uint64_t gathered = 0, record = 0;
-      std::set<const TensorPiece*> seen;
-      for (const auto& seg : t.segments) {
+      for (const auto& seg : t.segments) {  // one per piece the output box meets
         const TensorPiece& p = *seg.piece;
-        if (!seen.insert(&p).second) continue;
         if (p.strided) {
           std::uint64_t numel = 1;
           for (auto d : p.shape) numel *= static_cast<std::uint64_t>(d);
