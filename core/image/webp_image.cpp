@@ -1,8 +1,10 @@
 #include "image/webp_image.h"
 
 #include <webp/decode.h>
+#include <webp/demux.h>
 
 #include <cstring>
+#include <memory>
 
 #include "util/error.h"
 
@@ -34,15 +36,57 @@ ImageSize webpSize(const std::uint8_t* data, std::size_t size, const std::string
   const VP8StatusCode s = WebPGetFeatures(data, size, &f);
   if (s == VP8_STATUS_NOT_ENOUGH_DATA) throwBadInput(name, "truncated WebP (its header is cut short)");
   if (s != VP8_STATUS_OK) throwBadInput(name, std::string("corrupt WebP: ") + statusText(s));
-  if (f.has_animation) throwBadInput(name, "animated WebP (Stoker decodes WebP stills)");
-  return {f.width, f.height};
+  // An animation is composed in two RGBA canvases of libwebp's besides the RGB copy: a quarter of
+  // the still limit keeps a forged header from claiming gigabytes.
+  if (f.has_animation && static_cast<std::int64_t>(f.width) * f.height > kMaxImagePixels / 4)
+    throwBadInput(name, "WebP animation of " + std::to_string(f.width) + "x" + std::to_string(f.height) +
+                            " pixels: its canvas must be at most " + std::to_string(kMaxImagePixels / 4) + " pixels");
+  return {f.width, f.height};  // an animation's canvas
 }
+
+namespace {
+
+// An animation's first frame as PIL gives it: libwebp's WebPAnimDecoder (PIL's WebP plugin reads
+// every WebP through it) composes the frame on a canvas cleared to transparent black, in RGBA;
+// convert("RGB") then drops the alpha. The whole file must parse first, as for PIL: the demuxer
+// refuses one cut short anywhere, even past the first frame.
+void decodeAnimationFirstFrame(const std::uint8_t* data, std::size_t size, const std::string& name, ImageSize image,
+                               std::uint8_t* out) {
+  const WebPData whole{data, size};
+  WebPDemuxState state = WEBP_DEMUX_PARSE_ERROR;
+  if (WebPDemuxer* partial = WebPDemuxPartial(&whole, &state)) WebPDemuxDelete(partial);
+  if (state == WEBP_DEMUX_PARSING_HEADER || state == WEBP_DEMUX_PARSED_HEADER)
+    throwBadInput(name, "truncated WebP animation (premature end of data)");
+  WebPAnimDecoderOptions options;
+  if (!WebPAnimDecoderOptionsInit(&options))
+    throwBadInput(name, "libwebp's animation decoder could not be set up (a version mismatch)");
+  options.color_mode = MODE_RGBA;
+  options.use_threads = 0;  // the loader's workers are the threads
+  std::unique_ptr<WebPAnimDecoder, void (*)(WebPAnimDecoder*)> decoder(WebPAnimDecoderNew(&whole, &options),
+                                                                       WebPAnimDecoderDelete);
+  if (!decoder) throwBadInput(name, "corrupt WebP animation: its chunks do not parse");
+  WebPAnimInfo info;
+  if (!WebPAnimDecoderGetInfo(decoder.get(), &info) || static_cast<int>(info.canvas_width) != image.width ||
+      static_cast<int>(info.canvas_height) != image.height)
+    throwBadInput(name, "corrupt WebP animation: its canvas differs from its header");
+  std::uint8_t* rgba = nullptr;
+  int timestamp = 0;
+  if (!WebPAnimDecoderGetNext(decoder.get(), &rgba, &timestamp))
+    throwBadInput(name, "corrupt WebP animation: its first frame does not decode");
+  const std::size_t pixels = static_cast<std::size_t>(image.width) * static_cast<std::size_t>(image.height);
+  for (std::size_t i = 0; i < pixels; ++i) std::memcpy(out + 3 * i, rgba + 4 * i, 3);
+}
+
+}  // namespace
 
 void decodeWebp(const std::uint8_t* data, std::size_t size, const std::string& name, ImageSize image,
                 std::vector<std::uint8_t>& out, std::size_t slack) {
   const std::size_t stride = static_cast<std::size_t>(image.width) * 3;
   const std::size_t bytes = stride * static_cast<std::size_t>(image.height);
   if (out.size() < bytes + slack) out.resize(bytes + slack);
+  WebPBitstreamFeatures f;
+  if (WebPGetFeatures(data, size, &f) == VP8_STATUS_OK && f.has_animation)
+    return decodeAnimationFirstFrame(data, size, name, image, out.data());
   WebPDecoderConfig config;
   if (!WebPInitDecoderConfig(&config)) throwBadInput(name, "libwebp's decoder could not be set up (a version mismatch)");
   config.output.colorspace = MODE_RGB;

@@ -1,6 +1,6 @@
-// image/webp_image: WebP stills through libwebp, the library PIL's WebP plugin decodes with, whole
-// and into RGB (alpha dropped, as PIL's convert("RGB") drops it). Animated WebP is refused with
-// the reason: PIL would give its first frame, composed on a canvas, which these calls do not do.
+// image/webp_image: WebP through libwebp, the library PIL's WebP plugin decodes with, whole and
+// into RGB (alpha dropped, as PIL's convert("RGB") drops it); of an animation, the first frame
+// composed on its canvas, as PIL's Image.open gives it.
 #pragma once
 
 #include <cstddef>
@@ -15,11 +15,13 @@ namespace stoker {
 // "RIFF" <size> "WEBP".
 bool isWebp(const std::uint8_t* data, std::size_t size);
 
-// The size from the header; throws Error(BadInput) naming `name` if it is not a WebP still.
+// The size from the header (an animation's canvas); throws Error(BadInput) naming `name` if it is
+// not a WebP.
 ImageSize webpSize(const std::uint8_t* data, std::size_t size, const std::string& name);
 
 // Decodes the whole image (of `image`'s size) as RGB rows of image.width * 3 bytes into `out`,
-// grown to hold them plus `slack` bytes; throws Error(BadInput) naming `name` (truncated, corrupt).
+// grown to hold them plus `slack` bytes; throws Error(BadInput) naming `name` (truncated, corrupt);
+// an animation gives its first frame.
 void decodeWebp(const std::uint8_t* data, std::size_t size, const std::string& name, ImageSize image,
                 std::vector<std::uint8_t>& out, std::size_t slack);
 

@@ -555,8 +555,11 @@ class TestImageDatasets : public QObject {
     QCOMPARE(r.out.trimmed(), ("[" + dims.join(", ") + "]").toUtf8());
   }
 
-  // WebP stills decode (in image folders and as WebDataset members, `<key>.webp`), and every bad
-  // WebP is named: truncated, corrupt, animated (refused: PIL would compose its first frame).
+  // WebP decodes (in image folders and as WebDataset members, `<key>.webp`): stills, and of an
+  // animation the first frame as PIL composes it on the canvas (here an RGBA frame with a clear
+  // border, which libwebp's encoder stores as a smaller rectangle); every bad WebP is named:
+  // truncated, corrupt, an animation cut short after its first frame (PIL refuses it too), one
+  // whose header claims a 16384x16384 canvas.
   void webpSamplesAndBadWebpAreNamed() {
     if (!pythonTorchAvailable()) QSKIP("Debian's python3-torch is not installed");
     const QString root = tmp_.filePath("webp");
@@ -567,17 +570,23 @@ class TestImageDatasets : public QObject {
                                     "data = open(r + '/good/c/a.webp', 'rb').read(); "
                                     "open(r + '/bad/c/1-truncated.webp', 'wb').write(data[:len(data) // 2]); "
                                     "open(r + '/bad/c/2-corrupt.webp', 'wb').write(data[:23] + bytes([255, 255, 255]) + data[26:]); "
-                                    "im.save(r + '/bad/c/3-animated.webp', save_all=True, append_images=[im.rotate(180)], duration=100); "
+                                    "first = Image.new('RGBA', im.size); first.paste(im.crop((40, 30, 300, 200)), (40, 30)); "
+                                    "first.save(r + '/good/c/c.webp', save_all=True, append_images=[im.convert('RGBA').rotate(180)], "
+                                    "duration=100, lossless=True); "
+                                    "anim = open(r + '/good/c/c.webp', 'rb').read(); "
+                                    "open(r + '/bad/c/3-animation-truncated.webp', 'wb').write(anim[:len(anim) - 100]); "
+                                    "big = (16383).to_bytes(3, 'little'); "
+                                    "open(r + '/bad/c/4-animation-huge.webp', 'wb').write(anim[:24] + big + big + anim[30:]); "
                                     "t = tarfile.open(r + '/shard-000000.tar', 'w'); "
                                     "open(r + '/label.cls', 'w').write('0'); "
-                                    "[(t.add(r + '/good/c/' + k + '.webp', k + '.webp'), t.add(r + '/label.cls', k + '.cls')) for k in 'ab']; "
+                                    "[(t.add(r + '/good/c/' + k + '.webp', k + '.webp'), t.add(r + '/label.cls', k + '.cls')) for k in 'abc']; "
                                     "t.close()",
                                     root, jpeg_});
     QVERIFY2(r.exitCode == 0, r.err.constData());
     const std::string transforms = "Resize(48),CenterCrop(48),ToDtype(u8)";
     auto folder = openDataset("imagefolder:" + (root + "/good").toStdString(), withTransforms(transforms));
     const auto got = readAll(*folder);
-    QCOMPARE(got[0].size(0), std::int64_t(2));
+    QCOMPARE(got[0].size(0), std::int64_t(3));
     // The same files through torchvision (PIL), then as WebDataset members.
     const QString ref = tmp_.filePath("ref-webp");
     const auto t = runPythonArgs({kScripts + "torchvision_reference.py", root + "/good", ref, "--transforms", QString::fromStdString(transforms)});
@@ -585,14 +594,15 @@ class TestImageDatasets : public QObject {
     const at::Tensor want = readNpy((ref + "/images.npy").toStdString()).toTorch();
     QVERIFY2(at::equal(got[0], want), qPrintable(QString("max diff %1").arg((got[0].to(at::kInt) - want.to(at::kInt)).abs().max().item<int>())));
     auto shards = openDataset("wds:" + (root + "/shard-000000.tar").toStdString(), withTransforms(transforms));
-    QCOMPARE(shards->size(), std::int64_t(2));
+    QCOMPARE(shards->size(), std::int64_t(3));
     const auto fromShards = readAll(*shards);
     QVERIFY(at::equal(fromShards[0], got[0]));
 
     auto bad = openDataset("imagefolder:" + (root + "/bad").toStdString(), withTransforms(transforms));
     const QString msg = checkBadSamples(*bad, {{0, {"1-truncated.webp", "truncated WebP"}},
                                                {1, {"2-corrupt.webp", "corrupt WebP"}},
-                                               {2, {"3-animated.webp", "animated WebP"}}});
+                                               {2, {"3-animation-truncated.webp", "truncated WebP animation"}},
+                                               {3, {"4-animation-huge.webp", "its canvas must be at most"}}});
     QVERIFY2(msg.isEmpty(), qPrintable(msg));
   }
 

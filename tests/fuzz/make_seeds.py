@@ -210,6 +210,7 @@ def media_seeds():
     put("image_decode", "lossy.webp", encoded(rgb, "WEBP", quality=80))
     put("image_decode", "lossless.webp", encoded(rgb, "WEBP", lossless=True))
     put("image_decode", "rgba.webp", encoded(rgb.convert("RGBA"), "WEBP", quality=80))
+    put("image_decode", "animated.webp", encoded(rgb, "WEBP", save_all=True, append_images=[rgb.rotate(90)], duration=50))
     put("image_decode", "rgb.tif", encoded(rgb, "TIFF"))
     put("image_decode", "lzw.tif", encoded(rgb, "TIFF", compression="tiff_lzw"))
     put("image_decode", "palette.tif", encoded(rgb.convert("P"), "TIFF"))
