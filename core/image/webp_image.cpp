@@ -53,10 +53,6 @@ namespace {
 void decodeAnimationFirstFrame(const std::uint8_t* data, std::size_t size, const std::string& name, ImageSize image,
                                std::uint8_t* out) {
   const WebPData whole{data, size};
-  WebPDemuxState state = WEBP_DEMUX_PARSE_ERROR;
-  if (WebPDemuxer* partial = WebPDemuxPartial(&whole, &state)) WebPDemuxDelete(partial);
-  if (state == WEBP_DEMUX_PARSING_HEADER || state == WEBP_DEMUX_PARSED_HEADER)
-    throwBadInput(name, "truncated WebP animation (premature end of data)");
   WebPAnimDecoderOptions options;
   if (!WebPAnimDecoderOptionsInit(&options))
     throwBadInput(name, "libwebp's animation decoder could not be set up (a version mismatch)");
@@ -64,7 +60,13 @@ void decodeAnimationFirstFrame(const std::uint8_t* data, std::size_t size, const
   options.use_threads = 0;  // the loader's workers are the threads
   std::unique_ptr<WebPAnimDecoder, void (*)(WebPAnimDecoder*)> decoder(WebPAnimDecoderNew(&whole, &options),
                                                                        WebPAnimDecoderDelete);
-  if (!decoder) throwBadInput(name, "corrupt WebP animation: its chunks do not parse");
+  if (!decoder) {  // which of the two: a partial parse says whether the file just ends too soon
+    WebPDemuxState state = WEBP_DEMUX_PARSE_ERROR;
+    if (WebPDemuxer* partial = WebPDemuxPartial(&whole, &state)) WebPDemuxDelete(partial);
+    if (state == WEBP_DEMUX_PARSING_HEADER || state == WEBP_DEMUX_PARSED_HEADER)
+      throwBadInput(name, "truncated WebP animation (premature end of data)");
+    throwBadInput(name, "corrupt WebP animation: its chunks do not parse");
+  }
   WebPAnimInfo info;
   if (!WebPAnimDecoderGetInfo(decoder.get(), &info) || static_cast<int>(info.canvas_width) != image.width ||
       static_cast<int>(info.canvas_height) != image.height)
