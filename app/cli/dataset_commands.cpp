@@ -1,11 +1,14 @@
 #include <cstdio>
 #include <memory>
+#include <stdexcept>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "cli_output.h"
 #include "commands.h"
 #include "data/dataset.h"
+#include "data/datasets/image_dataset.h"
 #include "data/datasets/image_folder_dataset.h"
 #include "data/datasets/token_datasets.h"
 #include "data/fashion_mnist.h"
@@ -44,29 +47,43 @@ std::shared_ptr<Dataset> openForCommand(const DatasetArgs& a) {
 std::string dtypeText(c10::ScalarType t) { return std::string(dtypeName(dtypeFromTorch(t))); }
 
 void infoOfSpec(const DatasetArgs& a) {
-  auto ds = openForCommand(a);
+  LoaderOptions o;
+  o.transforms = a.transforms;
+  auto ds = openDatasetToList(a.spec, o);  // an image dataset without --transforms: listed, its images' shape not fixed
+  const auto* images = dynamic_cast<const EncodedImageDataset*>(ds.get());
+  const bool shapeless = images && images->listOnly();
   nlohmann::json fields = nlohmann::json::array();
-  for (const auto& f : ds->fields())
-    fields.push_back({{"name", f.name}, {"dtype", dtypeText(f.dtype)}, {"shape", f.sampleShape}, {"bytes", f.sampleBytes}});
-  nlohmann::json doc = {{"dataset", a.spec},           {"description", ds->description()}, {"samples", ds->size()},
-                        {"fields", fields},            {"sample_bytes", ds->sampleBytes()}};
+  for (const auto& f : ds->fields()) {
+    const bool unfixed = shapeless && f.name == "images";
+    fields.push_back({{"name", f.name}, {"dtype", dtypeText(f.dtype)}, {"shape", unfixed ? nlohmann::json() : nlohmann::json(f.sampleShape)},
+                      {"bytes", unfixed ? nlohmann::json() : nlohmann::json(f.sampleBytes)}});
+  }
+  nlohmann::json doc = {{"dataset", a.spec}, {"description", ds->description()}, {"samples", ds->size()}, {"fields", fields},
+                        {"sample_bytes", shapeless ? nlohmann::json() : nlohmann::json(ds->sampleBytes())}};
   std::vector<std::int64_t> counts;
   if (const auto* folder = dynamic_cast<const ImageFolderDataset*>(ds.get())) {
     counts.assign(folder->classes().size(), 0);
     for (std::int64_t i = 0; i < folder->size(); ++i) ++counts[static_cast<std::size_t>(folder->label(i))];
     doc["classes"] = folder->classes();
     doc["label_counts"] = counts;
-    doc["transforms"] = folder->pipeline().transforms().text;
+    if (!shapeless) doc["transforms"] = folder->pipeline().transforms().text;
   }
   if (const auto* tokens = dynamic_cast<const TokenWindowDataset*>(ds.get())) doc["tokens"] = tokens->tokens();
   if (a.json) {
     printJson(doc);
     return;
   }
-  std::printf("%s: %lld samples, %s per sample\n", ds->description().c_str(), static_cast<long long>(ds->size()),
-              humanBytes(static_cast<std::uint64_t>(ds->sampleBytes())).c_str());
-  for (const auto& f : ds->fields())
-    std::printf("  %-8s %-4s %s\n", f.name.c_str(), dtypeText(f.dtype).c_str(), shapeText(f.sampleShape).c_str());
+  if (shapeless)
+    std::printf("%s: %lld samples\n", ds->description().c_str(), static_cast<long long>(ds->size()));
+  else
+    std::printf("%s: %lld samples, %s per sample\n", ds->description().c_str(), static_cast<long long>(ds->size()),
+                humanBytes(static_cast<std::uint64_t>(ds->sampleBytes())).c_str());
+  for (const auto& f : ds->fields()) {
+    if (shapeless && f.name == "images")
+      std::printf("  %-8s decoded size: --transforms fixes the shape and dtype\n", f.name.c_str());
+    else
+      std::printf("  %-8s %-4s %s\n", f.name.c_str(), dtypeText(f.dtype).c_str(), shapeText(f.sampleShape).c_str());
+  }
   if (doc.contains("tokens")) std::printf("  %lld tokens\n", static_cast<long long>(doc["tokens"].get<std::int64_t>()));
   if (doc.contains("classes")) {
     std::printf("  %zu classes:", counts.size());
@@ -175,7 +192,19 @@ void addDatasetCommands(CLI::App& app, int& exitCode) {
   exportCmd->add_option("OUT", args->out, "output .safetensors file")->required();
   exportCmd->add_option("--split", args->split, "fashion-mnist: train or test")->check(CLI::IsMember({"train", "test"}));
   exportCmd->add_option("--transforms", args->transforms, "image datasets: torchvision-named transforms");
-  exportCmd->add_option("--limit", args->limit, "export the first N samples (default: all)")->check(CLI::PositiveNumber);
+  exportCmd->add_option("--limit", args->limit, "export the first N samples (default: all)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            long long v = 0;
+            std::size_t used = 0;
+            try {
+              v = std::stoll(text, &used);
+            } catch (const std::exception&) {
+              used = 0;
+            }
+            return used == text.size() && v >= 1 ? std::string() : "--limit must be a whole number of samples, 1 or more (got " + text + ")";
+          },
+          "N >= 1"));
   exportCmd->add_option("--seed", args->seed, "seed of random transforms (epoch 0)");
   exportCmd->callback([args, &exitCode] {
     if (!isFashionMnist(args->spec) || args->limit >= 0) {

@@ -97,6 +97,10 @@ std::vector<std::int64_t> epochIndicesFor(const Dataset& dataset, const LoaderOp
 // reader_mode/part_size/max_inflight_parts decide how tensor files reach memory; `transforms`
 // shapes image datasets.
 std::shared_ptr<Dataset> openDataset(const std::string& spec, const LoaderOptions& options = {});
+// openDataset for a summary (`stoker dataset info`): an image dataset opened without transforms
+// lists its samples and labels, with an `images` field of no fixed shape (empty, 0 bytes) whose
+// samples cannot be read; every other kind opens as openDataset opens it.
+std::shared_ptr<Dataset> openDatasetToList(const std::string& spec, const LoaderOptions& options = {});
 // The kinds openDataset knows, as "prefix:ARGS  what" lines (for errors, --help and the picker).
 std::vector<std::string> datasetKinds();
 

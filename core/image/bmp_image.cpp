@@ -80,7 +80,7 @@ struct Source {
 };
 
 void decodeBmp(const std::uint8_t* data, std::size_t size, const std::string& name, ImageSize image,
-               std::vector<std::uint8_t>& out, std::size_t slack) {
+               PixelBuffer& out, std::size_t slack) {
   Source source{data, size};
   const stbi_io_callbacks io{Source::read, Source::skip, Source::eof};
   int w = 0, h = 0, channels = 0;

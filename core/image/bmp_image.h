@@ -22,6 +22,6 @@ ImageSize bmpSize(const std::uint8_t* data, std::size_t size, const std::string&
 // Decodes the whole image as RGB rows of image.width * 3 bytes into `out`, grown to hold them plus
 // `slack` bytes; throws Error(BadInput) naming `name`.
 void decodeBmp(const std::uint8_t* data, std::size_t size, const std::string& name, ImageSize image,
-              std::vector<std::uint8_t>& out, std::size_t slack);
+              PixelBuffer& out, std::size_t slack);
 
 }  // namespace stoker

@@ -99,6 +99,9 @@ struct ImageDecoder::Jpeg {
   int readHeader(const std::uint8_t* data, std::size_t size) {
     err.truncated = false;
     err.message[0] = '\0';
+    // Back to the start state: the last image may have been refused after its header (its size
+    // past the limit), and libjpeg refuses to read a header from any other state.
+    jpeg_abort_decompress(&cinfo);
     if (setjmp(err.jump)) {
       jpeg_abort_decompress(&cinfo);
       return 1;
@@ -120,7 +123,7 @@ struct ImageDecoder::Jpeg {
 
   // Decodes rows [y, y + h) and (at least) columns [*x, *x + *w) of the 1/denom image into
   // `out` (resized by the caller through `grow`); *x and *w come back widened to iMCU edges.
-  int decode(int denom, unsigned* x, unsigned* w, unsigned y, unsigned h, std::vector<std::uint8_t>* out) {
+  int decode(int denom, unsigned* x, unsigned* w, unsigned y, unsigned h, PixelBuffer* out) {
     if (setjmp(err.jump)) {
       jpeg_abort_decompress(&cinfo);
       return 1;
@@ -160,6 +163,7 @@ ImageDecoder::ImageDecoder() = default;
 ImageDecoder::~ImageDecoder() = default;
 
 ImageSize ImageDecoder::open(const std::uint8_t* data, std::size_t size, const std::string& name) {
+  releaseIfHuge(pixels_);  // the last image's, if it was a large one
   data_ = data;
   size_ = size;
   name_ = name;
@@ -195,7 +199,8 @@ ImageSize ImageDecoder::open(const std::uint8_t* data, std::size_t size, const s
   if (size0_.width < 1 || size0_.height < 1 ||
       static_cast<std::int64_t>(size0_.width) * size0_.height > kMaxImagePixels)
     throwBadInput(name, "image of " + std::to_string(size0_.width) + "x" + std::to_string(size0_.height) +
-                            " pixels: must be 1 to " + std::to_string(kMaxImagePixels) + " pixels");
+                            " pixels: must be 1 to " + std::to_string(kMaxImagePixels) +
+                            " pixels (PIL's decompression-bomb limit)");
   return size0_;
 }
 

@@ -21,13 +21,17 @@
 #include <string>
 #include <vector>
 
+#include "image/pixel_buffer.h"
+
 namespace stoker {
 
 enum class ImageFormat { Unknown, Jpeg, Png, Webp, Tiff, Bmp, Pnm };
 ImageFormat sniffImageFormat(const std::uint8_t* data, std::size_t size);
 const char* imageFormatName(ImageFormat f);
 
-inline constexpr std::int64_t kMaxImagePixels = std::int64_t(1) << 28;  // 16384 x 16384
+// PIL's own limit: Image.open raises DecompressionBombError past 2 * MAX_IMAGE_PIXELS, so no image
+// torchvision can read is refused, and no forged header makes a worker claim more.
+inline constexpr std::int64_t kMaxImagePixels = 178956970;
 
 struct ImageSize {
   int width = 0, height = 0;
@@ -70,7 +74,7 @@ class ImageDecoder {
   ImageFormat format_ = ImageFormat::Unknown;
   ImageSize size0_;
   std::unique_ptr<Jpeg> jpeg_;
-  std::vector<std::uint8_t> pixels_;
+  PixelBuffer pixels_;
 };
 
 }  // namespace stoker

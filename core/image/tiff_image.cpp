@@ -94,11 +94,14 @@ ImageSize tiffSize(const std::uint8_t* data, std::size_t size, const std::string
 }
 
 void decodeTiff(const std::uint8_t* data, std::size_t size, const std::string& name, ImageSize image,
-                std::vector<std::uint8_t>& out, std::size_t slack) {
+                PixelBuffer& out, std::size_t slack) {
   Memory m{data, size, 0, {}};
   auto t = openTiff(m, name);
   const std::size_t pixels = static_cast<std::size_t>(image.width) * static_cast<std::size_t>(image.height);
-  thread_local std::vector<std::uint32_t> rgba;
+  thread_local std::vector<std::uint32_t, UninitialisedAllocator<std::uint32_t>> rgba;  // libtiff fills it, or errs
+  struct Release {
+    ~Release() { releaseIfHuge(rgba); }
+  } release;
   rgba.resize(pixels);
   // TIFFReadRGBAImageOriented's steps, with two changes so that the pixels equal PIL's:
   // - libtiff premultiplies unassociated alpha into the colours (through its UaToAa table), where

@@ -36,11 +36,12 @@ ImageSize webpSize(const std::uint8_t* data, std::size_t size, const std::string
   const VP8StatusCode s = WebPGetFeatures(data, size, &f);
   if (s == VP8_STATUS_NOT_ENOUGH_DATA) throwBadInput(name, "truncated WebP (its header is cut short)");
   if (s != VP8_STATUS_OK) throwBadInput(name, std::string("corrupt WebP: ") + statusText(s));
-  // An animation is composed in two RGBA canvases of libwebp's besides the RGB copy: a quarter of
-  // the still limit keeps a forged header from claiming gigabytes.
-  if (f.has_animation && static_cast<std::int64_t>(f.width) * f.height > kMaxImagePixels / 4)
+  // An animation is composed in two RGBA canvases of libwebp's besides the RGB copy: 2^26 pixels
+  // (under half the still limit) keeps a forged header from claiming gigabytes.
+  constexpr std::int64_t kMaxCanvasPixels = std::int64_t(1) << 26;
+  if (f.has_animation && static_cast<std::int64_t>(f.width) * f.height > kMaxCanvasPixels)
     throwBadInput(name, "WebP animation of " + std::to_string(f.width) + "x" + std::to_string(f.height) +
-                            " pixels: its canvas must be at most " + std::to_string(kMaxImagePixels / 4) + " pixels");
+                            " pixels: its canvas must be at most " + std::to_string(kMaxCanvasPixels) + " pixels");
   return {f.width, f.height};  // an animation's canvas
 }
 
@@ -82,7 +83,7 @@ void decodeAnimationFirstFrame(const std::uint8_t* data, std::size_t size, const
 }  // namespace
 
 void decodeWebp(const std::uint8_t* data, std::size_t size, const std::string& name, ImageSize image,
-                std::vector<std::uint8_t>& out, std::size_t slack) {
+                PixelBuffer& out, std::size_t slack) {
   const std::size_t stride = static_cast<std::size_t>(image.width) * 3;
   const std::size_t bytes = stride * static_cast<std::size_t>(image.height);
   if (out.size() < bytes + slack) out.resize(bytes + slack);

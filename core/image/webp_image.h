@@ -23,6 +23,6 @@ ImageSize webpSize(const std::uint8_t* data, std::size_t size, const std::string
 // grown to hold them plus `slack` bytes; throws Error(BadInput) naming `name` (truncated, corrupt);
 // an animation gives its first frame.
 void decodeWebp(const std::uint8_t* data, std::size_t size, const std::string& name, ImageSize image,
-                std::vector<std::uint8_t>& out, std::size_t slack);
+                PixelBuffer& out, std::size_t slack);
 
 }  // namespace stoker

@@ -5,6 +5,8 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QProcess>
+#include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -123,6 +125,38 @@ class TestImageDatasets : public QObject {
     for (std::int64_t i = 0; i < ds.size(); ++i) {
       const QJsonArray s = samples[static_cast<int>(i)].toArray();
       QCOMPARE(QString::fromStdString(ds.path(i)), s[0].toString());
+      QCOMPARE(ds.label(i), static_cast<std::int64_t>(s[1].toInt()));
+    }
+  }
+
+  // Folder and file names that are not valid UTF-8 sort as Python sorts them (surrogateescape: a
+  // stray byte becomes U+DC80..U+DCFF, before U+E000), not by bytes: the class indices, hence the
+  // labels, and the sample order are torchvision's.
+  void namesThatAreNotUtf8SortAsTorchvision() {
+    if (!pythonTorchAvailable()) QSKIP("Debian's python3-torch is not installed");
+    const QString root = tmp_.filePath("names");
+    const auto r = runPythonArgs({"-c", "import os, shutil, sys, json\n"
+                                        "from torchvision import datasets\n"
+                                        "root, jpg = os.fsencode(sys.argv[1]), sys.argv[2]\n"
+                                        "names = [b'a', b'Z', 'é'.encode(), 'ÿ'.encode(), '\\ue000'.encode(), '😀'.encode(),\n"
+                                        "         b'\\xff', b'\\xc3', b'\\xe2\\x82', b'\\xed\\xa0\\x80', b'\\xf4\\x90\\x80\\x80', b'\\xc0\\xaf', b'a\\xff']\n"
+                                        "for n in names:\n"
+                                        "    for sub in (b'', b'\\xfe', '\\ue001'.encode()):\n"
+                                        "        d = os.path.join(root, n, sub)\n"
+                                        "        os.makedirs(d, exist_ok=True)\n"
+                                        "        for f in (b'x.jpg', b'\\xfe.jpg', '\\ue000.jpg'.encode()):\n"
+                                        "            shutil.copy(jpg, os.path.join(d, f))\n"
+                                        "ds = datasets.ImageFolder(sys.argv[1])\n"
+                                        "print(json.dumps([[os.fsencode(p).hex(), c] for p, c in ds.samples]))\n",
+                                  root, jpeg_});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    const QJsonArray samples = QJsonDocument::fromJson(r.out).array();
+    ImageFolderDataset ds(root.toStdString(), "CenterCrop(8)");
+    QCOMPARE(ds.classes().size(), std::size_t(13));
+    QCOMPARE(ds.size(), static_cast<std::int64_t>(samples.size()));
+    for (std::int64_t i = 0; i < ds.size(); ++i) {
+      const QJsonArray s = samples[static_cast<int>(i)].toArray();
+      QCOMPARE(QByteArray::fromStdString(ds.path(i)).toHex(), s[0].toString().toLatin1());
       QCOMPARE(ds.label(i), static_cast<std::int64_t>(s[1].toInt()));
     }
   }
@@ -355,6 +389,62 @@ class TestImageDatasets : public QObject {
     QVERIFY(loader.lastEpoch().firstSkipped.find("truncated.jpg") != std::string::npos);
   }
 
+  // A header that claims more pixels than PIL opens (2 * Image.MAX_IMAGE_PIXELS = 178956970) is
+  // refused for every format, as PIL refuses it; and one under the limit whose data is missing
+  // costs no memory for its pixels: the buffer is not zero-filled before the decoder writes it.
+  void forgedImageSizesAreRefusedCheaply() {
+    const QString root = tmp_.filePath("forged");
+    const auto made = runPythonArgs({"-c", "import struct, zlib, sys, os\n"
+                                           "def chunk(t, d): return struct.pack('>I', len(d)) + t + d + struct.pack('>I', zlib.crc32(t + d))\n"
+                                           "def png(path, w, h):\n"
+                                           "    os.makedirs(os.path.dirname(path), exist_ok=True)\n"
+                                           "    open(path, 'wb').write(b'\\x89PNG\\r\\n\\x1a\\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', w, h, 8, 2, 0, 0, 0))\n"
+                                           "                           + chunk(b'IDAT', zlib.compress(bytes(193))) + chunk(b'IEND', b''))\n"
+                                           "png(sys.argv[1] + '/big/c/p.png', 16384, 16384)\n"
+                                           "png(sys.argv[1] + '/under/c/p.png', 12000, 12000)\n"
+                                           "jpg = bytearray(open(sys.argv[2], 'rb').read())\n"
+                                           "sof = jpg.index(b'\\xff\\xc0')\n"
+                                           "jpg[sof + 5:sof + 9] = struct.pack('>HH', 16384, 16384)\n"
+                                           "os.makedirs(sys.argv[1] + '/bigjpeg/c')\n"
+                                           "open(sys.argv[1] + '/bigjpeg/c/p.jpg', 'wb').write(jpg)\n",
+                                     root, jpeg_});
+    QVERIFY2(made.exitCode == 0, made.err.constData());
+    for (const char* folder : {"big", "bigjpeg"}) {
+      auto ds = openDataset("imagefolder:" + (root + "/" + folder).toStdString(), withTransforms("CenterCrop(8),ToDtype(u8)"));
+      std::vector<std::uint8_t> image(8 * 8 * 3);
+      std::int64_t label;
+      std::uint8_t* dst[2] = {image.data(), reinterpret_cast<std::uint8_t*>(&label)};
+      const QString msg = expectBadInput([&] { ds->readItem(0, dst); }, {"p.", "16384x16384 pixels", "1 to 178956970 pixels"});
+      QVERIFY2(msg.isEmpty(), qPrintable(QString(folder) + ": " + msg));
+      // The thread's decoders go on: libjpeg is put back to its start state after a JPEG
+      // refused past its header (it answered "Improper call to JPEG library in state 202").
+      auto good = openDataset("imagefolder:" + photos_.toStdString(), withTransforms("CenterCrop(8),ToDtype(u8)"));
+      good->readItem(0, dst);
+    }
+    // Peak memory of `stoker dataset export` on the 12000x12000 PNG whose data is missing, against
+    // the same command on one real photo: zero-filling its 432 MB buffer first cost ~410 MB more.
+    const auto rss = runPythonArgs({"-c", "import os, subprocess, sys\n"
+                                          "def peak(spec):\n"
+                                          "    p = subprocess.Popen([sys.argv[1], 'dataset', 'export', spec, sys.argv[2], '--transforms',\n"
+                                          "                          'CenterCrop(8),ToDtype(u8)'], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)\n"
+                                          "    err = p.stderr.read().decode()\n"
+                                          "    _, status, usage = os.wait4(p.pid, 0)\n"
+                                          "    return usage.ru_maxrss, os.waitstatus_to_exitcode(status), err\n"
+                                          "good, gc, ge = peak('imagefolder:' + sys.argv[3])\n"
+                                          "bad, bc, be = peak('imagefolder:' + sys.argv[4])\n"
+                                          "print(good, gc, bad, bc, be.strip().replace(' ', '_'))\n",
+                                    QStringLiteral(STOKER_CLI_PATH), tmp_.filePath("forged.safetensors"), photos_, root + "/under"});
+    QVERIFY2(rss.exitCode == 0, rss.err.constData());
+    const QStringList f = QString::fromUtf8(rss.out).trimmed().split(' ');
+    QCOMPARE(f.size(), 5);
+    QCOMPARE(f[1], QString("0"));
+    QCOMPARE(f[3], QString("2"));
+    QVERIFY2(f[4].contains("corrupt_PNG"), qPrintable(f[4]));
+    const double extraMiB = (f[2].toDouble() - f[0].toDouble()) / 1024;
+    qInfo("peak RSS: one photo %s KiB, the forged 12000x12000 PNG %s KiB (%.0f MiB more)", qPrintable(f[0]), qPrintable(f[2]), extraMiB);
+    QVERIFY2(extraMiB < 100, qPrintable(QString::number(extraMiB)));
+  }
+
   // WebDataset shards of the same photos: each sample decodes to what the same file gives through
   // imagefolder, and an epoch over 2 ranks x 2 workers serves every sample exactly once.
   void webDatasetShards() {
@@ -444,7 +534,14 @@ class TestImageDatasets : public QObject {
                                         "with tarfile.open(sys.argv[1] + '/word.tar', 'w') as tf:\n"
                                         "    add(tf, 'a.jpg', jpg); add(tf, 'a.cls', b'cat')\n"
                                         "with tarfile.open(sys.argv[1] + '/noimage.tar', 'w') as tf:\n"
-                                        "    add(tf, 'a.txt', b'x'); add(tf, 'a.cls', b'2')\n",
+                                        "    add(tf, 'a.txt', b'x'); add(tf, 'a.cls', b'2')\n"
+                                        "for name, label in (('huge', b'99999999999999999999'), ('nul', b'1\\x002'), ('negative', b'-3')):\n"
+                                        "    with tarfile.open(sys.argv[1] + '/' + name + '.tar', 'w') as tf:\n"
+                                        "        add(tf, 'a.jpg', jpg); add(tf, 'a.cls', label)\n"
+                                        "with tarfile.open(sys.argv[1] + '/dup.tar', 'w') as tf:\n"
+                                        "    add(tf, 'a.jpg', jpg); add(tf, 'a.cls', b'1'); add(tf, 'a.cls', b'2')\n"
+                                        "with tarfile.open(sys.argv[1] + '/upper.tar', 'w') as tf:\n"
+                                        "    add(tf, 'a.JPG', jpg); add(tf, 'a.CLS', b' 2\\n')\n",
                                   dir, jpeg_});
     QVERIFY2(r.exitCode == 0, r.err.constData());
     QVERIFY(writeFile(dir + "/garbage.tar", QByteArray(3000, 'g')));
@@ -458,12 +555,72 @@ class TestImageDatasets : public QObject {
     check("nocls.tar", {"nocls.tar", "sample \"b\"", "no .cls"});
     check("word.tar", {"word.tar", "not a class number", "cat"});
     check("noimage.tar", {"noimage.tar", "has no image member (.jpg"});
+    check("huge.tar", {"huge.tar", "sample \"a\"", "not a class number", "99999999999999999999"});  // not clamped to 2^63-1
+    check("nul.tar", {"nul.tar", "not a class number", "1?2"});  // not read as 1
+    check("negative.tar", {"negative.tar", "not a class number", "-3"});
+    check("dup.tar", {"dup.tar", "sample \"a\"", ".cls twice"});
     check("garbage.tar", {"garbage.tar"});
     check("truncated.tar", {"truncated.tar"});
+    // Suffixes are compared lower-cased, as webdataset's group_by_keys(lcase=True).
+    auto upper = openDataset("wds:" + (dir + "/upper.tar").toStdString(), withTransforms("CenterCrop(8),ToDtype(u8)"));
+    QCOMPARE(readAll(*upper)[1].item<std::int64_t>(), std::int64_t(2));
+
+    // With skip_bad_samples a sample that makes no sense is kept, fails when read, and the loader
+    // skips and counts it like an undecodable image; a shard that is not a tar still stops.
+    LoaderOptions skip = withTransforms("CenterCrop(8),ToDtype(u8)");
+    skip.skip_bad_samples = true;
+    skip.batch_size = 8;
+    skip.shuffle = false;
+    skip.sampler_type = SamplerType::Sequential;
+    skip.drop_last = false;
+    auto mixed = openDataset("wds:" + (dir + "/{nocls,word,huge,dup,upper}.tar").toStdString(), skip);
+    QCOMPARE(mixed->size(), std::int64_t(6));  // nocls: a good, b without .cls; one each in the others
+    std::vector<std::uint8_t> image(8 * 8 * 3);
+    std::int64_t label = -1;
+    std::uint8_t* dst[2] = {image.data(), reinterpret_cast<std::uint8_t*>(&label)};
+    QVERIFY(expectBadInput([&] { mixed->readItem(1, dst); }, {"nocls.tar", "sample \"b\"", "no .cls"}).isEmpty());
+    {
+      Loader loader(mixed, skip, DeviceSpec::parse("cpu"));
+      auto epoch = loader.epoch(0);
+      std::vector<std::int64_t> served;
+      while (auto batch = epoch.next())
+        for (std::int64_t k = 0; k < batch->size(); ++k) served.push_back(batch->indices[k].item<std::int64_t>());
+      QCOMPARE(served, (std::vector<std::int64_t>{0, 5}));  // nocls's a and upper's a
+      QCOMPARE(loader.lastEpoch().skipped, std::int64_t(4));
+      QVERIFY(loader.lastEpoch().firstSkipped.find("has no .cls member") != std::string::npos);
+    }
+    QVERIFY(expectBadInput([&] { openDataset("wds:" + (dir + "/garbage.tar").toStdString(), skip); }, {"garbage.tar"}).isEmpty());
     QVERIFY(expectError([&] { openDataset("wds:" + (dir + "/none-{000..003}.tar").toStdString(), o); }, ErrorKind::Io,
                         {"none-000.tar"}).isEmpty());
     QVERIFY(expectBadInput([&] { openDataset("wds:" + (dir + "/zz*.tar").toStdString(), o); }, {"no shard matches"}).isEmpty());
     QVERIFY(expectBadInput([&] { expandShardPattern("x-{5..2}.tar"); }, {"brace range"}).isEmpty());
+    // A range ending at 2^63-1 stops there (it used to step past it, forever); a bound past int64
+    // is refused, not clamped; ranges that multiply past a million shards are refused before
+    // a list of them is built.
+    QCOMPARE(expandShardPattern("x-{9223372036854775806..9223372036854775807}.tar"),
+             (std::vector<std::string>{"x-9223372036854775806.tar", "x-9223372036854775807.tar"}));
+    QVERIFY(expectBadInput([&] { expandShardPattern("x-{9223372036854775806..99999999999999999999}.tar"); }, {"brace range"}).isEmpty());
+    QVERIFY(expectBadInput([&] { expandShardPattern("x-{ 1..+3}.tar"); }, {"brace range"}).isEmpty());
+    QVERIFY(expectBadInput([&] { expandShardPattern("x-{0..999999}-{0..999999}.tar"); }, {"more than 1000000 shards"}).isEmpty());
+    QCOMPARE(expandShardPattern("x-{0..1}-{a,b}.tar"),
+             (std::vector<std::string>{"x-0-a.tar", "x-0-b.tar", "x-1-a.tar", "x-1-b.tar"}));
+    // A sparse member (GNU tar -S) is not stored in one piece: named, not read as a truncated shard.
+    if (!QStandardPaths::findExecutable("tar").isEmpty()) {  // Debian always has it
+      const QString sparseDir = dir + "/sparse";
+      QVERIFY(QDir().mkpath(sparseDir));
+      {
+        std::ofstream f((sparseDir + "/a.jpg").toStdString(), std::ios::binary);
+        f.write(jpeg.constData(), jpeg.size());
+        f.seekp(jpeg.size() + (1 << 20));  // a hole of 1 MiB after the image, then one byte
+        f.put('\0');
+      }
+      writeBytes(sparseDir + "/a.cls", "1");
+      QProcess tar;
+      tar.setWorkingDirectory(sparseDir);
+      tar.start("tar", {"-S", "--format=gnu", "-cf", dir + "/sparse.tar", "a.jpg", "a.cls"});
+      QVERIFY(tar.waitForFinished(30000) && tar.exitCode() == 0);
+      check("sparse.tar", {"sparse.tar", "sample \"a\"", "sparse tar member"});
+    }
   }
 
   // The CLI: `dataset info` and `dataset export` for an image folder (the export equals what the
@@ -488,6 +645,22 @@ class TestImageDatasets : public QObject {
     QCOMPARE(got["images"].sizes().vec(), (std::vector<std::int64_t>{5, 48, 48, 3}));
     QVERIFY(at::equal(got["images"], want[0].narrow(0, 0, 5)));
     QVERIFY(at::equal(got["labels"], want[1].narrow(0, 0, 5)));
+    // Without --transforms, info lists an image dataset (samples, classes) and says its images'
+    // shape is not fixed yet; a missing shard is named before any word on transforms.
+    const auto bare = runStoker({"dataset", "info", QString::fromStdString(spec), "--json"});
+    QVERIFY2(bare.exitCode == 0, bare.err.constData());
+    const QJsonObject bareDoc = QJsonDocument::fromJson(bare.out).object();
+    QCOMPARE(bareDoc["samples"].toInt(), doc["samples"].toInt());
+    QCOMPARE(bareDoc["classes"].toArray(), doc["classes"].toArray());
+    QVERIFY(bareDoc["fields"].toArray()[0].toObject()["shape"].isNull());
+    const auto bareText = runStoker({"dataset", "info", QString::fromStdString(spec)});
+    QVERIFY2(bareText.exitCode == 0 && bareText.out.contains("--transforms fixes the shape"), bareText.out.constData());
+    const auto missing = runStoker({"dataset", "info", "wds:" + tmp_.filePath("missing-{0..1}.tar")});
+    QVERIFY2(missing.exitCode != 0 && missing.err.contains("missing-0.tar"), missing.err.constData());
+    const auto zero = runStoker({"dataset", "export", QString::fromStdString(spec), out, "--limit", "0", "--transforms", "CenterCrop(8)"});
+    QVERIFY2(zero.exitCode == 2 && zero.err.contains("1 or more (got 0)"), zero.err.constData());
+    const auto unreadable = runStoker({"dataset", "export", QString::fromStdString(spec), out});
+    QVERIFY2(unreadable.exitCode == 2 && unreadable.err.contains("need transforms that fix the output size"), unreadable.err.constData());
     const auto bad = runStoker({"dataset", "export", QString::fromStdString(spec), out, "--transforms", "Resize(256)"});
     QCOMPARE(bad.exitCode, 2);
     QVERIFY2(bad.err.contains("output size must be fixed"), bad.err.constData());

@@ -152,6 +152,11 @@ class TestTokenDatasets : public QObject {
     QVERIFY(expectBadInput([&] { openDataset("tokens:" + odd.toStdString() + ",ctx=0"); }, {"ctx must be"}).isEmpty());
     QVERIFY(expectBadInput([&] { openDataset("tokens:" + odd.toStdString() + ",window=3"); }, {"unknown option \"window\""}).isEmpty());
     QVERIFY(expectError([&] { openDataset("tokens:" + tmp_.filePath("nope.bin").toStdString()); }, ErrorKind::Io, {"nope.bin"}).isEmpty());
+    // An index of empty documents: said so, not "lower ctx=".
+    const QString empty = tmp_.filePath("no-tokens");
+    QVERIFY(writeFile(empty + ".bin", QByteArray(8, '\1')));
+    QVERIFY(writeFile(empty + ".idx", megatronIndex(8, {0, 0}, {0, 0}, {0, 2})));
+    QVERIFY(expectBadInput([&] { openDataset("megatron:" + empty.toStdString() + ",ctx=2"); }, {"no-tokens", "holds no tokens"}).isEmpty());
   }
 
   void badMegatronIndexesAreNamed_data() {
@@ -162,7 +167,8 @@ class TestTokenDatasets : public QObject {
     QTest::newRow("truncated header") << QByteArray("MMIDIDX\0\0\1\0\0\0", 13) << "truncated header";
     QTest::newRow("float tokens") << megatronIndex(6, {2, 2}, {0, 4}, docs) << "is a float";
     QTest::newRow("past bin") << megatronIndex(8, {2, 200}, {0, 4}, docs) << "runs past the end of";
-    QTest::newRow("negative pointer") << megatronIndex(8, {2, 2}, {0, -4}, docs) << "sequence 1";
+    QTest::newRow("negative pointer") << megatronIndex(8, {2, 2}, {0, -4}, docs) << "sequence 1 has a negative pointer (-4)";
+    QTest::newRow("negative length") << megatronIndex(8, {2, -2}, {0, 4}, docs) << "sequence 1 has a negative length (-2)";
     QTest::newRow("counts past file") << megatronIndex(8, {2, 2}, {0, 4}, docs).left(60) << "do not fit";
     QTest::newRow("document order") << megatronIndex(8, {2, 2}, {0, 4}, {0, 3}) << "document index 1";
     QTest::newRow("last document") << megatronIndex(8, {2, 2}, {0, 4}, {0, 1}) << "the last document index";

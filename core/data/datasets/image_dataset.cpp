@@ -22,9 +22,12 @@ c10::ScalarType scalarType(ImageDtype d) {
 }  // namespace
 
 EncodedImageDataset::EncodedImageDataset(std::string description, const std::string& transforms)
-    : description_(std::move(description)), pipeline_(parseImageTransforms(transforms)) {
+    : description_(std::move(description)),
+      listOnly_(transforms.find_first_not_of(" \t\n") == std::string::npos),
+      pipeline_(listOnly_ ? ImageTransforms{} : parseImageTransforms(transforms)) {
   const ImageTransforms& t = pipeline_.transforms();
-  specs_ = {FieldSpec{"images", scalarType(t.dtype), t.sampleShape(), t.sampleBytes()},
+  specs_ = {listOnly_ ? FieldSpec{"images", c10::ScalarType::Byte, {}, 0}
+                      : FieldSpec{"images", scalarType(t.dtype), t.sampleShape(), t.sampleBytes()},
             FieldSpec{"labels", c10::ScalarType::Long, {}, 8}};
 }
 
@@ -41,6 +44,7 @@ void EncodedImageDataset::readItem(std::int64_t index, std::uint8_t* const* dst)
 
 void EncodedImageDataset::readSamples(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst,
                                       const ReadContext& context) const {
+  if (listOnly_) parseImageTransforms("");  // throws: opened to list, not to read
   thread_local std::vector<std::uint8_t> bytes;
   thread_local std::string name;
   const std::int64_t imageBytes = specs_[0].sampleBytes;

@@ -11,8 +11,13 @@ namespace stoker {
 
 class EncodedImageDataset : public Dataset {
  public:
+  // Empty `transforms` opens the dataset to list it only (openDatasetToList): `images` has no fixed
+  // shape (empty, 0 bytes) and reading a sample is refused with the "need transforms" error.
   EncodedImageDataset(std::string description, const std::string& transforms);
-  std::string description() const override { return description_ + ", " + pipeline_.transforms().text; }
+  std::string description() const override {
+    return description_ + ", " + (listOnly_ ? std::string("no transforms") : pipeline_.transforms().text);
+  }
+  bool listOnly() const { return listOnly_; }
   const std::vector<FieldSpec>& fields() const override { return specs_; }
   void readItem(std::int64_t index, std::uint8_t* const* dst) const override;
   void readSamples(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst,
@@ -26,6 +31,7 @@ class EncodedImageDataset : public Dataset {
 
  private:
   std::string description_;
+  bool listOnly_;
   ImagePipeline pipeline_;
   std::vector<FieldSpec> specs_;
 };

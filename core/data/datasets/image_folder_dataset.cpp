@@ -6,6 +6,7 @@
 #include <map>
 
 #include "util/error.h"
+#include "util/python_str_less.h"
 #include "util/read_file.h"
 
 namespace stoker {
@@ -26,9 +27,10 @@ bool hasImageExtension(const std::string& name) {
 }
 
 // os.walk(top, followlinks=True) as {folder path: file names}, then sorted like
-// sorted(os.walk(...)): by path string.
-std::map<std::string, std::vector<std::string>> walk(const std::string& top) {
-  std::map<std::string, std::vector<std::string>> out;
+// sorted(os.walk(...)): by path string, in Python's order (as every sort here).
+using Walk = std::map<std::string, std::vector<std::string>, PythonStrLess>;
+Walk walk(const std::string& top) {
+  Walk out;
   std::vector<std::string> pending{top};
   while (!pending.empty()) {
     const std::string dir = pending.back();
@@ -63,13 +65,13 @@ ImageFolderDataset::ImageFolderDataset(const std::string& root, const std::strin
     if (it->is_directory(sec)) classes_.push_back(it->path().filename().string());
   }
   if (ec) throw Error(ErrorKind::Io, root, ec.message());
-  std::sort(classes_.begin(), classes_.end());
+  std::sort(classes_.begin(), classes_.end(), PythonStrLess());
   if (classes_.empty()) throwBadInput(root, "no class folders (imagefolder expects ROOT/<class>/<image> like torchvision's ImageFolder)");
   std::vector<std::string> empty;
   for (std::size_t c = 0; c < classes_.size(); ++c) {
     const std::size_t before = files_.size();
     for (auto& [folder, names] : walk((fs::path(root) / classes_[c]).string())) {
-      std::sort(names.begin(), names.end());
+      std::sort(names.begin(), names.end(), PythonStrLess());
       for (const auto& name : names)
         if (hasImageExtension(name)) {
           files_.push_back((fs::path(folder) / name).string());
@@ -92,10 +94,15 @@ void ImageFolderDataset::fetch(std::int64_t index, std::vector<std::uint8_t>& by
   readWholeFile(name, std::size_t(1) << 30, bytes);  // 1 GiB: no image is that large
 }
 
-std::shared_ptr<Dataset> openImageFolderDataset(const std::string& spec, const LoaderOptions& options) {
+std::shared_ptr<Dataset> listImageFolderDataset(const std::string& spec, const LoaderOptions& options) {
   const std::string root = spec.substr(std::string("imagefolder:").size());
   if (root.empty()) throwBadInput(spec, "no folder after \"imagefolder:\"");
   return std::make_shared<ImageFolderDataset>(root, options.transforms);
+}
+
+std::shared_ptr<Dataset> openImageFolderDataset(const std::string& spec, const LoaderOptions& options) {
+  parseImageTransforms(options.transforms);  // to read, an image dataset needs them (checked before the walk)
+  return listImageFolderDataset(spec, options);
 }
 
 }  // namespace stoker

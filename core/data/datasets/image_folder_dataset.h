@@ -2,8 +2,9 @@
 // sub-folder per class. Classes, class_to_idx and sample order are built exactly as torchvision's
 // find_classes + make_dataset build them: class folders sorted by name; inside each, os.walk's
 // folders (links followed) sorted by path and their files sorted by name, kept when the name ends
-// (case-insensitively) in one of torchvision's IMG_EXTENSIONS. Files are read whole with pread
-// when a sample is read; JPEG and PNG decode, the other extensions are reported as bad samples.
+// (case-insensitively) in one of torchvision's IMG_EXTENSIONS; every sort in Python's order
+// (util/python_str_less: names that are not UTF-8 too). Files are read whole with pread when a
+// sample is read; JPEG, PNG, WebP, TIFF and BMP decode, PPM/PGM are reported as bad samples.
 #pragma once
 
 #include "data/datasets/image_dataset.h"
@@ -28,5 +29,7 @@ class ImageFolderDataset : public EncodedImageDataset {
 };
 
 std::shared_ptr<Dataset> openImageFolderDataset(const std::string& spec, const LoaderOptions& options);
+// The same, to list (openDatasetToList): without transforms when options has none.
+std::shared_ptr<Dataset> listImageFolderDataset(const std::string& spec, const LoaderOptions& options);
 
 }  // namespace stoker

@@ -19,6 +19,7 @@ struct Kind {
   bool suffix;
   Opener open;
   const char* usage;
+  Opener list = nullptr;  // openDatasetToList's, where it differs (image datasets without transforms)
 };
 
 std::shared_ptr<Dataset> openSynthetic(const std::string& spec, const LoaderOptions&) { return parseSyntheticSpec(spec); }
@@ -26,8 +27,10 @@ std::shared_ptr<Dataset> openSynthetic(const std::string& spec, const LoaderOpti
 const Kind kKinds[] = {
     {"fashion-mnist", false, openFashionMnistDataset, "fashion-mnist[:DIR]  Debian's dataset-fashion-mnist (train split)"},
     {"synthetic:", false, openSynthetic, "synthetic:N,SHAPE[,dtype][,cost_us[,wait_us]]  generated samples"},
-    {"imagefolder:", false, openImageFolderDataset, "imagefolder:DIR  torchvision ImageFolder (JPEG, PNG, WebP, TIFF, BMP), with --transforms"},
-    {"wds:", false, openWebDataset, "wds:SHARDS[,shuffle=N]  WebDataset tar shards (DIR/x-{000..099}.tar or a glob), with --transforms"},
+    {"imagefolder:", false, openImageFolderDataset, "imagefolder:DIR  torchvision ImageFolder (JPEG, PNG, WebP, TIFF, BMP), with --transforms",
+     listImageFolderDataset},
+    {"wds:", false, openWebDataset, "wds:SHARDS[,shuffle=N]  WebDataset tar shards (DIR/x-{000..099}.tar or a glob), with --transforms",
+     listWebDataset},
     {"tokens:", false, openTokensDataset, "tokens:FILE.bin[,dtype=u16|u32][,ctx=N]  nanoGPT token file"},
     {"megatron:", false, openMegatronDataset, "megatron:PREFIX[,ctx=N]  Megatron-LM PREFIX.idx + PREFIX.bin"},
     {".safetensors", true, openSafetensorsDataset, "FILE.safetensors  tensors sharing dim 0 become fields"},
@@ -50,6 +53,13 @@ std::shared_ptr<Dataset> openDataset(const std::string& spec, const LoaderOption
   std::string known;
   for (const Kind& k : kKinds) known += std::string("\n  ") + k.usage;
   throwBadInput("--dataset " + spec, "unknown dataset; known kinds:" + known);
+}
+
+std::shared_ptr<Dataset> openDatasetToList(const std::string& spec, const LoaderOptions& options) {
+  validateLoaderOptions(options);
+  for (const Kind& k : kKinds)
+    if (matches(k, spec)) return (k.list ? k.list : k.open)(spec, options);
+  return openDataset(spec, options);  // unknown: its error
 }
 
 std::vector<std::string> datasetKinds() {

@@ -39,6 +39,7 @@ TokenWindowDataset::TokenWindowDataset(std::string description, std::shared_ptr<
     total_ += s.tokens;
   }
   samples_ = total_ > static_cast<std::uint64_t>(ctx_) ? static_cast<std::int64_t>((total_ - 1) / static_cast<std::uint64_t>(ctx_)) : 0;
+  if (total_ == 0) throwBadInput(description_, "holds no tokens");
   if (samples_ == 0)
     throwBadInput(description_, std::to_string(total_) + " tokens: too few for one sample of ctx + 1 = " + std::to_string(ctx_ + 1) +
                                     " tokens (lower ctx=)");
@@ -136,8 +137,10 @@ std::shared_ptr<Dataset> openMegatronDataset(const std::string& text, const Load
   for (std::uint64_t s = 0; s < sequences; ++s) {
     const auto length = readLe<std::int32_t>(lengths + s * 4);
     const auto pointer = readLe<std::int64_t>(pointers + s * 8);
-    if (length < 0 || pointer < 0 ||
-        static_cast<std::uint64_t>(pointer) + static_cast<std::uint64_t>(length) * static_cast<std::uint64_t>(bytes) > bin->size())
+    if (length < 0 || pointer < 0)
+      throwBadInput(idxPath, "sequence " + std::to_string(s) + " has a negative " + (length < 0 ? "length (" : "pointer (") +
+                                 std::to_string(length < 0 ? length : pointer) + ")");
+    if (static_cast<std::uint64_t>(pointer) + static_cast<std::uint64_t>(length) * static_cast<std::uint64_t>(bytes) > bin->size())
       throwBadInput(idxPath, "sequence " + std::to_string(s) + " (pointer " + std::to_string(pointer) + ", " +
                                  std::to_string(length) + " tokens of " + std::to_string(bytes) + " bytes) runs past the end of " +
                                  binPath + " (" + std::to_string(bin->size()) + " bytes)");

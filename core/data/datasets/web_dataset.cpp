@@ -6,9 +6,11 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstring>
 #include <random>
+#include <string_view>
 
 #include "data/datasets/dataset_spec.h"
 #include "util/error.h"
@@ -37,38 +39,59 @@ bool splitKey(const std::string& path, std::string& key, std::string& ext) {
 
 }  // namespace
 
-std::vector<std::string> expandShardPattern(const std::string& pattern) {
+namespace {
+
+constexpr std::size_t kMaxShards = 1000000;
+
+// FIRST or LAST of a brace range: decimal digits only, within int64 (strtoll would take " +5" and
+// clamp 99999999999999999999 to 2^63 - 1 without a word).
+bool parseBraceBound(const std::string& text, long long& value) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return false;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  return ec == std::errc() && end == text.data() + text.size();
+}
+
+void expandInto(const std::string& whole, const std::string& pattern, std::vector<std::string>& out) {
   const std::size_t open = pattern.find('{');
-  if (open != std::string::npos) {
-    const std::size_t close = pattern.find('}', open);
-    if (close == std::string::npos) throwBadInput(pattern, "unbalanced { in the shard pattern");
-    const std::string inner = pattern.substr(open + 1, close - open - 1), head = pattern.substr(0, open),
-                      tail = pattern.substr(close + 1);
-    std::vector<std::string> items;
-    if (const std::size_t dots = inner.find(".."); dots != std::string::npos) {
-      const std::string a = inner.substr(0, dots), b = inner.substr(dots + 2);
-      char* endA = nullptr;
-      char* endB = nullptr;
-      const long long lo = std::strtoll(a.c_str(), &endA, 10), hi = std::strtoll(b.c_str(), &endB, 10);
-      if (a.empty() || b.empty() || *endA || *endB || lo < 0 || hi < lo || hi - lo > 1000000)
-        throwBadInput(pattern, "a brace range is {FIRST..LAST} with 0 <= FIRST <= LAST, e.g. {000000..000099}");
-      const std::size_t width = a.size();
-      for (long long v = lo; v <= hi; ++v) {
-        std::string s = std::to_string(v);
-        if (s.size() < width) s.insert(0, width - s.size(), '0');
-        items.push_back(s);
-      }
-    } else {
-      for (std::size_t pos = 0;;) {
-        const std::size_t comma = inner.find(',', pos);
-        items.push_back(inner.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
-        if (comma == std::string::npos) break;
-        pos = comma + 1;
-      }
+  if (open == std::string::npos) {
+    if (out.size() == kMaxShards)
+      throwBadInput(whole, "the shard pattern expands to more than " + std::to_string(kMaxShards) + " shards");
+    out.push_back(pattern);
+    return;
+  }
+  const std::size_t close = pattern.find('}', open);
+  if (close == std::string::npos) throwBadInput(whole, "unbalanced { in the shard pattern");
+  const std::string inner = pattern.substr(open + 1, close - open - 1), head = pattern.substr(0, open),
+                    tail = pattern.substr(close + 1);
+  if (const std::size_t dots = inner.find(".."); dots != std::string::npos) {
+    const std::string a = inner.substr(0, dots), b = inner.substr(dots + 2);
+    long long lo = 0, hi = 0;
+    if (!parseBraceBound(a, lo) || !parseBraceBound(b, hi) || hi < lo || hi - lo >= static_cast<long long>(kMaxShards))
+      throwBadInput(whole, "a brace range is {FIRST..LAST} with 0 <= FIRST <= LAST, at most " + std::to_string(kMaxShards) +
+                               " values, e.g. {000000..000099}");
+    const std::size_t width = a.size();
+    for (long long v = lo;; ++v) {  // stops at LAST without stepping past it (LAST may be 2^63 - 1)
+      std::string item = std::to_string(v);
+      if (item.size() < width) item.insert(0, width - item.size(), '0');
+      expandInto(whole, head + item + tail, out);
+      if (v == hi) break;
     }
+    return;
+  }
+  for (std::size_t pos = 0;;) {
+    const std::size_t comma = inner.find(',', pos);
+    expandInto(whole, head + inner.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos) + tail, out);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> expandShardPattern(const std::string& pattern) {
+  if (pattern.find('{') != std::string::npos) {
     std::vector<std::string> out;
-    for (const auto& item : items)
-      for (auto& rest : expandShardPattern(head + item + tail)) out.push_back(std::move(rest));
+    expandInto(pattern, pattern, out);
     return out;
   }
   if (pattern.find_first_of("*?[") == std::string::npos) return {pattern};
@@ -84,11 +107,11 @@ std::vector<std::string> expandShardPattern(const std::string& pattern) {
 }
 
 WebDataset::WebDataset(const std::string& spec, std::vector<std::string> shards, const std::string& transforms,
-                       std::int64_t shuffleBuffer)
+                       std::int64_t shuffleBuffer, bool keepBadSamples)
     : EncodedImageDataset("wds (" + spec + ")", transforms), shards_(std::move(shards)), shuffleBuffer_(shuffleBuffer) {
   for (std::size_t s = 0; s < shards_.size(); ++s) {
     shardBegin_.push_back(static_cast<std::int64_t>(samples_.size()));
-    scan(static_cast<std::int64_t>(s));
+    scan(static_cast<std::int64_t>(s), keepBadSamples);
   }
   shardBegin_.push_back(static_cast<std::int64_t>(samples_.size()));
   if (samples_.empty()) throwBadInput(spec, "the shards hold no samples (<key>.jpg|jpeg|png|webp|tif|tiff|bmp with <key>.cls)");
@@ -96,7 +119,10 @@ WebDataset::WebDataset(const std::string& spec, std::vector<std::string> shards,
 
 // One pass over a shard's headers. A member's data starts where the next member's headers (pax
 // ones included) begin, less its padded size: libarchive gives header positions, not data ones.
-void WebDataset::scan(std::int64_t shard) {
+// A shard that does not parse as a tar is refused whole; a sample that does not make sense (no
+// image, no or a bad .cls, a member twice) is refused at once, or kept as a bad sample that fails
+// when read -- so skip_bad_samples skips and counts it like an undecodable image.
+void WebDataset::scan(std::int64_t shard, bool keepBadSamples) {
   const std::string& path = shards_[static_cast<std::size_t>(shard)];
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) throw Error(ErrorKind::Io, path, std::strerror(errno));
@@ -106,9 +132,10 @@ void WebDataset::scan(std::int64_t shard) {
   if (archive_read_open_filename(a.get(), path.c_str(), 1 << 16) != ARCHIVE_OK)
     throwBadInput(path, std::string("not a readable tar: ") + archive_error_string(a.get()));
   struct Member {
-    std::string key, ext;
+    std::string key, ext;  // ext lower-cased, as webdataset's group_by_keys(lcase=True)
     std::int64_t header = 0, size = 0;
-    std::string text;  // .cls content
+    std::string text;     // .cls content
+    std::string problem;  // why this member cannot serve, if it cannot
   };
   std::vector<Member> members;
   archive_entry* entry = nullptr;
@@ -126,11 +153,17 @@ void WebDataset::scan(std::int64_t shard) {
       members.push_back(m);
       continue;
     }
+    for (auto& c : m.ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (archive_entry_sparse_count(entry) > 0)
+      m.problem = "." + m.ext + " is a sparse tar member (tar -S): its bytes are not stored in one piece; write the shard without -S";
     if (m.ext == "cls") {
-      if (m.size > 64) throwBadInput(path + ": " + name, "a .cls of " + std::to_string(m.size) + " bytes is not a class number");
-      m.text.resize(static_cast<std::size_t>(m.size));
-      if (archive_read_data(a.get(), m.text.data(), m.text.size()) != static_cast<la_ssize_t>(m.text.size()))
-        throwBadInput(path + ": " + name, std::string("truncated member: ") + archive_error_string(a.get()));
+      if (m.size > 64) {
+        m.problem = "a .cls of " + std::to_string(m.size) + " bytes is not a class number";
+      } else {
+        m.text.resize(static_cast<std::size_t>(m.size));
+        if (archive_read_data(a.get(), m.text.data(), m.text.size()) != static_cast<la_ssize_t>(m.text.size()))
+          throwBadInput(path + ": " + name, std::string("truncated member: ") + archive_error_string(a.get()));
+      }
     }
     members.push_back(std::move(m));
   }
@@ -147,31 +180,58 @@ void WebDataset::scan(std::int64_t shard) {
     const Member* image = nullptr;
     const Member* cls = nullptr;
     std::size_t imageAt = 0;
+    std::string problem;
+    std::vector<std::string> exts;
     for (; j < members.size() && members[j].key == members[i].key; ++j) {
-      if (isImageExtension(members[j].ext) && !image) {
-        image = &members[j];
+      const Member& m = members[j];
+      if (problem.empty() && std::find(exts.begin(), exts.end(), m.ext) != exts.end())
+        problem = "has the member ." + m.ext + " twice (webdataset refuses a duplicate file name)";
+      exts.push_back(m.ext);
+      if (isImageExtension(m.ext) && !image) {
+        image = &m;
         imageAt = j;
       }
-      if (members[j].ext == "cls") cls = &members[j];
+      if (m.ext == "cls") cls = &m;
     }
-    const std::string where = path + ": sample \"" + members[i].key + "\"";
-    if (!image) throwBadInput(where, "has no image member (.jpg, .jpeg, .png, .webp, .tif, .tiff or .bmp)");
-    if (!cls) throwBadInput(where, "has no .cls member (the label)");
     Sample s;
     s.shard = shard;
     s.key = members[i].key;
-    s.size = static_cast<std::uint64_t>(image->size);
-    const std::int64_t next = imageAt + 1 < members.size() ? members[imageAt + 1].header : end;
-    const std::int64_t padded = (image->size + 511) / 512 * 512;
-    if (next - padded < image->header + 512 || next > fileSize)
-      throwBadInput(where, "its image's bytes do not lie where the tar headers say (truncated shard?)");
-    s.offset = static_cast<std::uint64_t>(next - padded);
-    std::string text = cls->text;
-    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
-    char* endp = nullptr;
-    const long long label = std::strtoll(text.c_str(), &endp, 10);
-    if (text.empty() || *endp != '\0' || label < 0) throwBadInput(where, ".cls is not a class number (got \"" + cls->text + "\")");
-    s.label = label;
+    if (!image) problem = "has no image member (.jpg, .jpeg, .png, .webp, .tif, .tiff or .bmp)";
+    else if (!image->problem.empty()) problem = image->problem;
+    if (problem.empty() && !cls) problem = "has no .cls member (the label)";
+    if (problem.empty() && !cls->problem.empty()) problem = cls->problem;
+    if (problem.empty()) {
+      const std::int64_t next = imageAt + 1 < members.size() ? members[imageAt + 1].header : end;
+      const std::int64_t padded = (image->size + 511) / 512 * 512;
+      if (next - padded < image->header + 512 || next > fileSize) {
+        problem = "its image's bytes do not lie where the tar headers say (truncated shard?)";
+      } else {
+        s.size = static_cast<std::uint64_t>(image->size);
+        s.offset = static_cast<std::uint64_t>(next - padded);
+      }
+    }
+    if (problem.empty()) {
+      // webdataset's int(text): digits, with blanks around; anything else (a word, a NUL, a
+      // number past int64) would be a wrong label, not a label.
+      std::string_view text = cls->text;
+      while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
+      while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
+      if (!text.empty() && text.front() == '+') text.remove_prefix(1);
+      long long label = -1;
+      const auto [endp, ec] = std::from_chars(text.data(), text.data() + text.size(), label);
+      std::string shown = cls->text;
+      for (auto& c : shown)
+        if (!std::isprint(static_cast<unsigned char>(c))) c = '?';
+      if (text.empty() || ec != std::errc() || endp != text.data() + text.size() || label < 0)
+        problem = ".cls is not a class number 0 to 2^63-1 (got \"" + shown + "\")";
+      s.label = label;
+    }
+    if (!problem.empty()) {
+      if (!keepBadSamples) throwBadInput(path + ": sample \"" + members[i].key + "\"", problem);
+      s.problem = problem;
+      s.size = s.offset = 0;
+      s.label = 0;
+    }
     samples_.push_back(std::move(s));
     i = j;
   }
@@ -180,6 +240,7 @@ void WebDataset::scan(std::int64_t shard) {
 void WebDataset::fetch(std::int64_t index, std::vector<std::uint8_t>& bytes, std::int64_t& label, std::string& name) const {
   const Sample& s = samples_[static_cast<std::size_t>(index)];
   name = shards_[static_cast<std::size_t>(s.shard)] + ": " + s.key;
+  if (!s.problem.empty()) throwBadInput(shards_[static_cast<std::size_t>(s.shard)] + ": sample \"" + s.key + "\"", s.problem);
   label = s.label;
   bytes.resize(static_cast<std::size_t>(s.size));
   // Opened per read, not kept: datasets of thousands of shards stay under the fd limit, and an
@@ -246,12 +307,18 @@ std::optional<std::vector<std::int64_t>> WebDataset::ownEpochOrder(const LoaderO
 }
 
 std::shared_ptr<Dataset> openWebDataset(const std::string& text, const LoaderOptions& options) {
+  parseImageTransforms(options.transforms);  // to read, an image dataset needs them (checked before the scan)
+  return listWebDataset(text, options);
+}
+
+std::shared_ptr<Dataset> listWebDataset(const std::string& text, const LoaderOptions& options) {
   const DatasetSpec spec = DatasetSpec::parse(text, "wds", "shuffle");
   const std::int64_t buffer = spec.integer("shuffle", 1000, 0, 1 << 24);
   if (options.sampler_type == SamplerType::Weighted || options.sampler_type == SamplerType::RandomWithReplacement)
     throwBadInput("sampler_type " + samplerTypeName(options.sampler_type),
                   "WebDataset shards are read in their own order (random, sequential or distributed)");
-  return std::make_shared<WebDataset>(spec.path, expandShardPattern(spec.path), options.transforms, buffer);
+  return std::make_shared<WebDataset>(spec.path, expandShardPattern(spec.path), options.transforms, buffer,
+                                      options.skip_bad_samples);
 }
 
 }  // namespace stoker

@@ -1,8 +1,12 @@
 // data/datasets/web_dataset: wds:SHARDS -- WebDataset tar shards, `DIR/train-{000000..000099}.tar`
 // (a brace range, zero padding kept) or a glob. A sample is the run of tar members sharing a key
 // (the path up to the first dot of the file name, as webdataset's base_plus_ext): `<key>.jpg|jpeg|png|webp|tif|tiff|bmp`
-// plus `<key>.cls` (the label as text). Options: `wds:SHARDS,shuffle=N` (the shuffle buffer, 1000
-// by default; 0 keeps tar order).
+// plus `<key>.cls` (the label as text: digits, blanks around), suffixes compared lower-cased and a
+// suffix twice in one sample refused, as webdataset's group_by_keys. Options: `wds:SHARDS,shuffle=N`
+// (the shuffle buffer, 1000 by default; 0 keeps tar order). A pattern expands to at most 1,000,000
+// shards. A shard that is not a tar stops the open; a sample that makes no sense (no image or
+// .cls, a bad .cls, a sparse member) does too, unless skip_bad_samples keeps it to be skipped and
+// counted when read.
 //
 // Opening scans every shard's headers with libarchive (the data is skipped, not read; .cls files
 // are read) and keeps each member's byte range, so a worker reads an image with one pread (the
@@ -22,7 +26,10 @@ namespace stoker {
 
 class WebDataset : public EncodedImageDataset {
  public:
-  WebDataset(const std::string& spec, std::vector<std::string> shards, const std::string& transforms, std::int64_t shuffleBuffer);
+  // keepBadSamples (skip_bad_samples): a sample that makes no sense (no image or .cls, a bad .cls)
+  // is kept and fails when read, so the loader skips and counts it; otherwise opening refuses it.
+  WebDataset(const std::string& spec, std::vector<std::string> shards, const std::string& transforms, std::int64_t shuffleBuffer,
+             bool keepBadSamples = false);
   std::int64_t size() const override { return static_cast<std::int64_t>(samples_.size()); }
   std::optional<std::vector<std::int64_t>> ownEpochOrder(const LoaderOptions& options, std::int64_t epoch) const override;
   const std::vector<std::string>& shards() const { return shards_; }
@@ -38,8 +45,9 @@ class WebDataset : public EncodedImageDataset {
     std::string key;
     std::uint64_t offset = 0, size = 0;  // the image member's data in its shard
     std::int64_t label = 0;
+    std::string problem;  // a bad sample's reason (kept only under skip_bad_samples)
   };
-  void scan(std::int64_t shard);
+  void scan(std::int64_t shard, bool keepBadSamples);
   std::vector<std::string> shards_;
   std::vector<Sample> samples_;
   std::vector<std::int64_t> shardBegin_;  // first sample of each shard, and the end
@@ -51,5 +59,7 @@ class WebDataset : public EncodedImageDataset {
 std::vector<std::string> expandShardPattern(const std::string& pattern);
 
 std::shared_ptr<Dataset> openWebDataset(const std::string& spec, const LoaderOptions& options);
+// The same, to list (openDatasetToList): without transforms when options has none.
+std::shared_ptr<Dataset> listWebDataset(const std::string& spec, const LoaderOptions& options);
 
 }  // namespace stoker
