@@ -602,6 +602,7 @@ class TestImageDatasets : public QObject {
     QVERIFY(expectBadInput([&] { expandShardPattern("x-{9223372036854775806..99999999999999999999}.tar"); }, {"brace range"}).isEmpty());
     QVERIFY(expectBadInput([&] { expandShardPattern("x-{ 1..+3}.tar"); }, {"brace range"}).isEmpty());
     QVERIFY(expectBadInput([&] { expandShardPattern("x-{0..999999}-{0..999999}.tar"); }, {"more than 1000000 shards"}).isEmpty());
+    QVERIFY(expectBadInput([&] { expandShardPattern(std::string(10000, 'd') + "/x-{0..29999}.tar"); }, {"more than 256 MiB of paths"}).isEmpty());
     QCOMPARE(expandShardPattern("x-{0..1}-{a,b}.tar"),
              (std::vector<std::string>{"x-0-a.tar", "x-0-b.tar", "x-1-a.tar", "x-1-b.tar"}));
     // A sparse member (GNU tar -S) is not stored in one piece: named, not read as a truncated shard.

@@ -159,6 +159,10 @@ def main():
     for i, s in enumerate(["1000,3x32x32,u8,100", "60000,1x28x28", "10,4,f16", "5,2x2,i64,0", "0,3"]):
         put("dataset_spec", "spec-%d.txt" % i, s)
 
+    for i, s in enumerate(["data/train-{000000..000099}.tar", "x-{a,b,c}-{0..9}.tar", "shard.tar", "x-{9..10}.tar",
+                           "x-{9223372036854775806..9223372036854775807}.tar"]):
+        put("shard_pattern", "pattern-%d.txt" % i, s)
+
     for i, s in enumerate(["512MiB", "5GB", "2KB", "1048576", "1.5 GiB", "0"]):
         put("byte_size", "size-%d.txt" % i, s)
 

@@ -42,6 +42,7 @@ bool splitKey(const std::string& path, std::string& key, std::string& ext) {
 namespace {
 
 constexpr std::size_t kMaxShards = 1000000;
+constexpr std::size_t kMaxPatternBytes = std::size_t(256) << 20;  // all the paths together
 
 // FIRST or LAST of a brace range: decimal digits only, within int64 (strtoll would take " +5" and
 // clamp 99999999999999999999 to 2^63 - 1 without a word).
@@ -51,11 +52,13 @@ bool parseBraceBound(const std::string& text, long long& value) {
   return ec == std::errc() && end == text.data() + text.size();
 }
 
-void expandInto(const std::string& whole, const std::string& pattern, std::vector<std::string>& out) {
+void expandInto(const std::string& whole, const std::string& pattern, std::vector<std::string>& out, std::size_t& bytes) {
   const std::size_t open = pattern.find('{');
   if (open == std::string::npos) {
     if (out.size() == kMaxShards)
       throwBadInput(whole, "the shard pattern expands to more than " + std::to_string(kMaxShards) + " shards");
+    if ((bytes += pattern.size()) > kMaxPatternBytes)
+      throwBadInput(whole, "the shard pattern expands to more than " + std::to_string(kMaxPatternBytes >> 20) + " MiB of paths");
     out.push_back(pattern);
     return;
   }
@@ -73,14 +76,14 @@ void expandInto(const std::string& whole, const std::string& pattern, std::vecto
     for (long long v = lo;; ++v) {  // stops at LAST without stepping past it (LAST may be 2^63 - 1)
       std::string item = std::to_string(v);
       if (item.size() < width) item.insert(0, width - item.size(), '0');
-      expandInto(whole, head + item + tail, out);
+      expandInto(whole, head + item + tail, out, bytes);
       if (v == hi) break;
     }
     return;
   }
   for (std::size_t pos = 0;;) {
     const std::size_t comma = inner.find(',', pos);
-    expandInto(whole, head + inner.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos) + tail, out);
+    expandInto(whole, head + inner.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos) + tail, out, bytes);
     if (comma == std::string::npos) break;
     pos = comma + 1;
   }
@@ -91,7 +94,8 @@ void expandInto(const std::string& whole, const std::string& pattern, std::vecto
 std::vector<std::string> expandShardPattern(const std::string& pattern) {
   if (pattern.find('{') != std::string::npos) {
     std::vector<std::string> out;
-    expandInto(pattern, pattern, out);
+    std::size_t bytes = 0;
+    expandInto(pattern, pattern, out, bytes);
     return out;
   }
   if (pattern.find_first_of("*?[") == std::string::npos) return {pattern};
