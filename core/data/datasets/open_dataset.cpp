@@ -44,22 +44,26 @@ bool matches(const Kind& k, const std::string& spec) {
   return spec.rfind(k.prefix, 0) == 0;
 }
 
-}  // namespace
-
-std::shared_ptr<Dataset> openDataset(const std::string& spec, const LoaderOptions& options) {
-  validateLoaderOptions(options);
+// The kind a spec names; an unknown spec is refused with the list of kinds.
+const Kind& kindOf(const std::string& spec) {
   for (const Kind& k : kKinds)
-    if (matches(k, spec)) return k.open(spec, options);
+    if (matches(k, spec)) return k;
   std::string known;
   for (const Kind& k : kKinds) known += std::string("\n  ") + k.usage;
   throwBadInput("--dataset " + spec, "unknown dataset; known kinds:" + known);
 }
 
+}  // namespace
+
+std::shared_ptr<Dataset> openDataset(const std::string& spec, const LoaderOptions& options) {
+  validateLoaderOptions(options);
+  return kindOf(spec).open(spec, options);
+}
+
 std::shared_ptr<Dataset> openDatasetToList(const std::string& spec, const LoaderOptions& options) {
   validateLoaderOptions(options);
-  for (const Kind& k : kKinds)
-    if (matches(k, spec)) return (k.list ? k.list : k.open)(spec, options);
-  return openDataset(spec, options);  // unknown: its error
+  const Kind& k = kindOf(spec);
+  return (k.list ? k.list : k.open)(spec, options);
 }
 
 std::vector<std::string> datasetKinds() {

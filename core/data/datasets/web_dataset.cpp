@@ -19,11 +19,10 @@
 namespace stoker {
 namespace {
 
+// `ext` comes lower-cased from the scan.
 bool isImageExtension(const std::string& ext) {
-  std::string lower = ext;
-  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   for (const char* e : {"jpg", "jpeg", "png", "webp", "tif", "tiff", "bmp"})
-    if (lower == e) return true;
+    if (ext == e) return true;
   return false;
 }
 
