@@ -5,6 +5,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <string>
+
 namespace stoker {
 void addCkptCommands(CLI::App& app, int& exitCode);
 void addDatasetCommands(CLI::App& app, int& exitCode);
@@ -12,4 +14,7 @@ void addBenchCommands(CLI::App& app, int& exitCode);  // bench, monitor
 void addPlanCommands(CLI::App& app, int& exitCode);
 void addFeedCommands(CLI::App& app, int& exitCode);
 void addTuneCommands(CLI::App& app, int& exitCode);
+// --transforms given for a dataset they do not shape (tokens:, .safetensors, ...) is refused rather
+// than ignored, so a user comparing pipelines is not handed untransformed samples without a word.
+void refuseTransformsUnlessImages(const std::string& spec, const std::string& transforms);
 }  // namespace stoker

@@ -101,6 +101,8 @@ std::shared_ptr<Dataset> openDataset(const std::string& spec, const LoaderOption
 // lists its samples and labels, with an `images` field of no fixed shape (empty, 0 bytes) whose
 // samples cannot be read; every other kind opens as openDataset opens it.
 std::shared_ptr<Dataset> openDatasetToList(const std::string& spec, const LoaderOptions& options = {});
+// Whether the spec's kind is shaped by `transforms` (imagefolder:, wds:); an unknown spec is refused.
+bool datasetTakesTransforms(const std::string& spec);
 // The kinds openDataset knows, as "prefix:ARGS  what" lines (for errors, --help and the picker).
 std::vector<std::string> datasetKinds();
 

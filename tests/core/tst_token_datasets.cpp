@@ -159,6 +159,28 @@ class TestTokenDatasets : public QObject {
     QVERIFY(expectBadInput([&] { openDataset("megatron:" + empty.toStdString() + ",ctx=2"); }, {"no-tokens", "holds no tokens"}).isEmpty());
   }
 
+  // --transforms shapes image samples only: for a token file the CLI refuses it instead of handing
+  // out untransformed windows without a word (the image kinds take it, see tst_image_datasets).
+  void transformsAreRefusedForTokenSpecs() {
+    const QString path = tmp_.filePath("for-transforms.bin");
+    QVERIFY(writeFile(path, bytesOf(std::vector<std::uint16_t>(200, 7))));
+    const QString spec = "tokens:" + path + ",ctx=8";
+    QVERIFY(!datasetTakesTransforms(spec.toStdString()));
+    QVERIFY(datasetTakesTransforms("imagefolder:" + tmp_.path().toStdString()));
+    QVERIFY(datasetTakesTransforms("wds:" + tmp_.path().toStdString() + "/x-{0..1}.tar"));
+    const QString out = tmp_.filePath("never.safetensors");
+    for (const QStringList& args : {QStringList{"dataset", "info", spec, "--transforms", "CenterCrop(8)"},
+                                    QStringList{"dataset", "export", spec, out, "--transforms", "CenterCrop(8)"},
+                                    QStringList{"bench", "--dataset", spec, "--transforms", "CenterCrop(8)", "--epochs", "1"}}) {
+      const auto r = runStoker(args);
+      QVERIFY2(r.exitCode == 2 && r.err.contains("--transforms") && r.err.contains("is read as stored"),
+               qPrintable(args.join(' ') + " -> " + QString::number(r.exitCode) + ": " + r.err));
+    }
+    QVERIFY(!QFileInfo::exists(out));
+    const auto plain = runStoker({"dataset", "info", spec});  // without it the same spec opens
+    QVERIFY2(plain.exitCode == 0 && plain.out.contains("24 samples"), plain.out.constData());
+  }
+
   void badMegatronIndexesAreNamed_data() {
     QTest::addColumn<QByteArray>("idx");
     QTest::addColumn<QString>("error");

@@ -20,6 +20,7 @@ struct Kind {
   Opener open;
   const char* usage;
   Opener list = nullptr;  // openDatasetToList's, where it differs (image datasets without transforms)
+  bool transforms = false;  // shaped by LoaderOptions::transforms (the image datasets); the others ignore them
 };
 
 std::shared_ptr<Dataset> openSynthetic(const std::string& spec, const LoaderOptions&) { return parseSyntheticSpec(spec); }
@@ -28,9 +29,9 @@ const Kind kKinds[] = {
     {"fashion-mnist", false, openFashionMnistDataset, "fashion-mnist[:DIR]  Debian's dataset-fashion-mnist (train split)"},
     {"synthetic:", false, openSynthetic, "synthetic:N,SHAPE[,dtype][,cost_us[,wait_us]]  generated samples"},
     {"imagefolder:", false, openImageFolderDataset, "imagefolder:DIR  torchvision ImageFolder (JPEG, PNG, WebP, TIFF, BMP), with --transforms",
-     listImageFolderDataset},
+     listImageFolderDataset, true},
     {"wds:", false, openWebDataset, "wds:SHARDS[,shuffle=N]  WebDataset tar shards (DIR/x-{000..099}.tar or a glob), with --transforms",
-     listWebDataset},
+     listWebDataset, true},
     {"tokens:", false, openTokensDataset, "tokens:FILE.bin[,dtype=u16|u32][,ctx=N]  nanoGPT token file"},
     {"megatron:", false, openMegatronDataset, "megatron:PREFIX[,ctx=N]  Megatron-LM PREFIX.idx + PREFIX.bin"},
     {".safetensors", true, openSafetensorsDataset, "FILE.safetensors  tensors sharing dim 0 become fields"},
@@ -65,6 +66,8 @@ std::shared_ptr<Dataset> openDatasetToList(const std::string& spec, const Loader
   const Kind& k = kindOf(spec);
   return (k.list ? k.list : k.open)(spec, options);
 }
+
+bool datasetTakesTransforms(const std::string& spec) { return kindOf(spec).transforms; }
 
 std::vector<std::string> datasetKinds() {
   std::vector<std::string> out;
