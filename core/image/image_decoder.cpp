@@ -10,8 +10,11 @@
 #include <jpeglib.h>
 #include <jerror.h>
 
+#include <xxhash.h>
+
 #include "image/resample.h"
 #include "image/bmp_image.h"
+#include "image/jpeg_resume.h"
 #include "image/tiff_image.h"
 #include "image/webp_image.h"
 #include "util/error.h"
@@ -75,6 +78,9 @@ struct ImageDecoder::Jpeg {
   ErrorManager err;
   bool cmyk = false;               // CMYK or YCCK: decoded as CMYK, converted to RGB as PIL does
   std::vector<std::uint8_t> row4;  // one CMYK row
+  JpegScanResume resume;           // entropy-decodes only the crop's MCUs, from a scan index
+  bool indexGrew = false;          // the last decode recorded more of the index than it was given
+  bool hooked = false;             // the last decode went through `resume`
 
   static void onError(j_common_ptr c) {
     auto* e = reinterpret_cast<ErrorManager*>(c->err);
@@ -123,8 +129,13 @@ struct ImageDecoder::Jpeg {
 
   // Decodes rows [y, y + h) and (at least) columns [*x, *x + *w) of the 1/denom image into
   // `out` (resized by the caller through `grow`); *x and *w come back widened to iMCU edges.
-  int decode(int denom, unsigned* x, unsigned* w, unsigned y, unsigned h, PixelBuffer* out) {
+  // With `data` non-null (the bytes given to readHeader), the entropy decoding runs through
+  // `resume` from the scan index `known` (may be null) and indexGrew says whether it recorded more.
+  int decode(int denom, unsigned* x, unsigned* w, unsigned y, unsigned h, PixelBuffer* out,
+             const std::uint8_t* data, std::size_t size, std::uint64_t fingerprint, const JpegScanIndex* known) {
+    indexGrew = hooked = false;
     if (setjmp(err.jump)) {
+      hooked = false;
       jpeg_abort_decompress(&cinfo);
       return 1;
     }
@@ -141,6 +152,7 @@ struct ImageDecoder::Jpeg {
       *w = std::min(*w + left + 1, cinfo.output_width - *x);
       if (*w < cinfo.output_width) jpeg_crop_scanline(&cinfo, x, w);
     }
+    hooked = data && resume.begin(&cinfo, data, size, fingerprint, *x, *w, known);
     if (y > 0) jpeg_skip_scanlines(&cinfo, y);
     const std::size_t stride = static_cast<std::size_t>(cinfo.output_width) * 3;
     if (out->size() < stride * h + kResampleSlack) out->resize(stride * h + kResampleSlack);  // the resampler reads past
@@ -154,6 +166,7 @@ struct ImageDecoder::Jpeg {
       if (cmyk && got) cmykToRgb(row4.data(), cinfo.output_width, out->data() + stride * row);
       row += got;
     }
+    if (hooked) indexGrew = resume.end(&cinfo);
     jpeg_abort_decompress(&cinfo);  // the rows below the region are never decoded
     return 0;
   }
@@ -211,7 +224,7 @@ ImageSize ImageDecoder::scaledSize(int denom) const {
   return {static_cast<int>(w), static_cast<int>(h)};
 }
 
-RgbRegion ImageDecoder::decode(PixelRect want, int denom) {
+RgbRegion ImageDecoder::decode(PixelRect want, int denom, JpegIndexSlot slot) {
   const ImageSize full = scaledSize(denom);
   want.x = std::clamp(want.x, 0, full.width - 1);
   want.y = std::clamp(want.y, 0, full.height - 1);
@@ -227,14 +240,26 @@ RgbRegion ImageDecoder::decode(PixelRect want, int denom) {
     case ImageFormat::Unknown: throwBadInput(name_, "no image opened");
   }
   unsigned x = static_cast<unsigned>(want.x), w = static_cast<unsigned>(want.width);
-  if (jpeg_->decode(denom, &x, &w, static_cast<unsigned>(want.y), static_cast<unsigned>(want.height), &pixels_))
+  // The scan index, when the dataset keeps one: looked up and published here, outside the function
+  // libjpeg longjmps through.
+  const bool indexed = slot.cache && slot.cache->budget() > 0 && JpegScanResume::available();
+  const std::uint64_t fingerprint = indexed ? XXH3_64bits(data_, size_) : 0;
+  const std::shared_ptr<const JpegScanIndex> known = indexed ? slot.cache->get(slot.sample) : nullptr;
+  if (jpeg_->decode(denom, &x, &w, static_cast<unsigned>(want.y), static_cast<unsigned>(want.height), &pixels_,
+                    indexed ? data_ : nullptr, size_, fingerprint, known.get()))
     throwBadInput(name_, std::string("corrupt JPEG: ") + jpeg_->err.message);
   if (jpeg_->err.truncated) throwBadInput(name_, "truncated JPEG (premature end of data)");
+  if (jpeg_->indexGrew) slot.cache->put(slot.sample, std::make_shared<const JpegScanIndex>(jpeg_->resume.index()));
   RgbRegion r;
   r.pixels = pixels_.data();
   r.stride = static_cast<std::ptrdiff_t>(w) * 3;
   r.rect = {static_cast<int>(x), want.y, static_cast<int>(w), want.height};
   return r;
+}
+
+ImageDecoder::EntropyMcus ImageDecoder::lastEntropyMcus() const {
+  if (format_ != ImageFormat::Jpeg || !jpeg_ || !jpeg_->hooked) return {};
+  return {true, jpeg_->resume.mcusAsked(), jpeg_->resume.mcusDecoded()};
 }
 
 RgbRegion ImageDecoder::decodePng() {

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "image/jpeg_scan_index.h"
 #include "image/pixel_buffer.h"
 
 namespace stoker {
@@ -62,7 +63,16 @@ class ImageDecoder {
   ImageSize scaledSize(int denom) const;
   bool canScale() const { return format_ == ImageFormat::Jpeg; }
   // Decodes `want` (in the 1/denom image's pixels, clipped to it) and returns a region that covers it.
-  RgbRegion decode(PixelRect want, int denom);
+  // A baseline JPEG entropy-decodes only the MCUs `want` needs when `slot` names a cache holding its
+  // scan index (image/jpeg_scan_index), and records or extends that index otherwise.
+  RgbRegion decode(PixelRect want, int denom, JpegIndexSlot slot = {});
+  // The last JPEG decode's MCUs: how many libjpeg asked for and how many were entropy-decoded
+  // (hooked: it went through the scan index; asked = decoded = 0 otherwise).
+  struct EntropyMcus {
+    bool hooked = false;
+    std::int64_t asked = 0, decoded = 0;
+  };
+  EntropyMcus lastEntropyMcus() const;
 
  private:
   struct Jpeg;

@@ -127,7 +127,7 @@ ImagePlan ImagePipeline::plan(int width, int height, const SampleSeed& seed) con
 }
 
 ImagePlan ImagePipeline::run(const std::uint8_t* data, std::size_t size, const std::string& name, const SampleSeed& seed,
-                        std::uint8_t* dst, ImageStageSeconds* seconds) const {
+                        std::uint8_t* dst, ImageStageSeconds* seconds, JpegIndexSlot index) const {
   Scratch& s = scratch();
   const double t0 = seconds ? monotonicSeconds() : 0;  // the clock only when timing is asked for
   const ImageSize image = s.decoder.open(data, size, name);
@@ -159,7 +159,7 @@ ImagePlan ImagePipeline::run(const std::uint8_t* data, std::size_t size, const s
   const int cx1 = std::min(p.windowX + ow, rw), cy1 = std::min(p.windowY + oh, rh);
   const int cw = cx1 - cx0, ch = cy1 - cy0;
   const InputSpan cols = inputSpan(h, cx0, cw), rows = inputSpan(v, cy0, ch);
-  const RgbRegion region = s.decoder.decode({spanX + cols.first, spanY + rows.first, cols.end - cols.first, rows.end - rows.first}, d);
+  const RgbRegion region = s.decoder.decode({spanX + cols.first, spanY + rows.first, cols.end - cols.first, rows.end - rows.first}, d, index);
   const double t1 = seconds ? monotonicSeconds() : 0;
 
   // Resize into the window's three planes, flipped on the way when the plan says so; the part of

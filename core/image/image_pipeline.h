@@ -52,9 +52,10 @@ class ImagePipeline {
   // The plan for an image of `width` x `height` (scaleDenom left at 1: the decoder decides it).
   ImagePlan plan(int width, int height, const SampleSeed& seed) const;
   // Decodes `data` (named `name` in errors) and writes transforms().sampleBytes() to `dst`.
-  // Returns the plan it followed, with the DCT scale it decoded at.
+  // Returns the plan it followed, with the DCT scale it decoded at. `index`: where the image's JPEG
+  // scan index is kept between epochs (image/jpeg_scan_index), if anywhere.
   ImagePlan run(const std::uint8_t* data, std::size_t size, const std::string& name, const SampleSeed& seed, std::uint8_t* dst,
-           ImageStageSeconds* seconds = nullptr) const;
+           ImageStageSeconds* seconds = nullptr, JpegIndexSlot index = {}) const;
 
  private:
   ImageTransforms t_;

@@ -45,6 +45,7 @@ void EncodedImageDataset::readItem(std::int64_t index, std::uint8_t* const* dst)
 void EncodedImageDataset::readSamples(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst,
                                       const ReadContext& context) const {
   if (listOnly_) parseImageTransforms("");  // throws: opened to list, not to read
+  std::call_once(indexOnce_, [this] { index_ = std::make_unique<JpegIndexCache>(size(), JpegIndexCache::defaultBudget()); });
   thread_local std::vector<std::uint8_t> bytes;
   thread_local std::string name;
   const std::int64_t imageBytes = specs_[0].sampleBytes;
@@ -58,7 +59,8 @@ void EncodedImageDataset::readSamples(const std::int64_t* indices, std::int64_t 
       fetch(indices[i], bytes, label, name);
       if (context.stages) context.stages->read += monotonicSeconds() - t0;
       pipeline_.run(bytes.data(), bytes.size(), name, SampleSeed{context.seed, context.epoch, indices[i]},
-                    dst[0] + i * imageBytes, context.stages ? &seconds : nullptr);
+                    dst[0] + i * imageBytes, context.stages ? &seconds : nullptr,
+                    JpegIndexSlot{index_.get(), indices[i]});
     } catch (...) {
       rethrowForSample(indices[i]);
     }

@@ -4,8 +4,12 @@
 // (image/image_pipeline) and times both stages.
 #pragma once
 
+#include <memory>
+#include <mutex>
+
 #include "data/dataset.h"
 #include "image/image_pipeline.h"
+#include "image/jpeg_scan_index.h"
 
 namespace stoker {
 
@@ -34,6 +38,9 @@ class EncodedImageDataset : public Dataset {
   bool listOnly_;
   ImagePipeline pipeline_;
   std::vector<FieldSpec> specs_;
+  // Each sample's JPEG scan index, made on its first read (the dataset's size is known by then).
+  mutable std::once_flag indexOnce_;
+  mutable std::unique_ptr<JpegIndexCache> index_;
 };
 
 }  // namespace stoker

@@ -1,0 +1,39 @@
+#include "image/jpeg_scan_index.h"
+
+#include <cstdlib>
+#include <string>
+
+namespace stoker {
+
+JpegIndexCache::JpegIndexCache(std::int64_t samples, std::size_t budgetBytes)
+    : slots_(static_cast<std::size_t>(samples > 0 ? samples : 0)), budget_(budgetBytes) {}
+
+std::shared_ptr<const JpegScanIndex> JpegIndexCache::get(std::int64_t sample) const {
+  if (budget_ == 0 || sample < 0 || static_cast<std::size_t>(sample) >= slots_.size()) return nullptr;
+  return std::atomic_load(&slots_[static_cast<std::size_t>(sample)]);
+}
+
+void JpegIndexCache::put(std::int64_t sample, std::shared_ptr<const JpegScanIndex> index) {
+  if (!index || sample < 0 || static_cast<std::size_t>(sample) >= slots_.size()) return;
+  const std::size_t add = index->bytes();
+  // Reserve the new index's bytes first, so that threads racing for the last of the budget cannot
+  // all pass it; the old index's bytes are given back once it is replaced.
+  std::size_t now = bytes_.load(std::memory_order_relaxed);
+  do {
+    if (now + add > budget_) return;
+  } while (!bytes_.compare_exchange_weak(now, now + add, std::memory_order_relaxed));
+  std::shared_ptr<const JpegScanIndex> old = std::atomic_exchange(&slots_[static_cast<std::size_t>(sample)], std::move(index));
+  if (old) bytes_.fetch_sub(old->bytes(), std::memory_order_relaxed);
+}
+
+std::size_t JpegIndexCache::defaultBudget() {
+  const char* v = std::getenv("STOKER_JPEG_SCAN_INDEX_MB");
+  if (v && *v) {
+    char* end = nullptr;
+    const unsigned long long mb = std::strtoull(v, &end, 10);
+    if (end && *end == '\0') return static_cast<std::size_t>(mb) << 20;
+  }
+  return std::size_t{1024} << 20;
+}
+
+}  // namespace stoker
