@@ -194,22 +194,30 @@ class TestImageDatasets : public QObject {
   }
 
   // ToTensor + Normalize 8 bytes at a time (AVX2 + FMA) gives the table's float32 values, which are
-  // torchvision's; on a CPU with AVX2 and FMA the vector path must be the one in use.
+  // torchvision's; on a CPU with AVX2 and FMA the vector path must be the one in use. Large planes
+  // take the streaming stores, from every alignment of the output.
   void toTensorVectorPathEqualsTheTable() {
     const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
-    std::vector<std::uint8_t> bytes(1027);  // not a multiple of 8: the scalar tail runs too
-    for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::uint8_t>(i * 7 + 3);
-    for (int c = 0; c < 4; ++c) {
-      const PlaneToFloat p = c < 3 ? PlaneToFloat(mean[c], std[c], true) : PlaneToFloat();
-      if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) QVERIFY(p.vectorised());
-      std::vector<float> out(bytes.size());
-      p.run(bytes.data(), bytes.size(), out.data());
-      for (std::size_t i = 0; i < bytes.size(); ++i) {
-        const float x = static_cast<float>(bytes[i]) / 255.0f;
-        const float want = c < 3 ? (x - mean[c]) / std[c] : x;
-        QVERIFY2(std::memcmp(&out[i], &want, 4) == 0, qPrintable(QString("byte %1 channel %2").arg(bytes[i]).arg(c)));
+    for (const std::size_t n : {std::size_t{1027}, std::size_t{20011}})  // not multiples of 8: the scalar tail runs too
+      for (const std::size_t shift : {0, 1, 3, 7}) {
+        std::vector<std::uint8_t> bytes(n);
+        for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::uint8_t>(i * 7 + 3);
+        for (int c = 0; c < 4; ++c) {
+          const PlaneToFloat p = c < 3 ? PlaneToFloat(mean[c], std[c], true) : PlaneToFloat();
+          if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) QVERIFY(p.vectorised());
+          std::vector<float> buffer(bytes.size() + 8, -1.0f);
+          float* out = buffer.data() + shift;
+          p.run(bytes.data(), bytes.size(), out);
+          for (std::size_t i = 0; i < bytes.size(); ++i) {
+            const float x = static_cast<float>(bytes[i]) / 255.0f;
+            const float want = c < 3 ? (x - mean[c]) / std[c] : x;
+            QVERIFY2(std::memcmp(&out[i], &want, 4) == 0,
+                     qPrintable(QString("byte %1 channel %2 (n %3, shift %4)").arg(bytes[i]).arg(c).arg(n).arg(shift)));
+          }
+          for (std::size_t i = 0; i < shift; ++i) QCOMPARE(buffer[i], -1.0f);  // nothing written before out
+          for (std::size_t i = shift + n; i < buffer.size(); ++i) QCOMPARE(buffer[i], -1.0f);  // nor after
+        }
       }
-    }
   }
 
   // The train pipeline against torchvision on the crops and flips Stoker drew: the reference runs
