@@ -5,6 +5,7 @@
   with 0 workers (one thread) and 1 and 2 workers (the consumer helps, so 2 threads on 2 cores);
 - torchvision: ImageFolder + DataLoader, the same pipeline in PIL, num_workers 0, 1 and 2;
 - Stoker on WebDataset shards of the same images (make_wds_shards.py), train pipeline;
+- Stoker's train pipeline without the JPEG scan index (STOKER_JPEG_SCAN_INDEX_MB=0), 0 and 2 workers;
 - the decode limit: a plain libjpeg-turbo loop decoding every file whole on 1 and 2 threads
   (build/bin/stoker_jpeg_decode_loop);
 for the train pipeline (RandomResizedCrop(224), RandomHorizontalFlip, ToTensor, Normalize) and the
@@ -31,8 +32,8 @@ PIPELINES = {
 }
 
 
-def run_json(cmd):
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+def run_json(cmd, env=None):
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
     return json.loads(out.strip().splitlines()[-1] if not out.strip().startswith("{\n") else out)
 
 
@@ -41,9 +42,10 @@ def median_run(runs):
     return sorted(runs, key=lambda r: r["images_per_s"])[len(runs) // 2]
 
 
-def stoker(build, dataset, transforms, workers, epochs):
-    doc = run_json([os.path.join(build, "bin", "stoker"), "bench", "--dataset", dataset, "--transforms",
-                    transforms, "--batch-size", "64", "--epochs", str(epochs), "--workers", str(workers), "--json"])
+def stoker(build, dataset, transforms, workers, epochs, scan_index=True):
+    env = dict(os.environ, STOKER_JPEG_SCAN_INDEX_MB="1024" if scan_index else "0")
+    doc = run_json([os.path.join(build, "bin", "stoker"), "bench", "--dataset", dataset, "--transforms", transforms,
+                    "--batch-size", "64", "--epochs", str(epochs), "--workers", str(workers), "--json"], env)
     dev = doc["per_device"][0]
     return {"images_per_s": doc["samples_per_s"], "stages_ms": dev["stages_ms"], "verdict": dev["stage_verdict"]}
 
@@ -76,8 +78,12 @@ def main():
                 runs.setdefault((name, w), []).append(stoker(a.build, "imagefolder:" + a.data, transforms, w, a.epochs))
         for w in (1, 2):
             runs.setdefault(("wds", w), []).append(stoker(a.build, wds_spec, PIPELINES["train"], w, a.epochs))
+        for w in (0, 2):  # what the JPEG scan index brings: the same runs without it
+            runs.setdefault(("train-plain", w), []).append(
+                stoker(a.build, "imagefolder:" + a.data, PIPELINES["train"], w, a.epochs, scan_index=False))
     for t in (1, 2):
         res["decode_loop"][t] = median_run(runs[("loop", t)])["images_per_s"]
+    res["train_without_scan_index"] = {w: median_run(runs[("train-plain", w)])["images_per_s"] for w in (0, 2)}
     for w in (1, 2):
         res["wds"][w] = median_run(runs[("wds", w)])["images_per_s"]
     for name in PIPELINES:
@@ -101,10 +107,16 @@ def main():
         scale = res["stoker"][name][2]["images_per_s"] / res["stoker"][name][0]["images_per_s"]
         print(f"{name}: best Stoker {best_s:.0f} img/s = {best_s / best_t:.2f}x best torchvision ({best_t:.0f}), "
               f"{best_s / limit:.2f}x the decode limit; 1 -> 2 cores {scale:.2f}x; {res['stoker'][name][2]['verdict']}")
+    plain = res["train_without_scan_index"]
+    print(f"train without the JPEG scan index (STOKER_JPEG_SCAN_INDEX_MB=0): {plain[0]:.0f} img/s on one thread "
+          f"= {plain[0] / res['decode_loop'][1]:.2f}x the loop's 1 thread, {plain[2]:.0f} with 2 workers = {plain[2] / limit:.2f}x; "
+          f"with it {res['stoker']['train'][0]['images_per_s'] / plain[0]:.2f}x and "
+          f"{res['stoker']['train'][2]['images_per_s'] / plain[2]:.2f}x faster")
     best_folder = max(v["images_per_s"] for v in res["stoker"]["train"].values())
     best_wds = max(res["wds"].values())
     print(f"wds (train, same images in {count} shards): {res['wds'][1]:.0f} img/s with 1 worker, {res['wds'][2]:.0f} with 2 "
           f"= {best_wds / best_folder:.2f}x the image folder's best")
+    res["runs"] = {f"{k[0]}/{k[1]}": [round(r["images_per_s"]) for r in v] for k, v in runs.items()}  # every repeat
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)
