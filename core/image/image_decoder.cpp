@@ -117,6 +117,19 @@ struct ImageDecoder::Jpeg {
     return 0;
   }
 
+  // The index's rest, recorded once the region's rows are out: speculative work, so a warning (the
+  // file cut short below the region, which the region does not need) or an error in there does not
+  // count against the decode; the index keeps the points recorded before it.
+  void recordRest() {
+    const bool truncated = err.truncated;
+    std::jmp_buf outer;
+    std::memcpy(&outer, &err.jump, sizeof outer);
+    if (setjmp(err.jump)) resume.stopRecording();
+    else resume.recordRest(&cinfo);
+    std::memcpy(&err.jump, &outer, sizeof outer);
+    err.truncated = truncated;
+  }
+
   int scaledSize(int denom, unsigned* w, unsigned* h) {
     if (setjmp(err.jump)) return 1;
     cinfo.scale_num = 1;
@@ -166,7 +179,10 @@ struct ImageDecoder::Jpeg {
       if (cmyk && got) cmykToRgb(row4.data(), cinfo.output_width, out->data() + stride * row);
       row += got;
     }
-    if (hooked) indexGrew = resume.end(&cinfo);
+    if (hooked) {
+      recordRest();
+      indexGrew = resume.end(&cinfo);
+    }
     jpeg_abort_decompress(&cinfo);  // the rows below the region are never decoded
     return 0;
   }

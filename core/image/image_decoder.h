@@ -63,6 +63,7 @@ class ImageDecoder {
   ImageSize scaledSize(int denom) const;
   bool canScale() const { return format_ == ImageFormat::Jpeg; }
   // Decodes `want` (in the 1/denom image's pixels, clipped to it) and returns a region that covers it.
+  // Once per open(): a JPEG decode leaves libjpeg at its start state (decode again after open()).
   // A baseline JPEG entropy-decodes only the MCUs `want` needs when `slot` names a cache holding its
   // scan index (image/jpeg_scan_index), and records or extends that index otherwise.
   RgbRegion decode(PixelRect want, int denom, JpegIndexSlot slot = {});

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <csetjmp>
 #include <cstdint>
-#include <cstring>
 #include <cstddef>
-#include <mutex>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include <jerror.h>
@@ -191,27 +191,27 @@ bool JpegScanResume::begin(j_decompress_ptr c, const std::uint8_t* data, std::si
 
   const std::uint32_t mcusPerRow = c->MCUs_per_row, mcuRows = c->MCU_rows_in_scan;
   const std::uint32_t stepMcus = std::max(1u, 64u / (blocks * 8u));  // a point every 64 source pixels
-  if (known && known->fingerprint == fingerprint && known->mcusPerRow == mcusPerRow && known->mcuRows == mcuRows &&
-      known->components == static_cast<std::uint32_t>(c->comps_in_scan) && known->step == stepMcus) {
-    index_.fingerprint = known->fingerprint;
-    index_.mcusPerRow = mcusPerRow;
-    index_.mcuRows = mcuRows;
-    index_.components = known->components;
-    index_.step = stepMcus;
-    index_.pointsPerRow = known->pointsPerRow;
+  const bool resumable = known && known->fingerprint == fingerprint && known->mcusPerRow == mcusPerRow &&
+                        known->mcuRows == mcuRows && known->step == stepMcus &&
+                        known->components == static_cast<std::uint32_t>(c->comps_in_scan) &&
+                        known->points.size() == static_cast<std::size_t>((mcusPerRow + stepMcus - 1) / stepMcus) * mcuRows;
+  index_.fingerprint = fingerprint;
+  index_.mcusPerRow = mcusPerRow;
+  index_.mcuRows = mcuRows;
+  index_.components = static_cast<std::uint32_t>(c->comps_in_scan);
+  index_.step = stepMcus;
+  index_.pointsPerRow = (mcusPerRow + stepMcus - 1) / stepMcus;
+  if (resumable) {
     index_.covered = known->covered;
+    index_.ended = known->ended;
     index_.points.assign(known->points.begin(), known->points.end());
-  } else {
-    index_.fingerprint = fingerprint;
-    index_.mcusPerRow = mcusPerRow;
-    index_.mcuRows = mcuRows;
-    index_.components = static_cast<std::uint32_t>(c->comps_in_scan);
-    index_.step = stepMcus;
-    index_.pointsPerRow = (mcusPerRow + stepMcus - 1) / stepMcus;
+  } else {  // none yet, or made from other bytes: start afresh
     index_.covered = 0;
+    index_.ended = false;
     index_.points.assign(static_cast<std::size_t>(index_.pointsPerRow) * mcuRows, JpegScanIndex::Point{});
   }
   coveredBefore_ = index_.covered;
+  endedBefore_ = index_.ended;
   recording_ = true;
   data_ = data;
   size_ = size;
@@ -222,12 +222,23 @@ bool JpegScanResume::begin(j_decompress_ptr c, const std::uint8_t* data, std::si
   return true;
 }
 
+void JpegScanResume::recordRest(j_decompress_ptr c) {
+  if (!hooked_ || index_.ended) return;
+  const std::int64_t total = static_cast<std::int64_t>(index_.mcusPerRow) * index_.mcuRows;
+  if (recording_ && index_.covered < total) {
+    reach(c, index_.covered);
+    while (recording_ && pos_ < total && c->unread_marker == 0 && !huff(c)->pub.insufficient_data)
+      if (!step(c, nullptr)) break;
+  }
+  index_.ended = true;
+}
+
 bool JpegScanResume::end(j_decompress_ptr c) {
   if (!hooked_) return false;
   huff(c)->pub.decode_mcu = real_;
   c->client_data = nullptr;
   hooked_ = false;
-  return index_.covered > coveredBefore_;
+  return index_.covered > coveredBefore_ || index_.ended != endedBefore_;
 }
 
 boolean JpegScanResume::hook(j_decompress_ptr c, JBLOCKROW* mcu) {
@@ -243,18 +254,23 @@ boolean JpegScanResume::decodeMcu(j_decompress_ptr c, JBLOCKROW* mcu) {
   const std::int64_t k = next_++;
   const unsigned col = static_cast<unsigned>(k % index_.mcusPerRow);
   if (!mcu || col < firstCol_ || col > lastCol_) return TRUE;
-  if (pos_ < k) {
-    std::int64_t from = index_.covered > 0 ? std::min(k, index_.covered - 1) : 0;
-    const std::size_t point = index_.pointAt(from);
-    from = index_.mcuOfPoint(point);
-    if (from > pos_) {
-      restore(c, index_.points[point]);
-      pos_ = from;
-    }
-    while (pos_ < k)
-      if (!step(c, nullptr)) return FALSE;
+  reach(c, k);
+  return pos_ == k ? step(c, mcu) : FALSE;
+}
+
+// Brings the decoder's state to MCU k (>= pos_): from the recorded point nearest before k when that
+// is ahead of pos_, then decoding forward (recording what it passes past `covered`).
+void JpegScanResume::reach(j_decompress_ptr c, std::int64_t k) {
+  if (pos_ >= k) return;
+  std::int64_t from = index_.covered > 0 ? std::min(k, index_.covered - 1) : 0;
+  const std::size_t point = index_.pointAt(from);
+  from = index_.mcuOfPoint(point);
+  if (from > pos_) {
+    restore(c, index_.points[point]);
+    pos_ = from;
   }
-  return step(c, mcu);
+  while (pos_ < k)
+    if (!step(c, nullptr)) return;
 }
 
 boolean JpegScanResume::step(j_decompress_ptr c, JBLOCKROW* mcu) {

@@ -39,7 +39,15 @@ class JpegScanResume {
   // bytes jpeg_mem_src was given. Returns whether the hook is in place.
   bool begin(j_decompress_ptr cinfo, const std::uint8_t* data, std::size_t size, std::uint64_t fingerprint,
              unsigned cropX, unsigned cropWidth, const JpegScanIndex* known);
-  // After the rows were read: unhooks, and says whether index() now covers more than `known` did.
+  // After the rows were read: records the rest of the scan unless the index has ended (entropy
+  // decoding only). libjpeg may warn or fail in there; the caller decides what that means.
+  void recordRest(j_decompress_ptr cinfo);
+  // Stops recording for good (recordRest failed part-way: the points before it stay good).
+  void stopRecording() {
+    recording_ = false;
+    index_.ended = true;
+  }
+  // Unhooks, and says whether index() now holds more than `known` did.
   bool end(j_decompress_ptr cinfo);
   const JpegScanIndex& index() const { return index_; }
 
@@ -51,6 +59,7 @@ class JpegScanResume {
   static boolean hook(j_decompress_ptr cinfo, JBLOCKROW* mcu);
   boolean decodeMcu(j_decompress_ptr cinfo, JBLOCKROW* mcu);
   boolean step(j_decompress_ptr cinfo, JBLOCKROW* mcu);
+  void reach(j_decompress_ptr cinfo, std::int64_t mcu);
   void record(j_decompress_ptr cinfo);
   void restore(j_decompress_ptr cinfo, const JpegScanIndex::Point& p);
 
@@ -59,6 +68,7 @@ class JpegScanResume {
   std::size_t size_ = 0;
   JpegScanIndex index_;
   std::int64_t coveredBefore_ = 0;
+  bool endedBefore_ = false;
   std::int64_t next_ = 0;     // the MCU libjpeg asks for next
   std::int64_t pos_ = 0;      // the MCU the decoder's state is at
   std::int64_t decoded_ = 0;

@@ -9,7 +9,9 @@
 // the stream (a byte and how many of its bits are unread) and each component's last DC value. The
 // first decode of an image records it every `step` MCUs of every MCU row, up to the last MCU it
 // decoded; later epochs jump from one recorded point to the next and decode only the MCUs the crop
-// covers (plus at most step - 1 before each row's first). The pixels are the same bit for bit: the
+// covers (plus at most step - 1 before each row's first). The first decode goes on recording to the
+// end of the scan once its rows are out (entropy decoding only), so the second epoch already finds
+// a point before every crop. The pixels are the same bit for bit: the
 // same libjpeg decodes the same MCUs from the same state (tst_image_decoder checks it on every crop).
 //
 // JpegIndexCache keeps one index per sample of a dataset, shared by the worker threads, within a
@@ -38,6 +40,9 @@ struct JpegScanIndex {
   std::uint32_t pointsPerRow = 0;
   // Points exist for every MCU before `covered` (in raster order) that sits on the grid.
   std::int64_t covered = 0;
+  // Recording went as far as it can: to the scan's last MCU, or to where the data stops being
+  // recordable (a marker, missing data); later decodes do not try to extend it.
+  bool ended = false;
   std::vector<Point> points;      // pointsPerRow per MCU row, for all rows (filled up to `covered`)
 
   std::size_t bytes() const { return sizeof(*this) + points.capacity() * sizeof(Point); }

@@ -35,11 +35,13 @@ STOKER_FUZZ_TARGET(image_decode) {
   const stoker::JpegIndexSlot slot{&cache, 0};
   touch(decoder.decode(whole, 1, slot), whole);
   if (decoder.canScale()) {
+    decoder.open(data, size, "fuzz");  // a JPEG decode ends with libjpeg back at its start state
     const stoker::ImageSize half = decoder.scaledSize(2);
     const stoker::PixelRect crop{half.width / 4, half.height / 4, std::max(1, half.width / 2), std::max(1, half.height / 2)};
     touch(decoder.decode(crop, 2, slot), crop);
     // The whole image decoded, so every MCU is there: a crop from the index is the plain crop.
     const stoker::PixelRect inner{s.width / 3, s.height / 3, std::max(1, s.width / 3), std::max(1, s.height / 3)};
+    decoder.open(data, size, "fuzz");
     const stoker::RgbRegion a = decoder.decode(inner, 1, slot);
     stoker::ImageDecoder plain;
     plain.open(data, size, "fuzz");
