@@ -145,7 +145,8 @@ struct ImageDecoder::Jpeg {
   // With `data` non-null (the bytes given to readHeader), the entropy decoding runs through
   // `resume` from the scan index `known` (may be null) and indexGrew says whether it recorded more.
   int decode(int denom, unsigned* x, unsigned* w, unsigned y, unsigned h, PixelBuffer* out,
-             const std::uint8_t* data, std::size_t size, std::uint64_t fingerprint, const JpegScanIndex* known) {
+             const std::uint8_t* data, std::size_t size, std::uint64_t fingerprint, const JpegScanIndex* known,
+             unsigned spacing) {
     indexGrew = hooked = false;
     if (setjmp(err.jump)) {
       hooked = false;
@@ -165,7 +166,7 @@ struct ImageDecoder::Jpeg {
       *w = std::min(*w + left + 1, cinfo.output_width - *x);
       if (*w < cinfo.output_width) jpeg_crop_scanline(&cinfo, x, w);
     }
-    hooked = data && resume.begin(&cinfo, data, size, fingerprint, *x, *w, known);
+    hooked = data && resume.begin(&cinfo, data, size, fingerprint, *x, *w, known, spacing);
     if (y > 0) jpeg_skip_scanlines(&cinfo, y);
     const std::size_t stride = static_cast<std::size_t>(cinfo.output_width) * 3;
     if (out->size() < stride * h + kResampleSlack) out->resize(stride * h + kResampleSlack);  // the resampler reads past
@@ -262,7 +263,7 @@ RgbRegion ImageDecoder::decode(PixelRect want, int denom, JpegIndexSlot slot) {
   const std::uint64_t fingerprint = indexed ? XXH3_64bits(data_, size_) : 0;
   const std::shared_ptr<const JpegScanIndex> known = indexed ? slot.cache->get(slot.sample) : nullptr;
   if (jpeg_->decode(denom, &x, &w, static_cast<unsigned>(want.y), static_cast<unsigned>(want.height), &pixels_,
-                    indexed ? data_ : nullptr, size_, fingerprint, known.get()))
+                    indexed ? data_ : nullptr, size_, fingerprint, known.get(), indexed ? slot.cache->pointSpacing() : 0))
     throwBadInput(name_, std::string("corrupt JPEG: ") + jpeg_->err.message);
   if (jpeg_->err.truncated) throwBadInput(name_, "truncated JPEG (premature end of data)");
   if (jpeg_->indexGrew) slot.cache->put(slot.sample, std::make_shared<const JpegScanIndex>(jpeg_->resume.index()));

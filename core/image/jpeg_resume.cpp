@@ -120,7 +120,7 @@ std::vector<std::uint8_t> decodeCheckCrop(const std::vector<std::uint8_t>& jpeg,
   c.out_color_space = JCS_RGB;
   jpeg_start_decompress(&c);
   jpeg_crop_scanline(&c, &x, &w);
-  if (resume && !resume->begin(&c, jpeg.data(), jpeg.size(), 1, x, w, known)) {
+  if (resume && !resume->begin(&c, jpeg.data(), jpeg.size(), 1, x, w, known, 32)) {
     jpeg_destroy_decompress(&c);
     return {};
   }
@@ -165,7 +165,7 @@ bool JpegScanResume::available() {
 }
 
 bool JpegScanResume::begin(j_decompress_ptr c, const std::uint8_t* data, std::size_t size, std::uint64_t fingerprint,
-                           unsigned cropX, unsigned cropWidth, const JpegScanIndex* known) {
+                           unsigned cropX, unsigned cropWidth, const JpegScanIndex* known, unsigned spacing) {
   hooked_ = false;
   next_ = pos_ = decoded_ = 0;
   if (!kMirrored || c->progressive_mode || c->arith_code || jpeg_has_multiple_scans(c) || c->buffered_image ||
@@ -190,7 +190,7 @@ bool JpegScanResume::begin(j_decompress_ptr c, const std::uint8_t* data, std::si
   lastCol_ = std::min((cropX + cropWidth + mcuWidth - 1) / mcuWidth, static_cast<unsigned>(c->MCUs_per_row)) - 1;
 
   const std::uint32_t mcusPerRow = c->MCUs_per_row, mcuRows = c->MCU_rows_in_scan;
-  const std::uint32_t stepMcus = std::max(1u, 64u / (blocks * 8u));  // a point every 64 source pixels
+  const std::uint32_t stepMcus = std::max(1u, spacing / (blocks * 8u));  // MCUs between points
   const bool resumable = known && known->fingerprint == fingerprint && known->mcusPerRow == mcusPerRow &&
                         known->mcuRows == mcuRows && known->step == stepMcus &&
                         known->components == static_cast<std::uint32_t>(c->comps_in_scan) &&

@@ -36,9 +36,10 @@ class JpegScanResume {
   // [cropX, cropX + cropWidth)): hooks the entropy decoder if the image is a single-scan baseline
   // Huffman JPEG of 1 to 3 components without restart intervals. `known` (may be null) is resumed
   // from when it was made from the same bytes (`fingerprint`) and geometry. `data`/`size` are the
-  // bytes jpeg_mem_src was given. Returns whether the hook is in place.
+  // bytes jpeg_mem_src was given; `spacing`, the source pixels between two points of a row (a new
+  // index's; a known one keeps its own). Returns whether the hook is in place.
   bool begin(j_decompress_ptr cinfo, const std::uint8_t* data, std::size_t size, std::uint64_t fingerprint,
-             unsigned cropX, unsigned cropWidth, const JpegScanIndex* known);
+             unsigned cropX, unsigned cropWidth, const JpegScanIndex* known, unsigned spacing);
   // After the rows were read: records the rest of the scan unless the index has ended (entropy
   // decoding only). libjpeg may warn or fail in there; the caller decides what that means.
   void recordRest(j_decompress_ptr cinfo);

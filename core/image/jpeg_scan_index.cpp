@@ -1,12 +1,15 @@
 #include "image/jpeg_scan_index.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
 namespace stoker {
 
 JpegIndexCache::JpegIndexCache(std::int64_t samples, std::size_t budgetBytes)
-    : slots_(static_cast<std::size_t>(samples > 0 ? samples : 0)), budget_(budgetBytes) {}
+    : slots_(static_cast<std::size_t>(samples > 0 ? samples : 0)),
+      budget_(budgetBytes),
+      spacing_(budgetBytes / std::max<std::size_t>(slots_.size(), 1) >= (std::size_t{16} << 10) ? 32 : 64) {}
 
 std::shared_ptr<const JpegScanIndex> JpegIndexCache::get(std::int64_t sample) const {
   if (budget_ == 0 || sample < 0 || static_cast<std::size_t>(sample) >= slots_.size()) return nullptr;

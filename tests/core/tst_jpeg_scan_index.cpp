@@ -137,28 +137,35 @@ class TestJpegScanIndex : public QObject {
     QVERIFY(totals.decoded < totals.asked * 6 / 10);
   }
 
-  // A crop after an index covering the whole image decodes its own MCUs and at most step - 1 more
-  // on each row: a tight bound that fails if the jumps stop working.
+  // A crop after an index covering the whole image decodes its own MCUs and only the few before
+  // each row's first that reach back to a point: a tight bound that fails if the jumps stop working.
+  // Both spacings: 32 pixels when the budget leaves 16 KiB a sample, else 64.
   void aWarmIndexDecodesLittleMoreThanTheCrop() {
     const QByteArray bytes = readFile(files(variants_, "*-420.jpg").first());
     const auto* data = reinterpret_cast<const std::uint8_t*>(bytes.constData());
-    JpegIndexCache cache(1, std::size_t{1} << 20);
-    ImageDecoder d;
-    const ImageSize s = d.open(data, static_cast<std::size_t>(bytes.size()), "420.jpg");
-    d.decode({0, 0, s.width, s.height}, 1, {&cache, 0});  // records every row
-    const auto index = cache.get(0);
-    QVERIFY(index);
-    QCOMPARE(index->mcusPerRow, (333u + 15) / 16);
-    QCOMPARE(index->step, 4u);
-    QVERIFY(index->covered >= static_cast<std::int64_t>(index->mcusPerRow) * (index->mcuRows - 1));
-    // Columns 128..191 are MCU columns 8..11 (+1 px each side widens to 7..12); rows 112..175 are MCU
-    // rows 7..10 plus the one above for fancy upsampling's context.
-    d.open(data, static_cast<std::size_t>(bytes.size()), "420.jpg");
-    d.decode({128, 112, 64, 64}, 1, {&cache, 0});
-    const ImageDecoder::EntropyMcus m = d.lastEntropyMcus();
-    QVERIFY(m.hooked);
-    qInfo("a 64x64 crop: %lld of %lld MCUs entropy-decoded", static_cast<long long>(m.decoded), static_cast<long long>(m.asked));
-    QVERIFY2(m.decoded <= 6 * (6 + 3), qPrintable(QString::number(m.decoded)));
+    for (const std::int64_t samples : {1, 1000}) {
+      JpegIndexCache cache(samples, std::size_t{1} << 20);
+      const unsigned step = samples == 1 ? 2u : 4u;  // MCUs of 16 pixels
+      QCOMPARE(cache.pointSpacing(), step * 16);
+      ImageDecoder d;
+      const ImageSize s = d.open(data, static_cast<std::size_t>(bytes.size()), "420.jpg");
+      d.decode({0, 0, s.width, s.height}, 1, {&cache, 0});  // records every row
+      const auto index = cache.get(0);
+      QVERIFY(index);
+      QCOMPARE(index->mcusPerRow, (333u + 15) / 16);
+      QCOMPARE(index->step, step);
+      QVERIFY(index->ended && index->covered >= static_cast<std::int64_t>(index->mcusPerRow) * (index->mcuRows - 1));
+      // Columns 128..191 are MCU columns 8..11 (a pixel more on each side widens them to 7..12);
+      // rows 112..175 are MCU rows 7..10, with the row above and the row below for fancy
+      // upsampling's context: 6 rows of 6 MCUs, each row starting from the point at or before 7.
+      d.open(data, static_cast<std::size_t>(bytes.size()), "420.jpg");
+      d.decode({128, 112, 64, 64}, 1, {&cache, 0});
+      const ImageDecoder::EntropyMcus m = d.lastEntropyMcus();
+      QVERIFY(m.hooked);
+      qInfo("a 64x64 crop, a point every %u pixels: %lld of %lld MCUs entropy-decoded", step * 16,
+            static_cast<long long>(m.decoded), static_cast<long long>(m.asked));
+      QCOMPARE(m.decoded, static_cast<std::int64_t>(6 * (6 + 7 % step)));
+    }
   }
 
   // The first decode of an image, a crop at its top, records the index to the end of the scan
@@ -223,12 +230,13 @@ class TestJpegScanIndex : public QObject {
   // The cache never holds more than its budget: indexes past it are dropped, not stored.
   void theBudgetHolds() {
     const QStringList photos = files(photos_ + "/astronaut", "*.jpg") + files(photos_ + "/coffee", "*.jpg");
-    JpegIndexCache probe(1, std::size_t{1} << 20);
+    JpegIndexCache probe(1000, std::size_t{1} << 20);  // little a sample: a point every 64 pixels, as below
     std::mt19937 rng(5);
     QVERIFY(compareCrops(readFile(photos[0]), photos[0], {&probe, 0}, 1, rng, nullptr).isEmpty());
     QVERIFY(probe.get(0));
     const std::size_t one = probe.get(0)->bytes();
     JpegIndexCache cache(photos.size(), one * 5 / 2);  // room for two
+    QCOMPARE(cache.pointSpacing(), probe.pointSpacing());
     for (int i = 0; i < photos.size(); ++i)
       QVERIFY(compareCrops(readFile(photos[i]), photos[i], {&cache, i}, 2, rng, nullptr).isEmpty());
     int held = 0;
