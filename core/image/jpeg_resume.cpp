@@ -287,6 +287,10 @@ boolean JpegScanResume::step(j_decompress_ptr c, JBLOCKROW* mcu) {
 // with zero bits that are not in the file, and a 0xFF not followed by a stuffed zero is padding
 // libjpeg skips: from there on nothing more is recorded.
 void JpegScanResume::record(j_decompress_ptr c) {
+  if (pos_ >= static_cast<std::int64_t>(index_.mcusPerRow) * index_.mcuRows) {  // libjpeg never asks past the scan
+    recording_ = false;
+    return;
+  }
   if (static_cast<std::uint32_t>(pos_ % index_.mcusPerRow) % index_.step == 0) {
     const HuffDecoder* h = huff(c);
     const std::uint8_t* end = data_ + size_;
