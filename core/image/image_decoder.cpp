@@ -184,7 +184,7 @@ struct ImageDecoder::Jpeg {
       recordRest();
       indexGrew = resume.end(&cinfo);
     }
-    jpeg_abort_decompress(&cinfo);  // the rows below the region are never decoded
+    jpeg_abort_decompress(&cinfo);  // the rows below the region are never inverse-transformed
     return 0;
   }
 };
@@ -259,9 +259,10 @@ RgbRegion ImageDecoder::decode(PixelRect want, int denom, JpegIndexSlot slot) {
   unsigned x = static_cast<unsigned>(want.x), w = static_cast<unsigned>(want.width);
   // The scan index, when the dataset keeps one: looked up and published here, outside the function
   // libjpeg longjmps through.
-  const bool indexed = slot.cache && slot.cache->budget() > 0 && JpegScanResume::available();
+  const std::shared_ptr<const JpegScanIndex> known =
+      slot.cache && JpegScanResume::available() ? slot.cache->get(slot.sample) : nullptr;
+  const bool indexed = known || (slot.cache && slot.cache->mayIndex(slot.sample) && JpegScanResume::available());
   const std::uint64_t fingerprint = indexed ? XXH3_64bits(data_, size_) : 0;
-  const std::shared_ptr<const JpegScanIndex> known = indexed ? slot.cache->get(slot.sample) : nullptr;
   if (jpeg_->decode(denom, &x, &w, static_cast<unsigned>(want.y), static_cast<unsigned>(want.height), &pixels_,
                     indexed ? data_ : nullptr, size_, fingerprint, known.get(), indexed ? slot.cache->pointSpacing() : 0))
     throwBadInput(name_, std::string("corrupt JPEG: ") + jpeg_->err.message);

@@ -191,16 +191,16 @@ bool JpegScanResume::begin(j_decompress_ptr c, const std::uint8_t* data, std::si
 
   const std::uint32_t mcusPerRow = c->MCUs_per_row, mcuRows = c->MCU_rows_in_scan;
   const std::uint32_t stepMcus = std::max(1u, spacing / (blocks * 8u));  // MCUs between points
-  const bool resumable = known && known->fingerprint == fingerprint && known->mcusPerRow == mcusPerRow &&
-                        known->mcuRows == mcuRows && known->step == stepMcus &&
-                        known->components == static_cast<std::uint32_t>(c->comps_in_scan) &&
-                        known->points.size() == static_cast<std::size_t>((mcusPerRow + stepMcus - 1) / stepMcus) * mcuRows;
   index_.fingerprint = fingerprint;
   index_.mcusPerRow = mcusPerRow;
   index_.mcuRows = mcuRows;
   index_.components = static_cast<std::uint32_t>(c->comps_in_scan);
   index_.step = stepMcus;
   index_.pointsPerRow = (mcusPerRow + stepMcus - 1) / stepMcus;
+  const std::size_t points = static_cast<std::size_t>(index_.pointsPerRow) * mcuRows;
+  const bool resumable = known && known->fingerprint == fingerprint && known->mcusPerRow == mcusPerRow &&
+                         known->mcuRows == mcuRows && known->step == stepMcus &&
+                         known->components == index_.components && known->points.size() == points;
   if (resumable) {
     index_.covered = known->covered;
     index_.ended = known->ended;
@@ -208,7 +208,7 @@ bool JpegScanResume::begin(j_decompress_ptr c, const std::uint8_t* data, std::si
   } else {  // none yet, or made from other bytes: start afresh
     index_.covered = 0;
     index_.ended = false;
-    index_.points.assign(static_cast<std::size_t>(index_.pointsPerRow) * mcuRows, JpegScanIndex::Point{});
+    index_.points.assign(points, JpegScanIndex::Point{});
   }
   coveredBefore_ = index_.covered;
   endedBefore_ = index_.ended;

@@ -2,14 +2,19 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <string>
 
 namespace stoker {
 
 JpegIndexCache::JpegIndexCache(std::int64_t samples, std::size_t budgetBytes)
     : slots_(static_cast<std::size_t>(samples > 0 ? samples : 0)),
+      refused_(std::make_unique<std::atomic<bool>[]>(slots_.size())),
       budget_(budgetBytes),
       spacing_(budgetBytes / std::max<std::size_t>(slots_.size(), 1) >= (std::size_t{16} << 10) ? 32 : 64) {}
+
+bool JpegIndexCache::mayIndex(std::int64_t sample) const {
+  return budget_ > 0 && sample >= 0 && static_cast<std::size_t>(sample) < slots_.size() &&
+         !refused_[static_cast<std::size_t>(sample)].load(std::memory_order_relaxed);
+}
 
 std::shared_ptr<const JpegScanIndex> JpegIndexCache::get(std::int64_t sample) const {
   if (budget_ == 0 || sample < 0 || static_cast<std::size_t>(sample) >= slots_.size()) return nullptr;
@@ -23,7 +28,10 @@ void JpegIndexCache::put(std::int64_t sample, std::shared_ptr<const JpegScanInde
   // all pass it; the old index's bytes are given back once it is replaced.
   std::size_t now = bytes_.load(std::memory_order_relaxed);
   do {
-    if (now + add > budget_) return;
+    if (now + add > budget_) {
+      refused_[static_cast<std::size_t>(sample)].store(true, std::memory_order_relaxed);
+      return;
+    }
   } while (!bytes_.compare_exchange_weak(now, now + add, std::memory_order_relaxed));
   std::shared_ptr<const JpegScanIndex> old = std::atomic_exchange(&slots_[static_cast<std::size_t>(sample)], std::move(index));
   if (old) bytes_.fetch_sub(old->bytes(), std::memory_order_relaxed);

@@ -12,7 +12,7 @@
 // covers (plus at most step - 1 before each row's first). The first decode goes on recording to the
 // end of the scan once its rows are out (entropy decoding only), so the second epoch already finds
 // a point before every crop. The pixels are the same bit for bit: the
-// same libjpeg decodes the same MCUs from the same state (tst_image_decoder checks it on every crop).
+// same libjpeg decodes the same MCUs from the same state (tst_jpeg_scan_index checks it on every crop).
 //
 // JpegIndexCache keeps one index per sample of a dataset, shared by the worker threads, within a
 // byte budget (an index costs 12 bytes per point: 2.3 KiB for a 500x375 4:2:0 photo with a point
@@ -63,8 +63,12 @@ class JpegIndexCache {
  public:
   JpegIndexCache(std::int64_t samples, std::size_t budgetBytes);
   std::shared_ptr<const JpegScanIndex> get(std::int64_t sample) const;
-  // Replaces the sample's index; dropped (the sample decodes as before) when it would pass the budget.
+  // Replaces the sample's index; dropped when it would pass the budget, and the sample is then not
+  // indexed again (mayIndex false): a decode that records costs a whole pass over the scan, which
+  // every epoch would pay for an index it cannot keep.
   void put(std::int64_t sample, std::shared_ptr<const JpegScanIndex> index);
+  // Whether a decode of the sample may record an index (no put() for it was refused).
+  bool mayIndex(std::int64_t sample) const;
   std::size_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
   std::size_t budget() const { return budget_; }
   // Source pixels between two points of a row: 32 when the budget leaves 16 KiB a sample (a
@@ -78,6 +82,7 @@ class JpegIndexCache {
 
  private:
   std::vector<std::shared_ptr<const JpegScanIndex>> slots_;  // read and written with std::atomic_load/store
+  std::unique_ptr<std::atomic<bool>[]> refused_;             // put() found no room for the sample's index
   std::atomic<std::size_t> bytes_{0};
   std::size_t budget_;
   unsigned spacing_;

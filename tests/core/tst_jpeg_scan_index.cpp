@@ -243,6 +243,15 @@ class TestJpegScanIndex : public QObject {
     for (int i = 0; i < photos.size(); ++i) held += cache.get(i) ? 1 : 0;
     QCOMPARE(held, 2);
     QVERIFY(cache.bytes() <= cache.budget());
+    // A sample refused an index is not recorded again (that would cost a whole scan every epoch):
+    // its next decode runs the plain way.
+    const int refused = cache.get(0) && cache.get(1) ? 2 : !cache.get(0) ? 0 : 1;
+    QVERIFY(!cache.get(refused) && !cache.mayIndex(refused));
+    const QByteArray bytes = readFile(photos[refused]);
+    ImageDecoder d;
+    d.open(reinterpret_cast<const std::uint8_t*>(bytes.constData()), static_cast<std::size_t>(bytes.size()), "refused.jpg");
+    d.decode({10, 10, 50, 50}, 1, {&cache, refused});
+    QVERIFY(!d.lastEntropyMcus().hooked);
   }
 
   // Through the dataset, three epochs (each crop drawn anew, the index growing) read the same
