@@ -9,12 +9,14 @@
 // consumer's stream fences its reuse, so no worker overwrites a block that
 // kernels queued by the consumer still read.
 #include <ATen/ATen.h>
+#include <ATen/Context.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
+#include <torch/version.h>
 
 #include <cstring>
 #include <optional>
@@ -25,6 +27,17 @@
 
 namespace stoker {
 namespace {
+
+// libtorch sets CUDA up lazily, the caching allocator with it (2.x: on the first CUDA tensor), and
+// until then the allocator's statistics refuse every device ("Invalid device argument"): a loader
+// in auto mode asks for the memory figures before anything was allocated.
+void initCudaOnce() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 6)
+  at::globalContext().lazyInitDevice(at::kCUDA);
+#else
+  at::globalContext().lazyInitCUDA();
+#endif
+}
 
 // Fences are queried and waited on in destructors and pool bookkeeping, which must not throw: after
 // a sticky CUDA error (or at exit, with the runtime unloading) a fence counts as passed -- the
@@ -60,6 +73,7 @@ class CudaDevice : public DeviceBackend {
   c10::Device torchDevice() const override { return c10::Device(c10::kCUDA, index_); }
 
   DeviceMemory memory() const override {
+    initCudaOnce();
     c10::cuda::CUDAGuard guard(index_);
     std::size_t freeBytes = 0, totalBytes = 0;
     DeviceMemory m;

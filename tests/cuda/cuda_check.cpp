@@ -120,6 +120,20 @@ struct PinnedSeen : TelemetryObserver {
   void onRecord(const TelemetryRecord& r) override { pinned = std::max(pinned, r.pinned_bytes); }
 };
 
+// The first thing a process does on the GPU: a loader in auto mode asks for the device's memory
+// before any CUDA tensor exists (libtorch 2.x sets its allocator up lazily; its statistics then
+// refused the device, and `stoker bench --device cuda:0` stopped with "Invalid device argument").
+// Runs before every other check.
+void firstUseAutoMode() {
+  Loader loader(numbered(256, {64}), LoaderOptions::builder().batchSize(32).numWorkers(1).build(),
+                DeviceSpec::parse("cuda:0"));
+  std::int64_t batches = 0;
+  for (const Batch& b : loader.epoch(0)) batches += b.indices.numel() > 0;
+  report("first_use_auto_mode", batches == 8 && loader.memory().total > 0,
+         std::string(loadingModeName(loader.mode())) + ", " + std::to_string(batches) + " batches, total " +
+             std::to_string(loader.memory().total) + " bytes");
+}
+
 void memoryFigures() {
   auto observer = std::make_shared<PinnedSeen>();
   LoaderOptions o = LoaderOptions::builder().batchSize(256).numWorkers(2).loadingMode(LoadingMode::Streaming)
@@ -271,6 +285,7 @@ int main(int argc, char** argv) {
     return 77;
   }
   try {
+    firstUseAutoMode();
     auto base = [] { return LoaderOptions::builder().batchSize(64).numWorkers(3).prefetch(4); };
     streamRace("resident", base().loadingMode(LoadingMode::Resident).build(), {4096});
     streamRace("streaming", base().loadingMode(LoadingMode::Streaming).pinMemory(true).nonBlocking(true).build(), {4096});
