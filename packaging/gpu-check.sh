@@ -7,15 +7,22 @@
 #  2. runs the CUDA checks (CTest label "cuda": tests/cuda/cuda_check.cpp) with their figures;
 #  3. trains the same CNN on Fashion-MNIST fed by Stoker (resident, streaming) and by PyTorch's
 #     DataLoader(pin_memory=True, num_workers=k) (tests/bench/train_feed_peer.py);
-#  4. writes OUTDIR/gpu-report.json and OUTDIR/gpu-report.md (tests/cuda/gpu_report.py) and exits
+#  4. runs the image pipeline (issue 14) into the GPU: Stoker on an image folder cut from real photos
+#     against torchvision's ImageFolder + DataLoader and a plain libjpeg-turbo decode loop
+#     (tests/cuda/image_feed.py);
+#  5. writes OUTDIR/gpu-report.json and OUTDIR/gpu-report.md (tests/cuda/gpu_report.py) and exits
 #     non-zero when a check failed.
-# Without a GPU it says so in one line and exits 2.
+# Without a GPU it says so in one line and exits 2. STOKER_GPU_STEPS picks steps 2-4 (default
+# "checks,train,images"); STOKER_GPU_PER_CLASS sizes the photo folder (default 500 a class, 10
+# classes: on 16 cores, batches of 64 and 5,000 images leave a tail in every epoch).
 #
 # Build dependencies other than PyTorch (JSON, CLI, hashing, image and archive libraries) come from
 # the system; on a machine without them or a package manager, STOKER_GPU_DEPS=DIR names a folder of
 # Debian packages (`bash packaging/stoker.sh gpu-deps DIR` downloads them where apt works) that is
 # unpacked beside the build. STOKER_FASHION_MNIST=DIR points at the dataset when it is not in
 # /usr/share/datasets/fashion-mnist (the dataset-fashion-mnist package is among the gpu-deps).
+# STOKER_SKIMAGE_DATA=DIR holds the source photos of the image step where python3-skimage is not
+# installed (tests/datasets/photo_sources.py).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -42,32 +49,57 @@ BUILD="${STOKER_GPU_BUILD_DIR:-$ROOT/build-gpu}"
 JOBS="$(nproc)"
 START=$SECONDS
 PREFIXES="$TORCH_PREFIX"
+# Python runs with the machine's own library path: the carried Debian libraries are for Stoker's
+# programs, and must not stand in for the ones PyTorch was built against.
+ORIG_LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}"
+STEPS=",${STOKER_GPU_STEPS:-checks,train,images},"
+step() { [[ "$STEPS" == *",$1,"* ]]; }
+py() { LD_LIBRARY_PATH="$ORIG_LD_LIBRARY_PATH" "$PY" "$@"; }
 CMAKE_EXTRA=()
 
 # Carried Debian packages: unpacked into BUILD/deps, their pkg-config files pointed there.
 if [[ -n "${STOKER_GPU_DEPS:-}" ]]; then
   DEPS="$BUILD/deps"
-  if [[ ! -f "$DEPS/.unpacked" ]]; then
+  # Unpacked again whenever the set of packages or the way they are unpacked changed (the marker
+  # says both), and configured afresh then: CMake keeps what pkg-config said in its cache.
+  marker="$(ls "$STOKER_GPU_DEPS"; echo "pkg-config paths rewritten: all")"
+  if [[ "$(cat "$DEPS/.unpacked" 2>/dev/null)" != "$marker" ]]; then
     log "unpacking $(ls "$STOKER_GPU_DEPS"/*.deb | wc -l) carried packages into $DEPS"
-    mkdir -p "$DEPS"
+    rm -rf "$DEPS" "$BUILD/CMakeCache.txt" && mkdir -p "$DEPS"
     for deb in "$STOKER_GPU_DEPS"/*.deb; do dpkg-deb -x "$deb" "$DEPS" 2>/dev/null || (cd "$DEPS" && ar p "$deb" data.tar.xz | tar xJ); done
-    find "$DEPS" -name '*.pc' -exec sed -i "s|^prefix=/usr|prefix=$DEPS/usr|" {} +
-    touch "$DEPS/.unpacked"
+    # Every path of their pkg-config files, not only prefix=: Debian's libjpeg.pc names libdir and
+    # includedir as absolute /usr paths, which would pair the carried headers with the machine's
+    # own libjpeg (another ABI: libjpeg.so.8 against libjpeg.so.62).
+    find "$DEPS" -name '*.pc' -exec sed -i -E "s#^(prefix|exec_prefix|libdir|includedir|sharedlibdir)=/usr#\1=$DEPS/usr#" {} +
+    echo "$marker" >"$DEPS/.unpacked"
   fi
   MULTIARCH="$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)"
   PREFIXES="$PREFIXES;$DEPS/usr"
   export PKG_CONFIG_PATH="$DEPS/usr/lib/$MULTIARCH/pkgconfig:$DEPS/usr/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
   export LD_LIBRARY_PATH="$DEPS/usr/lib/$MULTIARCH${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # Their headers before the machine's own: jconfig.h sits in the multiarch folder, which no
+  # pkg-config file names, and a machine's libjpeg8 jconfig.h there says version 80 to a build
+  # linking the carried libjpeg.so.62 ("Wrong JPEG library version").
+  export CPATH="$DEPS/usr/include/$MULTIARCH:$DEPS/usr/include${CPATH:+:$CPATH}"
   CMAKE_EXTRA+=(-DCMAKE_INCLUDE_PATH="$DEPS/usr/include" -DCMAKE_LIBRARY_PATH="$DEPS/usr/lib/$MULTIARCH")
   [[ -d "$DEPS/usr/share/datasets/fashion-mnist" ]] && : "${STOKER_FASHION_MNIST:=$DEPS/usr/share/datasets/fashion-mnist}"
 fi
 DATA="${STOKER_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}"
 
+# The image step's photo folder is cut while the build runs (one core of many).
+PHOTOS="${STOKER_GPU_PHOTOS:-$BUILD/bench-data/photos-${STOKER_GPU_PER_CLASS:-500}}"
+PHOTOS_PID=""
+if step images && [[ ! -d "$PHOTOS" ]]; then
+  ( py "$ROOT/tests/datasets/make_photo_folder.py" "$PHOTOS.tmp" --per-class "${STOKER_GPU_PER_CLASS:-500}" &&
+    mv "$PHOTOS.tmp" "$PHOTOS" ) >"$OUT/photos.log" 2>&1 &
+  PHOTOS_PID=$!
+fi
+
 GENERATOR=()
 command -v ninja >/dev/null && GENERATOR=(-G Ninja)
 # The multi-process feed needs c10d's Gloo headers; where PyTorch's own include folder lacks them
 # it is left out of this build (and its check says so).
-TORCH_INCLUDE="$("$PY" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "include"))')"
+TORCH_INCLUDE="$(py -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "include"))')"
 C10D=OFF
 [[ -f "$TORCH_INCLUDE/gloo/algorithm.h" ]] && C10D=ON
 log "building against PyTorch's libtorch ($TORCH_PREFIX) in $BUILD (c10d: $C10D)"
@@ -75,29 +107,42 @@ cmake -S "$ROOT" -B "$BUILD" "${GENERATOR[@]}" -DCMAKE_BUILD_TYPE=Release -DSTOK
   -DSTOKER_PCH=ON -DSTOKER_C10D="$C10D" -DCMAKE_PREFIX_PATH="$PREFIXES" "${CMAKE_EXTRA[@]}" >"$OUT/configure.log" 2>&1 ||
   { tail -30 "$OUT/configure.log" >&2; log "configure failed (log: $OUT/configure.log)"; exit 1; }
 grep -q 'CUDA=ON' "$OUT/configure.log" || { log "the libtorch found has no CUDA (see $OUT/configure.log)"; exit 1; }
-cmake --build "$BUILD" -j "$JOBS" --target stoker_cuda_check stoker-demo-trainer stoker stoker-torch >"$OUT/build.log" 2>&1 ||
+# -k 0 (Ninja: keep going): one run shows every file that fails to compile against this libtorch.
+KEEP_GOING=()
+[[ ${#GENERATOR[@]} -gt 0 ]] && KEEP_GOING=(-- -k 0)
+cmake --build "$BUILD" -j "$JOBS" --target stoker_cuda_check stoker-demo-trainer stoker stoker-torch \
+  stoker_jpeg_decode_loop "${KEEP_GOING[@]}" >"$OUT/build.log" 2>&1 ||
   { tail -40 "$OUT/build.log" >&2; log "build failed (log: $OUT/build.log)"; exit 1; }
 log "built in $((SECONDS - START)) s"
+# Two libjpeg ABIs in one process (the carried libjpeg.so.62 beside a machine's libjpeg.so.8) mix
+# struct layouts between the headers compiled against and the library called: refuse to go on.
+if [[ "$(ldd "$BUILD/bin/stoker-torch" | grep -c 'libjpeg\.so')" -gt 1 ]]; then
+  ldd "$BUILD/bin/stoker-torch" | grep 'libjpeg' >&2
+  log "stoker-torch links two libjpeg libraries (see above): the build mixed the carried and the machine's"
+  exit 1
+fi
 
-log "CUDA checks and figures (ctest -L cuda, then the figures)"
-ctest --test-dir "$BUILD" -L cuda --output-on-failure >"$OUT/ctest.log" 2>&1 || true
-"$BUILD/bin/stoker_cuda_check" --bench >"$OUT/cuda-check.jsonl" 2>"$OUT/cuda-check.err" || true
-cat "$OUT/cuda-check.jsonl" >&2
+: >"$OUT/cuda-check.jsonl"; : >"$OUT/train-feed.jsonl"
+if step checks; then
+  log "CUDA checks and figures (ctest -L cuda, then the figures)"
+  ctest --test-dir "$BUILD" -L cuda --output-on-failure >"$OUT/ctest.log" 2>&1 || true
+  "$BUILD/bin/stoker_cuda_check" --bench >"$OUT/cuda-check.jsonl" 2>"$OUT/cuda-check.err" || true
+  cat "$OUT/cuda-check.jsonl" >&2
 
-# Two ranks sharing the one GPU talk through Gloo (NCCL refuses two ranks on one device).
-if [[ "$C10D" == ON ]]; then
-  log "stoker feed: two ranks on cuda:0 over Gloo"
-  port=$((29600 + RANDOM % 300))
-  pids=()
-  for r in 0 1; do
-    RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-      "$BUILD/bin/stoker" feed --dataset synthetic:4096,1024 --device cuda:0 --collectives gloo --batch-size 64 \
-      --epochs 1 --json >"$OUT/feed-rank$r.json" 2>"$OUT/feed-rank$r.err" &
-    pids+=($!)
-  done
-  rcs=0
-  for p in "${pids[@]}"; do wait "$p" || rcs=$((rcs + 1)); done
-  "$PY" - "$OUT" "$rcs" >>"$OUT/cuda-check.jsonl" <<'PYEOF'
+  # Two ranks sharing the one GPU talk through Gloo (NCCL refuses two ranks on one device).
+  if [[ "$C10D" == ON ]]; then
+    log "stoker feed: two ranks on cuda:0 over Gloo"
+    port=$((29600 + RANDOM % 300))
+    pids=()
+    for r in 0 1; do
+      RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+        "$BUILD/bin/stoker" feed --dataset synthetic:4096,1024 --device cuda:0 --collectives gloo --batch-size 64 \
+        --epochs 1 --json >"$OUT/feed-rank$r.json" 2>"$OUT/feed-rank$r.err" &
+      pids+=($!)
+    done
+    rcs=0
+    for p in "${pids[@]}"; do wait "$p" || rcs=$((rcs + 1)); done
+    py - "$OUT" "$rcs" >>"$OUT/cuda-check.jsonl" <<'PYEOF'
 import json, sys
 out, failed = sys.argv[1], int(sys.argv[2])
 docs = []
@@ -113,23 +158,39 @@ print(json.dumps({"check": "feed_two_ranks_one_gpu_gloo", "ok": ok, "skipped": F
                   "detail": f"{failed} rank(s) failed; collectives {[d.get('collectives') for d in docs]}; "
                             f"{len(digests)} plan digest(s) (one expected)"}))
 PYEOF
-else
-  echo '{"check": "feed_two_ranks_one_gpu_gloo", "ok": true, "skipped": true, "detail": "PyTorch'"'"'s include folder has no Gloo headers: stoker feed was not built"}' >>"$OUT/cuda-check.jsonl"
+  else
+    echo '{"check": "feed_two_ranks_one_gpu_gloo", "ok": true, "skipped": true, "detail": "PyTorch'"'"'s include folder has no Gloo headers: stoker feed was not built"}' >>"$OUT/cuda-check.jsonl"
+  fi
 fi
 
-log "training step fed by Stoker and by PyTorch's DataLoader (data: $DATA)"
-: >"$OUT/train-feed.jsonl"
-for mode in resident streaming; do
-  "$BUILD/bin/stoker-demo-trainer" --data-dir "$DATA" --device cuda:0 --model cnn --mode "$mode" --epochs 2 \
-    --batch-size 256 --workers 4 --json >>"$OUT/train-feed.jsonl" 2>>"$OUT/train-feed.err" ||
-    log "stoker-demo-trainer --mode $mode failed (see $OUT/train-feed.err)"
-done
-for workers in 4 8; do
-  "$PY" "$ROOT/tests/bench/train_feed_peer.py" --data-dir "$DATA" --device cuda:0 --epochs 2 --batch-size 256 \
-    --workers "$workers" >>"$OUT/train-feed.jsonl" 2>>"$OUT/train-feed.err" ||
-    log "train_feed_peer.py --workers $workers failed (see $OUT/train-feed.err)"
-done
-cat "$OUT/train-feed.jsonl" >&2
+if step train; then
+  log "training step fed by Stoker and by PyTorch's DataLoader (data: $DATA)"
+  : >"$OUT/train-feed.jsonl"
+  for mode in resident streaming; do
+    "$BUILD/bin/stoker-demo-trainer" --data-dir "$DATA" --device cuda:0 --model cnn --mode "$mode" --epochs 2 \
+      --batch-size 256 --workers 4 --json >>"$OUT/train-feed.jsonl" 2>>"$OUT/train-feed.err" ||
+      log "stoker-demo-trainer --mode $mode failed (see $OUT/train-feed.err)"
+  done
+  for workers in 4 8; do
+    py "$ROOT/tests/bench/train_feed_peer.py" --data-dir "$DATA" --device cuda:0 --epochs 2 --batch-size 256 \
+      --workers "$workers" >>"$OUT/train-feed.jsonl" 2>>"$OUT/train-feed.err" ||
+      log "train_feed_peer.py --workers $workers failed (see $OUT/train-feed.err)"
+  done
+  cat "$OUT/train-feed.jsonl" >&2
+fi
 
-"$PY" "$ROOT/tests/cuda/gpu_report.py" --out "$OUT" --ctest-log "$OUT/ctest.log" --checks "$OUT/cuda-check.jsonl" \
-  --train "$OUT/train-feed.jsonl" --seconds "$((SECONDS - START))"
+: >"$OUT/image-feed.jsonl"
+if step images; then
+  log "image pipeline into cuda:0: Stoker vs torchvision vs a libjpeg-turbo decode loop ($PHOTOS)"
+  if [[ -n "$PHOTOS_PID" ]] && ! wait "$PHOTOS_PID"; then
+    log "could not build the photo folder (python3-skimage's photos: STOKER_SKIMAGE_DATA; see $OUT/photos.log)"
+  fi
+  [[ -d "$PHOTOS" ]] && py "$ROOT/tests/cuda/image_feed.py" --build "$BUILD" --data "$PHOTOS" --device cuda:0 \
+    --lib-path "${LD_LIBRARY_PATH:-}" >"$OUT/image-feed.jsonl" 2>"$OUT/image-feed.err" ||
+    log "image_feed.py failed (see $OUT/image-feed.err)"
+  cat "$OUT/image-feed.jsonl" >&2
+fi
+
+py "$ROOT/tests/cuda/gpu_report.py" --out "$OUT" --ctest-log "$OUT/ctest.log" --checks "$OUT/cuda-check.jsonl" \
+  --train "$OUT/train-feed.jsonl" --images "$OUT/image-feed.jsonl" --seconds "$((SECONDS - START))" \
+  $(step checks || echo --checks-not-run)

@@ -264,13 +264,15 @@ run_main() {
 }
 
 # The Debian packages a GUI-less build needs besides libtorch, with the runtime libraries they
-# link, and the dataset: what a GPU machine without a package manager is given (STOKER_GPU_DEPS).
+# link (libarchive13's own too: a GPU machine's image may lack libxml2 or nettle), and the dataset:
+# what a GPU machine without a package manager is given (STOKER_GPU_DEPS).
 GPU_DEPS=(
   nlohmann-json3-dev libcli11-dev libxxhash-dev libxxhash0 zlib1g-dev
   libcpp-httplib-dev libcpp-httplib0.11 libminizip-dev libminizip1 libzstd-dev
   libjpeg62-turbo-dev libjpeg62-turbo libspng-dev libspng0 libwebp-dev libwebp7 libwebpdemux2 libwebpmux3
   libtiff-dev libtiff6 libtiffxx6 libjbig0 libjbig-dev liblerc4 liblerc-dev libdeflate0 libdeflate-dev liblzma-dev libzstd1
-  libstb-dev libarchive-dev libarchive13
+  libstb-dev libstb0 libarchive-dev libarchive13
+  libacl1 libbrotli1 libbrotli-dev libbz2-1.0 liblz4-1 liblzma5 libnettle8 libxml2 libicu72
   dataset-fashion-mnist
 )
 

@@ -3,7 +3,9 @@
 driver, torch, CUDA), each check of tests/cuda/cuda_check.cpp, its figures as ratios against
 their peers (streaming H2D vs a pinned cudaMemcpyAsync loop, goal >= 90 %; resident gather vs a
 device-to-device copy, goal >= 70 %), and the training-step feeding comparison (the warm epoch of
-each feeder). Exits 1 when a check failed or none ran."""
+each feeder), and the image pipeline into the GPU (tests/cuda/image_feed.py: Stoker against
+torchvision's DataLoader and a plain libjpeg-turbo decode loop on as many threads; figures, no pass
+or fail). Exits 1 when a check failed or none ran."""
 import argparse
 import json
 import os
@@ -24,6 +26,31 @@ def lines(path):
                     except json.JSONDecodeError:
                         pass
     return out
+
+
+def fmt(value, spec, suffix=""):
+    return "" if value is None else format(value, spec) + suffix
+
+
+def image_rows(records):
+    """One row per (pipeline, workers) of Stoker's runs, with torchvision and the decode loop on as
+    many workers/threads beside it."""
+    loops = {r["threads"]: r["images_per_s"] for r in records if r.get("image_run") == "decode_loop"}
+    tv = {(r["pipeline"], r["workers"]): r["images_per_s"] for r in records if r.get("image_run") == "torchvision"}
+    rows = []
+    for r in records:
+        if r.get("image_run") != "stoker":
+            continue
+        row = {"pipeline": r["pipeline"], "workers": r["workers"], "stoker": r["images_per_s"],
+               "stages_ms": r.get("stages_ms"), "verdict": r.get("verdict")}
+        peer = tv.get((r["pipeline"], r["workers"]))
+        if peer:
+            row["torchvision"], row["vs_torchvision"] = peer, r["images_per_s"] / peer
+        if loops.get(r["workers"]):
+            row["decode_loop"] = loops[r["workers"]]
+            row["vs_decode_loop"] = r["images_per_s"] / loops[r["workers"]]
+        rows.append(row)
+    return rows
 
 
 def machine():
@@ -48,6 +75,8 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--checks", required=True)
     p.add_argument("--train", required=True)
+    p.add_argument("--images", default="")
+    p.add_argument("--checks-not-run", action="store_true", help="STOKER_GPU_STEPS left the checks out")
     p.add_argument("--ctest-log", default="")
     p.add_argument("--seconds", type=float, default=0)
     a = p.parse_args()
@@ -78,14 +107,18 @@ def main():
             row["vs_best_dataloader"] = r["samples_per_s"] / best_peer["samples_per_s"]
         feeding.append(row)
 
+    images = image_rows(lines(a.images)) if a.images else []
+    image_errors = [r for r in lines(a.images) if "error" in r] if a.images else []
+
     ctest_passed = None
     if a.ctest_log and os.path.exists(a.ctest_log):
         text = open(a.ctest_log).read()
         ctest_passed = "100% tests passed" in text
     failed = [c["check"] for c in checks if not c["ok"]]
-    ok = bool(checks) and not failed and ctest_passed is not False
+    ok = (bool(checks) or a.checks_not_run) and not failed and ctest_passed is not False
     report = {"machine": machine(), "seconds": a.seconds, "ok": ok, "ctest_cuda_passed": ctest_passed,
-              "checks": checks, "figures": figures, "ratios": ratios, "training_feed": feeding}
+              "checks": checks, "figures": figures, "ratios": ratios, "training_feed": feeding,
+              "image_pipeline": images, "image_errors": image_errors}
     with open(os.path.join(a.out, "gpu-report.json"), "w") as f:
         json.dump(report, f, indent=2)
 
@@ -98,7 +131,8 @@ def main():
     md += [f"| {c['check']} | {'skipped' if c.get('skipped') else 'ok' if c['ok'] else 'FAILED'} | {c['detail']} |"
            for c in checks]
     if not checks:
-        md += ["| (none) | FAILED | no check ran: see cuda-check.err |"]
+        md += ["| (none) | not run | STOKER_GPU_STEPS left the checks out |" if a.checks_not_run else
+               "| (none) | FAILED | no check ran: see cuda-check.err |"]
     md += ["", "| figure | Stoker / peer | goal |", "| --- | ---: | ---: |"]
     md += [f"| {n} | {r['ratio'] * 100:.0f} % | {r['goal'] * 100:.0f} % {'met' if r['met'] else 'MISSED'} |"
            for n, r in ratios.items()]
@@ -107,6 +141,13 @@ def main():
     md += [f"| {r['feeder']} | {r['samples_per_s']:.0f} | {r['data_wait_share'] * 100:.1f} % | "
            f"{r['vs_best_dataloader']:.2f}x |" if "vs_best_dataloader" in r else
            f"| {r['feeder']} | {r['samples_per_s']:.0f} | {r['data_wait_share'] * 100:.1f} % | |" for r in feeding]
+    if images or image_errors:
+        md += ["", "| image pipeline into the GPU | workers | Stoker img/s | torchvision img/s | vs torchvision | "
+               "decode loop img/s | vs the loop | Stoker's verdict |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+        md += [f"| {r['pipeline']} | {r['workers']} | {r['stoker']:.0f} | {fmt(r.get('torchvision'), '.0f')} | "
+               f"{fmt(r.get('vs_torchvision'), '.2f', 'x')} | {fmt(r.get('decode_loop'), '.0f')} | "
+               f"{fmt(r.get('vs_decode_loop'), '.2f', 'x')} | {r.get('verdict') or ''} |" for r in images]
+        md += [f"| {r['image_run']} | | FAILED | | | | | {r['error'][-300:]} |" for r in image_errors]
     with open(os.path.join(a.out, "gpu-report.md"), "w") as f:
         f.write("\n".join(md) + "\n")
     print("\n".join(md))

@@ -13,8 +13,10 @@ PHOTOS = ["astronaut.png", "chelsea.png", "coffee.png", "rocket.jpg", "motorcycl
 
 
 def skimage_data_dir():
-    for d in glob.glob("/usr/lib/python3/dist-packages/skimage/data"):
-        if os.path.exists(os.path.join(d, "astronaut.png")):
+    # STOKER_SKIMAGE_DATA: a folder holding these photos, for machines without Debian's package or
+    # apt (a GPU machine is given them carried).
+    for d in [os.environ.get("STOKER_SKIMAGE_DATA", "")] + glob.glob("/usr/lib/python3/dist-packages/skimage/data"):
+        if d and os.path.exists(os.path.join(d, "astronaut.png")):
             return d
     work = tempfile.mkdtemp(prefix="stoker-skimage-")
     subprocess.run(["apt-get", "download", "python3-skimage"], cwd=work, check=True, capture_output=True)
