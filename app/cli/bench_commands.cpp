@@ -60,6 +60,9 @@ LoaderOptions resolveOptions(const BenchArgs& a) {
   if (a.batchSize != -1) o.batch_size = a.batchSize;
   if (a.workers >= 0) o.num_workers = a.workers;
   if (a.prefetch != -1) o.prefetch = a.prefetch;
+  // More workers than a preset's ring can keep busy: the ring grows with them (two batches each,
+  // as gpu_optimized sizes it), unless --prefetch or an options file says otherwise.
+  else if (a.workers > 0 && a.optionsFile.empty()) o.prefetch = std::max(o.prefetch, prefetchForWorkers(a.workers));
   if (a.reuse) o.reuse_buffers = true;
   if (!a.transforms.empty()) o.transforms = a.transforms;
   if (a.skipBad) o.skip_bad_samples = true;

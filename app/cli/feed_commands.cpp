@@ -2,6 +2,7 @@
 // torchrun job (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); alone it runs
 // as rank 0 of 1. Each rank loads its planned share of every epoch, runs a
 // simulated training step, and agrees with the others through c10d.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -41,6 +42,7 @@ void runFeed(FeedArgs& a) {
   // With weights a rank may take up to the whole global step (batch x world).
   o.batch_size = a.job.weights.empty() ? a.job.batchSize : a.job.batchSize * (env ? env->worldSize : 1);
   o.num_workers = a.workers;
+  o.prefetch = std::max(o.prefetch, prefetchForWorkers(a.workers));  // every worker busy
   o.drop_last = a.job.dropLast;
   validateLoaderOptions(o);  // the loader serves what the plan feeds it: no sampler sharding here
   auto dataset = openDataset(a.dataset, o);

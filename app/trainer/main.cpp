@@ -15,6 +15,7 @@
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -85,6 +86,7 @@ int run(const Args& a) {
                                                  : LoadingMode::Auto;
   options.batch_size = a.batchSize;
   options.num_workers = a.workers;
+  options.prefetch = std::max(options.prefetch, prefetchForWorkers(a.workers));  // every worker busy
   options.seed = a.seed;
   options.telemetry_interval_ms = 250;
   if (world > 1) {

@@ -145,13 +145,16 @@ LoaderOptions LoaderOptions::Builder::build() const {
   return o_;
 }
 
+int prefetchForWorkers(int workers) { return std::min(1024, std::max(8, 2 * workers)); }
+
 LoaderOptions gpuOptimized() {
   LoaderOptions o;
   o.batch_size = 256;
   // One core stays with the training thread, which helps collate whenever it
   // would otherwise wait for a batch.
   o.num_workers = static_cast<int>(std::max(2u, std::thread::hardware_concurrency()) - 1);
-  o.prefetch = 8;
+  // On 16 cores a fixed depth of 8 kept 7 of the 15 workers waiting.
+  o.prefetch = prefetchForWorkers(o.num_workers);
   o.auto_tune = true;
   o.pin_memory = true;
   o.persistent_workers = true;

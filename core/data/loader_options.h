@@ -98,11 +98,15 @@ class LoaderOptions::Builder {
   LoaderOptions o_;
 };
 
-// Presets. gpu_optimized: workers = cores - 1 (the consumer helps), deep prefetch, pinned, persistent,
+// Presets. gpu_optimized: workers = cores - 1 (the consumer helps), prefetch two batches a worker, pinned, persistent,
 // auto mode. distributed_optimized: the same plus a distributed sampler for
 // (rank, world). debug_mode: no workers, no shuffle, no prefetch, a timeout,
 // so a failing sample shows up on the caller's thread in order.
 LoaderOptions gpuOptimized();
+// The prefetch depth that keeps `workers` workers busy: the ring holds every batch in flight, so a
+// shallower one leaves workers idle. Two batches per worker (PyTorch's default prefetch_factor),
+// at least 8, at most 1024.
+int prefetchForWorkers(int workers);
 LoaderOptions distributedOptimized(int rank, int worldSize);
 LoaderOptions debugMode();
 // By name: "gpu_optimized", "distributed_optimized" (rank 0 of 1 unless

@@ -54,6 +54,16 @@ class TestCliBench : public QObject {
     QCOMPARE(cpp.exitCode, 0);
     QVERIFY(cpp.out.contains(".batchSize(8)"));
 
+    // --workers beyond the preset's ring deepens it (two batches a worker), so every worker is busy;
+    // --prefetch and an options file keep their own depth.
+    const QString deep = dir_.filePath("deep.json");
+    QCOMPARE(runStoker({"bench", "--workers", "12", "--export-cpp", "--save-options", deep}).exitCode, 0);
+    QVERIFY2(stoker::test::readFile(deep).contains("\"prefetch\": 24"), stoker::test::readFile(deep).constData());
+    QCOMPARE(runStoker({"bench", "--workers", "12", "--prefetch", "3", "--export-cpp", "--save-options", deep}).exitCode, 0);
+    QVERIFY(stoker::test::readFile(deep).contains("\"prefetch\": 3"));
+    QCOMPARE(runStoker({"bench", "--options", saved, "--workers", "12", "--export-cpp", "--save-options", deep}).exitCode, 0);
+    QVERIFY(stoker::test::readFile(deep).contains("\"prefetch\": 1"));  // debug_mode's, from the file
+
     // A weighted sampler's export writes the weights file its snippets load.
     const QString weighted = dir_.filePath("weighted.json"), weights = dir_.filePath("w.json");
     QFile f(weighted);

@@ -77,6 +77,11 @@ class TestLoaderOptions : public QObject {
     QCOMPARE(o.timeout, 2.5);
     QVERIFY(o.reuse_buffers);
     QCOMPARE(gpuOptimized().num_workers, static_cast<int>(std::max(2u, std::thread::hardware_concurrency()) - 1));
+    // The ring keeps every worker busy: two batches each, at least 8 (a fixed 8 idled 7 of 15 workers).
+    QCOMPARE(gpuOptimized().prefetch, std::max(8, 2 * gpuOptimized().num_workers));
+    QCOMPARE(prefetchForWorkers(0), 8);
+    QCOMPARE(prefetchForWorkers(15), 30);
+    QCOMPARE(prefetchForWorkers(100000), 1024);
     LoaderOptions d = distributedOptimized(2, 8);
     QCOMPARE(d.sampler_type, SamplerType::Distributed);
     QCOMPARE(d.shard_rank, 2);
