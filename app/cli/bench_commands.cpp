@@ -14,6 +14,7 @@
 #include "cli_output.h"
 #include "cli_progress.h"
 #include "commands.h"
+#include "data/datasets/image_dataset.h"
 #include "data/loader.h"
 #include "data/loader_session.h"
 #include "data/multi_device_loader.h"
@@ -277,6 +278,8 @@ void runBench(const BenchArgs& a) {
                          {"notes", r.notes},
                          {"epochs", epochs}});
   }
+  // Image datasets: what their JPEG scan indexes hold in memory after the run.
+  const auto images = std::dynamic_pointer_cast<const EncodedImageDataset>(dataset);
   if (a.json) {
     nlohmann::json doc = {{"dataset", a.dataset},
                           {"dataset_description", dataset->description()},
@@ -290,6 +293,7 @@ void runBench(const BenchArgs& a) {
                           {"per_device", perDevice},
                           {"options", nlohmann::json::parse(loaderOptionsToJson(options))}};
     if (publisher) doc["telemetry"] = {{"sent", publisher->sent()}, {"dropped", publisher->dropped()}};
+    if (images) doc["jpeg_scan_index"] = {{"bytes", images->scanIndexBytes()}, {"budget", images->scanIndexBudget()}};
     printJson(doc);
     return;
   }
@@ -334,6 +338,9 @@ void runBench(const BenchArgs& a) {
       std::printf("%s: skipped %lld bad samples (skip_bad_samples); the first: %s\n", r.device.c_str(),
                   static_cast<long long>(skipped), first.c_str());
   }
+  if (images)
+    std::printf("JPEG scan index: %s of its %s budget (STOKER_JPEG_SCAN_INDEX_MB)\n",
+                humanBytes(images->scanIndexBytes()).c_str(), humanBytes(images->scanIndexBudget()).c_str());
   if (publisher)
     std::printf("telemetry: %lld records sent, %lld dropped\n", static_cast<long long>(publisher->sent()),
                 static_cast<long long>(publisher->dropped()));

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string>
+
+#include "util/error.h"
 
 namespace stoker {
 
@@ -39,12 +42,22 @@ void JpegIndexCache::put(std::int64_t sample, std::shared_ptr<const JpegScanInde
 
 std::size_t JpegIndexCache::defaultBudget() {
   const char* v = std::getenv("STOKER_JPEG_SCAN_INDEX_MB");
-  if (v && *v) {
-    char* end = nullptr;
-    const unsigned long long mb = std::strtoull(v, &end, 10);
-    if (end && *end == '\0') return static_cast<std::size_t>(mb) << 20;
+  if (!v || !*v) return std::size_t{1024} << 20;
+  // Digits only (strtoull would take "-1" as a huge budget and "12x" as 12), at most 1 TiB.
+  const std::string text(v);
+  constexpr std::uint64_t kMostMiB = 1u << 20;
+  std::uint64_t mb = 0;
+  for (const char c : text) {
+    if (c < '0' || c > '9' || mb > kMostMiB) {
+      mb = kMostMiB + 1;
+      break;
+    }
+    mb = mb * 10 + static_cast<std::uint64_t>(c - '0');
   }
-  return std::size_t{1024} << 20;
+  if (mb > kMostMiB)
+    throwBadInput("STOKER_JPEG_SCAN_INDEX_MB", "must be a whole number of MiB from 0 (no index) to " +
+                                                   std::to_string(kMostMiB) + " (got '" + text + "')");
+  return static_cast<std::size_t>(mb) << 20;
 }
 
 }  // namespace stoker

@@ -77,7 +77,8 @@ class JpegIndexCache {
   unsigned pointSpacing() const { return spacing_; }
 
   // The budget a dataset gets: STOKER_JPEG_SCAN_INDEX_MB (MiB; 0 turns indexing off), else 1024 MiB,
-  // room for about 450,000 photos of 500x375 at the 64-pixel spacing.
+  // room for about 450,000 photos of 500x375 at the 64-pixel spacing. Throws Error(BadInput) naming
+  // the variable for anything but a whole number of MiB up to 1 TiB.
   static std::size_t defaultBudget();
 
  private:

@@ -681,6 +681,13 @@ class TestImageDatasets : public QObject {
       QVERIFY2(dev["stages_ms"].toObject().contains(stage), stage);
     QVERIFY(dev["stages_ms"].toObject()["decode"].toDouble() > 0);
     QVERIFY2(dev["stage_verdict"].toString().contains("-bound: "), qPrintable(dev["stage_verdict"].toString()));
+    // The JPEG scan indexes' memory after the run, within the budget.
+    const QJsonObject index = QJsonDocument::fromJson(bench.out).object()["jpeg_scan_index"].toObject();
+    QVERIFY2(index["bytes"].toDouble() > 0 && index["bytes"].toDouble() <= index["budget"].toDouble(), bench.out.constData());
+    const auto text = runStoker({"bench", "--dataset", QString::fromStdString(spec), "--transforms", "CenterCrop(64)", "--epochs",
+                                 "1", "--batch-size", "8"});
+    QVERIFY2(text.exitCode == 0 && text.out.contains("JPEG scan index: ") && text.out.contains("STOKER_JPEG_SCAN_INDEX_MB"),
+             text.out.constData());
   }
 
   void badFoldersAreNamed() {

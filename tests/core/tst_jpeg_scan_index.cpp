@@ -274,6 +274,26 @@ class TestJpegScanIndex : public QObject {
       QVERIFY2(a == b, qPrintable(QString("epoch %1").arg(epoch)));
       QVERIFY(la == lb);
     }
+    // The budget is read when a dataset opens: one indexed, the other not.
+    QCOMPARE(withIndex.scanIndexBudget(), std::size_t{1024} << 20);
+    QVERIFY(withIndex.scanIndexBytes() > 0);
+    QCOMPARE(without.scanIndexBudget(), std::size_t{0});
+    QCOMPARE(without.scanIndexBytes(), std::size_t{0});
+    qputenv("STOKER_JPEG_SCAN_INDEX_MB", "");
+  }
+
+  // A budget that is not a whole number of MiB stops the dataset's opening with the variable named
+  // (it once fell back to the default without a word; "-1" and "12x" read as numbers).
+  void aBadBudgetIsRefused() {
+    const std::string t = "RandomResizedCrop(96),ToDtype(u8)";
+    for (const char* bad : {"abc", "12x", "-1", " 8", "1048577", "99999999999999999999999"}) {
+      qputenv("STOKER_JPEG_SCAN_INDEX_MB", bad);
+      QCOMPARE(expectBadInput([&] { ImageFolderDataset d(photos_.toStdString(), t); },
+                              {"STOKER_JPEG_SCAN_INDEX_MB", QString("got '%1'").arg(bad)}),
+               QString());
+    }
+    qputenv("STOKER_JPEG_SCAN_INDEX_MB", "7");
+    QCOMPARE(ImageFolderDataset(photos_.toStdString(), t).scanIndexBudget(), std::size_t{7} << 20);
     qputenv("STOKER_JPEG_SCAN_INDEX_MB", "");
   }
 

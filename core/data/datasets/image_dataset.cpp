@@ -24,11 +24,17 @@ c10::ScalarType scalarType(ImageDtype d) {
 EncodedImageDataset::EncodedImageDataset(std::string description, const std::string& transforms)
     : description_(std::move(description)),
       listOnly_(transforms.find_first_not_of(" \t\n") == std::string::npos),
-      pipeline_(listOnly_ ? ImageTransforms{} : parseImageTransforms(transforms)) {
+      pipeline_(listOnly_ ? ImageTransforms{} : parseImageTransforms(transforms)),
+      indexBudget_(JpegIndexCache::defaultBudget()) {
   const ImageTransforms& t = pipeline_.transforms();
   specs_ = {listOnly_ ? FieldSpec{"images", c10::ScalarType::Byte, {}, 0}
                       : FieldSpec{"images", scalarType(t.dtype), t.sampleShape(), t.sampleBytes()},
             FieldSpec{"labels", c10::ScalarType::Long, {}, 8}};
+}
+
+std::size_t EncodedImageDataset::scanIndexBytes() const {
+  const JpegIndexCache* index = indexMade_.load(std::memory_order_acquire);  // none before the first read
+  return index ? index->bytes() : 0;
 }
 
 Dataset::ResidentAdvice EncodedImageDataset::residentAdvice() const {
@@ -45,7 +51,10 @@ void EncodedImageDataset::readItem(std::int64_t index, std::uint8_t* const* dst)
 void EncodedImageDataset::readSamples(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst,
                                       const ReadContext& context) const {
   if (listOnly_) parseImageTransforms("");  // throws: opened to list, not to read
-  std::call_once(indexOnce_, [this] { index_ = std::make_unique<JpegIndexCache>(size(), JpegIndexCache::defaultBudget()); });
+  std::call_once(indexOnce_, [this] {
+    index_ = std::make_unique<JpegIndexCache>(size(), indexBudget_);
+    indexMade_.store(index_.get(), std::memory_order_release);
+  });
   thread_local std::vector<std::uint8_t> bytes;
   thread_local std::string name;
   const std::int64_t imageBytes = specs_[0].sampleBytes;

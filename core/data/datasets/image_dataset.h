@@ -4,6 +4,7 @@
 // (image/image_pipeline) and times both stages.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 
@@ -28,6 +29,10 @@ class EncodedImageDataset : public Dataset {
                    const ReadContext& context) const override;
   ResidentAdvice residentAdvice() const override;
   const ImagePipeline& pipeline() const { return pipeline_; }
+  // The JPEG scan index's budget (read from STOKER_JPEG_SCAN_INDEX_MB when the dataset opens) and
+  // the bytes its indexes hold now.
+  std::size_t scanIndexBudget() const { return indexBudget_; }
+  std::size_t scanIndexBytes() const;
 
  protected:
   // Sample `index`'s encoded bytes into `bytes` (resized as needed), its label, and a name for errors.
@@ -39,8 +44,10 @@ class EncodedImageDataset : public Dataset {
   ImagePipeline pipeline_;
   std::vector<FieldSpec> specs_;
   // Each sample's JPEG scan index, made on its first read (the dataset's size is known by then).
+  std::size_t indexBudget_;
   mutable std::once_flag indexOnce_;
   mutable std::unique_ptr<JpegIndexCache> index_;
+  mutable std::atomic<const JpegIndexCache*> indexMade_{nullptr};  // index_, once made (scanIndexBytes)
 };
 
 }  // namespace stoker
