@@ -98,8 +98,8 @@ class LoaderOptions::Builder {
   LoaderOptions o_;
 };
 
-// Presets. gpu_optimized: workers = cores - 1 (the consumer helps), prefetch two batches a worker, pinned, persistent,
-// auto mode. distributed_optimized: the same plus a distributed sampler for
+// Presets. gpu_optimized: workers = cores - 1 (the consumer helps), prefetch two batches a worker,
+// pinned, persistent, auto mode. distributed_optimized: the same plus a distributed sampler for
 // (rank, world). debug_mode: no workers, no shuffle, no prefetch, a timeout,
 // so a failing sample shows up on the caller's thread in order.
 LoaderOptions gpuOptimized();

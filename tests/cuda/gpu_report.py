@@ -5,7 +5,8 @@ their peers (streaming H2D vs a pinned cudaMemcpyAsync loop, goal >= 90 %; resid
 device-to-device copy, goal >= 70 %), and the training-step feeding comparison (the warm epoch of
 each feeder), and the image pipeline into the GPU (tests/cuda/image_feed.py: Stoker against
 torchvision's DataLoader and a plain libjpeg-turbo decode loop on as many threads; figures, no pass
-or fail). Exits 1 when a check failed or none ran."""
+or fail, but a run that fails, a crash say, fails the report). Exits 1 when a check failed or none
+ran, or a run of the image step failed."""
 import argparse
 import json
 import os
@@ -115,7 +116,7 @@ def main():
         text = open(a.ctest_log).read()
         ctest_passed = "100% tests passed" in text
     failed = [c["check"] for c in checks if not c["ok"]]
-    ok = (bool(checks) or a.checks_not_run) and not failed and ctest_passed is not False
+    ok = (bool(checks) or a.checks_not_run) and not failed and ctest_passed is not False and not image_errors
     report = {"machine": machine(), "seconds": a.seconds, "ok": ok, "ctest_cuda_passed": ctest_passed,
               "checks": checks, "figures": figures, "ratios": ratios, "training_feed": feeding,
               "image_pipeline": images, "image_errors": image_errors}

@@ -43,8 +43,8 @@ class EncodedImageDataset : public Dataset {
   bool listOnly_;
   ImagePipeline pipeline_;
   std::vector<FieldSpec> specs_;
+  std::size_t indexBudget_;  // STOKER_JPEG_SCAN_INDEX_MB, read when the dataset opens
   // Each sample's JPEG scan index, made on its first read (the dataset's size is known by then).
-  std::size_t indexBudget_;
   mutable std::once_flag indexOnce_;
   mutable std::unique_ptr<JpegIndexCache> index_;
   mutable std::atomic<const JpegIndexCache*> indexMade_{nullptr};  // index_, once made (scanIndexBytes)
