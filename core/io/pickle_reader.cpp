@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "util/error.h"
 
@@ -79,9 +80,9 @@ class Unpickler {
       : p_(data), n_(n), subject_(subject), profile_(profile) {}
   Unpickler(const Unpickler&) = delete;
   Unpickler& operator=(const Unpickler&) = delete;
-  ~Unpickler() {
-    if (!accepted_) takeApart();
-  }
+  // Containers the result does not reach are taken apart too: a pickle may build a cycle, drop it
+  // from the stack and STOP with another value (found by fuzz_dcp_metadata as a leak).
+  ~Unpickler() { takeApart(accepted_ ? &kept_ : nullptr); }
 
   PyRef run() {
     while (true) {
@@ -301,6 +302,7 @@ class Unpickler {
       if (f.expanded > kMaxExpanded)
         fail("shared values repeat to more than " + std::to_string(kMaxExpanded) + " entries when expanded");
       seen[f.v] = {true, f.height, f.expanded};
+      kept_.insert(f.v);
       if (!path.empty()) {
         path.back().height = std::max(path.back().height, f.height + 1);
         path.back().expanded = std::min(kMaxExpanded + 1, path.back().expanded + f.expanded);
@@ -310,11 +312,12 @@ class Unpickler {
 
   // A refused pickle's values are freed one by one: every container is emptied while this holds
   // a reference to each, so cycles come apart and a deep chain is not freed by deep recursion.
-  void takeApart() {
+  // With `keep` (an accepted pickle's result, as checkShape walked it) only the others are.
+  void takeApart(const std::unordered_set<const PyValue*>* keep) {
     std::vector<PyRef> alive;
     alive.reserve(containers_.size());
     for (auto& w : containers_)
-      if (auto v = w.lock()) alive.push_back(std::move(v));
+      if (auto v = w.lock(); v && !(keep && keep->count(v.get()))) alive.push_back(std::move(v));
     for (auto& v : alive) {
       v->items.clear();
       v->dict.clear();
@@ -494,6 +497,7 @@ class Unpickler {
   std::vector<std::size_t> marks_;
   std::vector<PyRef> memo_;
   std::vector<std::weak_ptr<PyValue>> containers_;  // every tuple, list and dict made, for takeApart
+  std::unordered_set<const PyValue*> kept_;           // the accepted result's values (checkShape)
   bool accepted_ = false;
   PickleProfile profile_;
   std::uint64_t copied_ = 0;
