@@ -4,7 +4,6 @@
 #include <cstring>
 #include <map>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "util/error.h"
 
@@ -75,6 +74,9 @@ constexpr int kMaxDepth = 1000;
 constexpr std::uint64_t kMaxExpanded = 1u << 22;
 
 class Unpickler {
+  // checkShape's record of one value of the result.
+  struct Seen { bool done = false; int height = 0; std::uint64_t expanded = 0; };
+
  public:
   Unpickler(const std::uint8_t* data, std::size_t n, const std::string& subject, PickleProfile profile)
       : p_(data), n_(n), subject_(subject), profile_(profile) {}
@@ -82,7 +84,7 @@ class Unpickler {
   Unpickler& operator=(const Unpickler&) = delete;
   // Containers the result does not reach are taken apart too: a pickle may build a cycle, drop it
   // from the stack and STOP with another value (found by fuzz_dcp_metadata as a leak).
-  ~Unpickler() { takeApart(accepted_ ? &kept_ : nullptr); }
+  ~Unpickler() { takeApart(accepted_ ? &shape_ : nullptr); }
 
   PyRef run() {
     while (true) {
@@ -269,7 +271,6 @@ class Unpickler {
   // share one value at many places. Walks the result once, without recursion, and refuses a
   // cycle, nesting deeper than kMaxDepth and more than kMaxExpanded values counted per place.
   void checkShape(const PyRef& root) {
-    struct Seen { bool done = false; int height = 0; std::uint64_t expanded = 0; };
     struct Frame { const PyValue* v; std::size_t next = 0; int height = 0; std::uint64_t expanded = 1; };
     auto child = [](const PyValue& v, std::size_t i) -> const PyValue* {
       if (i < v.items.size()) return v.items[i].get();
@@ -277,7 +278,7 @@ class Unpickler {
       if (i / 2 < v.dict.size()) return (i % 2 ? v.dict[i / 2].second : v.dict[i / 2].first).get();
       return nullptr;
     };
-    std::unordered_map<const PyValue*, Seen> seen;
+    auto& seen = shape_;
     std::vector<Frame> path{{root.get()}};
     seen[root.get()];
     while (!path.empty()) {
@@ -302,7 +303,6 @@ class Unpickler {
       if (f.expanded > kMaxExpanded)
         fail("shared values repeat to more than " + std::to_string(kMaxExpanded) + " entries when expanded");
       seen[f.v] = {true, f.height, f.expanded};
-      kept_.insert(f.v);
       if (!path.empty()) {
         path.back().height = std::max(path.back().height, f.height + 1);
         path.back().expanded = std::min(kMaxExpanded + 1, path.back().expanded + f.expanded);
@@ -313,7 +313,7 @@ class Unpickler {
   // A refused pickle's values are freed one by one: every container is emptied while this holds
   // a reference to each, so cycles come apart and a deep chain is not freed by deep recursion.
   // With `keep` (an accepted pickle's result, as checkShape walked it) only the others are.
-  void takeApart(const std::unordered_set<const PyValue*>* keep) {
+  void takeApart(const std::unordered_map<const PyValue*, Seen>* keep) {
     std::vector<PyRef> alive;
     alive.reserve(containers_.size());
     for (auto& w : containers_)
@@ -497,7 +497,7 @@ class Unpickler {
   std::vector<std::size_t> marks_;
   std::vector<PyRef> memo_;
   std::vector<std::weak_ptr<PyValue>> containers_;  // every tuple, list and dict made, for takeApart
-  std::unordered_set<const PyValue*> kept_;           // the accepted result's values (checkShape)
+  std::unordered_map<const PyValue*, Seen> shape_;    // the result's values, as checkShape walked them
   bool accepted_ = false;
   PickleProfile profile_;
   std::uint64_t copied_ = 0;
