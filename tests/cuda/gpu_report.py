@@ -108,8 +108,9 @@ def main():
             row["vs_best_dataloader"] = r["samples_per_s"] / best_peer["samples_per_s"]
         feeding.append(row)
 
-    images = image_rows(lines(a.images)) if a.images else []
-    image_errors = [r for r in lines(a.images) if "error" in r] if a.images else []
+    image_records = lines(a.images) if a.images else []
+    images = image_rows(image_records)
+    image_errors = [r for r in image_records if "error" in r]
 
     ctest_passed = None
     if a.ctest_log and os.path.exists(a.ctest_log):

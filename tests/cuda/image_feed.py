@@ -25,10 +25,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-PIPELINES = {
-    "train": "RandomResizedCrop(224),RandomHorizontalFlip(),Normalize(imagenet)",
-    "eval": "Resize(256),CenterCrop(224),Normalize(imagenet)",
-}
+sys.path.insert(0, os.path.join(ROOT, "tests", "bench"))
+from image_bench import PIPELINES  # noqa: E402  the same transforms as the 2-core benchmark
 
 
 def last_json(cmd, env=None, timeout=600):
