@@ -113,7 +113,8 @@ class CudaDevice : public DeviceBackend {
   }
 
   at::Tensor allocateHostBytes(std::int64_t bytes, bool pinned) override {
-    return at::empty({bytes}, at::TensorOptions().dtype(at::kByte).pinned_memory(pinned));
+    if (!pinned) return emptyHostBytes(bytes);
+    return at::empty({bytes}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
   }
 
   // From pageable memory cudaMemcpyAsync returns once the source is staged (reusable), from

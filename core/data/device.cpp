@@ -11,6 +11,7 @@
 
 #include "util/byte_size.h"
 #include "util/error.h"
+#include "util/huge_pages.h"
 
 namespace stoker {
 
@@ -28,7 +29,7 @@ class CpuDevice : public DeviceBackend {
   DeviceMemory memory() const override { return hostMemory(); }
   at::Tensor allocateBytes(std::int64_t bytes) override {
     try {
-      return at::empty({bytes}, at::kByte);
+      return emptyHostBytes(bytes);
     } catch (const c10::Error&) {
       throw Error(ErrorKind::OutOfMemory, "cpu", "cannot allocate " + std::to_string(bytes) + " bytes");
     }
@@ -109,8 +110,18 @@ std::shared_ptr<DeviceBackend> DeviceBackend::create(const DeviceSpec& spec, con
   return nullptr;
 }
 
-at::Tensor DeviceBackend::allocateHostBytes(std::int64_t bytes, bool /*pinned*/) {
-  return at::empty({bytes}, at::kByte);
+at::Tensor DeviceBackend::allocateHostBytes(std::int64_t bytes, bool /*pinned*/) { return emptyHostBytes(bytes); }
+
+at::Tensor emptyHostBytes(std::int64_t bytes) {
+  constexpr auto kHuge = static_cast<std::int64_t>(kHugePageBytes);
+  if (bytes < 2 * kHuge || !hugePagesWanted()) return at::empty({bytes}, at::kByte);
+  // One huge page more than asked, to start on a boundary: the slack before it is never touched,
+  // so it costs address space, not memory.
+  at::Tensor raw = at::empty({bytes + kHuge}, at::kByte);
+  auto* base = static_cast<std::uint8_t*>(raw.data_ptr());
+  const std::int64_t offset = (kHuge - static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(base) % kHugePageBytes)) % kHuge;
+  adviseHugePages(base + offset, static_cast<std::size_t>(bytes / kHuge * kHuge));  // the whole huge pages in it
+  return raw.narrow(0, offset, bytes);
 }
 
 DeviceMemory hostMemory() {

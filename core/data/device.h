@@ -123,6 +123,10 @@ class SimDevice : public DeviceBackend, public std::enable_shared_from_this<SimD
 
 // Host memory figures from /proc/meminfo (total, MemAvailable).
 DeviceMemory hostMemory();
+// An uninitialised host buffer of `bytes` (pageable). From 4 MiB up it starts on a 2 MiB boundary
+// and asks for huge pages (util/huge_pages), unless STOKER_HUGE_PAGES=0: the workers write each
+// batch block once, and on 4 KiB pages its TLB misses cost the image pipeline ~5 % on the 2-core VM.
+at::Tensor emptyHostBytes(std::int64_t bytes);
 // A resident dataset's fields copied to other devices: perTarget[t][f], or empty with `why`.
 struct ResidentReplicas {
   std::vector<std::vector<at::Tensor>> perTarget;

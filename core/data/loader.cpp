@@ -13,6 +13,7 @@
 #include "data/sampler.h"
 #include "util/byte_size.h"
 #include "util/error.h"
+#include "util/huge_pages.h"
 #include "util/progress.h"
 #include "util/run_jobs.h"
 
@@ -227,6 +228,7 @@ Loader::Loader(std::shared_ptr<Dataset> dataset, LoaderOptions options, std::sha
   c.host = host;
   c.pid = getpid();
   checkSamplerFits(c.options, c.dataset->size());  // at construction, not at the first epoch
+  hugePagesWanted();  // a bad STOKER_HUGE_PAGES is refused here, not at the first block
   layOutBlock(c);
   const int keep = c.options.collate_buffer_size > 0 ? c.options.collate_buffer_size
                                                       : c.options.num_workers + c.options.prefetch + 1;
