@@ -146,7 +146,7 @@ struct ImageDecoder::Jpeg {
   // `resume` from the scan index `known` (may be null) and indexGrew says whether it recorded more.
   int decode(int denom, unsigned* x, unsigned* w, unsigned y, unsigned h, PixelBuffer* out,
              const std::uint8_t* data, std::size_t size, std::uint64_t fingerprint, const JpegScanIndex* known,
-             unsigned spacing) {
+             unsigned spacing, bool gray) {
     indexGrew = hooked = false;
     if (setjmp(err.jump)) {
       hooked = false;
@@ -155,7 +155,7 @@ struct ImageDecoder::Jpeg {
     }
     cinfo.scale_num = 1;
     cinfo.scale_denom = static_cast<unsigned>(denom);
-    cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;  // libjpeg turns YCCK into CMYK
+    cinfo.out_color_space = cmyk ? JCS_CMYK : gray ? JCS_GRAYSCALE : JCS_RGB;  // libjpeg turns YCCK into CMYK
     jpeg_start_decompress(&cinfo);
     if (*w < cinfo.output_width) {
       // One more column on each side: libjpeg's fancy upsampling treats the cropped span's first
@@ -168,7 +168,7 @@ struct ImageDecoder::Jpeg {
     }
     hooked = data && resume.begin(&cinfo, data, size, fingerprint, *x, *w, known, spacing);
     if (y > 0) jpeg_skip_scanlines(&cinfo, y);
-    const std::size_t stride = static_cast<std::size_t>(cinfo.output_width) * 3;
+    const std::size_t stride = static_cast<std::size_t>(cinfo.output_width) * (gray ? 1 : 3);
     if (out->size() < stride * h + kResampleSlack) out->resize(stride * h + kResampleSlack);  // the resampler reads past
     if (cmyk) row4.resize(static_cast<std::size_t>(cinfo.output_width) * 4);
     for (unsigned row = 0; row < h;) {
@@ -241,7 +241,7 @@ ImageSize ImageDecoder::scaledSize(int denom) const {
   return {static_cast<int>(w), static_cast<int>(h)};
 }
 
-RgbRegion ImageDecoder::decode(PixelRect want, int denom, JpegIndexSlot slot) {
+RgbRegion ImageDecoder::decode(PixelRect want, int denom, JpegIndexSlot slot, bool keepGray) {
   const ImageSize full = scaledSize(denom);
   want.x = std::clamp(want.x, 0, full.width - 1);
   want.y = std::clamp(want.y, 0, full.height - 1);
@@ -263,14 +263,17 @@ RgbRegion ImageDecoder::decode(PixelRect want, int denom, JpegIndexSlot slot) {
       slot.cache && JpegScanResume::available() ? slot.cache->get(slot.sample) : nullptr;
   const bool indexed = known || (slot.cache && slot.cache->mayIndex(slot.sample) && JpegScanResume::available());
   const std::uint64_t fingerprint = indexed ? XXH3_64bits(data_, size_) : 0;
+  const bool gray = keepGray && jpeg_->cinfo.jpeg_color_space == JCS_GRAYSCALE;
   if (jpeg_->decode(denom, &x, &w, static_cast<unsigned>(want.y), static_cast<unsigned>(want.height), &pixels_,
-                    indexed ? data_ : nullptr, size_, fingerprint, known.get(), indexed ? slot.cache->pointSpacing() : 0))
+                    indexed ? data_ : nullptr, size_, fingerprint, known.get(), indexed ? slot.cache->pointSpacing() : 0,
+                    gray))
     throwBadInput(name_, std::string("corrupt JPEG: ") + jpeg_->err.message);
   if (jpeg_->err.truncated) throwBadInput(name_, "truncated JPEG (premature end of data)");
   if (jpeg_->indexGrew) slot.cache->put(slot.sample, std::make_shared<const JpegScanIndex>(jpeg_->resume.index()));
   RgbRegion r;
   r.pixels = pixels_.data();
-  r.stride = static_cast<std::ptrdiff_t>(w) * 3;
+  r.channels = gray ? 1 : 3;
+  r.stride = static_cast<std::ptrdiff_t>(w) * r.channels;
   r.rect = {static_cast<int>(x), want.y, static_cast<int>(w), want.height};
   return r;
 }

@@ -42,11 +42,13 @@ struct PixelRect {
   int x = 0, y = 0, width = 0, height = 0;
 };
 
-// Pixel (x, y) of the (scaled) image is at pixels + (y - rect.y) * stride + (x - rect.x) * 3.
+// Pixel (x, y) of the (scaled) image is at pixels + (y - rect.y) * stride + (x - rect.x) * channels:
+// 3 bytes R, G, B, or 1 for a gray image (its R, G and B, equal), when the caller asked for that.
 struct RgbRegion {
   const std::uint8_t* pixels = nullptr;
   std::ptrdiff_t stride = 0;
   PixelRect rect;
+  int channels = 3;
 };
 
 class ImageDecoder {
@@ -65,8 +67,10 @@ class ImageDecoder {
   // Decodes `want` (in the 1/denom image's pixels, clipped to it) and returns a region that covers it.
   // Once per open(): a JPEG decode leaves libjpeg at its start state (decode again after open()).
   // A baseline JPEG entropy-decodes only the MCUs `want` needs when `slot` names a cache holding its
-  // scan index (image/jpeg_scan_index), and records or extends that index otherwise.
-  RgbRegion decode(PixelRect want, int denom, JpegIndexSlot slot = {});
+  // scan index (image/jpeg_scan_index), and records or extends that index otherwise. With
+  // `keepGray`, a grayscale JPEG comes back as one channel (RgbRegion::channels 1) instead of three
+  // equal ones: a third of the bytes, and a resampler can resize one plane instead of three.
+  RgbRegion decode(PixelRect want, int denom, JpegIndexSlot slot = {}, bool keepGray = false);
   // The last JPEG decode's MCUs: how many libjpeg asked for and how many were entropy-decoded
   // (hooked: it went through the scan index; asked = decoded = 0 otherwise).
   struct EntropyMcus {

@@ -159,7 +159,8 @@ ImagePlan ImagePipeline::run(const std::uint8_t* data, std::size_t size, const s
   const int cx1 = std::min(p.windowX + ow, rw), cy1 = std::min(p.windowY + oh, rh);
   const int cw = cx1 - cx0, ch = cy1 - cy0;
   const InputSpan cols = inputSpan(h, cx0, cw), rows = inputSpan(v, cy0, ch);
-  const RgbRegion region = s.decoder.decode({spanX + cols.first, spanY + rows.first, cols.end - cols.first, rows.end - rows.first}, d, index);
+  const RgbRegion region = s.decoder.decode(
+      {spanX + cols.first, spanY + rows.first, cols.end - cols.first, rows.end - rows.first}, d, index, /*keepGray=*/true);
   const double t1 = seconds ? monotonicSeconds() : 0;
 
   // Resize into the window's three planes, flipped on the way when the plan says so; the part of
@@ -176,18 +177,20 @@ ImagePlan ImagePipeline::run(const std::uint8_t* data, std::size_t size, const s
   out.mirror = p.flip;
   resampleRgbPlanar(region, spanX, spanY, h, cx0, cw, v, cy0, ch, out, s.resample);
 
-  // ToTensor + Normalize (CHW, as the window is), or back to HWC bytes for u8 output.
+  // ToTensor + Normalize (CHW, as the window is), or back to HWC bytes for u8 output. A gray
+  // image was resized as one plane: it is R, G and B.
   const std::uint8_t* win = s.window.data();
+  const std::size_t planeOf[3] = {0, region.channels == 1 ? 0 : plane, region.channels == 1 ? 0 : 2 * plane};
   if (t_.dtype == ImageDtype::U8) {
     for (std::size_t i = 0; i < plane; ++i)
-      for (std::size_t c = 0; c < 3; ++c) dst[i * 3 + c] = win[c * plane + i];
+      for (std::size_t c = 0; c < 3; ++c) dst[i * 3 + c] = win[planeOf[c] + i];
   } else if (t_.dtype == ImageDtype::F32) {
     auto* o = reinterpret_cast<float*>(dst);
-    for (std::size_t c = 0; c < 3; ++c) toFloat_[c].run(win + c * plane, plane, o + c * plane);
+    for (std::size_t c = 0; c < 3; ++c) toFloat_[c].run(win + planeOf[c], plane, o + c * plane);
   } else {
     auto* o = reinterpret_cast<std::uint16_t*>(dst);
     for (std::size_t c = 0; c < 3; ++c)
-      for (std::size_t i = 0; i < plane; ++i) o[c * plane + i] = lut16_[c][win[c * plane + i]];
+      for (std::size_t i = 0; i < plane; ++i) o[c * plane + i] = lut16_[c][win[planeOf[c] + i]];
   }
   if (seconds) {
     const double t2 = monotonicSeconds();

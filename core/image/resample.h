@@ -39,7 +39,7 @@ constexpr std::size_t kResampleSlack = 16;
 
 // Resizes into `out` (rows of outW x 3 bytes, outH rows) the output pixels [outX, outX + outW) x
 // [outY, outY + outH) of the resize described by `h` and `v`, whose input coordinate 0 is the
-// image pixel (srcX, srcY). `src` must cover every source pixel they read, plus kResampleSlack bytes. `scratch` holds the
+// image pixel (srcX, srcY). `src` (3 channels) must cover every source pixel they read, plus kResampleSlack bytes. `scratch` holds the
 // horizontal pass between calls.
 void resampleRgb(const RgbRegion& src, int srcX, int srcY, const ResampleAxis& h, int outX, int outW,
                  const ResampleAxis& v, int outY, int outH, std::uint8_t* out, std::vector<std::uint8_t>& scratch);
@@ -55,11 +55,12 @@ struct PlanarOut {
 
 // Buffers resampleRgbPlanar keeps between calls (one per thread).
 struct PlanarScratch {
-  std::vector<std::uint8_t> planes, hpass, interleaved, packed;
+  std::vector<std::uint8_t> planes, hpass, interleaved, packed, rgb;
   std::vector<std::int32_t> base, pairWeights;
 };
 
-// resampleRgb's output, bit for bit, written as three planes (what ToTensor's CHW layout wants).
+// resampleRgb's output, bit for bit, written as three planes (what ToTensor's CHW layout wants);
+// of a gray region (channels 1), plane 0 only: its R, G and B are equal.
 // On AVX2 each channel is resampled in its own plane, 8 values per vpmaddwd, whenever every
 // 4 neighbouring output pixels read within 16 source pixels (reductions up to about 3x); otherwise
 // resampleRgb runs and its output is split into planes.

@@ -139,26 +139,26 @@ __attribute__((target("avx2"))) inline __m256i laneSums(const std::uint8_t* plan
   return finish(hi, lo);
 }
 
-// One source row's horizontal pass: three planes of plan.srcCount pixels (+16 bytes of slack)
-// into three rows of plan.blocks * 32 bytes, `stride` apart.
-__attribute__((target("avx2"))) void horizontalRow(const std::uint8_t* const planes[3], const LanePlan& plan,
+// One source row's horizontal pass: `channels` (3, or 1 for gray) planes of plan.srcCount pixels
+// (+16 bytes of slack) into as many rows of plan.blocks * 32 bytes, `stride` apart.
+__attribute__((target("avx2"))) void horizontalRow(const std::uint8_t* const planes[3], int channels, const LanePlan& plan,
                                                     const std::int32_t* base, const std::uint8_t* packed, std::uint8_t* out,
                                                     std::ptrdiff_t stride) {
   const int pairs = plan.pairs;
   for (int b = 0; b < plan.blocks; ++b, base += 8, packed += static_cast<std::size_t>(pairs) * kPairBytes)
-    for (int c = 0; c < 3; ++c) {
+    for (int c = 0; c < channels; ++c) {
       const std::uint8_t* pl = planes[c];
       store32(laneSums(pl, base, 0, packed, pairs), laneSums(pl, base, 1, packed, pairs), laneSums(pl, base, 2, packed, pairs),
               laneSums(pl, base, 3, packed, pairs), out + c * stride + b * kBlock);
     }
 }
 
-// The vertical pass over rows of `width` bytes (the three channels side by side, each
+// The vertical pass over rows of `width` bytes (the `channels` channels side by side, each
 // `channelWidth` wide, a multiple of 32), two source rows per vpmaddwd. Output row yy's channel c
 // goes to out.data + c * planeStride + yy * rowStride, its first outW bytes.
 __attribute__((target("avx2"))) void verticalPass(const std::uint8_t* tmp, std::ptrdiff_t width, int rowFirst,
-                                                   const ResampleAxis& v, int outY, int outH, int channelWidth, int outW,
-                                                   const PlanarOut& out, std::vector<std::int32_t>& pairs) {
+                                                   const ResampleAxis& v, int outY, int outH, int channels, int channelWidth,
+                                                   int outW, const PlanarOut& out, std::vector<std::int32_t>& pairs) {
   for (int yy = 0; yy < outH; ++yy) {
     const auto at = static_cast<std::size_t>(outY + yy);
     const std::int32_t* k = &v.weights[at * static_cast<std::size_t>(v.ksize)];
@@ -173,7 +173,7 @@ __attribute__((target("avx2"))) void verticalPass(const std::uint8_t* tmp, std::
     }
     const std::uint8_t* row0 = tmp + static_cast<std::ptrdiff_t>(v.first[at] - rowFirst) * width;
     const __m256i zero = _mm256_setzero_si256();
-    for (int c = 0; c < 3; ++c)
+    for (int c = 0; c < channels; ++c)
       for (int col = 0; col < outW; col += 32) {
         const std::uint8_t* column = row0 + c * channelWidth + col;
         __m256i hi[4] = {zero, zero, zero, zero}, lo[4] = {zero, zero, zero, zero};
@@ -214,7 +214,8 @@ __attribute__((target("avx2"))) bool resampleAvx2(const RgbRegion& src, int srcX
   const InputSpan span = inputSpan(v, outY, outH);
   const int rowFirst = span.first, rows = span.end - span.first;
   const int channelWidth = plan.blocks * kBlock;
-  const std::ptrdiff_t width = 3 * static_cast<std::ptrdiff_t>(channelWidth);
+  const int channels = src.channels;
+  const std::ptrdiff_t width = channels * static_cast<std::ptrdiff_t>(channelWidth);
   const auto planeBytes = static_cast<std::size_t>(plan.srcCount) + 32;  // + the windows' reach past the last pixel
   if (s.planes.size() < 3 * planeBytes) s.planes.resize(3 * planeBytes);
   s.hpass.resize(static_cast<std::size_t>(rows) * static_cast<std::size_t>(width));
@@ -222,20 +223,21 @@ __attribute__((target("avx2"))) bool resampleAvx2(const RgbRegion& src, int srcX
   const std::uint8_t* const planes[3] = {p, p + planeBytes, p + 2 * planeBytes};
   for (int y = 0; y < rows; ++y) {
     const std::uint8_t* row = src.pixels + static_cast<std::ptrdiff_t>(srcY + rowFirst + y - src.rect.y) * src.stride +
-                              static_cast<std::ptrdiff_t>(srcX + plan.srcFirst - src.rect.x) * 3;
-    deinterleaveRow(row, plan.srcCount, p, p + planeBytes, p + 2 * planeBytes);
-    horizontalRow(planes, plan, s.base.data(), s.packed.data(), s.hpass.data() + static_cast<std::size_t>(y) * static_cast<std::size_t>(width),
-                  channelWidth);
+                              static_cast<std::ptrdiff_t>(srcX + plan.srcFirst - src.rect.x) * channels;
+    if (channels == 1) std::memcpy(p, row, static_cast<std::size_t>(plan.srcCount));  // gray: already a plane
+    else deinterleaveRow(row, plan.srcCount, p, p + planeBytes, p + 2 * planeBytes);
+    horizontalRow(planes, channels, plan, s.base.data(), s.packed.data(),
+                  s.hpass.data() + static_cast<std::size_t>(y) * static_cast<std::size_t>(width), channelWidth);
   }
   if (v.identity) {
     for (int yy = 0; yy < outH; ++yy)
-      for (int c = 0; c < 3; ++c)
+      for (int c = 0; c < channels; ++c)
         std::memcpy(out.data + c * out.planeStride + yy * out.rowStride,
                     s.hpass.data() + static_cast<std::ptrdiff_t>(outY + yy - rowFirst) * width + c * channelWidth,
                     static_cast<std::size_t>(outW));
     return true;
   }
-  verticalPass(s.hpass.data(), width, rowFirst, v, outY, outH, channelWidth, outW, out, s.pairWeights);
+  verticalPass(s.hpass.data(), width, rowFirst, v, outY, outH, channels, channelWidth, outW, out, s.pairWeights);
   return true;
 }
 
@@ -245,12 +247,26 @@ void resampleRgbPlanar(const RgbRegion& src, int srcX, int srcY, const ResampleA
                        const ResampleAxis& v, int outY, int outH, const PlanarOut& out, PlanarScratch& scratch) {
   static const bool avx2 = __builtin_cpu_supports("avx2");
   if (avx2 && resampleAvx2(src, srcX, srcY, h, outX, outW, v, outY, outH, out, scratch)) return;
-  // Elsewhere: the interleaved resize, then split into planes (and mirrored).
+  // Elsewhere: the interleaved resize, then split into planes (and mirrored). A gray region is
+  // made RGB first (the interleaved resize knows 3 channels only) and only its plane 0 is kept.
+  RgbRegion rgb = src;
+  if (src.channels == 1) {
+    const auto n = static_cast<std::size_t>(src.rect.width) * static_cast<std::size_t>(src.rect.height);
+    scratch.rgb.resize(n * 3 + kResampleSlack);
+    for (int y = 0; y < src.rect.height; ++y) {
+      const std::uint8_t* in = src.pixels + static_cast<std::ptrdiff_t>(y) * src.stride;
+      std::uint8_t* o = scratch.rgb.data() + static_cast<std::size_t>(y) * static_cast<std::size_t>(src.rect.width) * 3;
+      for (int x = 0; x < src.rect.width; ++x) o[3 * x] = o[3 * x + 1] = o[3 * x + 2] = in[x];
+    }
+    rgb.pixels = scratch.rgb.data();
+    rgb.stride = static_cast<std::ptrdiff_t>(src.rect.width) * 3;
+    rgb.channels = 3;
+  }
   scratch.interleaved.resize(static_cast<std::size_t>(outW) * static_cast<std::size_t>(outH) * 3);
-  resampleRgb(src, srcX, srcY, h, outX, outW, v, outY, outH, scratch.interleaved.data(), scratch.hpass);
+  resampleRgb(rgb, srcX, srcY, h, outX, outW, v, outY, outH, scratch.interleaved.data(), scratch.hpass);
   for (int y = 0; y < outH; ++y) {
     const std::uint8_t* row = scratch.interleaved.data() + static_cast<std::size_t>(y) * static_cast<std::size_t>(outW) * 3;
-    for (int c = 0; c < 3; ++c) {
+    for (int c = 0; c < src.channels; ++c) {
       std::uint8_t* o = out.data + c * out.planeStride + y * out.rowStride;
       for (int i = 0; i < outW; ++i) o[i] = row[(out.mirror ? outW - 1 - i : i) * 3 + c];
     }

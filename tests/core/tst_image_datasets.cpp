@@ -21,6 +21,7 @@
 #include "data/datasets/web_dataset.h"
 #include "data/loader.h"
 #include "image/image_pipeline.h"
+#include "image/resample.h"
 #include "image/image_transforms.h"
 #include "io/npy_reader.h"
 #include "io/host_tensor_torch.h"
@@ -229,17 +230,31 @@ class TestImageDatasets : public QObject {
   // interleaved fallback (and its flip) is compared too, on PNG copies of the photos (a JPEG would
   // be DCT-scaled there, which PIL does not do).
   void trainPipelineMatchesTorchvisionOnTheSameCrops_data() {
-    QTest::addColumn<bool>("png");
+    QTest::addColumn<QString>("files");  // the photos as they are, all as PNG, or all as gray JPEGs
     QTest::addColumn<QString>("transforms");
-    QTest::newRow("f32, 224") << false << "RandomResizedCrop(224),RandomHorizontalFlip(),Normalize(imagenet)";
-    QTest::newRow("u8, 224") << false << "RandomResizedCrop(224),RandomHorizontalFlip(),ToDtype(u8)";
-    QTest::newRow("u8, 48, PNG only") << true << "RandomResizedCrop(48),RandomHorizontalFlip(),ToDtype(u8)";
+    QTest::newRow("f32, 224") << "photos" << "RandomResizedCrop(224),RandomHorizontalFlip(),Normalize(imagenet)";
+    QTest::newRow("u8, 224") << "photos" << "RandomResizedCrop(224),RandomHorizontalFlip(),ToDtype(u8)";
+    QTest::newRow("u8, 48, PNG only") << "png" << "RandomResizedCrop(48),RandomHorizontalFlip(),ToDtype(u8)";
+    // Gray JPEGs decode and resize as one plane, then fill R, G and B (at 224: no DCT scaling,
+    // which PIL does not do either).
+    QTest::newRow("f32, 224, gray JPEGs") << "gray" << "RandomResizedCrop(224),RandomHorizontalFlip(),Normalize(imagenet)";
+    QTest::newRow("u8, 224, gray JPEGs") << "gray" << "RandomResizedCrop(224),RandomHorizontalFlip(),ToDtype(u8)";
   }
   void trainPipelineMatchesTorchvisionOnTheSameCrops() {
     if (!pythonTorchAvailable()) QSKIP("Debian's python3-torch is not installed");
-    QFETCH(bool, png);
+    QFETCH(QString, files);
     QFETCH(QString, transforms);
+    const bool png = files == "png";
     QString root = photos_;
+    if (files == "gray") {
+      root = tmp_.filePath("photos-gray");
+      const auto r = runPythonArgs({"-c", "import sys, os, glob; from PIL import Image; "
+                                    "[(os.makedirs(os.path.dirname(o), exist_ok=True), Image.open(f).convert('L').save(o, quality=90)) "
+                                    "for f in sorted(glob.glob(sys.argv[1] + '/*/*.*')) if not f.endswith('.txt') "
+                                    "for o in [sys.argv[2] + f[len(sys.argv[1]):].rsplit('.', 1)[0] + '.jpg']]",
+                                    photos_, root});
+      QVERIFY2(r.exitCode == 0, r.err.constData());
+    }
     if (png) {
       root = tmp_.filePath("photos-png");
       const auto r = runPythonArgs({"-c", "import sys, os, glob; from PIL import Image; "
@@ -267,6 +282,7 @@ class TestImageDatasets : public QObject {
                               static_cast<int>(p.box[2] - p.box[0]), p.flip});
       flipped += p.flip;
       farReduced += (p.box[2] - p.box[0]) / p.resizedWidth > 4;
+      if (files == "gray") QCOMPARE(decoder.decode({0, 0, 8, 8}, 1, {}, /*keepGray=*/true).channels, 1);
     }
     QVERIFY(flipped > 0 && flipped < ds->size());
     if (png) QVERIFY(farReduced > 0);
@@ -282,6 +298,37 @@ class TestImageDatasets : public QObject {
     qInfo("%s: %lld samples, %d flipped, max |diff| %.2f levels, mean %.2g levels", qPrintable(transforms),
           static_cast<long long>(ds->size()), flipped, maxDiff / unit, diff.mean().item<double>() / unit);
     QVERIFY2(maxDiff == 0, qPrintable(QString("max diff %1 levels").arg(maxDiff / unit)));
+  }
+
+  // A gray region resizes as one plane into plane 0, equal to each plane of the same pixels as
+  // RGB: through the AVX2 planar passes (a 2x reduction, mirrored or not) and through the
+  // interleaved resize they fall back on (a 7x one, where 4 outputs read more than 16 pixels).
+  void grayRegionsResizeAsOnePlane() {
+    const int w = 301, h = 203;
+    std::vector<std::uint8_t> gray(static_cast<std::size_t>(w) * h + kResampleSlack), rgb(gray.size() * 3);
+    std::uint32_t state = 7;
+    for (int i = 0; i < w * h; ++i) {
+      state = state * 1664525u + 1013904223u;
+      gray[i] = static_cast<std::uint8_t>((i % w) + (state >> 29));  // a ramp with noise
+      rgb[3 * i] = rgb[3 * i + 1] = rgb[3 * i + 2] = gray[i];
+    }
+    RgbRegion g{gray.data(), w, {0, 0, w, h}, 1}, c{rgb.data(), 3 * w, {0, 0, w, h}, 3};
+    for (const auto& [ow, oh] : {std::pair{150, 101}, std::pair{43, 29}})
+      for (bool mirror : {false, true}) {
+        ResampleAxis ha, va;
+        bilinearAxis(w, 0, w, ow, ha);
+        bilinearAxis(h, 0, h, oh, va);
+        const std::size_t plane = static_cast<std::size_t>(ow) * oh;
+        std::vector<std::uint8_t> a(plane * 3, 0xAA), b(plane * 3, 0xAA);
+        PlanarScratch sa, sb;
+        resampleRgbPlanar(g, 0, 0, ha, 0, ow, va, 0, oh, PlanarOut{a.data(), ow, static_cast<std::ptrdiff_t>(plane), mirror}, sa);
+        resampleRgbPlanar(c, 0, 0, ha, 0, ow, va, 0, oh, PlanarOut{b.data(), ow, static_cast<std::ptrdiff_t>(plane), mirror}, sb);
+        const auto at = [&](const std::vector<std::uint8_t>& v, int k) { return std::vector<std::uint8_t>(v.begin() + k * plane, v.begin() + (k + 1) * plane); };
+        QVERIFY(at(b, 0) == at(b, 1) && at(b, 1) == at(b, 2));
+        QVERIFY2(at(a, 0) == at(b, 0), qPrintable(QString("%1x%2 mirror %3").arg(ow).arg(oh).arg(mirror)));
+        QVERIFY(at(a, 1) == std::vector<std::uint8_t>(plane, 0xAA));  // plane 0 only
+        QVERIFY(at(a, 0) != std::vector<std::uint8_t>(plane, 0xAA));
+      }
   }
 
   // Random transforms draw from (seed, epoch, sample): the same sample gives the same output from
