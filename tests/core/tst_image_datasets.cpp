@@ -246,22 +246,15 @@ class TestImageDatasets : public QObject {
     QFETCH(QString, transforms);
     const bool png = files == "png";
     QString root = photos_;
-    if (files == "gray") {
-      root = tmp_.filePath("photos-gray");
+    if (files != "photos") {
+      // Every photo converted by PIL: to RGB PNGs, or to gray (mode L) JPEGs at quality 90.
+      root = tmp_.filePath("photos-" + files);
+      const QString save = png ? "convert('RGB').save(o)" : "convert('L').save(o, quality=90)";
       const auto r = runPythonArgs({"-c", "import sys, os, glob; from PIL import Image; "
-                                    "[(os.makedirs(os.path.dirname(o), exist_ok=True), Image.open(f).convert('L').save(o, quality=90)) "
+                                    "[(os.makedirs(os.path.dirname(o), exist_ok=True), Image.open(f)." + save + ") "
                                     "for f in sorted(glob.glob(sys.argv[1] + '/*/*.*')) if not f.endswith('.txt') "
-                                    "for o in [sys.argv[2] + f[len(sys.argv[1]):].rsplit('.', 1)[0] + '.jpg']]",
-                                    photos_, root});
-      QVERIFY2(r.exitCode == 0, r.err.constData());
-    }
-    if (png) {
-      root = tmp_.filePath("photos-png");
-      const auto r = runPythonArgs({"-c", "import sys, os, glob; from PIL import Image; "
-                                    "[(os.makedirs(os.path.dirname(o), exist_ok=True), Image.open(f).convert('RGB').save(o)) "
-                                    "for f in sorted(glob.glob(sys.argv[1] + '/*/*.*')) if not f.endswith('.txt') "
-                                    "for o in [sys.argv[2] + f[len(sys.argv[1]):].rsplit('.', 1)[0] + '.png']]",
-                                    photos_, root});
+                                    "for o in [sys.argv[2] + f[len(sys.argv[1]):].rsplit('.', 1)[0] + sys.argv[3]]]",
+                                    photos_, root, png ? ".png" : ".jpg"});
       QVERIFY2(r.exitCode == 0, r.err.constData());
     }
     const std::uint64_t seed = 11;
