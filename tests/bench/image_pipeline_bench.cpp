@@ -8,25 +8,29 @@
 // drifts by several per cent from run to run; the best of many short passes here tells a change
 // of a few per cent in one stage from that drift.
 //
-//   stoker_image_pipeline_bench DIR [--transforms T] [--limit N] [--passes P] [--no-index]
+//   stoker_image_pipeline_bench DIR [--transforms T] [--limit N] [--passes P] [--no-index] [--huge-pages]
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
-#include <sys/mman.h>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
 #include <vector>
 
+#include <sys/mman.h>
+
 #include "image/image_pipeline.h"
 #include "image/jpeg_scan_index.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s DIR [--transforms T] [--limit N] [--passes P] [--no-index]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s DIR [--transforms T] [--limit N] [--passes P] [--no-index] [--huge-pages]\n", argv[0]);
     return 2;
   }
   std::string transforms = "RandomResizedCrop(224),RandomHorizontalFlip(),Normalize(imagenet)";
@@ -69,7 +73,7 @@ int main(int argc, char** argv) {
   constexpr std::size_t kHuge = std::size_t{2} << 20;
   const std::size_t batchBytes = (sampleBytes * kBatch + kHuge - 1) / kHuge * kHuge;
   auto* slot0 = static_cast<std::uint8_t*>(std::aligned_alloc(kHuge, batchBytes));
-  if (hugePages) madvise(slot0, batchBytes, MADV_HUGEPAGE);
+  if (hugePages) madvise(slot0, batchBytes, MADV_HUGEPAGE);  // before the first touch, as the loader does
   stoker::JpegIndexCache cache(static_cast<std::int64_t>(files.size()), std::size_t{1} << 30);
 
   double best = 1e30, bestDecode = 0, bestTransform = 0;
@@ -87,5 +91,17 @@ int main(int argc, char** argv) {
   const double n = static_cast<double>(files.size());
   std::printf("{\"images\": %zu, \"index\": %s, \"us_per_image\": %.1f, \"decode_us\": %.1f, \"transform_us\": %.1f}\n",
               files.size(), index ? "true" : "false", best / n * 1e6, bestDecode / n * 1e6, bestTransform / n * 1e6);
+  std::free(slot0);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {  // a missing folder, a bad image or transform text
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
 }
