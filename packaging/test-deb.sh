@@ -42,7 +42,10 @@ for f in ./usr/bin/stoker ./usr/lib/stoker/stoker-torch ./usr/bin/stoker-workben
          ./usr/share/icons/hicolor/scalable/apps/stoker.svg \
          ./usr/share/metainfo/io.github.stoker.workbench.metainfo.xml \
          ./usr/lib/python3/dist-packages/stoker_probe/__init__.py \
-         ./usr/lib/python3/dist-packages/stoker_probe/__main__.py; do
+         ./usr/lib/python3/dist-packages/stoker_probe/__main__.py \
+         ./usr/lib/python3/dist-packages/stoker/__init__.py \
+         ./usr/lib/python3/dist-packages/stoker/_build_info.py \
+         ./usr/lib/python3/dist-packages/stoker/libstoker_c.so; do
   grep -q " $f\$" <<<"$contents" || fail "the package lacks $f"
 done
 
@@ -89,7 +92,14 @@ for _ in stoker_probe.watch(range(3), publish='file:$tmp/probe.jsonl'): pass
 stoker_probe.shutdown()" || fail "python3 -c 'import stoker_probe'"
 grep -q '"source":"python"' "$tmp/probe.jsonl" || fail "the installed probe published nothing"
 "${clean_env[@]}" /usr/bin/python3 -m stoker_probe --help | grep -q 'publish' || fail "python3 -m stoker_probe --help"
+# The Python package imports from the installed copy (no PYTHONPATH) and iterates a loader.
+"${clean_env[@]}" /usr/bin/python3 -c "import stoker, torch
+loader = stoker.Loader((torch.arange(10.0).reshape(5, 2), torch.arange(5)), batch_size=2)
+assert [y.tolist() for _, y in loader] == [[0, 1], [2, 3], [4]]
+assert stoker.__file__.startswith('/usr/lib/python3/dist-packages/')" || fail "python3 -c 'import stoker' (installed)"
 if [[ -d /usr/share/datasets/fashion-mnist ]]; then
+  "${clean_env[@]}" /usr/bin/python3 -c "import stoker
+assert sum(x.shape[0] for x, _ in stoker.Loader('fashion-mnist', batch_size=1000)) == 60000" || fail "stoker.Loader('fashion-mnist') (installed)"
   "${clean_env[@]}" /usr/bin/stoker-demo-trainer --epochs 1 --max-steps 20 >/dev/null 2>&1 || fail "stoker-demo-trainer"
 fi
-log "ok: the package installs, and stoker, stoker-workbench (4 workspaces), stoker-demo-trainer and the Python probe run"
+log "ok: the package installs, and stoker, stoker-workbench (4 workspaces), stoker-demo-trainer, the Python probe and the Python package run"

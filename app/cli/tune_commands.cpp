@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "data/dataset.h"
 #include "data/loader_tune.h"
+#include "tune_json.h"
 #include "util/byte_size.h"
 #include "util/error.h"
 #include "util/progress.h"
@@ -36,12 +37,6 @@ double parseBudget(const std::string& text) {
   if (text.empty() || end == text.c_str() || scale == 0 || !(v > 0) || v * scale > 86400)
     throwBadInput("--budget", "must be a time such as 60s, 90 or 2m, up to a day (got \"" + text + "\")");
   return v * scale;
-}
-
-nlohmann::json measurementJson(const Measurement& m) {
-  return {{"samples_per_s", m.samplesPerS}, {"ci95_samples_per_s", m.ciHalfWidth}, {"median", m.median},
-          {"p10", m.p10},                   {"p90", m.p90},                       {"windows", m.windows},
-          {"seconds", m.seconds},           {"converged", m.converged},           {"mode", m.mode}};
 }
 
 void runTune(const TuneArgs& a) {
@@ -84,23 +79,7 @@ void runTune(const TuneArgs& a) {
   if (!a.json)
     for (const auto& n : r.notes) std::fprintf(stderr, "note: %s\n", n.c_str());
   if (a.json) {
-    nlohmann::json trials = nlohmann::json::array();
-    for (const auto& t : r.trials)
-      trials.push_back({{"change", t.change}, {"measurement", measurementJson(t.measurement)}, {"error", t.error}});
-    const nlohmann::json doc = {{"dataset", a.dataset},
-                                {"device", a.device},
-                                {"budget_s", spec.budgetSeconds},
-                                {"seconds", r.seconds},
-                                {"passes", r.passes},
-                                {"budget_spent", r.budgetSpent},
-                                {"best_change", r.bestChange},
-                                {"best", measurementJson(r.bestMeasurement)},
-                                {"start", measurementJson(r.startMeasurement)},
-                                {"within_noise", r.withinNoise},
-                                {"confidence", r.confidence},
-                                {"notes", r.notes},
-                                {"options", nlohmann::json::parse(loaderOptionsToJson(r.best))},
-                                {"trials", trials}};
+    const nlohmann::json doc = tuneJson(r, a.dataset, a.device, spec.budgetSeconds);
     std::printf("%s\n", doc.dump(2).c_str());
     return;
   }

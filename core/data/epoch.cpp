@@ -273,6 +273,7 @@ Produced produceBatch(EpochState& s, std::int64_t b, WorkerStatus& status, Clock
     batch.names.push_back(c.fields[f].name);
     batch.tensors.push_back(viewField(c, f, out->data() + c.fieldOffsets[f], count, out, !reuse));
   }
+  if (reuse) batch.buffers = out;
   p.output = out;
   p.batch = std::move(batch);
   p.latencyMs = 1e3 * seconds(Clock::now() - start);
@@ -377,6 +378,30 @@ void Epoch::closeFeed() {
 
 std::int64_t Epoch::batches() const { return state_ ? state_->batchCount : 0; }
 
+bool Epoch::waitReady(std::chrono::milliseconds wait) {
+  if (!state_) return true;
+  EpochState& s = *state_;
+  if (s.waitingFor != s.consumed) {
+    s.waitingFor = s.consumed;
+    s.waitingSince = Clock::now();
+  }
+  if (s.workerCount == 0) return true;  // next() produces the batch on this thread
+  const auto until = Clock::now() + wait;
+  std::unique_lock<std::mutex> lock(s.mutex);
+  const std::size_t at = static_cast<std::size_t>(s.consumed % s.depth);
+  for (;;) {
+    if (s.finished || s.stopped || s.consumed >= s.batchCount || s.slots[at].index == s.consumed) return true;
+    // next() would help: produce the next unclaimed batch itself (see next()).
+    if (s.core->options.timeout <= 0 && s.nextClaim < s.batchCount && s.nextClaim < s.consumed + s.depth) return true;
+    const auto now = Clock::now();
+    if (now >= until) return false;
+    s.readyCv.wait_until(lock, std::min(until, now + std::chrono::milliseconds(20)));
+    const LoaderCore& c = *s.core;
+    if (c.cancel && c.cancel->cancelled()) return true;
+    if (c.options.timeout > 0 && seconds(Clock::now() - s.waitingSince) > c.options.timeout) return true;
+  }
+}
+
 std::optional<Batch> Epoch::next() {
   if (!state_) return std::nullopt;
   EpochState& s = *state_;
@@ -385,7 +410,8 @@ std::optional<Batch> Epoch::next() {
     std::lock_guard<std::mutex> lock(s.mutex);
     if (s.finished) return std::nullopt;
   }
-  const auto asked = Clock::now();
+  const auto asked = s.waitingFor == s.consumed ? s.waitingSince : Clock::now();
+  s.waitingFor = -1;
   if (!s.started) {
     s.started = true;
     s.firstAsk = asked;

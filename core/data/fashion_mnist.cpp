@@ -32,7 +32,7 @@ LabeledImages loadFashionMnist(const std::string& dir, Split split) {
 
   const std::uint64_t n = raw.elementCount();
   auto pixels = std::make_shared<std::vector<float>>(n);
-  for (std::uint64_t i = 0; i < n; ++i) (*pixels)[i] = static_cast<float>(raw.data[i]) * (1.0f / 255.0f);
+  for (std::uint64_t i = 0; i < n; ++i) (*pixels)[i] = static_cast<float>(raw.data[i]) / 255.0f;  // as torchvision's ToTensor: bit for bit
   auto labels = std::make_shared<std::vector<std::int64_t>>(rawLabels.data, rawLabels.data + rawLabels.nbytes);
 
   LabeledImages out;

@@ -295,7 +295,15 @@ void Loader::setTelemetryCollectives(const std::string& backend) { core_->collec
 
 Epoch Loader::epoch(std::int64_t e) {
   if (e < 0) throwBadInput("epoch " + std::to_string(e), "must be non-negative");
-  std::vector<std::int64_t> order = epochIndicesFor(*core_->dataset, core_->options, e);
+  return epochOver(e, epochIndicesFor(*core_->dataset, core_->options, e));
+}
+
+Epoch Loader::epochOver(std::int64_t e, std::vector<std::int64_t> order) {
+  if (e < 0) throwBadInput("epoch " + std::to_string(e), "must be non-negative");
+  const std::int64_t size = core_->dataset->size();
+  for (const std::int64_t i : order)
+    if (i < 0 || i >= size)
+      throwBadInput("sample " + std::to_string(i), "out of range for " + std::to_string(size) + " samples");
   const auto n = static_cast<std::int64_t>(order.size());
   const std::int64_t bs = core_->options.batch_size;
   const std::int64_t batches = core_->options.drop_last ? n / bs : (n + bs - 1) / bs;

@@ -44,6 +44,10 @@ struct Batch {
   std::vector<std::string> names;
   std::vector<at::Tensor> tensors;
   at::Tensor indices;      // the samples in this batch (int64, host)
+  // reuse_buffers: the pooled block the tensors view, which the epoch hands out again after the
+  // next batch unless someone else holds it. A consumer that keeps the tensors longer (the Python
+  // binding: a script may keep any batch) holds this too. Empty otherwise: the tensors hold it.
+  std::shared_ptr<void> buffers;
 
   std::int64_t size() const { return tensors.empty() ? 0 : tensors[0].size(0); }
   std::int64_t nbytes() const;
@@ -79,6 +83,11 @@ class Epoch {
   // Error(Cancelled) when the loader's cancel token fires.
   std::optional<Batch> next();
   std::int64_t batches() const;  // so far, for a fed epoch
+  // Waits up to `wait` for the next batch; true once next() would not wait for another thread
+  // (the batch is ready, the epoch is over or failed, or the caller would produce it itself).
+  // Lets a caller that must stay responsive (a Python thread checking for Ctrl-C) wait in
+  // slices; the data-wait time in telemetry counts from the first call for a batch.
+  bool waitReady(std::chrono::milliseconds wait);
   void stop();
 
   // A fed epoch (Loader::openEpoch) serves the batches given here, in
@@ -160,6 +169,10 @@ class Loader {
   // Starts epoch `e` (re-sizes the prefetch depth first). Throws
   // Error(BadInput) while another epoch of this loader is still alive.
   Epoch epoch(std::int64_t e);
+  // Starts epoch `e` serving `order` (sample indices, e.g. what is left of an interrupted epoch)
+  // in batches of batch_size, the last one dropped or short as drop_last says. Transforms draw as
+  // they would in epoch `e`. Throws Error(BadInput) for an index out of range.
+  Epoch epochOver(std::int64_t e, std::vector<std::int64_t> order);
   // Starts epoch `e` with no order of its own: the caller feeds it batch by
   // batch (Epoch::feed) up to `capacity` samples. The multi-device loader
   // feeds each device the slices the plan gives it.

@@ -113,6 +113,10 @@ struct EpochState {
   std::shared_ptr<BufferLease> heldForReuse;
   bool started = false;
   Clock::time_point firstAsk, lastReturn;
+  // Epoch::waitReady for batch `waitingFor` began at `waitingSince`: next() counts the data wait
+  // from there (consumer thread only).
+  std::int64_t waitingFor = -1;
+  Clock::time_point waitingSince;
   double waitTotal = 0;
   std::int64_t samples = 0, bytes = 0;
   std::array<double, 5> stageTotals{};

@@ -1,0 +1,227 @@
+// c_api_loader: the loader and its epochs for the Python package (stoker_c.h). Batches leave as
+// DLPack views of the core's own tensors: no copy, and the buffer-pool lease stays with the tensor,
+// so a block is recycled only once Python has released every tensor viewing it.
+#include <ATen/DLConvertor.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "c_api_util.h"
+#include "data/dataset.h"
+#include "data/datasets/tensor_dataset.h"
+#include "data/device.h"
+#include "data/loader.h"
+#include "telemetry/telemetry_publisher.h"
+#include "util/error.h"
+
+using namespace stoker;
+using namespace stoker::capi;
+
+namespace {
+
+// Sets the record's `loader` name before passing it on (several loaders in one script).
+class NamedObserver : public TelemetryObserver {
+ public:
+  NamedObserver(std::shared_ptr<TelemetryObserver> next, std::string name) : next_(std::move(next)), name_(std::move(name)) {}
+  void onRecord(const TelemetryRecord& record) override {
+    TelemetryRecord named = record;
+    named.loader = name_;
+    next_->onRecord(named);
+  }
+
+ private:
+  std::shared_ptr<TelemetryObserver> next_;
+  std::string name_;
+};
+
+}  // namespace
+
+struct StokerLoader {
+  std::shared_ptr<TelemetryPublisher> publisher;  // outlives the loader: its last records get out
+  std::unique_ptr<Loader> loader;
+  ~StokerLoader() {
+    loader.reset();
+    if (publisher) publisher->flush(500);
+  }
+};
+
+struct StokerEpoch {
+  std::optional<Epoch> epoch;
+};
+
+namespace {
+
+StokerLoader* makeLoader(std::shared_ptr<Dataset> dataset, const LoaderOptions& options, const char* device,
+                         const char* publishJson, const char* name, int telemetryRank) {
+  auto made = std::make_unique<StokerLoader>();
+  if (publishJson && *publishJson) {
+    const auto addresses = nlohmann::json::parse(publishJson).get<std::vector<std::string>>();
+    if (!addresses.empty()) made->publisher = std::make_shared<TelemetryPublisher>(addresses);
+  }
+  made->loader = std::make_unique<Loader>(std::move(dataset), options, DeviceSpec::parse(device && *device ? device : "cpu"));
+  if (made->publisher) {
+    std::shared_ptr<TelemetryObserver> observer = made->publisher;
+    if (name && *name) observer = std::make_shared<NamedObserver>(observer, name);
+    made->loader->addObserver(observer);
+  }
+  if (telemetryRank >= 0) made->loader->setTelemetryRank(telemetryRank);
+  return made.release();
+}
+
+LoaderOptions optionsFrom(const char* optionsJson) {
+  return loaderOptionsFromJson(optionsJson && *optionsJson ? optionsJson : "{}", "options");
+}
+
+nlohmann::json epochJson(const EpochSummary& e) {
+  nlohmann::json stages = nlohmann::json::object();
+  for (const auto& [stage, s] : e.stageSeconds) stages[stage] = s;
+  return {{"epoch", e.epoch},          {"batches", e.batches},     {"samples", e.samples},
+          {"bytes", e.bytes},          {"seconds", e.seconds},     {"data_wait_s", e.waitSeconds},
+          {"prefetch_depth", e.depth}, {"completed", e.completed}, {"stage_seconds", stages},
+          {"skipped", e.skipped},      {"first_skipped", e.firstSkipped}};
+}
+
+}  // namespace
+
+extern "C" {
+
+StokerLoader* stoker_loader_open(const char* spec, const char* optionsJson, const char* device, const char* publishJson,
+                                 const char* name, int telemetryRank) {
+  return guarded<>(static_cast<StokerLoader*>(nullptr), [&] {
+    const LoaderOptions options = optionsFrom(optionsJson);
+    const std::string text = spec ? spec : "";
+    if (!options.transforms.empty() && !datasetTakesTransforms(text))
+      throwBadInput("transforms", "only image datasets (imagefolder:, wds:) take transforms; " + text + " does not decode images");
+    return makeLoader(openDataset(text, options), options, device, publishJson, name, telemetryRank);
+  });
+}
+
+StokerLoader* stoker_loader_from_dlpack(void* const* tensors, int count, const char* namesJson, const char* optionsJson,
+                                        const char* device, const char* publishJson, const char* name, int telemetryRank) {
+  // Take ownership of every tensor first, so none leaks when a later step fails.
+  std::vector<at::Tensor> fields;
+  std::string failure;
+  for (int i = 0; i < count; ++i) {
+    try {
+      fields.push_back(at::fromDLPack(static_cast<DLManagedTensor*>(tensors[i])));
+    } catch (const std::exception& e) {
+      auto* t = static_cast<DLManagedTensor*>(tensors[i]);
+      if (t && t->deleter) t->deleter(t);
+      if (failure.empty()) failure = e.what();
+    }
+  }
+  return guarded<>(static_cast<StokerLoader*>(nullptr), [&] {
+    if (!failure.empty()) throwBadInput("tensors", failure);
+    const auto names = nlohmann::json::parse(namesJson ? namesJson : "[]").get<std::vector<std::string>>();
+    if (names.size() != fields.size()) throwBadInput("tensors", "one name per tensor");
+    if (fields.empty()) throwBadInput("tensors", "give at least one tensor");
+    for (std::size_t f = 0; f < fields.size(); ++f) {
+      const at::Tensor& t = fields[f];
+      if (!t.device().is_cpu())
+        throwBadInput(names[f], "is on " + t.device().str() + ": give CPU tensors (Stoker moves them to `device` itself, "
+                                "resident when they fit)");
+      if (t.dim() < 1) throwBadInput(names[f], "needs a sample dimension (dim 0); it is a scalar");
+      if (!t.is_contiguous()) throwBadInput(names[f], "is not contiguous (call .contiguous() first)");
+      if (t.size(0) != fields[0].size(0))
+        throwBadInput(names[f], "has " + std::to_string(t.size(0)) + " samples, " + names[0] + " has " +
+                                    std::to_string(fields[0].size(0)) + ": tensors must share dim 0");
+    }
+    const LoaderOptions options = optionsFrom(optionsJson);
+    if (!options.transforms.empty()) throwBadInput("transforms", "only image datasets take transforms, not tensors");
+    auto dataset = std::make_shared<TensorDataset>("tensors from Python", names, fields);
+    return makeLoader(std::move(dataset), options, device, publishJson, name, telemetryRank);
+  });
+}
+
+void stoker_loader_free(StokerLoader* loader) {
+  try {
+    delete loader;
+  } catch (...) {
+  }
+}
+
+char* stoker_loader_describe(StokerLoader* handle) {
+  return guarded<>(static_cast<char*>(nullptr), [&] {
+    const Loader& l = *handle->loader;
+    nlohmann::json fields = nlohmann::json::array();
+    for (const FieldSpec& f : l.dataset().fields())
+      fields.push_back({{"name", f.name}, {"dtype", std::string(c10::toString(f.dtype))}, {"shape", f.sampleShape}});
+    const DeviceMemory m = l.memory();
+    nlohmann::json doc = {{"description", l.dataset().description()},
+                          {"samples", l.dataset().size()},
+                          {"batches", l.batchesPerEpoch()},
+                          {"samples_per_epoch", l.samplesPerEpoch()},
+                          {"mode", loadingModeName(l.mode())},
+                          {"prefetch_depth", l.prefetchDepth()},
+                          {"device", l.device().name()},
+                          {"notes", l.notes()},
+                          {"fields", fields},
+                          {"memory", {{"total", m.total}, {"free", m.free}, {"used", m.used}, {"reserved", m.reserved},
+                                      {"allocated", m.allocated}}},
+                          {"pool_allocations", l.poolAllocations()},
+                          {"options", nlohmann::json::parse(loaderOptionsToJson(l.options()))}};
+    const EpochSummary last = l.lastEpoch();
+    doc["last_epoch"] = last.epoch >= 0 ? epochJson(last) : nlohmann::json(nullptr);
+    if (handle->publisher)
+      doc["telemetry"] = {{"sent", handle->publisher->sent()}, {"dropped", handle->publisher->dropped()}};
+    return copyString(doc.dump());
+  });
+}
+
+int64_t stoker_loader_order(StokerLoader* handle, int64_t epoch, int64_t* out, int64_t capacity) {
+  return guarded<>(std::int64_t{-1}, [&] {
+    if (epoch < 0) throwBadInput("epoch " + std::to_string(epoch), "must be non-negative");
+    const Loader& l = *handle->loader;
+    const std::vector<std::int64_t> order = epochIndicesFor(l.dataset(), l.options(), epoch);
+    const auto n = static_cast<std::int64_t>(order.size());
+    for (std::int64_t i = 0; i < n && i < capacity; ++i) out[i] = order[static_cast<std::size_t>(i)];
+    return n;
+  });
+}
+
+StokerEpoch* stoker_epoch_start(StokerLoader* handle, int64_t epoch, const int64_t* order, int64_t count) {
+  return guarded<>(static_cast<StokerEpoch*>(nullptr), [&] {
+    auto made = std::make_unique<StokerEpoch>();
+    if (order)
+      made->epoch.emplace(handle->loader->epochOver(epoch, std::vector<std::int64_t>(order, order + count)));
+    else
+      made->epoch.emplace(handle->loader->epoch(epoch));
+    return made.release();
+  });
+}
+
+int stoker_epoch_wait(StokerEpoch* handle, int waitMs) {
+  return guarded<>(-1, [&] { return handle->epoch->waitReady(std::chrono::milliseconds(waitMs)) ? 1 : 0; });
+}
+
+int stoker_epoch_next(StokerEpoch* handle, void** fields, int capacity, void** indices) {
+  return guarded<>(-1, [&] {
+    std::optional<Batch> batch = handle->epoch->next();
+    if (!batch) return 0;
+    const int n = static_cast<int>(batch->tensors.size());
+    if (n > capacity) throwBadInput("batch", std::to_string(n) + " fields, room for " + std::to_string(capacity));
+    for (int f = 0; f < n; ++f) {
+      const at::Tensor& t = batch->tensors[static_cast<std::size_t>(f)];
+      // reuse_buffers: the tensor Python gets holds the block too, so the pool recycles it only
+      // once Python has released the batch (a script may keep any batch as long as it likes).
+      fields[f] = at::toDLPack(batch->buffers ? at::from_blob(t.data_ptr(), t.sizes(), t.strides(),
+                                                              [keep = batch->buffers](void*) {}, t.options())
+                                              : t);
+    }
+    if (indices) *indices = at::toDLPack(batch->indices);
+    return n;
+  });
+}
+
+void stoker_epoch_free(StokerEpoch* handle) {
+  try {
+    delete handle;
+  } catch (...) {
+  }
+}
+
+}  // extern "C"

@@ -1,0 +1,95 @@
+/* stoker_c.h: the C ABI the Python package `stoker` loads with ctypes (python/stoker/_native.py).
+ *
+ * Why a C ABI and not a CPython extension: the module must be built against the libtorch that the
+ * Python process imports (Debian's 1.13 here, PyTorch 2.x's wheel on GPU machines), and neither
+ * Python.h nor pybind11 is guaranteed where that libtorch is (pip wheels ship no Python headers
+ * for the interpreter, Debian needs python3-dev). A plain C ABI depends on libtorch's C++ ABI only,
+ * like torchcodec's ops library; tensors cross it as DLPack (DLManagedTensor*), which torch turns
+ * into a torch.Tensor without a copy (torch.utils.dlpack.from_dlpack) and back (to_dlpack).
+ * ctypes releases the GIL for every call, so the core loads while Python threads run.
+ *
+ * Conventions: a function returning a pointer returns NULL on error, one returning int returns -1;
+ * stoker_last_error() / stoker_last_error_kind() then say why (per thread). Strings returned as
+ * char* are JSON documents the caller frees with stoker_free(). Nothing here throws. */
+#pragma once
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define STOKER_C_API __attribute__((visibility("default")))
+
+typedef struct StokerLoader StokerLoader;
+typedef struct StokerEpoch StokerEpoch;
+
+/* Error kinds (stoker::ErrorKind + 1; 0 = no error). */
+enum { STOKER_OK = 0, STOKER_BAD_INPUT = 1, STOKER_IO = 2, STOKER_CANCELLED = 3, STOKER_TIMEOUT = 4,
+       STOKER_OUT_OF_MEMORY = 5, STOKER_INTERNAL = 6 };
+STOKER_C_API const char* stoker_last_error(void);
+STOKER_C_API int stoker_last_error_kind(void);
+STOKER_C_API void stoker_free(char* text);
+
+/* {"stoker": version, "torch": the libtorch version compiled against, "cuda": bool, "abi": n}. */
+STOKER_C_API char* stoker_build_info(void);
+/* The options of a preset ("gpu_optimized", ...) as LoaderOptions JSON. */
+STOKER_C_API char* stoker_preset(const char* name, int rank, int world_size);
+/* Validates LoaderOptions JSON (unknown keys, types, ranges); returns it complete, every knob. */
+STOKER_C_API char* stoker_options_normalize(const char* options_json);
+/* [{"name", "export_only", "effect", "group", "pytorch"}] for every knob. */
+STOKER_C_API char* stoker_knobs(void);
+/* The dataset kinds openDataset takes, as a JSON array of lines. */
+STOKER_C_API char* stoker_dataset_kinds(void);
+/* `stoker plan --json` for a request {"samples", "world_size", "seed", "epoch", "shuffle",
+ * "drop_last", "batch_size", "weights", "step_ms", "resume_from"}. */
+STOKER_C_API char* stoker_plan(const char* request_json);
+
+/* A loader over a dataset spec (every kind `--dataset` takes). `publish_json`: a JSON array of
+ * telemetry addresses (may be NULL); `name` names the loader in telemetry (may be NULL or ""). */
+STOKER_C_API StokerLoader* stoker_loader_open(const char* spec, const char* options_json, const char* device,
+                                              const char* publish_json, const char* name, int telemetry_rank);
+/* A loader over tensors the caller holds: `count` DLManagedTensor* (ownership passes to the loader,
+ * also on error) sharing dim 0, named by `names_json` (a JSON array of strings). */
+STOKER_C_API StokerLoader* stoker_loader_from_dlpack(void* const* tensors, int count, const char* names_json,
+                                                     const char* options_json, const char* device,
+                                                     const char* publish_json, const char* name, int telemetry_rank);
+STOKER_C_API void stoker_loader_free(StokerLoader* loader);
+/* {"description", "samples", "batches", "samples_per_epoch", "mode", "prefetch_depth", "notes",
+ *  "fields": [{"name", "dtype", "shape"}], "options": {...}, "memory": {...}, "last_epoch": {...}}. */
+STOKER_C_API char* stoker_loader_describe(StokerLoader* loader);
+/* The sample order of `epoch` for this loader's rank (the sampler's, or the dataset's own): writes at
+ * most `capacity` indices to `out` and returns how many there are (call with capacity 0 to size). */
+STOKER_C_API int64_t stoker_loader_order(StokerLoader* loader, int64_t epoch, int64_t* out, int64_t capacity);
+
+/* Starts `epoch`: the sampler's order when `order` is NULL, else the `count` indices given (what is
+ * left of an interrupted epoch), cut into batches of batch_size. */
+STOKER_C_API StokerEpoch* stoker_epoch_start(StokerLoader* loader, int64_t epoch, const int64_t* order, int64_t count);
+/* 1 when stoker_epoch_next will not wait for another thread, 0 after `wait_ms` without, -1 on error. */
+STOKER_C_API int stoker_epoch_wait(StokerEpoch* epoch, int wait_ms);
+/* The next batch: writes one DLManagedTensor* per field to `fields` (at most `capacity`) and the
+ * batch's sample indices (int64, host) to `indices`; returns the field count, 0 after the last
+ * batch, -1 on error (a worker's error names the batch and the sample). */
+STOKER_C_API int stoker_epoch_next(StokerEpoch* epoch, void** fields, int capacity, void** indices);
+/* Stops the workers and frees the epoch's buffers (batches already handed out stay valid). */
+STOKER_C_API void stoker_epoch_free(StokerEpoch* epoch);
+
+/* Progress of a long operation: done and total units (bytes), the current item. A non-zero return
+ * cancels the operation (it then fails with STOKER_CANCELLED). Called from the core's threads. */
+typedef int (*stoker_progress_fn)(void* user, uint64_t done, uint64_t total, const char* item);
+
+/* `stoker ckpt inspect --json`. */
+STOKER_C_API char* stoker_ckpt_inspect(const char* path);
+/* `stoker ckpt convert --json`; `request_json`: {"to", "dtype", "memory_budget", "jobs", "resume",
+ * "force", "dry_run", "rank", "world_size", "include": [...], "exclude": [...]}. */
+STOKER_C_API char* stoker_ckpt_convert(const char* src, const char* dst, const char* request_json,
+                                       stoker_progress_fn progress, void* user);
+/* {"equal", "tensors_compared", "first_difference"}, as `stoker ckpt verify --json`. */
+STOKER_C_API char* stoker_ckpt_verify(const char* a, const char* b, stoker_progress_fn progress, void* user);
+/* The auto-tuner, as `stoker tune --json`; `request_json`: {"budget_s", "device"}. */
+STOKER_C_API char* stoker_tune(const char* spec, const char* options_json, const char* request_json,
+                               stoker_progress_fn progress, void* user);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,150 @@
+"""The C ABI of libstoker_c.so (python/native/stoker_c.h), loaded with ctypes.
+
+Why ctypes over a C ABI: the library must match the libtorch of the torch this process imports,
+and that is all it depends on -- no Python.h, no pybind11 (pip's torch wheels bring neither for
+the interpreter; Debian needs python3-dev). ctypes releases the GIL during every call, so the
+core's waits and the consumer's share of the work run while other Python threads go on.
+Tensors cross as DLPack capsules, without a copy, in both directions.
+"""
+
+import ctypes
+import json
+import os
+import re
+
+import torch
+import torch.utils.dlpack
+
+from . import _build_info
+
+
+def _release(version):
+    """'1.13.0a0+git' -> (1, 13, 0): the release a build and an import must share."""
+    m = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", version or "")
+    return tuple(int(x or 0) for x in m.groups()) if m else None
+
+
+def check_torch(imported=None, imported_cuda=None):
+    """Refuse a library built for another torch (its C++ ABI is the library's), naming both."""
+    imported = torch.__version__ if imported is None else imported
+    imported_cuda = torch.version.cuda is not None if imported_cuda is None else imported_cuda
+    built = _build_info.TORCH_VERSION
+    if _release(built) != _release(imported):
+        raise ImportError(
+            f"stoker: this build of Stoker's Python module was made for torch {built}, but this process "
+            f"imported torch {imported}; rebuild Stoker against it (cmake -DTorch_DIR=$(python3 -c "
+            f"'import torch; print(torch.utils.cmake_prefix_path)')/Torch)")
+    if _build_info.CUDA and not imported_cuda:
+        raise ImportError(f"stoker: built against a CUDA libtorch ({built}), but the imported torch {imported} has no CUDA")
+
+
+check_torch()
+
+_here = os.path.dirname(os.path.abspath(__file__))
+lib = ctypes.CDLL(os.path.join(_here, "libstoker_c.so"))
+
+_c_char_p = ctypes.c_char_p
+_void_p = ctypes.c_void_p
+_i64 = ctypes.c_int64
+PROGRESS = ctypes.CFUNCTYPE(ctypes.c_int, _void_p, ctypes.c_uint64, ctypes.c_uint64, _c_char_p)
+
+# Strings come back as malloc'd char* (c_void_p, so ctypes does not copy and lose the pointer).
+for name, args in {
+    "stoker_build_info": [],
+    "stoker_preset": [_c_char_p, ctypes.c_int, ctypes.c_int],
+    "stoker_options_normalize": [_c_char_p],
+    "stoker_knobs": [],
+    "stoker_dataset_kinds": [],
+    "stoker_plan": [_c_char_p],
+    "stoker_loader_describe": [_void_p],
+    "stoker_ckpt_inspect": [_c_char_p],
+    "stoker_ckpt_convert": [_c_char_p, _c_char_p, _c_char_p, PROGRESS, _void_p],
+    "stoker_ckpt_verify": [_c_char_p, _c_char_p, PROGRESS, _void_p],
+    "stoker_tune": [_c_char_p, _c_char_p, _c_char_p, PROGRESS, _void_p],
+}.items():
+    f = getattr(lib, name)
+    f.argtypes, f.restype = args, _void_p
+
+lib.stoker_last_error.restype = _c_char_p
+lib.stoker_last_error_kind.restype = ctypes.c_int
+lib.stoker_free.argtypes = [_void_p]
+lib.stoker_loader_open.argtypes = [_c_char_p, _c_char_p, _c_char_p, _c_char_p, _c_char_p, ctypes.c_int]
+lib.stoker_loader_open.restype = _void_p
+lib.stoker_loader_from_dlpack.argtypes = [ctypes.POINTER(_void_p), ctypes.c_int, _c_char_p, _c_char_p, _c_char_p,
+                                          _c_char_p, _c_char_p, ctypes.c_int]
+lib.stoker_loader_from_dlpack.restype = _void_p
+lib.stoker_loader_free.argtypes = [_void_p]
+lib.stoker_loader_order.argtypes = [_void_p, _i64, ctypes.POINTER(_i64), _i64]
+lib.stoker_loader_order.restype = _i64
+lib.stoker_epoch_start.argtypes = [_void_p, _i64, ctypes.POINTER(_i64), _i64]
+lib.stoker_epoch_start.restype = _void_p
+lib.stoker_epoch_wait.argtypes = [_void_p, ctypes.c_int]
+lib.stoker_epoch_wait.restype = ctypes.c_int
+lib.stoker_epoch_next.argtypes = [_void_p, ctypes.POINTER(_void_p), ctypes.c_int, ctypes.POINTER(_void_p)]
+lib.stoker_epoch_next.restype = ctypes.c_int
+lib.stoker_epoch_free.argtypes = [_void_p]
+
+_capsule_new = ctypes.pythonapi.PyCapsule_New
+_capsule_new.argtypes = [_void_p, _c_char_p, _void_p]
+_capsule_new.restype = ctypes.py_object
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.argtypes = [ctypes.py_object, _c_char_p]
+_capsule_pointer.restype = _void_p
+_capsule_set_name = ctypes.pythonapi.PyCapsule_SetName
+_capsule_set_name.argtypes = [ctypes.py_object, _c_char_p]
+_capsule_set_name.restype = ctypes.c_int
+_DLTENSOR = b"dltensor"
+_USED = b"used_dltensor"
+
+class CancelledError(RuntimeError):
+    """A long operation stopped because its progress callback asked it to."""
+
+
+def raise_last_error():
+    """The core's error of this thread as the Python exception a user expects."""
+    kind = lib.stoker_last_error_kind()
+    message = (lib.stoker_last_error() or b"").decode("utf-8", "replace")
+    if kind == 1:
+        raise ValueError(message)
+    if kind == 2:
+        if "No such file or directory" in message:
+            raise FileNotFoundError(message)
+        raise OSError(message)
+    if kind == 3:
+        raise CancelledError(message)
+    if kind == 4:
+        raise TimeoutError(message)
+    if kind == 5:
+        raise MemoryError(message)
+    raise RuntimeError(message or "stoker: unknown error")
+
+
+def take_json(pointer):
+    """A char* JSON answer: parsed and freed; NULL raises the core's error."""
+    if not pointer:
+        raise_last_error()
+    try:
+        return json.loads(ctypes.string_at(pointer).decode("utf-8", "replace"))
+    finally:
+        lib.stoker_free(pointer)
+
+
+def encode(text):
+    return None if text is None else str(text).encode("utf-8")
+
+
+def tensor_from_dlpack(pointer):
+    """A DLManagedTensor* from the core as a torch.Tensor viewing the same memory."""
+    return torch.utils.dlpack.from_dlpack(_capsule_new(pointer, _DLTENSOR, None))
+
+
+def dlpack_from_tensor(tensor):
+    """A DLManagedTensor* whose ownership passes to the core (the capsule is marked used)."""
+    capsule = torch.utils.dlpack.to_dlpack(tensor)
+    pointer = _capsule_pointer(capsule, _DLTENSOR)
+    _capsule_set_name(capsule, _USED)
+    return pointer
+
+
+def build_info():
+    return take_json(lib.stoker_build_info())

@@ -1,0 +1,100 @@
+"""Keyword arguments -> LoaderOptions JSON: DataLoader's names where the meaning is the same,
+LoaderOptions' knob names elsewhere, a preset or a saved options file underneath."""
+
+import json
+import os
+
+from . import _native
+
+# DataLoader's defaults where a script would otherwise change behaviour by switching.
+_DATALOADER_DEFAULTS = {"batch_size": 1, "shuffle": False, "drop_last": False}
+
+# DataLoader arguments that have no meaning for a loader that reads dataset specs natively.
+_NOT_TAKEN = {
+    "collate_fn": "Stoker collates its fields itself (one tensor per field, dim 0 = sample)",
+    "worker_init_fn": "Stoker's workers are threads of the core, not Python processes",
+    "batch_sampler": "give batch_size (and sampler=, weights= or rank=/world_size=) instead",
+    "generator": "give seed= (epoch e draws from seed + e, as DistributedSampler does)",
+    "pin_memory_device": "give device= (pinned staging is for that device)",
+}
+
+_SAMPLERS = {"random", "sequential", "distributed", "weighted", "random_with_replacement"}
+
+_knob_names = None
+
+
+def knob_names():
+    global _knob_names
+    if _knob_names is None:
+        _knob_names = [k["name"] for k in _native.take_json(_native.lib.stoker_knobs())]
+    return _knob_names
+
+
+def preset(name, rank=0, world_size=1):
+    """The LoaderOptions of a preset ("gpu_optimized", "distributed_optimized", "debug_mode")."""
+    return _native.take_json(_native.lib.stoker_preset(_native.encode(name), int(rank), int(world_size)))
+
+
+def _base(options, rank, world_size):
+    """The options underneath the keywords: a dict, a preset name or a saved JSON file."""
+    if options is None:
+        return dict(_DATALOADER_DEFAULTS)
+    if isinstance(options, dict):
+        return dict(options)
+    if isinstance(options, (str, os.PathLike)):
+        text = os.fspath(options)
+        if text.endswith(".json") or os.sep in text or os.path.exists(text):
+            if not os.path.exists(text):
+                raise FileNotFoundError(f"{text}: no such options file")
+            with open(text, encoding="utf-8") as f:
+                try:
+                    loaded = json.load(f)
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"{text}: not JSON: {e}") from None
+            if not isinstance(loaded, dict):
+                raise ValueError(f"{text}: a LoaderOptions file holds one JSON object")
+            return loaded
+        return preset(text, rank or 0, world_size or 1)
+    raise TypeError(f"options= takes a dict, a preset name or a LoaderOptions JSON file, not {type(options).__name__}")
+
+
+def distributed_env(rank, world_size):
+    """rank and world size: the arguments, else torchrun's RANK / WORLD_SIZE, else 0 of 1."""
+    if rank is None and "RANK" in os.environ:
+        rank = int(os.environ["RANK"])
+    if world_size is None and "WORLD_SIZE" in os.environ:
+        world_size = int(os.environ["WORLD_SIZE"])
+    return (0 if rank is None else int(rank)), (1 if world_size is None else int(world_size))
+
+
+def build(options=None, *, rank=None, world_size=None, sampler=None, prefetch_factor=None, **given):
+    """Validated LoaderOptions (every knob) from the keywords. Unknown keywords raise TypeError."""
+    for name in list(given):
+        if name in _NOT_TAKEN:
+            raise TypeError(f"stoker.Loader: {name}= is not taken: {_NOT_TAKEN[name]}")
+    unknown = [n for n in given if n not in knob_names()]
+    if unknown:
+        raise TypeError(f"stoker.Loader got unexpected keyword argument(s) {', '.join(map(repr, unknown))}; "
+                        f"it takes DataLoader's batch_size, shuffle, drop_last, num_workers, prefetch_factor, "
+                        f"pin_memory, timeout, persistent_workers, sampler and the LoaderOptions knobs "
+                        f"({', '.join(knob_names())})")
+    rank, world_size = distributed_env(rank, world_size)
+    merged = _base(options, rank, world_size)
+    merged.update({k: v for k, v in given.items() if v is not None})
+    if prefetch_factor is not None:
+        # DataLoader's prefetch_factor counts batches per worker; Stoker's prefetch is the whole ring.
+        merged["prefetch"] = int(prefetch_factor) * max(1, int(merged.get("num_workers", 2)))
+    if sampler is not None:
+        if not isinstance(sampler, str) or sampler not in _SAMPLERS:
+            raise TypeError(f"sampler= takes one of {sorted(_SAMPLERS)} (Stoker draws the order itself), "
+                            f"not {sampler!r}")
+        merged["sampler_type"] = sampler
+    if world_size > 1 or merged.get("sampler_type") == "distributed":
+        if world_size < 1 or not 0 <= rank < world_size:
+            raise ValueError(f"rank: must be in [0, {world_size}) (got {rank})")
+        if merged.get("sampler_type", "random") in ("random", "sequential", "distributed"):
+            if merged.get("sampler_type") == "sequential":
+                merged["shuffle"] = False
+            merged["sampler_type"] = "distributed"
+            merged["shard_rank"], merged["shard_world_size"] = rank, world_size
+    return _native.take_json(_native.lib.stoker_options_normalize(_native.encode(json.dumps(merged))))

@@ -1,0 +1,318 @@
+"""stoker.Loader: the core's loader in a training script, in place of torch.utils.data.DataLoader."""
+
+import atexit
+import ctypes
+import json
+import os
+import threading
+import weakref
+
+import torch
+
+from . import _native, _options
+from ._native import lib
+
+_live = weakref.WeakSet()  # loaders with a core handle: closed at exit and dropped in a fork's child
+_live_lock = threading.Lock()
+_WAIT_MS = 100  # how long one wait may keep Python from seeing Ctrl-C
+_MAX_FIELDS = 64
+
+
+def _tensors_of(dataset):
+    """(names, tensors, as_tuple) for tensors a script holds, else None."""
+    if isinstance(dataset, torch.utils.data.TensorDataset):
+        dataset = tuple(dataset.tensors)
+    if isinstance(dataset, dict) and dataset and all(isinstance(v, torch.Tensor) for v in dataset.values()):
+        return [str(k) for k in dataset], list(dataset.values()), False
+    if isinstance(dataset, (tuple, list)) and dataset and all(isinstance(v, torch.Tensor) for v in dataset):
+        return [f"tensor{i}" for i in range(len(dataset))], list(dataset), True
+    if isinstance(dataset, torch.Tensor):
+        return ["tensor0"], [dataset], True
+    return None
+
+
+def _refuse_dataset(dataset):
+    kinds = "\n  ".join(_native.take_json(lib.stoker_dataset_kinds()))
+    raise TypeError(
+        f"stoker.Loader reads datasets natively and cannot iterate a Python {type(dataset).__name__}: give a "
+        f"dataset spec string or tensors (a tuple or dict of tensors sharing dim 0, or a TensorDataset). "
+        f"Specs:\n  {kinds}")
+
+
+class Loader:
+    """The Stoker loader over a dataset spec or tensors, iterated like a DataLoader.
+
+    Each ``for`` starts the next epoch (``set_epoch`` chooses it) and yields ``(images, labels)``,
+    ``(input, target)`` -- the dataset's fields in order -- or ``{field: tensor}`` with
+    ``as_dict=True``, as torch tensors on ``device`` that view the core's buffers (no copy). A batch
+    stays valid while Python holds it: its buffer goes back to the pool when the last tensor viewing
+    it is freed. On CUDA the batch is ready on the stream current when it is taken; using it on
+    another stream needs ``tensor.record_stream(stream)`` as for any tensor handed between streams.
+    """
+
+    def __init__(self, dataset, *, batch_size=None, shuffle=None, drop_last=None, num_workers=None,
+                 prefetch_factor=None, prefetch=None, pin_memory=None, persistent_workers=None, timeout=None,
+                 sampler=None, seed=None, transforms=None, device="cpu", options=None, publish=None, name=None,
+                 rank=None, world_size=None, as_dict=False, **knobs):
+        self._handle = None
+        self._iterator = None
+        self.as_dict = bool(as_dict)
+        self.rank, self.world_size = _options.distributed_env(rank, world_size)
+        given = dict(batch_size=batch_size, shuffle=shuffle, drop_last=drop_last, num_workers=num_workers,
+                     prefetch=prefetch, pin_memory=pin_memory, persistent_workers=persistent_workers,
+                     timeout=timeout, seed=seed, transforms=transforms, **knobs)
+        self.options = _options.build(options, rank=rank, world_size=world_size, sampler=sampler,
+                                      prefetch_factor=prefetch_factor, **given)
+        self.device = self._device_name(device)
+        if publish is None and os.environ.get("STOKER_PUBLISH"):
+            publish = os.environ["STOKER_PUBLISH"].split(",")
+        if isinstance(publish, str):
+            publish = [publish]
+        publish_json = _native.encode(json.dumps(list(publish))) if publish else None
+        options_json = _native.encode(json.dumps(self.options))
+        held = _tensors_of(dataset)
+        if held is not None:
+            names, tensors, self._as_tuple = held
+            tensors = [t.contiguous() for t in tensors]
+            pointers = (ctypes.c_void_p * len(tensors))(*[_native.dlpack_from_tensor(t) for t in tensors])
+            handle = lib.stoker_loader_from_dlpack(pointers, len(tensors), _native.encode(json.dumps(names)),
+                                                   options_json, _native.encode(self.device), publish_json,
+                                                   _native.encode(name), self.rank)
+            self.spec = None
+        elif isinstance(dataset, (str, os.PathLike)):
+            self._as_tuple = True
+            self.spec = os.fspath(dataset)
+            handle = lib.stoker_loader_open(_native.encode(self.spec), options_json, _native.encode(self.device),
+                                            publish_json, _native.encode(name), self.rank)
+        else:
+            _refuse_dataset(dataset)
+        if not handle:
+            _native.raise_last_error()
+        self._handle = handle
+        with _live_lock:
+            _live.add(self)
+        info = self.describe()
+        self.fields = [f["name"] for f in info["fields"]]
+        self._samples = info["samples"]
+        self._batches = info["batches"]
+        self._next_epoch = 0
+        self._resume = None  # (epoch, global samples already consumed) from load_state_dict
+        self._state = {"epoch": 0, "consumed": 0, "done": False}
+
+    @classmethod
+    def from_options(cls, path, dataset, **kwargs):
+        """A loader with the options the workbench (or `stoker tune --save-options`) saved to `path`."""
+        return cls(dataset, options=os.fspath(path), **kwargs)
+
+    @staticmethod
+    def _device_name(device):
+        text = str(device)
+        if text == "cuda" and torch.cuda.is_available():
+            text = f"cuda:{torch.cuda.current_device()}"
+        return text
+
+    # --- what a DataLoader offers ---------------------------------------------------------------
+
+    def __len__(self):
+        return self._batches
+
+    def set_epoch(self, epoch):
+        """The epoch the next ``for`` runs (its order is the sampler's for seed + epoch)."""
+        if int(epoch) < 0:
+            raise ValueError(f"epoch: must be non-negative (got {epoch})")
+        self._next_epoch = int(epoch)
+
+    def __iter__(self):
+        self._close_iterator()
+        epoch = self._next_epoch
+        order, start = None, 0
+        if self._resume is not None and self._resume[0] == epoch:
+            start = self._resume[1]
+            order = self._remaining_order(epoch, start)
+        self._resume = None
+        self._next_epoch = epoch + 1
+        self._state = {"epoch": epoch, "consumed": start, "done": False}
+        self._iterator = _EpochIterator(self, epoch, order)
+        return self._iterator
+
+    def close(self):
+        """Stops the workers and frees the loader's memory now (also done when it is collected)."""
+        self._close_iterator()
+        handle, self._handle = self._handle, None
+        if handle:
+            lib.stoker_loader_free(handle)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # --- beyond DataLoader ----------------------------------------------------------------------
+
+    def describe(self):
+        """Mode, prefetch depth, fields, notes, memory, the last epoch's summary and the options."""
+        return _native.take_json(lib.stoker_loader_describe(self._require()))
+
+    def order(self, epoch):
+        """The sample indices this rank gets in `epoch`, in the order it gets them."""
+        n = lib.stoker_loader_order(self._require(), int(epoch), None, 0)
+        if n < 0:
+            _native.raise_last_error()
+        out = torch.empty(n, dtype=torch.int64)
+        lib.stoker_loader_order(self._handle, int(epoch), ctypes.cast(out.data_ptr(), ctypes.POINTER(ctypes.c_int64)), n)
+        return out
+
+    @property
+    def last_indices(self):
+        """The sample indices of the batch the current iterator yielded last."""
+        return self._iterator.indices if self._iterator is not None else None
+
+    # --- resume (torchdata StatefulDataLoader's names) -----------------------------------------
+
+    def state_dict(self):
+        """Where the loader stands: the epoch and how many samples of its global order (all ranks,
+        in lockstep as DDP keeps them) were consumed. Load it in a new process -- also with another
+        world size -- and the next ``for`` yields exactly the samples not yet consumed."""
+        s = self._state
+        epoch, consumed = (s["epoch"] + 1, 0) if s["done"] else (s["epoch"], s["consumed"])
+        if self._iterator is None and not s["done"] and s["consumed"] == 0:
+            epoch = self._next_epoch
+        return {"epoch": epoch, "samples_consumed": consumed, "world_size": self.world_size,
+                "rank": self.rank, "samples": self._samples, "seed": self.options["seed"],
+                "shuffle": self.options["shuffle"], "batch_size": self.options["batch_size"],
+                "sampler_type": self.options["sampler_type"], "_num_yielded": consumed // max(1, self.world_size)}
+
+    def load_state_dict(self, state):
+        for key in ("epoch", "samples_consumed", "samples", "seed", "shuffle"):
+            if key not in state:
+                raise ValueError(f"state_dict: missing {key!r} (not a stoker.Loader state)")
+        if state["samples"] != self._samples:
+            raise ValueError(f"state_dict: saved for a dataset of {state['samples']} samples, this one has {self._samples}")
+        if state["seed"] != self.options["seed"] or state["shuffle"] != self.options["shuffle"]:
+            raise ValueError("state_dict: saved with another seed or shuffle: the epoch's order would differ")
+        epoch, consumed = int(state["epoch"]), int(state["samples_consumed"])
+        if consumed and self.options["sampler_type"] not in ("random", "sequential", "distributed"):
+            if state.get("world_size") != self.world_size:
+                raise ValueError(f"state_dict: a {self.options['sampler_type']} sampler resumes only on the same "
+                                 f"world size ({state.get('world_size')}, now {self.world_size})")
+        self._close_iterator()
+        self._next_epoch = epoch
+        self._resume = (epoch, consumed) if consumed else None
+        self._state = {"epoch": epoch, "consumed": consumed, "done": False}
+
+    def _remaining_order(self, epoch, consumed):
+        o = self.options
+        if o["sampler_type"] in ("random", "sequential", "distributed"):
+            request = {"samples": self._samples, "world_size": self.world_size, "seed": o["seed"], "epoch": epoch,
+                       "shuffle": o["shuffle"] and o["sampler_type"] != "sequential",
+                       "drop_last": o["drop_last"], "resume_from": consumed}
+            plan = _native.take_json(lib.stoker_plan(_native.encode(json.dumps(request))))
+            return plan["ranks"][self.rank]["indices"]
+        return self.order(epoch).tolist()[consumed // max(1, self.world_size):]
+
+    # --- internals ------------------------------------------------------------------------------
+
+    def _require(self):
+        if not self._handle:
+            raise ValueError("stoker.Loader: closed")
+        return self._handle
+
+    def _close_iterator(self):
+        it, self._iterator = self._iterator, None
+        if it is not None:
+            it.close()
+
+    def _forget_after_fork(self):
+        # The child has none of the parent's threads: never join or free them there.
+        self._handle = None
+        if self._iterator is not None:
+            self._iterator._handle = None
+        self._iterator = None
+
+
+class _EpochIterator:
+    def __init__(self, loader, epoch, order):
+        self._loader = loader
+        self.epoch = epoch
+        self.indices = None
+        self._fields = (ctypes.c_void_p * _MAX_FIELDS)()
+        self._index = ctypes.c_void_p()
+        if order is None:
+            handle = lib.stoker_epoch_start(loader._require(), epoch, None, -1)
+        else:
+            buf = (ctypes.c_int64 * len(order))(*order)
+            handle = lib.stoker_epoch_start(loader._require(), epoch, buf, len(order))
+        if not handle:
+            _native.raise_last_error()
+        self._handle = handle
+
+    def __iter__(self):
+        return self
+
+    def __len__(self):
+        return len(self._loader)
+
+    def __next__(self):
+        handle = self._handle
+        if not handle:
+            raise StopIteration
+        try:
+            while True:  # short waits, so Ctrl-C reaches Python within _WAIT_MS
+                ready = lib.stoker_epoch_wait(handle, _WAIT_MS)
+                if ready:
+                    break
+            n = lib.stoker_epoch_next(handle, self._fields, _MAX_FIELDS, ctypes.byref(self._index)) if ready > 0 else -1
+        except BaseException:  # KeyboardInterrupt: stop the workers before it propagates
+            self.close()
+            raise
+        if n < 0:
+            self.close()
+            _native.raise_last_error()
+        if n == 0:
+            self.close()
+            self._loader._state["done"] = True
+            raise StopIteration
+        tensors = [_native.tensor_from_dlpack(self._fields[i]) for i in range(n)]
+        self.indices = _native.tensor_from_dlpack(self._index.value)
+        loader = self._loader
+        loader._state["consumed"] += tensors[0].shape[0] * max(1, loader.world_size)
+        if loader.as_dict:
+            return dict(zip(loader.fields, tensors))
+        return tuple(tensors)
+
+    def close(self):
+        handle, self._handle = self._handle, None
+        if handle:
+            lib.stoker_epoch_free(handle)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def _close_all():
+    with _live_lock:
+        loaders = list(_live)
+    for loader in loaders:
+        try:
+            loader.close()
+        except Exception:
+            pass
+
+
+def _after_fork_in_child():
+    for loader in list(_live):
+        loader._forget_after_fork()
+
+
+atexit.register(_close_all)
+os.register_at_fork(after_in_child=_after_fork_in_child)

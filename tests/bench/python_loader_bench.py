@@ -1,0 +1,152 @@
+#!/usr/bin/python3
+"""The Python package against its peers, in one run (issue 37's figures):
+
+- fashion-mnist (resident, batch 256): `for x, y in stoker.Loader(...)` with nothing else in the loop
+  against `stoker bench` on the same settings (what the binding costs) and against DataLoader over
+  a TensorDataset (0 and 2 workers, the best);
+- tokens (nanoGPT's uint16 file, ctx 1024, batch 64): stoker.Loader against nanoGPT's get_batch;
+- the image train pipeline (RandomResizedCrop(224), flip, Normalize; a photo folder): stoker.Loader
+  against `stoker bench` and torchvision's ImageFolder + DataLoader (0/1/2 workers, the best);
+- a training loop whose step costs 5 ms (busy CPU work): the data-wait share of the step time,
+  from the loader's own summary;
+- the gap at an epoch boundary: the longest wait for the first batch of an epoch, against the
+  median wait inside it.
+
+Each Stoker figure is the median of the epochs after the first. Prints one JSON document.
+
+    tests/bench/python_loader_bench.py --build build [--photos DIR] [--tokens FILE] [--epochs 4]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+TRAIN = "RandomResizedCrop(224),RandomHorizontalFlip(),Normalize(imagenet)"
+
+
+def stoker_python(spec, epochs, **kw):
+    import stoker
+    loader = stoker.Loader(spec, **kw)
+    rates, boundary, inside = [], [], []
+    for e in range(epochs):
+        n, start = 0, time.perf_counter()
+        last = start
+        for i, batch in enumerate(loader):
+            now = time.perf_counter()
+            (boundary if i == 0 else inside).append(now - last) if e > 0 else None
+            last = now
+            n += batch[0].shape[0]
+        rates.append(n / (time.perf_counter() - start))
+    info = loader.describe()
+    loader.close()
+    return {"samples_per_s": statistics.median(rates[1:]) if len(rates) > 1 else rates[0],
+            "epochs": [round(r) for r in rates], "mode": info["mode"],
+            "first_batch_wait_ms": round(1e3 * max(boundary), 3) if boundary else None,
+            "median_batch_wait_ms": round(1e3 * statistics.median(inside), 3) if inside else None}
+
+
+def stoker_bench(build, spec, epochs, batch, workers, transforms=None):
+    cmd = [os.path.join(build, "bin", "stoker"), "bench", "--dataset", spec, "--batch-size", str(batch),
+           "--epochs", str(epochs), "--workers", str(workers), "--json"]
+    if transforms:
+        cmd += ["--transforms", transforms]
+    doc = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    return {"samples_per_s": doc["samples_per_s"], "mode": doc["mode"]}
+
+
+def dataloader_fashion(epochs, workers):
+    sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+    import torch
+    from common import fashion
+    images, labels = fashion("train")
+    dl = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(images, labels), batch_size=256, shuffle=True,
+                                     num_workers=workers, persistent_workers=workers > 0)
+    rates = []
+    for _ in range(epochs):
+        n, start = 0, time.perf_counter()
+        for x, y in dl:
+            n += x.shape[0]
+        rates.append(n / (time.perf_counter() - start))
+    return max(rates[1:])
+
+
+def nanogpt_get_batch(path, seconds):
+    import numpy as np
+    import torch
+    block, batch = 1024, 64
+
+    def get_batch():  # nanoGPT's train.py, CPU
+        data = np.memmap(path, dtype=np.uint16, mode="r")
+        ix = torch.randint(len(data) - block, (batch,))
+        x = torch.stack([torch.from_numpy((data[i:i + block]).astype(np.int64)) for i in ix])
+        y = torch.stack([torch.from_numpy((data[i + 1:i + 1 + block]).astype(np.int64)) for i in ix])
+        return x, y
+    n, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        x, y = get_batch()
+        n += x.shape[0]
+    return n / (time.perf_counter() - start)
+
+
+def torchvision_best(photos, workers_list):
+    best = 0.0
+    for w in workers_list:
+        out = subprocess.run([sys.executable, os.path.join(HERE, "torchvision_pipeline.py"), photos, "--pipeline", "train",
+                              "--workers", str(w), "--epochs", "2"], check=True, capture_output=True, text=True).stdout
+        best = max(best, json.loads(out.strip().splitlines()[-1])["images_per_s"])
+    return best
+
+
+def step_loop(spec, step_ms, **kw):
+    import stoker
+    loader = stoker.Loader(spec, **kw)
+    for batch in loader:  # one epoch, each step busy for step_ms
+        end = time.perf_counter() + step_ms / 1e3
+        while time.perf_counter() < end:
+            pass
+    last = loader.describe()["last_epoch"]
+    loader.close()
+    return {"data_wait_share": last["data_wait_s"] / last["seconds"], "batches": last["batches"]}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--photos")
+    ap.add_argument("--tokens")
+    ap.add_argument("--epochs", type=int, default=4)
+    ap.add_argument("--workers", type=int, default=2)
+    a = ap.parse_args()
+    sys.path.insert(0, os.path.join(a.build, "python"))
+    out = {"machine": f"{os.cpu_count()} cores"}
+
+    py = stoker_python("fashion-mnist", a.epochs, batch_size=256, shuffle=True, num_workers=a.workers)
+    cli = stoker_bench(a.build, "fashion-mnist", a.epochs, 256, a.workers)
+    dl = max(dataloader_fashion(3, 0), dataloader_fashion(3, 2))
+    out["fashion_mnist"] = {"python": py, "stoker_bench": cli, "dataloader_best": dl,
+                            "python_vs_bench": py["samples_per_s"] / cli["samples_per_s"],
+                            "python_vs_dataloader": py["samples_per_s"] / dl}
+    if a.tokens:
+        spec = f"tokens:{a.tokens},dtype=u16,ctx=1024"
+        py = stoker_python(spec, 2, batch_size=64, shuffle=True, num_workers=a.workers, drop_last=True)
+        ref = nanogpt_get_batch(a.tokens, 6)
+        out["tokens"] = {"python": py, "nanogpt_get_batch": ref, "python_vs_nanogpt": py["samples_per_s"] / ref}
+    if a.photos:
+        spec = f"imagefolder:{a.photos}"
+        py = stoker_python(spec, 3, batch_size=64, shuffle=True, num_workers=a.workers, drop_last=True, transforms=TRAIN)
+        cli = stoker_bench(a.build, spec, 3, 64, a.workers, TRAIN)
+        tv = torchvision_best(a.photos, [0, 1, 2])
+        out["images_train"] = {"python": py, "stoker_bench": cli, "torchvision_best": tv,
+                               "python_vs_bench": py["samples_per_s"] / cli["samples_per_s"],
+                               "python_vs_torchvision": py["samples_per_s"] / tv}
+    out["step_5ms"] = step_loop("fashion-mnist", 5, batch_size=256, shuffle=True, num_workers=a.workers)
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+"""stoker.Loader used wrongly or interrupted: every case a clear Python exception, never a crash."""
+
+import io
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+import numpy as np
+import torch
+
+import stoker
+from common import result
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+checked = []
+
+
+def expect(exc, fn, *words):
+    try:
+        fn()
+    except exc as e:
+        text = str(e)
+        for w in words:
+            assert w in text, f"{exc.__name__} without {w!r}: {text}"
+        checked.append(exc.__name__)
+        return text
+    raise AssertionError(f"no {exc.__name__} raised (wanted one naming {words})")
+
+
+tmp = tempfile.mkdtemp()
+try:
+    # An unknown spec, a missing folder, an unknown keyword, a Python Dataset object, bad values.
+    expect(ValueError, lambda: stoker.Loader("nosuchkind:/x"), "nosuchkind")
+    expect(FileNotFoundError, lambda: stoker.Loader(f"imagefolder:{tmp}/missing", transforms="Resize(32),CenterCrop(32)"),
+           f"{tmp}/missing")
+    expect(TypeError, lambda: stoker.Loader("fashion-mnist", batchsize=4), "batchsize")
+    expect(TypeError, lambda: stoker.Loader("fashion-mnist", collate_fn=list), "collate_fn")
+    expect(TypeError, lambda: stoker.Loader(torch.utils.data.Dataset()), "Dataset", "imagefolder:")
+    expect(ValueError, lambda: stoker.Loader("fashion-mnist", batch_size=0), "batch_size")
+    expect(ValueError, lambda: stoker.Loader("fashion-mnist", loading_mode="sometimes"), "loading_mode")
+    expect(ValueError, lambda: stoker.Loader((torch.zeros(4, 2), torch.zeros(5))), "dim 0")
+    expect(ValueError, lambda: stoker.Loader("fashion-mnist", transforms="Resize(8)"), "transforms")
+    expect(FileNotFoundError, lambda: stoker.Loader("fashion-mnist", options=f"{tmp}/none.json"), "none.json")
+    expect(ValueError, lambda: stoker.Loader("fashion-mnist", options="no_such_preset"), "no_such_preset")
+
+    # A corrupt JPEG without skip_bad_samples: raised from the for loop, naming the file.
+    from PIL import Image
+    for cls in ("a", "b"):
+        os.makedirs(f"{tmp}/photos/{cls}")
+        for i in range(4):
+            Image.fromarray(np.full((40, 48, 3), 40 * i, np.uint8)).save(f"{tmp}/photos/{cls}/{i}.jpg")
+    with open(f"{tmp}/photos/b/2.jpg", "r+b") as f:  # the header survives, the scan does not
+        f.seek(200)
+        f.write(b"\xff\xd9" * 8)
+        f.truncate(240)
+    spec = f"imagefolder:{tmp}/photos"
+    loader = stoker.Loader(spec, batch_size=2, transforms="Resize(32),CenterCrop(32)", num_workers=2)
+
+    def iterate():
+        for _ in loader:
+            pass
+    expect(ValueError, iterate, "2.jpg")
+    # ... and skipped and counted with skip_bad_samples.
+    skipping = stoker.Loader(spec, batch_size=2, transforms="Resize(32),CenterCrop(32)", skip_bad_samples=True)
+    served = sum(x.shape[0] for x, _ in skipping)
+    assert served == 7 and skipping.describe()["last_epoch"]["skipped"] == 1, served
+
+    # A tuple of tensors: taken without a copy, yielded as a tuple.
+    x = torch.arange(40, dtype=torch.float32).reshape(10, 4)
+    y = torch.arange(10)
+    held = stoker.Loader((x, y), batch_size=5, num_workers=0)
+    batches = list(held)
+    assert [b[1].tolist() for b in batches] == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]
+    assert all(torch.equal(b[0], x[b[1]]) for b in batches)
+    # A dict of tensors with as_dict.
+    named = list(stoker.Loader({"x": x, "y": y}, batch_size=4, as_dict=True, drop_last=True))
+    assert len(named) == 2 and set(named[0]) == {"x", "y"}
+
+    # A batch kept past the next ones stays intact (its buffer is not reused while Python holds it).
+    keep = stoker.Loader("fashion-mnist", batch_size=256, num_workers=2, reuse_buffers=True)
+    it = iter(keep)
+    first_x, _ = next(it)
+    snapshot = first_x.clone()
+    for _ in range(20):
+        next(it)
+    assert torch.equal(first_x, snapshot), "a batch Python still held was overwritten"
+    it.close()
+
+    # 200 iterators abandoned mid-epoch: workers stopped, memory freed (RSS flat).
+    def rss_mb():
+        with open("/proc/self/status") as f:
+            return int(next(l for l in f if l.startswith("VmRSS")).split()[1]) / 1024
+    many = stoker.Loader("fashion-mnist", batch_size=128, num_workers=2)
+    for i in range(200):
+        it = iter(many)
+        for _ in range(3):
+            next(it)
+        if i == 20:
+            rss_20, tasks_20 = rss_mb(), len(os.listdir("/proc/self/task"))
+    del it
+    rss_200, tasks_200 = rss_mb(), len(os.listdir("/proc/self/task"))
+    assert rss_200 - rss_20 < 40, f"RSS grew {rss_200 - rss_20:.0f} MiB over 180 abandoned iterators"
+    assert tasks_200 <= tasks_20, f"threads grew over 180 abandoned iterators: {tasks_20} -> {tasks_200}"
+    many.close()
+
+    # fork() after import stoker (and after a loader ran): a DataLoader with workers still works.
+    peer = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=5, num_workers=2)
+    assert sum(len(b[1]) for b in peer) == 10
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if len(list(stoker.Loader((x, y), batch_size=5))) == 2 else 3)
+    assert os.waitpid(pid, 0)[1] == 0, "a loader in a forked child failed"
+
+    # Ctrl-C mid-epoch: KeyboardInterrupt within a second, no thread of the loader left running.
+    child = textwrap.dedent("""
+        import gc, os, sys, stoker
+        before = len(os.listdir("/proc/self/task"))
+        loader = stoker.Loader("synthetic:100000,3x64x64,f32,2000", batch_size=64, num_workers=2,
+                               loading_mode="streaming")
+        print("ready", flush=True)
+        try:
+            for batch in loader:
+                pass
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+        else:
+            sys.exit(5)
+        del loader  # the persistent workers go with the loader
+        gc.collect()
+        print("threads", len(os.listdir("/proc/self/task")) - before, flush=True)
+    """)
+    p = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True, env=os.environ)
+    assert p.stdout.readline().strip() == "ready"
+    time.sleep(1.0)
+    sent = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    line = p.stdout.readline().split()
+    latency = time.monotonic() - sent
+    left = p.stdout.readline().split()
+    assert p.wait(timeout=10) == 0 and line == ["interrupted"], line
+    assert left[0] == "threads" and int(left[1]) <= 0, f"threads still running after Ctrl-C: {left}"
+    assert latency < 1.0, f"KeyboardInterrupt took {latency:.2f} s"
+
+    # A module built for another torch: refused at import, naming both versions.
+    fake = os.path.join(tmp, "fake_torch", "torch")
+    os.makedirs(fake)
+    with open(os.path.join(fake, "__init__.py"), "w") as f:
+        f.write("__version__ = '2.11.0+cu130'\nclass version:\n    cuda = '13.0'\n")
+    os.makedirs(os.path.join(fake, "utils"))
+    with open(os.path.join(fake, "utils", "__init__.py"), "w") as f:
+        f.write("")
+    with open(os.path.join(fake, "utils", "dlpack.py"), "w") as f:
+        f.write("")
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(fake) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-c", "import stoker"], env=env, capture_output=True, text=True)
+    assert r.returncode != 0 and "ImportError" in r.stderr, r.stderr
+    built = stoker._native._build_info.TORCH_VERSION
+    assert "2.11.0+cu130" in r.stderr and built in r.stderr, r.stderr
+    checked.append("torch mismatch")
+    result(cases=len(checked), ctrl_c_latency_s=round(latency, 3), rss_growth_mb=round(rss_200 - rss_20, 1))
+finally:
+    shutil.rmtree(tmp, ignore_errors=True)

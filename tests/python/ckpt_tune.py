@@ -1,0 +1,76 @@
+"""stoker.ckpt (inspect, convert with progress and cancel, verify), stoker.plan and stoker.tune,
+called in process from Python on real files."""
+
+import json
+import os
+import shutil
+import struct
+import sys
+import tempfile
+
+import torch
+
+import stoker
+from common import result
+
+tmp = tempfile.mkdtemp()
+try:
+    # A safetensors file as the official layout has it, written by hand (no safetensors module here).
+    tensors = {"embed.weight": torch.randn(64 * 1024, 384), "head.bias": torch.randn(10), "head.weight": torch.randn(10, 64)}
+    header, offset, blobs = {}, 0, []
+    for name in sorted(tensors):
+        data = tensors[name].numpy().tobytes()
+        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape), "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+        blobs.append(data)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    src = os.path.join(tmp, "model.safetensors")
+    with open(src, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+    info = stoker.ckpt.inspect(src)
+    assert info["format"] == "safetensors" and {t["name"] for t in info["tensors"]} == set(tensors), info
+
+    calls = []
+    report = stoker.ckpt.convert(src, os.path.join(tmp, "ranks"), "ranks:2",
+                                 progress=lambda done, total, item: calls.append((done, total)))
+    assert report and calls and calls[-1][0] == calls[-1][1] > 0, calls[-3:]
+    ranks = stoker.ckpt.inspect(os.path.join(tmp, "ranks"))
+    assert ranks["world_size"] == 2, ranks
+    assert stoker.ckpt.verify(src, os.path.join(tmp, "ranks"))["equal"] is True
+
+    half = stoker.ckpt.convert(os.path.join(tmp, "ranks"), os.path.join(tmp, "f16"), "single", dtype="f16")
+    diff = stoker.ckpt.verify(src, os.path.join(tmp, "f16"))
+    assert diff["equal"] is False and diff["first_difference"], diff
+
+    # Cancelled from the progress callback: CancelledError, and no output looks complete.
+    try:
+        stoker.ckpt.convert(src, os.path.join(tmp, "cancelled"), "hf", jobs=1, memory_budget="8MiB",
+                            progress=lambda d, t, i: True)
+        raise AssertionError("the conversion was not cancelled")
+    except stoker.CancelledError as e:
+        assert "cancel" in str(e).lower(), e
+    assert not os.path.exists(os.path.join(tmp, "cancelled", "model.safetensors"))
+    try:
+        stoker.ckpt.inspect(os.path.join(tmp, "nothing.safetensors"))
+        raise AssertionError("a missing file was inspected")
+    except (FileNotFoundError, ValueError) as e:
+        assert "nothing.safetensors" in str(e)
+
+    # The planner: DistributedSampler's indices, and a resume onto another world size.
+    p = stoker.plan(100, 4, seed=5, epoch=2)
+    s = torch.utils.data.DistributedSampler(range(100), num_replicas=4, rank=1, seed=5)
+    s.set_epoch(2)
+    assert p["ranks"][1]["indices"] == list(s)
+    resumed = stoker.plan(100, 3, seed=5, epoch=2, resume_from=40)
+    assert sorted(sum((r["indices"] for r in resumed["ranks"]), [])) != []
+
+    # The auto-tuner within a small budget returns options a Loader takes.
+    tuned = stoker.tune("synthetic:4096,1x28x28,f32,5", budget_s=4, batch_size=64)
+    assert tuned["options"]["batch_size"] > 0 and tuned["trials"], tuned.keys()
+    loader = stoker.Loader("synthetic:4096,1x28x28,f32", options=tuned["options"])
+    assert sum(batch[0].shape[0] for batch in loader) > 0
+    result(progress_calls=len(calls), tune_trials=len(tuned["trials"]), confidence=tuned["confidence"])
+finally:
+    shutil.rmtree(tmp, ignore_errors=True)
