@@ -44,10 +44,11 @@ struct Batch {
   std::vector<std::string> names;
   std::vector<at::Tensor> tensors;
   at::Tensor indices;      // the samples in this batch (int64, host)
-  // reuse_buffers: the pooled block the tensors view, which the epoch hands out again after the
-  // next batch unless someone else holds it. A consumer that keeps the tensors longer (the Python
-  // binding: a script may keep any batch) holds this too. Empty otherwise: the tensors hold it.
-  std::shared_ptr<void> buffers;
+  // reuse_buffers: the pooled block the tensors view, which the epoch holds until the next batch
+  // and then hands out again unless someone else holds it. A consumer that keeps the tensors
+  // longer (the Python binding: a script may keep any batch) locks it before that. Empty
+  // otherwise: the tensors hold the block themselves.
+  std::weak_ptr<void> buffers;
 
   std::int64_t size() const { return tensors.empty() ? 0 : tensors[0].size(0); }
   std::int64_t nbytes() const;

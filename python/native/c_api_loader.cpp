@@ -204,13 +204,13 @@ int stoker_epoch_next(StokerEpoch* handle, void** fields, int capacity, void** i
     if (!batch) return 0;
     const int n = static_cast<int>(batch->tensors.size());
     if (n > capacity) throwBadInput("batch", std::to_string(n) + " fields, room for " + std::to_string(capacity));
+    // reuse_buffers: the tensors Python gets hold the block too, so the pool recycles it only once
+    // Python has released the batch (a script may keep any batch as long as it likes).
+    const std::shared_ptr<void> keep = batch->buffers.lock();
     for (int f = 0; f < n; ++f) {
       const at::Tensor& t = batch->tensors[static_cast<std::size_t>(f)];
-      // reuse_buffers: the tensor Python gets holds the block too, so the pool recycles it only
-      // once Python has released the batch (a script may keep any batch as long as it likes).
-      fields[f] = at::toDLPack(batch->buffers ? at::from_blob(t.data_ptr(), t.sizes(), t.strides(),
-                                                              [keep = batch->buffers](void*) {}, t.options())
-                                              : t);
+      fields[f] = at::toDLPack(keep ? at::from_blob(t.data_ptr(), t.sizes(), t.strides(), [keep](void*) {}, t.options())
+                                    : t);
     }
     if (indices) *indices = at::toDLPack(batch->indices);
     return n;

@@ -25,6 +25,7 @@
 #include "data/sampler.h"
 #include "data/worker_pool.h"
 #include "io/safetensors_writer.h"
+#include "expect_error.h"
 #include "io/host_tensor.h"
 #include "numbered_dataset.h"
 #include "util/error.h"
@@ -230,6 +231,30 @@ class TestLoader : public QObject {
     const void* firstPtr = (*first)["x"].data_ptr();
     auto second = epoch.next();
     QCOMPARE((*second)["x"].data_ptr(), firstPtr);  // the buffer came back at next()
+  }
+
+  // epochOver serves a given order (what is left of an interrupted epoch) in batches; waitReady
+  // waits in slices (how the Python binding stays responsive to Ctrl-C) and is then true.
+  void epochOverServesTheGivenOrder() {
+    const LoaderOptions o = LoaderOptions::builder().batchSize(4).numWorkers(2).dropLast(false).build();
+    Loader loader(numbered(), o);
+    const std::vector<std::int64_t> rest = {9, 3, 7, 1, 0, 5};
+    Epoch epoch = loader.epochOver(2, rest);
+    std::vector<std::int64_t> got;
+    for (;;) {
+      int slices = 0;
+      while (!epoch.waitReady(std::chrono::milliseconds(1))) QVERIFY(++slices < 5000);
+      auto b = epoch.next();
+      if (!b) break;
+      QCOMPARE(b->epoch, std::int64_t{2});
+      QVERIFY(at::equal((*b)["y"], b->indices));
+      for (std::int64_t i = 0; i < b->size(); ++i) got.push_back(b->indices[i].item<std::int64_t>());
+    }
+    QCOMPARE(got, rest);
+    QVERIFY(epoch.waitReady(std::chrono::milliseconds(0)));  // over: next() would not wait
+    QCOMPARE(loader.lastEpoch().batches, std::int64_t{2});
+    const QString e = test::expectBadInput([&] { loader.epochOver(3, {1, 1000}); }, {"sample 1000", "out of range"});
+    QVERIFY2(e.isEmpty(), qPrintable(e));
   }
 
   void batchFieldsByName() {
