@@ -148,10 +148,13 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
     const QString f = QFileDialog::getSaveFileName(this, tr("Export options"), "loader_options.json", tr("JSON (*.json)"));
     if (!f.isEmpty()) exportOptions(f);
   });
-  addButton(tr("PyTorch…"), tr("The equivalent torch.utils.data.DataLoader(...)"),
-            [this] { showSnippet(tr("PyTorch DataLoader"), pytorchSnippet(), true); });
+  addButton(tr("Python…"), tr("This loader in a PyTorch training script: stoker.Loader(...) (import stoker), "
+                              "the same samples in the same batches, at Stoker's speed"),
+            [this] { showSnippet(tr("Python (stoker)"), stokerSnippet(), Snippet::Stoker); });
+  addButton(tr("PyTorch…"), tr("The equivalent torch.utils.data.DataLoader(...), for a script that cannot add a dependency"),
+            [this] { showSnippet(tr("PyTorch DataLoader"), pytorchSnippet(), Snippet::PyTorch); });
   addButton(tr("C++…"), tr("The LoaderOptions builder for a C++ training program"),
-            [this] { showSnippet(tr("C++ builder"), cppSnippet(), false); });
+            [this] { showSnippet(tr("C++ builder"), cppSnippet(), Snippet::Cpp); });
   optionsLayout->addLayout(fileRow);
   form_ = new LoaderOptionsForm(optionsBox);
   optionsLayout->addWidget(form_);
@@ -663,6 +666,20 @@ QString LoaderWorkspace::pytorchSnippet() const {
   }
 }
 
+QString LoaderWorkspace::stokerSnippet() const {
+  try {
+    return QString::fromStdString(
+        exportStokerSnippet(form_->options(), dataset().toStdString(), snippetDevice().toStdString()));
+  } catch (const Error& e) {
+    return QString("# the options are invalid: %1").arg(QString::fromStdString(e.what()));
+  }
+}
+
+QString LoaderWorkspace::snippetDevice() const {
+  const QString device = devices_->text().section(',', 0, 0).trimmed();
+  return device.isEmpty() || device == "all" ? QStringLiteral("cuda:0") : device;
+}
+
 QString LoaderWorkspace::cppSnippet() const {
   try {
     return QString::fromStdString(exportCppSnippet(form_->options()));
@@ -676,14 +693,14 @@ QString LoaderWorkspace::weightsPathFor(const QString& snippetPath) const {
   return info.dir().filePath(info.completeBaseName() + ".weights.json");
 }
 
-bool LoaderWorkspace::saveSnippet(const QString& path, bool pytorch) {
+bool LoaderWorkspace::saveSnippet(const QString& path, Snippet kind) {
   try {
     const LoaderOptions o = form_->options();
     const std::string weights = weightsPathFor(path).toStdString();
-    QString device = devices_->text().section(',', 0, 0).trimmed();  // the snippet runs one loader
-    if (device.isEmpty() || device == "all") device = "cuda:0";
-    const std::string text = pytorch ? exportPyTorchSnippet(o, "dataset", weights)
-                                     : exportCppSnippet(o, device.toStdString(), weights);
+    const std::string device = snippetDevice().toStdString();
+    const std::string text = kind == Snippet::PyTorch  ? exportPyTorchSnippet(o, "dataset", weights)
+                             : kind == Snippet::Stoker ? exportStokerSnippet(o, dataset().toStdString(), device, weights)
+                                                       : exportCppSnippet(o, device, weights);
     if (o.sampler_type == SamplerType::Weighted) saveWeightsFile(weights, o.weights);
     QFile file(path);
     if (!file.open(QIODevice::WriteOnly | QIODevice::Truncate) || file.write(QByteArray::fromStdString(text)) < 0 ||
@@ -699,7 +716,8 @@ bool LoaderWorkspace::saveSnippet(const QString& path, bool pytorch) {
   }
 }
 
-void LoaderWorkspace::showSnippet(const QString& title, const QString& text, bool pytorch) {
+void LoaderWorkspace::showSnippet(const QString& title, const QString& text, Snippet kind) {
+  const bool python = kind != Snippet::Cpp;
   QDialog dialog(this);
   dialog.setWindowTitle(title);
   auto* layout = new QVBoxLayout(&dialog);
@@ -712,10 +730,10 @@ void LoaderWorkspace::showSnippet(const QString& title, const QString& text, boo
   connect(copy, &QPushButton::clicked, &dialog, [text] { QApplication::clipboard()->setText(text); });
   auto* save = buttons->addButton(tr("Save…"), QDialogButtonBox::ActionRole);
   save->setToolTip(tr("Write the snippet to a file (a weighted sampler's weights go beside it)"));
-  connect(save, &QPushButton::clicked, &dialog, [this, &dialog, pytorch] {
-    const QString f = QFileDialog::getSaveFileName(&dialog, tr("Save snippet"), pytorch ? "loader.py" : "loader.cpp",
-                                                   pytorch ? tr("Python (*.py)") : tr("C++ (*.cpp)"));
-    if (!f.isEmpty() && saveSnippet(f, pytorch)) dialog.accept();
+  connect(save, &QPushButton::clicked, &dialog, [this, &dialog, kind, python] {
+    const QString f = QFileDialog::getSaveFileName(&dialog, tr("Save snippet"), python ? "loader.py" : "loader.cpp",
+                                                   python ? tr("Python (*.py)") : tr("C++ (*.cpp)"));
+    if (!f.isEmpty() && saveSnippet(f, kind)) dialog.accept();
   });
   connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
   layout->addWidget(buttons);

@@ -61,12 +61,16 @@ class LoaderWorkspace : public QWidget {
   void setTuneBudget(int seconds);
   QTableWidget* tuneTable() const { return tuneTable_; }
   QString tuneSummary() const;
+  // The exports: a PyTorch DataLoader, the same loader through `import stoker` (the Python
+  // package, on this dataset and device), the C++ builder.
+  enum class Snippet { PyTorch, Stoker, Cpp };
   QString pytorchSnippet() const;
+  QString stokerSnippet() const;
   QString cppSnippet() const;
-  // Writes the PyTorch (.py) or C++ snippet to `path`; with a weighted sampler
-  // also the weights it loads, to "<path without suffix>.weights.json".
-  // False (message in status) when the options are invalid or a write fails.
-  bool saveSnippet(const QString& path, bool pytorch);
+  // Writes a snippet to `path`; with a weighted sampler also the weights it loads, to
+  // "<path without suffix>.weights.json". False (message in status) when the options are invalid
+  // or a write fails.
+  bool saveSnippet(const QString& path, Snippet kind);
   bool importOptions(const QString& path);  // false (message in status) when unreadable
   bool exportOptions(const QString& path);
 
@@ -93,7 +97,8 @@ class LoaderWorkspace : public QWidget {
   void drainTelemetry();
   void clearLiveViews();
   void retuneRunningLoader();  // the form changed during a run
-  void showSnippet(const QString& title, const QString& text, bool pytorch);
+  void showSnippet(const QString& title, const QString& text, Snippet kind);
+  QString snippetDevice() const;  // the first device of the run (the snippets drive one loader)
   QString weightsPathFor(const QString& snippetPath) const;
   void saveSettings() const;
   void restoreSettings();

@@ -45,7 +45,7 @@ struct BenchArgs {
   std::string transforms;
   bool skipBad = false;
   std::vector<std::string> publish;
-  bool json = false, quiet = false, exportPytorch = false, exportCpp = false, reuse = false;
+  bool json = false, quiet = false, exportPytorch = false, exportPython = false, exportCpp = false, reuse = false;
   // Several devices in one process: the planner's split of every step.
   std::string split = "equal";  // equal, weights or el-che
   std::vector<double> deviceWeights, deviceStepMicros;
@@ -200,7 +200,7 @@ void runBench(const BenchArgs& a) {
   if (a.stepMicros < 0) throwBadInput("--step-us", "must be non-negative");
   LoaderOptions options = resolveOptions(a);
   if (!a.saveOptions.empty()) saveLoaderOptions(a.saveOptions, options);
-  if (a.exportPytorch || a.exportCpp) {
+  if (a.exportPytorch || a.exportPython || a.exportCpp) {
     // The snippets load a weighted sampler's weights from a file: write it.
     if (options.sampler_type == SamplerType::Weighted) {
       saveWeightsFile(a.weightsFile, options.weights);
@@ -209,6 +209,7 @@ void runBench(const BenchArgs& a) {
     }
     const std::string device = a.device.find(',') == std::string::npos && a.device != "all" ? a.device : "cuda:0";
     if (a.exportPytorch) std::printf("%s", exportPyTorchSnippet(options, "dataset", a.weightsFile).c_str());
+    if (a.exportPython) std::printf("%s", exportStokerSnippet(options, a.dataset, device, a.weightsFile).c_str());
     if (a.exportCpp) std::printf("%s", exportCppSnippet(options, device, a.weightsFile).c_str());
     return;
   }
@@ -484,6 +485,8 @@ void addBenchCommands(CLI::App& app, int& exitCode) {
                     "prometheus:PORT (serve /metrics); repeatable");
   bench->add_option("--save-options", args->saveOptions, "write the resolved LoaderOptions to this JSON file");
   bench->add_flag("--export-pytorch", args->exportPytorch, "print the equivalent PyTorch DataLoader(...) and exit");
+  bench->add_flag("--export-python", args->exportPython,
+                  "print the same loader for a PyTorch training script, stoker.Loader(...) (import stoker), and exit");
   bench->add_flag("--export-cpp", args->exportCpp, "print the C++ builder for these options and exit");
   bench->add_option("--weights-file", args->weightsFile,
                     "exports with a weighted sampler: write its weights here for the snippet to load (default weights.json)");

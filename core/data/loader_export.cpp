@@ -108,6 +108,51 @@ std::string exportPyTorchSnippet(const LoaderOptions& o, const std::string& ds, 
   return s.str();
 }
 
+std::string exportStokerSnippet(const LoaderOptions& o, const std::string& datasetSpec, const std::string& device,
+                                const std::string& weightsFile) {
+  validateLoaderOptions(o);
+  const nlohmann::json values = nlohmann::json::parse(loaderOptionsToJson(o));
+  // A JSON value as a Python literal (JSON's numbers and escaped strings are Python's).
+  auto literal = [](const nlohmann::json& v) -> std::string {
+    if (v.is_boolean()) return pyBool(v.get<bool>());
+    if (v.is_null()) return "None";
+    return v.dump();
+  };
+  const bool dist = o.sampler_type == SamplerType::Distributed;
+  std::ostringstream s;
+  s << "import stoker\n";
+  if (!o.weights.empty()) s << "import json\n";
+  s << "\n";
+  if (!o.weights.empty())
+    s << "with open(" << pyString(weightsFile) << ") as f:  # " << o.weights.size() << " weights, one per sample\n"
+      << "    weights = json.load(f)\n\n";
+  s << "# The loader as Stoker's workbench had it: stoker.Loader takes DataLoader's keywords and every\n"
+    << "# LoaderOptions knob. Each `for` over it is the next epoch (loader.set_epoch(e) picks one).\n"
+    << "loader = stoker.Loader(\n    " << pyString(datasetSpec) << ",\n";
+  // batch_size, shuffle and drop_last always: stoker.Loader's defaults are DataLoader's (1, False, False).
+  const std::vector<std::string> always = {"batch_size", "shuffle", "drop_last"};
+  std::vector<std::string> knobs = always;
+  for (const std::string& k : changedKnobs(LoaderOptions{}, o))
+    if (std::find(always.begin(), always.end(), k) == always.end()) knobs.push_back(k);
+  for (const std::string& k : knobs) {
+    if (k == "shard_rank" || k == "shard_world_size") continue;  // rank= / world_size= below
+    if (k == "multiprocessing_context") continue;  // export only: Stoker's workers are threads
+    if (k == "weights") {
+      s << "    weights=weights,\n";
+      continue;
+    }
+    s << "    " << k << "=" << literal(values.at(k)) << ",\n";
+  }
+  if (dist)
+    s << "    rank=" << o.shard_rank << ",  # under torchrun, leave rank and world_size out: RANK/WORLD_SIZE say them\n"
+      << "    world_size=" << o.shard_world_size << ",\n";
+  s << "    device=" << pyString(device) << ",\n)\n\n"
+    << "# for epoch in range(epochs):\n"
+    << "#     for batch in loader:  # a tuple of the dataset's fields, e.g. (images, labels), on the device\n"
+    << "#         ...\n";
+  return s.str();
+}
+
 std::string exportCppSnippet(const LoaderOptions& o, const std::string& device, const std::string& weightsFile) {
   validateLoaderOptions(o);
   const LoaderOptions d;

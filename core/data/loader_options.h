@@ -163,6 +163,10 @@ std::vector<InactiveKnob> inactiveKnobs(const LoaderOptions& o, bool hostDevice)
 // what validateLoaderOptions throws.
 std::string exportPyTorchSnippet(const LoaderOptions& o, const std::string& datasetExpr = "dataset",
                                  const std::string& weightsFile = "weights.json");
+// The same loader in a PyTorch training script through the Python package: stoker.Loader(spec,
+// ...) with every knob that differs from the defaults; its epochs serve exactly Stoker's samples.
+std::string exportStokerSnippet(const LoaderOptions& o, const std::string& datasetSpec, const std::string& device = "cpu",
+                                const std::string& weightsFile = "weights.json");
 std::string exportCppSnippet(const LoaderOptions& o, const std::string& device = "cuda:0",
                              const std::string& weightsFile = "weights.json");
 // The weights as a JSON array (exact doubles); loading throws Error(BadInput)

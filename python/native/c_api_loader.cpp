@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,7 +44,12 @@ class NamedObserver : public TelemetryObserver {
 struct StokerLoader {
   std::shared_ptr<TelemetryPublisher> publisher;  // outlives the loader: its last records get out
   std::unique_ptr<Loader> loader;
+  // The next epoch's order, drawn on a thread of its own while this epoch runs (a randperm of the
+  // dataset: 0.4 ms for Fashion-MNIST, most of the gap at an epoch boundary otherwise).
+  std::int64_t preparedEpoch = -1;
+  std::future<std::vector<std::int64_t>> prepared;
   ~StokerLoader() {
+    if (prepared.valid()) prepared.wait();
     loader.reset();
     if (publisher) publisher->flush(500);
   }
@@ -186,10 +192,19 @@ int64_t stoker_loader_order(StokerLoader* handle, int64_t epoch, int64_t* out, i
 StokerEpoch* stoker_epoch_start(StokerLoader* handle, int64_t epoch, const int64_t* order, int64_t count) {
   return guarded<>(static_cast<StokerEpoch*>(nullptr), [&] {
     auto made = std::make_unique<StokerEpoch>();
-    if (order)
-      made->epoch.emplace(handle->loader->epochOver(epoch, std::vector<std::int64_t>(order, order + count)));
-    else
-      made->epoch.emplace(handle->loader->epoch(epoch));
+    Loader& loader = *handle->loader;
+    if (order) {
+      made->epoch.emplace(loader.epochOver(epoch, std::vector<std::int64_t>(order, order + count)));
+    } else if (handle->preparedEpoch == epoch && handle->prepared.valid()) {
+      made->epoch.emplace(loader.epochOver(epoch, handle->prepared.get()));
+    } else {
+      made->epoch.emplace(loader.epoch(epoch));
+    }
+    if (handle->prepared.valid()) handle->prepared.wait();  // one drawn for another epoch (set_epoch)
+    handle->preparedEpoch = epoch + 1;
+    handle->prepared = std::async(std::launch::async, [&loader, next = epoch + 1] {
+      return epochIndicesFor(loader.dataset(), loader.options(), next);
+    });
     return made.release();
   });
 }

@@ -59,12 +59,12 @@ def _base(options, rank, world_size):
 
 
 def distributed_env(rank, world_size):
-    """rank and world size: the arguments, else torchrun's RANK / WORLD_SIZE, else 0 of 1."""
+    """rank and world size: the arguments, else torchrun's RANK / WORLD_SIZE; None where neither says."""
     if rank is None and "RANK" in os.environ:
         rank = int(os.environ["RANK"])
     if world_size is None and "WORLD_SIZE" in os.environ:
         world_size = int(os.environ["WORLD_SIZE"])
-    return (0 if rank is None else int(rank)), (1 if world_size is None else int(world_size))
+    return (None if rank is None else int(rank)), (None if world_size is None else int(world_size))
 
 
 def build(options=None, *, rank=None, world_size=None, sampler=None, prefetch_factor=None, **given):
@@ -79,7 +79,7 @@ def build(options=None, *, rank=None, world_size=None, sampler=None, prefetch_fa
                         f"pin_memory, timeout, persistent_workers, sampler and the LoaderOptions knobs "
                         f"({', '.join(knob_names())})")
     rank, world_size = distributed_env(rank, world_size)
-    merged = _base(options, rank, world_size)
+    merged = _base(options, rank or 0, world_size or 1)
     merged.update({k: v for k, v in given.items() if v is not None})
     if prefetch_factor is not None:
         # DataLoader's prefetch_factor counts batches per worker; Stoker's prefetch is the whole ring.
@@ -89,6 +89,11 @@ def build(options=None, *, rank=None, world_size=None, sampler=None, prefetch_fa
             raise TypeError(f"sampler= takes one of {sorted(_SAMPLERS)} (Stoker draws the order itself), "
                             f"not {sampler!r}")
         merged["sampler_type"] = sampler
+    # Without arguments or torchrun's variables, a saved distributed setting keeps its own shard.
+    if world_size is None:
+        world_size = int(merged.get("shard_world_size", 1))
+        rank = int(merged.get("shard_rank", 0)) if rank is None else rank
+    rank = 0 if rank is None else rank
     if world_size > 1 or merged.get("sampler_type") == "distributed":
         if world_size < 1 or not 0 <= rank < world_size:
             raise ValueError(f"rank: must be in [0, {world_size}) (got {rank})")

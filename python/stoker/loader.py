@@ -57,12 +57,17 @@ class Loader:
         self._handle = None
         self._iterator = None
         self.as_dict = bool(as_dict)
-        self.rank, self.world_size = _options.distributed_env(rank, world_size)
         given = dict(batch_size=batch_size, shuffle=shuffle, drop_last=drop_last, num_workers=num_workers,
                      prefetch=prefetch, pin_memory=pin_memory, persistent_workers=persistent_workers,
                      timeout=timeout, seed=seed, transforms=transforms, **knobs)
         self.options = _options.build(options, rank=rank, world_size=world_size, sampler=sampler,
                                       prefetch_factor=prefetch_factor, **given)
+        # The shard this loader serves (resume counts every rank's samples); a loader that is not
+        # distributed is one rank of one, and reports torchrun's rank in telemetry.
+        if self.options["sampler_type"] == "distributed":
+            self.rank, self.world_size = self.options["shard_rank"], self.options["shard_world_size"]
+        else:
+            self.rank, self.world_size = _options.distributed_env(rank, None)[0] or 0, 1
         self.device = self._device_name(device)
         if publish is None and os.environ.get("STOKER_PUBLISH"):
             publish = os.environ["STOKER_PUBLISH"].split(",")

@@ -25,6 +25,7 @@ Run runScript(const QString& script, int timeoutMs) {
   e.insert("PYTHONDONTWRITEBYTECODE", "1");
   e.insert("OMP_NUM_THREADS", "1");
   e.remove("STOKER_PUBLISH");
+  e.insert("STOKER_CLI", QStringLiteral(STOKER_CLI_PATH));
   p.setProcessEnvironment(e);
   p.start(QStringLiteral(STOKER_PYTHON), {QStringLiteral(STOKER_SOURCE_DIR "/tests/python/") + script});
   p.waitForStarted(10000);
@@ -96,6 +97,12 @@ class TestPythonPackage : public QObject {
     const QJsonObject f = figures(r);
     QVERIFY(f["cases"].toInt() >= 13);
     QVERIFY(f["ctrl_c_latency_s"].toDouble() < 1.0);
+  }
+
+  // The workbench's "Python (stoker)" export runs as pasted and serves Stoker's samples.
+  void exportedSnippetServesStokersSamples() {
+    RUN_SCRIPT(r, "export_snippet.py", 120000);
+    QCOMPARE(figures(r)["samples"].toInt(), 60000);
   }
 
   // Checkpoints, the planner and the tuner in process.

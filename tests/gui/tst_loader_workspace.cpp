@@ -334,20 +334,25 @@ class TestLoaderWorkspace : public QObject {
     QVERIFY(!w.importOptions(dir_.filePath("notjson.json")));
     QVERIFY(w.pytorchSnippet().contains("DataLoader(") && w.pytorchSnippet().contains("batch_size=48"));
     QVERIFY(w.cppSnippet().contains("batchSize(48)"));
+    QVERIFY2(w.stokerSnippet().contains("stoker.Loader(") && w.stokerSnippet().contains("batch_size=48"),
+             qPrintable(w.stokerSnippet()));
     // Saved with a weighted sampler, the snippet comes with the weights file it loads.
     LoaderOptions weighted = smallOptions();
     weighted.sampler_type = SamplerType::Weighted;
     weighted.weights = {1, 2, 3};
     w.form()->setOptions(weighted);
     const QString py = dir_.filePath("train_loader.py"), cpp = dir_.filePath("train_loader.cpp");
-    QVERIFY2(w.saveSnippet(py, true), qPrintable(w.statusText()));
+    QVERIFY2(w.saveSnippet(py, LoaderWorkspace::Snippet::PyTorch), qPrintable(w.statusText()));
     const QString weightsFile = dir_.filePath("train_loader.weights.json");
     QVERIFY(stoker::test::readFile(py).contains(("with open(\"" + weightsFile + "\")").toUtf8()));
     QCOMPARE(stoker::test::readFile(weightsFile).trimmed(), QByteArray("[1.0,2.0,3.0]"));
     QVERIFY(w.statusText().contains("and the weights it loads"));
-    QVERIFY(w.saveSnippet(cpp, false));
+    QVERIFY(w.saveSnippet(cpp, LoaderWorkspace::Snippet::Cpp));
     QVERIFY(stoker::test::readFile(cpp).contains(("loadWeightsFile(\"" + weightsFile + "\")").toUtf8()));
-    QVERIFY(!w.saveSnippet(dir_.filePath("missing/dir/x.py"), true));
+    const QString stokerPy = dir_.filePath("stoker_loader.py");
+    QVERIFY(w.saveSnippet(stokerPy, LoaderWorkspace::Snippet::Stoker));
+    QVERIFY(stoker::test::readFile(stokerPy).contains("weights=weights"));
+    QVERIFY(!w.saveSnippet(dir_.filePath("missing/dir/x.py"), LoaderWorkspace::Snippet::PyTorch));
     QVERIFY2(w.statusText().startsWith("Cannot save the snippet:"), qPrintable(w.statusText()));
     w.applyPreset("debug_mode");
     QCOMPARE(w.form()->options().num_workers, 0);
