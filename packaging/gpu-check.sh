@@ -4,7 +4,8 @@
 #
 #  1. builds with -DSTOKER_GUI=OFF -DSTOKER_TESTS=OFF against PyTorch's own CUDA libtorch
 #     (python3 -c 'import torch; print(torch.utils.cmake_prefix_path)') in build-gpu/;
-#  2. runs the CUDA checks (CTest label "cuda": tests/cuda/cuda_check.cpp) with their figures;
+#  2. runs the CUDA checks (CTest label "cuda": tests/cuda/cuda_check.cpp) with their figures, and
+#     the Python package built against that PyTorch on the GPU (tests/cuda/python_package.py);
 #  3. trains the same CNN on Fashion-MNIST fed by Stoker (resident, streaming) and by PyTorch's
 #     DataLoader(pin_memory=True, num_workers=k) (tests/bench/train_feed_peer.py);
 #  4. runs the image pipeline (issue 14) into the GPU: Stoker on an image folder cut from real photos
@@ -111,7 +112,7 @@ grep -q 'CUDA=ON' "$OUT/configure.log" || { log "the libtorch found has no CUDA 
 KEEP_GOING=()
 [[ ${#GENERATOR[@]} -gt 0 ]] && KEEP_GOING=(-- -k 0)
 cmake --build "$BUILD" -j "$JOBS" --target stoker_cuda_check stoker-demo-trainer stoker stoker-torch \
-  stoker_jpeg_decode_loop "${KEEP_GOING[@]}" >"$OUT/build.log" 2>&1 ||
+  stoker_jpeg_decode_loop stoker_c "${KEEP_GOING[@]}" >"$OUT/build.log" 2>&1 ||
   { tail -40 "$OUT/build.log" >&2; log "build failed (log: $OUT/build.log)"; exit 1; }
 log "built in $((SECONDS - START)) s"
 # Two libjpeg ABIs in one process (the carried libjpeg.so.62 beside a machine's libjpeg.so.8) mix
@@ -161,6 +162,12 @@ PYEOF
   else
     echo '{"check": "feed_two_ranks_one_gpu_gloo", "ok": true, "skipped": true, "detail": "PyTorch'"'"'s include folder has no Gloo headers: stoker feed was not built"}' >>"$OUT/cuda-check.jsonl"
   fi
+  # The Python package (import stoker) built against this PyTorch, on the GPU.
+  log "the Python package on cuda:0 (tests/cuda/python_package.py)"
+  # The machine's libraries first (PyTorch's), the carried ones after, for libstoker_c.so's own needs.
+  LD_LIBRARY_PATH="$ORIG_LD_LIBRARY_PATH${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$PY" "$ROOT/tests/cuda/python_package.py" \
+    --build "$BUILD" --data "$DATA" >>"$OUT/cuda-check.jsonl" 2>"$OUT/python-package.err" ||
+    echo '{"check": "python_package", "ok": false, "skipped": false, "detail": "python_package.py failed: see python-package.err"}' >>"$OUT/cuda-check.jsonl"
 fi
 
 if step train; then

@@ -99,6 +99,15 @@ class TestPythonPackage : public QObject {
     QVERIFY(f["ctrl_c_latency_s"].toDouble() < 1.0);
   }
 
+  // Real photos: eval batches equal the export's and torchvision's, train batches the export's for
+  // the same seed, and resnet18 trains on them.
+  void imageFolderMatchesExportAndTorchvision() {
+    RUN_SCRIPT(r, "image_folder.py", 200000);
+    const QJsonObject f = figures(r);
+    QCOMPARE(f["steps"].toInt(), 20);
+    QVERIFY(f["eval_worst_levels"].toDouble() <= 1.0);
+  }
+
   // The workbench's "Python (stoker)" export runs as pasted and serves Stoker's samples.
   void exportedSnippetServesStokersSamples() {
     RUN_SCRIPT(r, "export_snippet.py", 120000);

@@ -42,3 +42,22 @@ class SmallCnn(torch.nn.Module):
 def result(**figures):
     """The script's findings, as the last line of stdout (the C++ suite reads it)."""
     print(json.dumps(figures), flush=True)
+
+
+def read_safetensors(path):
+    """{name: tensor} of a .safetensors file (the official layout; no safetensors module here)."""
+    import json as _json
+    dtypes = {"F32": torch.float32, "I64": torch.int64, "U8": torch.uint8, "F16": torch.float16, "BF16": torch.bfloat16}
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = _json.loads(data[8:8 + n])
+    out = {}
+    for name, spec in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = spec["data_offsets"]
+        raw = bytearray(data[8 + n + begin:8 + n + end])
+        out[name] = torch.frombuffer(raw, dtype=dtypes[spec["dtype"]]).reshape(spec["shape"]) if raw else \
+            torch.empty(spec["shape"], dtype=dtypes[spec["dtype"]])
+    return out
