@@ -298,7 +298,7 @@ Epoch Loader::epoch(std::int64_t e) {
   return epochOver(e, epochIndicesFor(*core_->dataset, core_->options, e));
 }
 
-Epoch Loader::epochOver(std::int64_t e, std::vector<std::int64_t> order) {
+Epoch Loader::epochOver(std::int64_t e, std::vector<std::int64_t> order, const std::vector<std::int64_t>& batchSizes) {
   if (e < 0) throwBadInput("epoch " + std::to_string(e), "must be non-negative");
   const std::int64_t size = core_->dataset->size();
   for (const std::int64_t i : order)
@@ -306,6 +306,17 @@ Epoch Loader::epochOver(std::int64_t e, std::vector<std::int64_t> order) {
       throwBadInput("sample " + std::to_string(i), "out of range for " + std::to_string(size) + " samples");
   const auto n = static_cast<std::int64_t>(order.size());
   const std::int64_t bs = core_->options.batch_size;
+  if (!batchSizes.empty()) {  // a plan's per-step sizes (unequal GPUs): each fits the batch buffers
+    std::vector<std::int64_t> begins{0};
+    for (const std::int64_t b : batchSizes) {
+      if (b < 1 || b > bs)
+        throwBadInput("batch sizes", "each must be 1 to batch_size " + std::to_string(bs) + " (got " + std::to_string(b) + ")");
+      begins.push_back(begins.back() + b);
+    }
+    if (begins.back() != n)
+      throwBadInput("batch sizes", "sum to " + std::to_string(begins.back()) + ", the order has " + std::to_string(n) + " samples");
+    return startEpoch(e, std::move(order), std::move(begins), false);
+  }
   const std::int64_t batches = core_->options.drop_last ? n / bs : (n + bs - 1) / bs;
   std::vector<std::int64_t> begins;
   for (std::int64_t b = 0; b < batches; ++b) begins.push_back(b * bs);

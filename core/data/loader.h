@@ -171,9 +171,11 @@ class Loader {
   // Error(BadInput) while another epoch of this loader is still alive.
   Epoch epoch(std::int64_t e);
   // Starts epoch `e` serving `order` (sample indices, e.g. what is left of an interrupted epoch)
-  // in batches of batch_size, the last one dropped or short as drop_last says. Transforms draw as
-  // they would in epoch `e`. Throws Error(BadInput) for an index out of range.
-  Epoch epochOver(std::int64_t e, std::vector<std::int64_t> order);
+  // in batches of batch_size, the last one dropped or short as drop_last says -- or in batches of
+  // `batchSizes` (a plan's per-step sizes for unequal GPUs; each at most batch_size, summing to the
+  // order's length). Transforms draw as they would in epoch `e`. Throws Error(BadInput) for an
+  // index out of range or sizes that do not fit.
+  Epoch epochOver(std::int64_t e, std::vector<std::int64_t> order, const std::vector<std::int64_t>& batchSizes = {});
   // Starts epoch `e` with no order of its own: the caller feeds it batch by
   // batch (Epoch::feed) up to `capacity` samples. The multi-device loader
   // feeds each device the slices the plan gives it.

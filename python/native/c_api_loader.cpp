@@ -57,6 +57,7 @@ struct StokerLoader {
 
 struct StokerEpoch {
   std::optional<Epoch> epoch;
+  at::Tensor lastIndices;  // of the batch handed out last (stoker_epoch_indices)
 };
 
 namespace {
@@ -189,12 +190,15 @@ int64_t stoker_loader_order(StokerLoader* handle, int64_t epoch, int64_t* out, i
   });
 }
 
-StokerEpoch* stoker_epoch_start(StokerLoader* handle, int64_t epoch, const int64_t* order, int64_t count) {
+StokerEpoch* stoker_epoch_start(StokerLoader* handle, int64_t epoch, const int64_t* order, int64_t count,
+                                const int64_t* sizes, int64_t sizeCount) {
   return guarded<>(static_cast<StokerEpoch*>(nullptr), [&] {
     auto made = std::make_unique<StokerEpoch>();
     Loader& loader = *handle->loader;
     if (order) {
-      made->epoch.emplace(loader.epochOver(epoch, std::vector<std::int64_t>(order, order + count)));
+      made->epoch.emplace(loader.epochOver(epoch, std::vector<std::int64_t>(order, order + count),
+                                           sizes ? std::vector<std::int64_t>(sizes, sizes + sizeCount)
+                                                 : std::vector<std::int64_t>{}));
     } else if (handle->preparedEpoch == epoch && handle->prepared.valid()) {
       made->epoch.emplace(loader.epochOver(epoch, handle->prepared.get()));
     } else {
@@ -209,12 +213,9 @@ StokerEpoch* stoker_epoch_start(StokerLoader* handle, int64_t epoch, const int64
   });
 }
 
-int stoker_epoch_wait(StokerEpoch* handle, int waitMs) {
-  return guarded<>(-1, [&] { return handle->epoch->waitReady(std::chrono::milliseconds(waitMs)) ? 1 : 0; });
-}
-
-int stoker_epoch_next(StokerEpoch* handle, void** fields, int capacity, void** indices) {
+int stoker_epoch_next(StokerEpoch* handle, int waitMs, void** fields, int capacity) {
   return guarded<>(-1, [&] {
+    if (!handle->epoch->waitReady(std::chrono::milliseconds(waitMs))) return STOKER_NOT_READY;
     std::optional<Batch> batch = handle->epoch->next();
     if (!batch) return 0;
     const int n = static_cast<int>(batch->tensors.size());
@@ -227,8 +228,14 @@ int stoker_epoch_next(StokerEpoch* handle, void** fields, int capacity, void** i
       fields[f] = at::toDLPack(keep ? at::from_blob(t.data_ptr(), t.sizes(), t.strides(), [keep](void*) {}, t.options())
                                     : t);
     }
-    if (indices) *indices = at::toDLPack(batch->indices);
+    handle->lastIndices = std::move(batch->indices);
     return n;
+  });
+}
+
+void* stoker_epoch_indices(StokerEpoch* handle) {
+  return guarded<>(static_cast<void*>(nullptr), [&]() -> void* {
+    return handle->lastIndices.defined() ? at::toDLPack(handle->lastIndices) : nullptr;
   });
 }
 

@@ -63,14 +63,19 @@ STOKER_C_API char* stoker_loader_describe(StokerLoader* loader);
 STOKER_C_API int64_t stoker_loader_order(StokerLoader* loader, int64_t epoch, int64_t* out, int64_t capacity);
 
 /* Starts `epoch`: the sampler's order when `order` is NULL, else the `count` indices given (what is
- * left of an interrupted epoch), cut into batches of batch_size. */
-STOKER_C_API StokerEpoch* stoker_epoch_start(StokerLoader* loader, int64_t epoch, const int64_t* order, int64_t count);
-/* 1 when stoker_epoch_next will not wait for another thread, 0 after `wait_ms` without, -1 on error. */
-STOKER_C_API int stoker_epoch_wait(StokerEpoch* epoch, int wait_ms);
-/* The next batch: writes one DLManagedTensor* per field to `fields` (at most `capacity`) and the
- * batch's sample indices (int64, host) to `indices`; returns the field count, 0 after the last
- * batch, -1 on error (a worker's error names the batch and the sample). */
-STOKER_C_API int stoker_epoch_next(StokerEpoch* epoch, void** fields, int capacity, void** indices);
+ * left of an interrupted epoch, a rank's share of a plan), cut into batches of batch_size or, when
+ * `sizes` is not NULL, into `size_count` batches of those sizes. */
+STOKER_C_API StokerEpoch* stoker_epoch_start(StokerLoader* loader, int64_t epoch, const int64_t* order, int64_t count,
+                                             const int64_t* sizes, int64_t size_count);
+/* The next batch, waiting at most `wait_ms` for another thread to produce it (so a caller can look
+ * at its own interrupts in between): writes one DLManagedTensor* per field to `fields` (at most
+ * `capacity`) and returns the field count; 0 after the last batch, STOKER_NOT_READY when the wait
+ * ran out (call again), -1 on error (a worker's error names the batch and the sample). */
+#define STOKER_NOT_READY (-2)
+STOKER_C_API int stoker_epoch_next(StokerEpoch* epoch, int wait_ms, void** fields, int capacity);
+/* The sample indices (int64, host) of the batch stoker_epoch_next returned last, as a
+ * DLManagedTensor* the caller owns; NULL before the first batch. */
+STOKER_C_API void* stoker_epoch_indices(StokerEpoch* epoch);
 /* Stops the workers and frees the epoch's buffers (batches already handed out stay valid). */
 STOKER_C_API void stoker_epoch_free(StokerEpoch* epoch);
 

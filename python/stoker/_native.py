@@ -76,12 +76,13 @@ lib.stoker_loader_from_dlpack.restype = _void_p
 lib.stoker_loader_free.argtypes = [_void_p]
 lib.stoker_loader_order.argtypes = [_void_p, _i64, ctypes.POINTER(_i64), _i64]
 lib.stoker_loader_order.restype = _i64
-lib.stoker_epoch_start.argtypes = [_void_p, _i64, ctypes.POINTER(_i64), _i64]
+lib.stoker_epoch_start.argtypes = [_void_p, _i64, ctypes.POINTER(_i64), _i64, ctypes.POINTER(_i64), _i64]
 lib.stoker_epoch_start.restype = _void_p
-lib.stoker_epoch_wait.argtypes = [_void_p, ctypes.c_int]
-lib.stoker_epoch_wait.restype = ctypes.c_int
-lib.stoker_epoch_next.argtypes = [_void_p, ctypes.POINTER(_void_p), ctypes.c_int, ctypes.POINTER(_void_p)]
+lib.stoker_epoch_next.argtypes = [_void_p, ctypes.c_int, ctypes.POINTER(_void_p), ctypes.c_int]
 lib.stoker_epoch_next.restype = ctypes.c_int
+lib.stoker_epoch_indices.argtypes = [_void_p]
+lib.stoker_epoch_indices.restype = _void_p
+NOT_READY = -2
 lib.stoker_epoch_free.argtypes = [_void_p]
 
 _capsule_new = ctypes.pythonapi.PyCapsule_New
@@ -133,9 +134,12 @@ def encode(text):
     return None if text is None else str(text).encode("utf-8")
 
 
+_from_dlpack = getattr(torch._C, "_from_dlpack", None) or torch.utils.dlpack.from_dlpack
+
+
 def tensor_from_dlpack(pointer):
     """A DLManagedTensor* from the core as a torch.Tensor viewing the same memory."""
-    return torch.utils.dlpack.from_dlpack(_capsule_new(pointer, _DLTENSOR, None))
+    return _from_dlpack(_capsule_new(pointer, _DLTENSOR, None))
 
 
 def dlpack_from_tensor(tensor):

@@ -53,10 +53,12 @@ class Loader:
     def __init__(self, dataset, *, batch_size=None, shuffle=None, drop_last=None, num_workers=None,
                  prefetch_factor=None, prefetch=None, pin_memory=None, persistent_workers=None, timeout=None,
                  sampler=None, seed=None, transforms=None, device="cpu", options=None, publish=None, name=None,
-                 rank=None, world_size=None, as_dict=False, **knobs):
+                 rank=None, world_size=None, as_dict=False, rank_weights=None, rank_step_ms=None, **knobs):
         self._handle = None
         self._iterator = None
         self.as_dict = bool(as_dict)
+        if rank_weights is not None and rank_step_ms is not None:
+            raise ValueError("rank_weights and rank_step_ms: give one (a weighted split or El Che), not both")
         given = dict(batch_size=batch_size, shuffle=shuffle, drop_last=drop_last, num_workers=num_workers,
                      prefetch=prefetch, pin_memory=pin_memory, persistent_workers=persistent_workers,
                      timeout=timeout, seed=seed, transforms=transforms, **knobs)
@@ -68,6 +70,23 @@ class Loader:
             self.rank, self.world_size = self.options["shard_rank"], self.options["shard_world_size"]
         else:
             self.rank, self.world_size = _options.distributed_env(rank, None)[0] or 0, 1
+        # Unequal GPUs: the planner splits each step by per-rank weights (rank_weights) or gives each
+        # rank whole batches in proportion to its speed (El Che, rank_step_ms); the core's batch
+        # buffers are sized for this rank's largest share.
+        self._split = None
+        self._batch = self.options["batch_size"]
+        if rank_weights is not None or rank_step_ms is not None:
+            values = [float(v) for v in (rank_weights if rank_weights is not None else rank_step_ms)]
+            name = "rank_weights" if rank_weights is not None else "rank_step_ms"
+            if self.options["sampler_type"] != "distributed" or len(values) != self.world_size:
+                raise ValueError(f"{name}: one value per rank of a distributed loader ({len(values)} given, "
+                                 f"world size {self.world_size})")
+            if not all(v > 0 and v == v and v != float("inf") for v in values):
+                raise ValueError(f"{name}: must be positive numbers (got {values})")
+            self._split = ("weights", values) if rank_weights is not None else ("step_ms", values)
+            if rank_weights is not None:
+                share = -(-self._batch * self.world_size * max(values) // sum(values))
+                self.options["batch_size"] = int(min(self._batch * self.world_size, max(1, share)))
         self.device = self._device_name(device)
         if publish is None and os.environ.get("STOKER_PUBLISH"):
             publish = os.environ["STOKER_PUBLISH"].split(",")
@@ -75,6 +94,7 @@ class Loader:
             publish = [publish]
         publish_json = _native.encode(json.dumps(list(publish))) if publish else None
         options_json = _native.encode(json.dumps(self.options))
+        self._split_len = None
         held = _tensors_of(dataset)
         if held is not None:
             names, tensors, self._as_tuple = held
@@ -119,7 +139,11 @@ class Loader:
     # --- what a DataLoader offers ---------------------------------------------------------------
 
     def __len__(self):
-        return self._batches
+        if self._split is None:
+            return self._batches
+        if self._split_len is None:
+            self._split_len = len(self._planned(0, 0)[1])
+        return self._split_len
 
     def set_epoch(self, epoch):
         """The epoch the next ``for`` runs (its order is the sampler's for seed + epoch)."""
@@ -130,14 +154,17 @@ class Loader:
     def __iter__(self):
         self._close_iterator()
         epoch = self._next_epoch
-        order, start = None, 0
+        order, sizes, start = None, None, 0
         if self._resume is not None and self._resume[0] == epoch:
             start = self._resume[1]
+        if self._split is not None:
+            order, sizes = self._planned(epoch, start)
+        elif start:
             order = self._remaining_order(epoch, start)
         self._resume = None
         self._next_epoch = epoch + 1
         self._state = {"epoch": epoch, "consumed": start, "done": False}
-        self._iterator = _EpochIterator(self, epoch, order)
+        self._iterator = _EpochIterator(self, epoch, order, sizes)
         return self._iterator
 
     def close(self):
@@ -190,8 +217,9 @@ class Loader:
         if self._iterator is None and not s["done"] and s["consumed"] == 0:
             epoch = self._next_epoch
         return {"epoch": epoch, "samples_consumed": consumed, "world_size": self.world_size,
+                "split": self._split[0] if self._split else None,
                 "rank": self.rank, "samples": self._samples, "seed": self.options["seed"],
-                "shuffle": self.options["shuffle"], "batch_size": self.options["batch_size"],
+                "shuffle": self.options["shuffle"], "batch_size": self._batch,
                 "sampler_type": self.options["sampler_type"], "_num_yielded": consumed // max(1, self.world_size)}
 
     def load_state_dict(self, state):
@@ -203,6 +231,9 @@ class Loader:
         if state["seed"] != self.options["seed"] or state["shuffle"] != self.options["shuffle"]:
             raise ValueError("state_dict: saved with another seed or shuffle: the epoch's order would differ")
         epoch, consumed = int(state["epoch"]), int(state["samples_consumed"])
+        if consumed and self._split is not None and self._split[0] == "step_ms":
+            raise ValueError("state_dict: an El Che split (rank_step_ms) resumes at epoch boundaries only: ranks "
+                             "take different numbers of batches, so one rank's count does not say the others'")
         if consumed and self.options["sampler_type"] not in ("random", "sequential", "distributed"):
             if state.get("world_size") != self.world_size:
                 raise ValueError(f"state_dict: a {self.options['sampler_type']} sampler resumes only on the same "
@@ -212,15 +243,34 @@ class Loader:
         self._resume = (epoch, consumed) if consumed else None
         self._state = {"epoch": epoch, "consumed": consumed, "done": False}
 
-    def _remaining_order(self, epoch, consumed):
+    def _plan(self, epoch, consumed, **policy):
         o = self.options
-        if o["sampler_type"] in ("random", "sequential", "distributed"):
-            request = {"samples": self._samples, "world_size": self.world_size, "seed": o["seed"], "epoch": epoch,
-                       "shuffle": o["shuffle"] and o["sampler_type"] != "sequential",
-                       "drop_last": o["drop_last"], "resume_from": consumed}
-            plan = _native.take_json(lib.stoker_plan(_native.encode(json.dumps(request))))
-            return plan["ranks"][self.rank]["indices"]
+        request = {"samples": self._samples, "world_size": self.world_size, "seed": o["seed"], "epoch": epoch,
+                   "shuffle": o["shuffle"] and o["sampler_type"] != "sequential", "drop_last": o["drop_last"],
+                   "resume_from": consumed, **policy}
+        return _native.take_json(lib.stoker_plan(_native.encode(json.dumps(request))))["ranks"][self.rank]
+
+    def _remaining_order(self, epoch, consumed):
+        if self.options["sampler_type"] in ("random", "sequential", "distributed"):
+            return self._plan(epoch, consumed)["indices"]
         return self.order(epoch).tolist()[consumed // max(1, self.world_size):]
+
+    def _planned(self, epoch, consumed):
+        """This rank's order and batch sizes in a split for unequal GPUs."""
+        kind, values = self._split
+        mine = self._plan(epoch, consumed, batch_size=self._batch, **{kind: values})
+        if kind == "weights":
+            return mine["indices"], mine["step_sizes"]
+        sizes = []  # El Che: each round's share is whole batches (the last one of the epoch short)
+        for share in mine["step_sizes"]:
+            sizes += [self._batch] * (share // self._batch) + ([share % self._batch] if share % self._batch else [])
+        return mine["indices"], sizes
+
+    def _consumed_by_step(self, rows):
+        """Samples of the epoch's global order one step consumes (every rank in lockstep)."""
+        if self._split is not None:
+            return self._batch * self.world_size
+        return rows * max(1, self.world_size)
 
     # --- internals ------------------------------------------------------------------------------
 
@@ -243,17 +293,18 @@ class Loader:
 
 
 class _EpochIterator:
-    def __init__(self, loader, epoch, order):
+    def __init__(self, loader, epoch, order, sizes=None):
         self._loader = loader
         self.epoch = epoch
-        self.indices = None
+        self._indices = None  # of the last batch, fetched from the core when asked for
         self._fields = (ctypes.c_void_p * _MAX_FIELDS)()
-        self._index = ctypes.c_void_p()
         if order is None:
-            handle = lib.stoker_epoch_start(loader._require(), epoch, None, -1)
+            handle = lib.stoker_epoch_start(loader._require(), epoch, None, -1, None, 0)
         else:
             buf = (ctypes.c_int64 * len(order))(*order)
-            handle = lib.stoker_epoch_start(loader._require(), epoch, buf, len(order))
+            cut = (ctypes.c_int64 * len(sizes))(*sizes) if sizes is not None else None
+            handle = lib.stoker_epoch_start(loader._require(), epoch, buf, len(order), cut,
+                                            len(sizes) if sizes is not None else 0)
         if not handle:
             _native.raise_last_error()
         self._handle = handle
@@ -264,30 +315,37 @@ class _EpochIterator:
     def __len__(self):
         return len(self._loader)
 
+    @property
+    def indices(self):
+        """The sample indices (int64) of the batch yielded last."""
+        if self._indices is None and self._handle:
+            pointer = lib.stoker_epoch_indices(self._handle)
+            if pointer:
+                self._indices = _native.tensor_from_dlpack(pointer)
+        return self._indices
+
     def __next__(self):
         handle = self._handle
         if not handle:
             raise StopIteration
+        fields = self._fields
         try:
-            while True:  # short waits, so Ctrl-C reaches Python within _WAIT_MS
-                ready = lib.stoker_epoch_wait(handle, _WAIT_MS)
-                if ready:
-                    break
-            n = lib.stoker_epoch_next(handle, self._fields, _MAX_FIELDS, ctypes.byref(self._index)) if ready > 0 else -1
+            n = lib.stoker_epoch_next(handle, _WAIT_MS, fields, _MAX_FIELDS)
+            while n == _native.NOT_READY:  # waits of _WAIT_MS, so Ctrl-C reaches Python between them
+                n = lib.stoker_epoch_next(handle, _WAIT_MS, fields, _MAX_FIELDS)
         except BaseException:  # KeyboardInterrupt: stop the workers before it propagates
             self.close()
             raise
-        if n < 0:
+        if n <= 0:
             self.close()
-            _native.raise_last_error()
-        if n == 0:
-            self.close()
+            if n < 0:
+                _native.raise_last_error()
             self._loader._state["done"] = True
             raise StopIteration
-        tensors = [_native.tensor_from_dlpack(self._fields[i]) for i in range(n)]
-        self.indices = _native.tensor_from_dlpack(self._index.value)
+        self._indices = None
+        tensors = [_native.tensor_from_dlpack(fields[i]) for i in range(n)]
         loader = self._loader
-        loader._state["consumed"] += tensors[0].shape[0] * max(1, loader.world_size)
+        loader._state["consumed"] += loader._consumed_by_step(tensors[0].shape[0])
         if loader.as_dict:
             return dict(zip(loader.fields, tensors))
         return tuple(tensors)

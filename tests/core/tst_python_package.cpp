@@ -90,6 +90,12 @@ class TestPythonPackage : public QObject {
     QCOMPARE(f["first_run"].toInt(), 40 * 50 * 3);
   }
 
+  // Unequal GPUs: weighted steps and El Che through the planner, and a weighted resume.
+  void unequalRanksFollowThePlan() {
+    RUN_SCRIPT(r, "unequal_ranks.py", 120000);
+    QCOMPARE(figures(r)["resumed"].toInt(), 3000);
+  }
+
   // Unknown specs and keywords, missing folders, corrupt JPEGs, Ctrl-C, abandoned iterators,
   // fork, a module built for another torch.
   void badUseIsAnError() {
