@@ -19,15 +19,15 @@ _MAX_FIELDS = 64
 
 
 def _tensors_of(dataset):
-    """(names, tensors, as_tuple) for tensors a script holds, else None."""
+    """(names, tensors) for tensors a script holds, else None."""
     if isinstance(dataset, torch.utils.data.TensorDataset):
         dataset = tuple(dataset.tensors)
     if isinstance(dataset, dict) and dataset and all(isinstance(v, torch.Tensor) for v in dataset.values()):
-        return [str(k) for k in dataset], list(dataset.values()), False
+        return [str(k) for k in dataset], list(dataset.values())
     if isinstance(dataset, (tuple, list)) and dataset and all(isinstance(v, torch.Tensor) for v in dataset):
-        return [f"tensor{i}" for i in range(len(dataset))], list(dataset), True
+        return [f"tensor{i}" for i in range(len(dataset))], list(dataset)
     if isinstance(dataset, torch.Tensor):
-        return ["tensor0"], [dataset], True
+        return ["tensor0"], [dataset]
     return None
 
 
@@ -53,10 +53,11 @@ class Loader:
     def __init__(self, dataset, *, batch_size=None, shuffle=None, drop_last=None, num_workers=None,
                  prefetch_factor=None, prefetch=None, pin_memory=None, persistent_workers=None, timeout=None,
                  sampler=None, seed=None, transforms=None, device="cpu", options=None, publish=None, name=None,
-                 rank=None, world_size=None, as_dict=False, rank_weights=None, rank_step_ms=None, **knobs):
+                 rank=None, world_size=None, as_dict=None, rank_weights=None, rank_step_ms=None, **knobs):
         self._handle = None
         self._iterator = None
-        self.as_dict = bool(as_dict)
+        # Batches as {field: tensor} when asked, or when the dataset was a dict of tensors.
+        self.as_dict = bool(as_dict) if as_dict is not None else isinstance(dataset, dict)
         if rank_weights is not None and rank_step_ms is not None:
             raise ValueError("rank_weights and rank_step_ms: give one (a weighted split or El Che), not both")
         given = dict(batch_size=batch_size, shuffle=shuffle, drop_last=drop_last, num_workers=num_workers,
@@ -97,15 +98,14 @@ class Loader:
         self._split_len = None
         held = _tensors_of(dataset)
         if held is not None:
-            names, tensors, self._as_tuple = held
-            tensors = [t.contiguous() for t in tensors]
+            names, tensors = held
+            tensors = [t.detach().contiguous() for t in tensors]  # no copy unless strided
             pointers = (ctypes.c_void_p * len(tensors))(*[_native.dlpack_from_tensor(t) for t in tensors])
             handle = lib.stoker_loader_from_dlpack(pointers, len(tensors), _native.encode(json.dumps(names)),
                                                    options_json, _native.encode(self.device), publish_json,
                                                    _native.encode(name), self.rank)
             self.spec = None
         elif isinstance(dataset, (str, os.PathLike)):
-            self._as_tuple = True
             self.spec = os.fspath(dataset)
             handle = lib.stoker_loader_open(_native.encode(self.spec), options_json, _native.encode(self.device),
                                             publish_json, _native.encode(name), self.rank)

@@ -78,9 +78,11 @@ try:
     batches = list(held)
     assert [b[1].tolist() for b in batches] == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]
     assert all(torch.equal(b[0], x[b[1]]) for b in batches)
-    # A dict of tensors with as_dict.
-    named = list(stoker.Loader({"x": x, "y": y}, batch_size=4, as_dict=True, drop_last=True))
+    # A dict of tensors yields dicts; a tensor that requires grad is taken too (detached, no copy).
+    named = list(stoker.Loader({"x": x.requires_grad_(), "y": y}, batch_size=4, drop_last=True))
     assert len(named) == 2 and set(named[0]) == {"x", "y"}
+    assert isinstance(list(stoker.Loader((x, y), batch_size=4, as_dict=True))[0], dict)
+    x = x.detach()
 
     # A batch kept past the next ones stays intact (its buffer is not reused while Python holds it).
     keep = stoker.Loader("fashion-mnist", batch_size=256, num_workers=2, reuse_buffers=True)
