@@ -133,12 +133,15 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
   presetRow->addWidget(preset_, 1);
   presetRow->addWidget(applyPreset);
   optionsLayout->addLayout(presetRow);
+  // Two short rows (the options as JSON; the same loader as code), so the buttons fit the form.
   auto* fileRow = new QHBoxLayout;
+  auto* codeRow = new QHBoxLayout;
+  QHBoxLayout* row = fileRow;
   auto addButton = [&](const QString& text, const QString& tip, auto slot) {
     auto* b = new QPushButton(text, optionsBox);
     b->setToolTip(tip);
     connect(b, &QPushButton::clicked, this, slot);
-    fileRow->addWidget(b);
+    row->addWidget(b);
   };
   addButton(tr("Import…"), tr("Read LoaderOptions from a JSON file (knob names as keys)"), [this] {
     const QString f = QFileDialog::getOpenFileName(this, tr("Import options"), {}, tr("JSON (*.json)"));
@@ -148,6 +151,9 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
     const QString f = QFileDialog::getSaveFileName(this, tr("Export options"), "loader_options.json", tr("JSON (*.json)"));
     if (!f.isEmpty()) exportOptions(f);
   });
+  fileRow->addStretch(1);
+  row = codeRow;
+  codeRow->addWidget(new QLabel(tr("As code:"), optionsBox));
   addButton(tr("Python…"), tr("This loader in a PyTorch training script: stoker.Loader(...) (import stoker), "
                               "the same samples in the same batches, at Stoker's speed"),
             [this] { showSnippet(tr("Python (stoker)"), stokerSnippet(), Snippet::Stoker); });
@@ -155,7 +161,9 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
             [this] { showSnippet(tr("PyTorch DataLoader"), pytorchSnippet(), Snippet::PyTorch); });
   addButton(tr("C++…"), tr("The LoaderOptions builder for a C++ training program"),
             [this] { showSnippet(tr("C++ builder"), cppSnippet(), Snippet::Cpp); });
+  codeRow->addStretch(1);
   optionsLayout->addLayout(fileRow);
+  optionsLayout->addLayout(codeRow);
   form_ = new LoaderOptionsForm(optionsBox);
   optionsLayout->addWidget(form_);
   leftLayout->addWidget(optionsBox);
