@@ -103,15 +103,28 @@ def torchvision_best(photos, workers_list):
 
 
 def step_loop(spec, step_ms, **kw):
+    """One epoch whose steps are step_ms of busy work, watched by the loader's own summary and by
+    the Python probe (python/stoker_probe) around the loop."""
+    import tempfile
     import stoker
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import stoker_probe
     loader = stoker.Loader(spec, **kw)
-    for batch in loader:  # one epoch, each step busy for step_ms
-        end = time.perf_counter() + step_ms / 1e3
-        while time.perf_counter() < end:
-            pass
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "probe.jsonl")
+        for batch in stoker_probe.watch(loader, publish=f"file:{path}", name="bench"):
+            end = time.perf_counter() + step_ms / 1e3
+            while time.perf_counter() < end:
+                pass
+        stoker_probe.shutdown()
+        ends = [json.loads(line) for line in open(path) if '"epoch_end": true' in line or '"epoch_end":true' in line]
     last = loader.describe()["last_epoch"]
     loader.close()
-    return {"data_wait_share": last["data_wait_s"] / last["seconds"], "batches": last["batches"]}
+    out = {"data_wait_share": last["data_wait_s"] / last["seconds"], "batches": last["batches"]}
+    if ends:
+        e = ends[-1]
+        out["probe_data_wait_share"] = e["data_wait_ms"] / (e["data_wait_ms"] + e["step_ms"])
+    return out
 
 
 def main():

@@ -90,6 +90,13 @@ class TestPythonPackage : public QObject {
     QCOMPARE(f["first_run"].toInt(), 40 * 50 * 3);
   }
 
+  // publish= and STOKER_PUBLISH send the core's records (source "stoker", stages, name, rank).
+  void publishesTelemetry() {
+    RUN_SCRIPT(r, "telemetry.py", 120000);
+    QVERIFY(figures(r)["staged"].toInt() > 0);
+    QVERIFY(figures(r)["env_records"].toInt() > 0);
+  }
+
   // Unequal GPUs: weighted steps and El Che through the planner, and a weighted resume.
   void unequalRanksFollowThePlan() {
     RUN_SCRIPT(r, "unequal_ranks.py", 120000);
