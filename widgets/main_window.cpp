@@ -14,6 +14,9 @@
 #include <algorithm>
 
 #include "checkpoints_workspace.h"
+#include "data/loader_options.h"
+#include "loader_options_form.h"
+#include "util/error.h"
 #include "loader_workspace.h"
 #include "monitor_workspace.h"
 #include "planner_workspace.h"
@@ -77,6 +80,18 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   setCentralWidget(split);
   connect(nav_, &QListWidget::currentRowChanged, stack_, &QStackedWidget::setCurrentIndex);
   nav_->setCurrentRow(0);
+  // The Monitor's "Tune in Loader": a running script's loader, its dataset and options, in the form.
+  connect(monitor_, &MonitorWorkspace::tuneRequested, this, [this](const QString& dataset, const QString& options) {
+    try {
+      const LoaderOptions o = loaderOptionsFromJson(options.toStdString(), "the monitored loader's options");
+      loader_->setDataset(dataset);
+      loader_->form()->setOptions(o);
+      showWorkspace("loader");
+      statusBar()->showMessage(tr("The monitored loader's settings (%1): change them and press Run.").arg(dataset));
+    } catch (const Error& e) {
+      statusBar()->showMessage(tr("Cannot tune that loader: %1").arg(QString::fromUtf8(e.what())));
+    }
+  });
   statusBar()->showMessage(tr("Ready"));
   buildMenus();
 

@@ -1,5 +1,7 @@
 #include "monitor_workspace.h"
 
+#include <algorithm>
+
 #include <QComboBox>
 #include <QDir>
 #include <QFile>
@@ -127,7 +129,12 @@ MonitorWorkspace::MonitorWorkspace(QWidget* parent)
   row->addWidget(address_, 1);
   row->addWidget(new QLabel(tr("Prometheus"), this));
   row->addWidget(prometheus_);
-  for (auto* b : {listenButton_, connectButton_, followButton_, stopButton_, saveButton_, exportButton_}) row->addWidget(b);
+  tuneButton_ = new QPushButton(tr("Tune in Loader"), this);
+  tuneButton_->setToolTip(tr("Open the selected row's loader, with its dataset and options, in the Loader workspace "
+                             "to re-tune it (for loaders that send them: stoker.Loader in a Python script)"));
+  tuneButton_->setEnabled(false);
+  for (auto* b : {listenButton_, connectButton_, followButton_, stopButton_, saveButton_, exportButton_, tuneButton_})
+    row->addWidget(b);
   outer->addLayout(row);
   status_ = new QLabel(tr("Not listening. Press Listen, then start a job with --publish to this address."), this);
   status_->setObjectName("status");
@@ -206,6 +213,11 @@ MonitorWorkspace::MonitorWorkspace(QWidget* parent)
     const QString f = QFileDialog::getSaveFileName(this, tr("Export plots (PNG) and records (CSV)"), "monitor.png",
                                                    tr("PNG image (*.png)"));
     if (!f.isEmpty() && !exportSession(f)) status_->setText(tr("Error: cannot write %1").arg(f));
+  });
+  connect(tuneButton_, &QPushButton::clicked, this, [this] {
+    const int row = std::max(0, table_->currentRow());
+    if (row >= table_->rowCount()) return;
+    tuneLoader(table_->item(row, Rank)->data(Qt::UserRole).toInt(), table_->item(row, Device)->text());
   });
   connect(heatFigure_, &QComboBox::currentIndexChanged, this,
           [this](int i) { heatMap_->setFigure(i == 0 ? RankHeatMap::WaitShare : RankHeatMap::SamplesPerSecond); });
@@ -295,6 +307,7 @@ void MonitorWorkspace::beginSession() {
   table_->setRowCount(0);
   rows_.clear();
   latest_.clear();
+  tuneButton_->setEnabled(false);
   refusedRows_ = 0;
   showStragglers({});
   viewChosen_ = false;
@@ -426,6 +439,24 @@ QString MonitorWorkspace::verdict(int rank, const QString& device) const {
   return cellText(rank, device, kHeaders[Verdict]);
 }
 
+bool MonitorWorkspace::tuneLoader(int rank, const QString& device) {
+  const auto it = latest_.find({rank, device.toStdString()});
+  if (it == latest_.end()) {
+    status_->setText(tr("No records from rank %1 %2.").arg(rank).arg(device));
+    return false;
+  }
+  const TelemetryRecord& r = it->second;
+  if (r.options.empty() || r.dataset.empty()) {
+    status_->setText(tr("Rank %1 %2 does not send its dataset and options (stoker.Loader in a Python script does; "
+                        "a DataLoader watched by the probe cannot): nothing to tune.")
+                         .arg(rank)
+                         .arg(device));
+    return false;
+  }
+  Q_EMIT tuneRequested(QString::fromStdString(r.dataset), QString::fromStdString(r.options));
+  return true;
+}
+
 QString MonitorWorkspace::cellText(int rank, const QString& device, const QString& header) const {
   const QTableWidgetItem* key = rowItem(rank, device);
   if (!key) return {};
@@ -497,6 +528,10 @@ void MonitorWorkspace::drain() {
     // Past 8 series a line each is unreadable: show the heat map once, unless the user chose a view.
     if (!viewChosen_ && views_->currentIndex() == 0 && latest_.size() > kShowHeatMapAbove) views_->setCurrentIndex(1);
     records_ += static_cast<qint64>(accepted.size());
+    if (!tuneButton_->isEnabled())
+      tuneButton_->setEnabled(std::any_of(accepted.begin(), accepted.end(), [](const TelemetryRecord& r) {
+        return !r.options.empty() && !r.dataset.empty();
+      }));
     Q_EMIT recordsArrived(static_cast<int>(accepted.size()));
   }
   if (!sourceText_.isEmpty() && records_ > 0)

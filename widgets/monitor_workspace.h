@@ -64,6 +64,10 @@ class MonitorWorkspace : public QWidget {
   // The table's text for (rank, device) in the column headed `header`, or "" when none.
   QString cellText(int rank, const QString& device, const QString& header) const;
   qint64 recordCount() const { return records_; }
+  // Hands the loader publishing as (rank, device) to the Loader workspace (tuneRequested) when its
+  // records carry its dataset spec and options (stoker.Loader in a Python script sends them);
+  // false, with the reason in the status line, when they do not.
+  bool tuneLoader(int rank, const QString& device);
 
  public Q_SLOTS:
   void listen();
@@ -78,6 +82,8 @@ class MonitorWorkspace : public QWidget {
  Q_SIGNALS:
   void listening(int port);
   void recordsArrived(int count);
+  // "Tune in Loader": the dataset spec and LoaderOptions JSON of a running loader.
+  void tuneRequested(const QString& dataset, const QString& optionsJson);
   void failed(const QString& message);
 
  private:
@@ -102,6 +108,7 @@ class MonitorWorkspace : public QWidget {
   QPushButton* stopButton_;
   QPushButton* saveButton_;
   QPushButton* exportButton_;
+  QPushButton* tuneButton_;
   QLabel* status_;
   QLabel* banner_;
   QTableWidget* table_;

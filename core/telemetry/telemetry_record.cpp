@@ -13,6 +13,9 @@ namespace {
 // A name (host, device, loader...) longer than this is refused: a peer must not grow the
 // Monitor's per-series maps by megabytes a record.
 constexpr std::size_t kMaxText = 256;
+// A dataset spec (a path, a URL with a brace range) and a loader's options are longer, still bounded.
+constexpr std::size_t kMaxSpec = 4096;
+constexpr std::size_t kMaxOptions = 16384;
 
 // Integral fields must hold an integer that fits; a figure must be a finite number >= 0 (a
 // rate of 1e300 cast to bytes is undefined behaviour); text must be short.
@@ -71,6 +74,11 @@ std::string telemetryToJson(const TelemetryRecord& r) {
   if (!r.source.empty()) j["source"] = r.source;
   if (!r.loader.empty()) j["loader"] = r.loader;
   if (!r.collectives.empty()) j["collectives"] = r.collectives;
+  if (!r.dataset.empty()) j["dataset"] = r.dataset;
+  if (!r.options.empty()) {
+    nlohmann::json options = nlohmann::json::parse(r.options, nullptr, false);
+    if (options.is_object()) j["options"] = std::move(options);
+  }
   return j.dump();
 }
 
@@ -106,6 +114,15 @@ TelemetryRecord telemetryFromJson(const std::string& line) {
     if (present(j, "source")) readField(j["source"], r.source, "source");
     if (present(j, "loader")) readField(j["loader"], r.loader, "loader");
     if (present(j, "collectives")) readField(j["collectives"], r.collectives, "collectives");
+    if (present(j, "dataset")) {
+      r.dataset = j["dataset"].get<std::string>();
+      if (r.dataset.size() > kMaxSpec) throwBadInput("telemetry", "field \"dataset\" is longer than 4096 bytes");
+    }
+    if (present(j, "options")) {
+      if (!j["options"].is_object()) throwBadInput("telemetry", "field \"options\" is not an object");
+      r.options = j["options"].dump();
+      if (r.options.size() > kMaxOptions) throwBadInput("telemetry", "field \"options\" is longer than 16384 bytes");
+    }
   } catch (const nlohmann::json::exception& e) {
     throwBadInput("telemetry", std::string("a field has the wrong type: ") + e.what());
   }

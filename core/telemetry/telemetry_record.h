@@ -63,6 +63,11 @@ struct TelemetryRecord {
   std::int64_t dropped = kUnknown;  // records the publisher has dropped so far
   std::string loader;               // a name for the loader when a process has several
   std::string collectives;          // the ranks' c10d backend: "nccl", "gloo", or "" (none, unknown)
+  // What the loader reads and how (the Python package sends them): the dataset spec and its
+  // LoaderOptions as one JSON object, so the Monitor can hand a running loader to the Loader
+  // workspace to re-tune it. "" = not sent.
+  std::string dataset;
+  std::string options;
 };
 
 std::string telemetryToJson(const TelemetryRecord& r);  // one line, no newline

@@ -24,19 +24,24 @@ using namespace stoker::capi;
 
 namespace {
 
-// Sets the record's `loader` name before passing it on (several loaders in one script).
-class NamedObserver : public TelemetryObserver {
+// Adds what the core's records leave out before passing them on: the loader's name (several
+// loaders in one script), its dataset spec and options (the Monitor hands them to the Loader
+// workspace to re-tune the script's loader).
+class DescribingObserver : public TelemetryObserver {
  public:
-  NamedObserver(std::shared_ptr<TelemetryObserver> next, std::string name) : next_(std::move(next)), name_(std::move(name)) {}
+  DescribingObserver(std::shared_ptr<TelemetryObserver> next, std::string name, std::string dataset, std::string options)
+      : next_(std::move(next)), name_(std::move(name)), dataset_(std::move(dataset)), options_(std::move(options)) {}
   void onRecord(const TelemetryRecord& record) override {
-    TelemetryRecord named = record;
-    named.loader = name_;
-    next_->onRecord(named);
+    TelemetryRecord described = record;
+    if (!name_.empty()) described.loader = name_;
+    described.dataset = dataset_;
+    described.options = options_;
+    next_->onRecord(described);
   }
 
  private:
   std::shared_ptr<TelemetryObserver> next_;
-  std::string name_;
+  std::string name_, dataset_, options_;
 };
 
 }  // namespace
@@ -62,19 +67,18 @@ struct StokerEpoch {
 
 namespace {
 
-StokerLoader* makeLoader(std::shared_ptr<Dataset> dataset, const LoaderOptions& options, const char* device,
-                         const char* publishJson, const char* name, int telemetryRank) {
+// `spec`: the dataset spec the workbench can open again ("" for tensors a script holds).
+StokerLoader* makeLoader(std::shared_ptr<Dataset> dataset, const std::string& spec, const LoaderOptions& options,
+                         const char* device, const char* publishJson, const char* name, int telemetryRank) {
   auto made = std::make_unique<StokerLoader>();
   if (publishJson && *publishJson) {
     const auto addresses = nlohmann::json::parse(publishJson).get<std::vector<std::string>>();
     if (!addresses.empty()) made->publisher = std::make_shared<TelemetryPublisher>(addresses);
   }
   made->loader = std::make_unique<Loader>(std::move(dataset), options, DeviceSpec::parse(device && *device ? device : "cpu"));
-  if (made->publisher) {
-    std::shared_ptr<TelemetryObserver> observer = made->publisher;
-    if (name && *name) observer = std::make_shared<NamedObserver>(observer, name);
-    made->loader->addObserver(observer);
-  }
+  if (made->publisher)
+    made->loader->addObserver(std::make_shared<DescribingObserver>(made->publisher, name ? name : "", spec,
+                                                                   loaderOptionsToJson(options)));
   if (telemetryRank >= 0) made->loader->setTelemetryRank(telemetryRank);
   return made.release();
 }
@@ -103,7 +107,7 @@ StokerLoader* stoker_loader_open(const char* spec, const char* optionsJson, cons
     const std::string text = spec ? spec : "";
     if (!options.transforms.empty() && !datasetTakesTransforms(text))
       throwBadInput("transforms", "only image datasets (imagefolder:, wds:) take transforms; " + text + " does not decode images");
-    return makeLoader(openDataset(text, options), options, device, publishJson, name, telemetryRank);
+    return makeLoader(openDataset(text, options), text, options, device, publishJson, name, telemetryRank);
   });
 }
 
@@ -140,7 +144,7 @@ StokerLoader* stoker_loader_from_dlpack(void* const* tensors, int count, const c
     const LoaderOptions options = optionsFrom(optionsJson);
     if (!options.transforms.empty()) throwBadInput("transforms", "only image datasets take transforms, not tensors");
     auto dataset = std::make_shared<TensorDataset>("tensors from Python", names, fields);
-    return makeLoader(std::move(dataset), options, device, publishJson, name, telemetryRank);
+    return makeLoader(std::move(dataset), "", options, device, publishJson, name, telemetryRank);
   });
 }
 

@@ -263,6 +263,34 @@ class TestTelemetry : public QObject {
     }
   }
 
+  // The dataset spec and LoaderOptions a Python loader sends (the Monitor's "Tune in Loader"):
+  // kept as they came, bounded, and the options must be an object.
+  void datasetAndOptionsRoundTrip() {
+    TelemetryRecord r = sample(0, 1);
+    r.dataset = "imagefolder:/data/train";
+    r.options = R"({"batch_size":64,"num_workers":3})";
+    const TelemetryRecord back = telemetryFromJson(telemetryToJson(r));
+    QCOMPARE(back.dataset, r.dataset);
+    QCOMPARE(nlohmann::json::parse(back.options)["num_workers"].get<int>(), 3);
+    const nlohmann::json line = nlohmann::json::parse(telemetryToJson(r));
+    QVERIFY(line["options"].is_object());  // an object in the line, not a string holding one
+    for (const auto& [field, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+             {"options", "batch_size=64"},
+             {"options", nlohmann::json::array({1, 2})},
+             {"options", nlohmann::json{{"transforms", std::string(20000, 'x')}}},
+             {"dataset", std::string(5000, 'd')},
+             {"dataset", 42}}) {
+      nlohmann::json k = line;
+      k[field] = value;
+      try {
+        telemetryFromJson(k.dump());
+        QFAIL(qPrintable(QString::fromStdString(field + " accepted: " + value.dump().substr(0, 40))));
+      } catch (const Error& e) {
+        QCOMPARE(e.kind(), ErrorKind::BadInput);
+      }
+    }
+  }
+
   // The straggler is named by where its time goes (a synchronous job evens out iterations):
   // a robust z-score of data wait and of step, with an absolute floor so noise names nobody.
   void stragglersByRobustZScore() {

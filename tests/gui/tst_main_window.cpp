@@ -7,8 +7,13 @@
 #include <QScrollBar>
 #include <QSettings>
 #include <QStackedWidget>
+#include <QStatusBar>
 
+#include "data/loader_options.h"
+#include "loader_options_form.h"
+#include "loader_workspace.h"
 #include "main_window.h"
+#include "monitor_workspace.h"
 #include "test_support.h"
 
 class TestMainWindow : public QObject {
@@ -58,6 +63,23 @@ class TestMainWindow : public QObject {
     auto* nav = w.findChild<QListWidget*>();
     nav->setCurrentRow(3);
     QCOMPARE(w.currentWorkspace(), QString("monitor"));
+  }
+
+  // The Monitor's "Tune in Loader" fills the Loader workspace with the running loader's dataset
+  // and options and switches to it; options it cannot read leave the form alone, with a message.
+  void monitorHandsALoaderToTheLoaderWorkspace() {
+    stoker::MainWindow w;
+    w.showWorkspace("monitor");
+    Q_EMIT w.monitor()->tuneRequested("synthetic:1000,16", R"({"batch_size": 48, "num_workers": 3})");
+    QCOMPARE(w.currentWorkspace(), QString("loader"));
+    QCOMPARE(w.loader()->dataset(), QString("synthetic:1000,16"));
+    QCOMPARE(w.loader()->form()->options().batch_size, std::int64_t(48));
+    QCOMPARE(w.loader()->form()->options().num_workers, 3);
+    w.showWorkspace("monitor");
+    Q_EMIT w.monitor()->tuneRequested("fashion-mnist", R"({"batch_size": -1})");
+    QCOMPARE(w.currentWorkspace(), QString("monitor"));
+    QCOMPARE(w.loader()->form()->options().batch_size, std::int64_t(48));
+    QVERIFY(w.statusBar()->currentMessage().contains("batch_size"));
   }
 
   void themesShortcutsAndSettingsPersist() {

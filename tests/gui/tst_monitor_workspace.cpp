@@ -352,6 +352,32 @@ class TestMonitorWorkspace : public QObject {
     w.stop();
   }
 
+  // "Tune in Loader": a record that carries its dataset and options (stoker.Loader in Python) is
+  // handed over with them; a probe's record, which cannot, says why in the status line.
+  void handsALoaderBackToTune() {
+    MonitorWorkspace w;
+    const QString path = dir_.filePath("tunable.jsonl");
+    TelemetryRecord script = record(0, "cpu", 1, 9, 1e6);
+    script.source = "stoker";
+    script.dataset = "fashion-mnist";
+    script.options = R"({"batch_size":64,"num_workers":3})";
+    TelemetryRecord probe = record(1, "cpu", 1, 9, 1e6);
+    probe.source = "python";
+    QVERIFY(test::writeFile(path, QByteArray::fromStdString(telemetryToJson(script) + "\n" + telemetryToJson(probe) + "\n")));
+    QSignalSpy tune(&w, &MonitorWorkspace::tuneRequested);
+    w.followFile(path);
+    QVERIFY(waitUntil([&] { return w.table()->rowCount() == 2; }));
+    QVERIFY(w.tuneLoader(0, "cpu"));
+    QCOMPARE(tune.count(), 1);
+    QCOMPARE(tune.at(0).at(0).toString(), QString("fashion-mnist"));
+    QVERIFY(tune.at(0).at(1).toString().contains("\"num_workers\":3"));
+    QVERIFY(!w.tuneLoader(1, "cpu"));
+    QVERIFY2(w.statusText().contains("does not send its dataset and options"), qPrintable(w.statusText()));
+    QVERIFY(!w.tuneLoader(7, "cpu"));
+    QCOMPARE(tune.count(), 1);
+    w.stop();
+  }
+
   // Save session writes every record as JSON lines; reopening it replays the same rows and
   // counts; Export writes the plots and heat map as PNG and every record as CSV.
   void sessionsSaveReplayAndExport() {

@@ -108,7 +108,8 @@ try:
     del it
     rss_200, tasks_200 = rss_mb(), len(os.listdir("/proc/self/task"))
     assert rss_200 - rss_20 < 40, f"RSS grew {rss_200 - rss_20:.0f} MiB over 180 abandoned iterators"
-    assert tasks_200 <= tasks_20, f"threads grew over 180 abandoned iterators: {tasks_20} -> {tasks_200}"
+    # +1: the next epoch's order is drawn on a short-lived thread, which may be alive at either count.
+    assert tasks_200 <= tasks_20 + 1, f"threads grew over 180 abandoned iterators: {tasks_20} -> {tasks_200}"
     many.close()
 
     # fork() after import stoker (and after a loader ran): a DataLoader with workers still works.

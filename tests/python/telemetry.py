@@ -26,7 +26,10 @@ with tempfile.TemporaryDirectory() as tmp:
     staged = [r for r in records if r.get("stages_ms")]
     assert staged and {"read", "collate"} <= set(staged[-1]["stages_ms"]), staged[-1:]
     assert {r["epoch"] for r in records} == {0, 1}, {r["epoch"] for r in records}
-    assert info["telemetry"]["sent"] >= len(records) and info["telemetry"]["dropped"] == 0, info["telemetry"]
+    # What the Monitor's "Tune in Loader" hands to the Loader workspace: the spec and every knob.
+    assert records[-1]["dataset"].startswith("synthetic:4000") and records[-1]["options"]["batch_size"] == 100
+    # describe() ran before close() flushed the queue: what it counted as sent is in the file.
+    assert info["telemetry"]["dropped"] == 0 and len(records) >= info["telemetry"]["sent"], info["telemetry"]
 
     # STOKER_PUBLISH: an unchanged script publishes too (here under torchrun's RANK / WORLD_SIZE).
     env_path = os.path.join(tmp, "env.jsonl")
