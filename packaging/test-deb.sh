@@ -102,4 +102,12 @@ if [[ -d /usr/share/datasets/fashion-mnist ]]; then
 assert sum(x.shape[0] for x, _ in stoker.Loader('fashion-mnist', batch_size=1000)) == 60000" || fail "stoker.Loader('fashion-mnist') (installed)"
   "${clean_env[@]}" /usr/bin/stoker-demo-trainer --epochs 1 --max-steps 20 >/dev/null 2>&1 || fail "stoker-demo-trainer"
 fi
-log "ok: the package installs, and stoker, stoker-workbench (4 workspaces), stoker-demo-trainer, the Python probe and the Python package run"
+# Removing it leaves nothing behind, not even the byte-code python3 wrote above (the prerm).
+if [[ "$was_installed" == 0 ]]; then
+  $sudo dpkg -r stoker >/dev/null 2>"$tmp/remove.log" || fail "dpkg -r stoker: $(cat "$tmp/remove.log")"
+  for d in /usr/lib/python3/dist-packages/stoker /usr/lib/python3/dist-packages/stoker_probe; do
+    [[ ! -e "$d" ]] || fail "removing the package left $d behind"
+  done
+  was_installed=1  # nothing left for the cleanup to remove
+fi
+log "ok: the package installs, and stoker, stoker-workbench (4 workspaces), stoker-demo-trainer, the Python probe and the Python package run; it removes cleanly"
