@@ -174,6 +174,8 @@ char* stoker_loader_describe(StokerLoader* handle) {
                           {"memory", {{"total", m.total}, {"free", m.free}, {"used", m.used}, {"reserved", m.reserved},
                                       {"allocated", m.allocated}}},
                           {"pool_allocations", l.poolAllocations()},
+                          // WebDataset reads shard after shard: its order is its own, not the sampler's.
+                          {"own_order", l.dataset().ownEpochOrder(l.options(), 0).has_value()},
                           {"options", nlohmann::json::parse(loaderOptionsToJson(l.options()))}};
     const EpochSummary last = l.lastEpoch();
     doc["last_epoch"] = last.epoch >= 0 ? epochJson(last) : nlohmann::json(nullptr);

@@ -120,6 +120,7 @@ class Loader:
         self.fields = [f["name"] for f in info["fields"]]
         self._samples = info["samples"]
         self._batches = info["batches"]
+        self._own_order = info["own_order"]  # the dataset orders its epochs itself (WebDataset)
         self._next_epoch = 0
         self._resume = None  # (epoch, global samples already consumed) from load_state_dict
         self._state = {"epoch": 0, "consumed": 0, "done": False}
@@ -234,10 +235,11 @@ class Loader:
         if consumed and self._split is not None and self._split[0] == "step_ms":
             raise ValueError("state_dict: an El Che split (rank_step_ms) resumes at epoch boundaries only: ranks "
                              "take different numbers of batches, so one rank's count does not say the others'")
-        if consumed and self.options["sampler_type"] not in ("random", "sequential", "distributed"):
-            if state.get("world_size") != self.world_size:
-                raise ValueError(f"state_dict: a {self.options['sampler_type']} sampler resumes only on the same "
-                                 f"world size ({state.get('world_size')}, now {self.world_size})")
+        if consumed and not self._plannable() and state.get("world_size") != self.world_size:
+            what = "a dataset with its own order (WebDataset)" if self._own_order else \
+                f"a {self.options['sampler_type']} sampler"
+            raise ValueError(f"state_dict: {what} resumes only on the same world size "
+                             f"({state.get('world_size')}, now {self.world_size})")
         self._close_iterator()
         self._next_epoch = epoch
         self._resume = (epoch, consumed) if consumed else None
@@ -250,8 +252,12 @@ class Loader:
                    "resume_from": consumed, **policy}
         return _native.take_json(lib.stoker_plan(_native.encode(json.dumps(request))))["ranks"][self.rank]
 
+    def _plannable(self):
+        """Whether the planner can deal what is left of an epoch (onto any world size)."""
+        return self.options["sampler_type"] in ("random", "sequential", "distributed") and not self._own_order
+
     def _remaining_order(self, epoch, consumed):
-        if self.options["sampler_type"] in ("random", "sequential", "distributed"):
+        if self._plannable():
             return self._plan(epoch, consumed)["indices"]
         return self.order(epoch).tolist()[consumed // max(1, self.world_size):]
 

@@ -75,4 +75,30 @@ with tempfile.TemporaryDirectory() as tmp:
             if steps == 20:
                 break
     assert all(torch.isfinite(torch.tensor(losses))), losses
-    result(eval_worst_levels=round(worst, 3), samples=len(images), steps=steps, last_loss=losses[-1])
+    # WebDataset shards of the same photos orders its epochs itself (shard after shard): an epoch
+    # stopped after 2 batches resumes from state_dict with each sample once; on another world size
+    # that order cannot be dealt again, which is refused.
+    shards = os.path.join(tmp, "shards")
+    subprocess.run([sys.executable, os.path.join(HERE, "..", "datasets", "make_wds_shards.py"), photos, shards,
+                    "--per-shard", "8"], check=True, capture_output=True)
+    wds = f"wds:{shards}/train-{{000000..000002}}.tar"
+    first = stoker.Loader(wds, batch_size=4, shuffle=True, seed=2, transforms=EVAL, drop_last=False)
+    assert first.describe()["own_order"] is True
+    it = iter(first)
+    seen = []
+    for _ in range(2):
+        next(it)
+        seen += it.indices.tolist()
+    state = first.state_dict()
+    again = stoker.Loader(wds, batch_size=4, shuffle=True, seed=2, transforms=EVAL, drop_last=False)
+    again.load_state_dict(state)
+    it = iter(again)
+    for _ in it:
+        seen += it.indices.tolist()
+    assert sorted(seen) == list(range(24)), f"the resumed WebDataset epoch repeated or skipped samples: {sorted(seen)}"
+    try:
+        stoker.Loader(wds, batch_size=4, shuffle=True, seed=2, transforms=EVAL, rank=0, world_size=2).load_state_dict(state)
+        raise AssertionError("a WebDataset epoch was resumed onto another world size")
+    except ValueError as e:
+        assert "its own order" in str(e), e
+    result(eval_worst_levels=round(worst, 3), samples=len(images), steps=steps, last_loss=losses[-1], wds_resumed=len(seen))
