@@ -56,6 +56,9 @@ ORIG_LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}"
 STEPS=",${STOKER_GPU_STEPS:-checks,train,images},"
 step() { [[ "$STEPS" == *",$1,"* ]]; }
 py() { LD_LIBRARY_PATH="$ORIG_LD_LIBRARY_PATH" "$PY" "$@"; }
+# Python importing stoker: the machine's libraries first (PyTorch's), the carried ones after, for
+# libstoker_c.so's own needs.
+py_stoker() { LD_LIBRARY_PATH="$ORIG_LD_LIBRARY_PATH${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$PY" "$@"; }
 CMAKE_EXTRA=()
 
 # Carried Debian packages: unpacked into BUILD/deps, their pkg-config files pointed there.
@@ -90,11 +93,21 @@ DATA="${STOKER_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}"
 # The image step's photo folder is cut while the build runs (one core of many).
 PHOTOS="${STOKER_GPU_PHOTOS:-$BUILD/bench-data/photos-${STOKER_GPU_PER_CLASS:-500}}"
 PHOTOS_PID=""
-if step images && [[ ! -d "$PHOTOS" ]]; then
+if { step images || step checks; } && [[ ! -d "$PHOTOS" ]]; then
   ( py "$ROOT/tests/datasets/make_photo_folder.py" "$PHOTOS.tmp" --per-class "${STOKER_GPU_PER_CLASS:-500}" &&
     mv "$PHOTOS.tmp" "$PHOTOS" ) >"$OUT/photos.log" 2>&1 &
   PHOTOS_PID=$!
 fi
+
+# Waited for once, by the first step that reads the folder (the Python checks or the image step).
+PHOTOS_WAITED=""
+photos_ready() {
+  if [[ -n "$PHOTOS_PID" && -z "$PHOTOS_WAITED" ]]; then
+    PHOTOS_WAITED=1
+    wait "$PHOTOS_PID" || log "could not build the photo folder (python3-skimage's photos: STOKER_SKIMAGE_DATA; see $OUT/photos.log)"
+  fi
+  [[ -d "$PHOTOS" ]]
+}
 
 GENERATOR=()
 command -v ninja >/dev/null && GENERATOR=(-G Ninja)
@@ -112,8 +125,13 @@ grep -q 'CUDA=ON' "$OUT/configure.log" || { log "the libtorch found has no CUDA 
 KEEP_GOING=()
 [[ ${#GENERATOR[@]} -gt 0 ]] && KEEP_GOING=(-- -k 0)
 cmake --build "$BUILD" -j "$JOBS" --target stoker_cuda_check stoker-demo-trainer stoker stoker-torch \
-  stoker_jpeg_decode_loop stoker_c "${KEEP_GOING[@]}" >"$OUT/build.log" 2>&1 ||
+  stoker_jpeg_decode_loop "${KEEP_GOING[@]}" >"$OUT/build.log" 2>&1 ||
   { tail -40 "$OUT/build.log" >&2; log "build failed (log: $OUT/build.log)"; exit 1; }
+# The Python package's library on its own: where it does not build against this libtorch, its
+# checks fail and say why, and the C++ checks still run.
+PYTHON_BUILT=1
+cmake --build "$BUILD" -j "$JOBS" --target stoker_c "${KEEP_GOING[@]}" >"$OUT/build-python.log" 2>&1 ||
+  { PYTHON_BUILT=""; tail -40 "$OUT/build-python.log" >&2; log "the Python package did not build (log: $OUT/build-python.log)"; }
 log "built in $((SECONDS - START)) s"
 # Two libjpeg ABIs in one process (the carried libjpeg.so.62 beside a machine's libjpeg.so.8) mix
 # struct layouts between the headers compiled against and the library called: refuse to go on.
@@ -164,10 +182,15 @@ PYEOF
   fi
   # The Python package (import stoker) built against this PyTorch, on the GPU.
   log "the Python package on cuda:0 (tests/cuda/python_package.py)"
-  # The machine's libraries first (PyTorch's), the carried ones after, for libstoker_c.so's own needs.
-  LD_LIBRARY_PATH="$ORIG_LD_LIBRARY_PATH${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$PY" "$ROOT/tests/cuda/python_package.py" \
-    --build "$BUILD" --data "$DATA" >>"$OUT/cuda-check.jsonl" 2>"$OUT/python-package.err" ||
-    echo '{"check": "python_package", "ok": false, "skipped": false, "detail": "python_package.py failed: see python-package.err"}' >>"$OUT/cuda-check.jsonl"
+  photo_args=()
+  photos_ready && photo_args=(--photos "$PHOTOS")
+  if [[ -z "$PYTHON_BUILT" ]]; then
+    echo '{"check": "python_package", "ok": false, "skipped": false, "detail": "libstoker_c.so did not build: see build-python.log"}' >>"$OUT/cuda-check.jsonl"
+  else
+    py_stoker "$ROOT/tests/cuda/python_package.py" --build "$BUILD" --data "$DATA" "${photo_args[@]}" \
+      >>"$OUT/cuda-check.jsonl" 2>"$OUT/python-package.err" ||
+      echo '{"check": "python_package", "ok": false, "skipped": false, "detail": "python_package.py failed: see python-package.err"}' >>"$OUT/cuda-check.jsonl"
+  fi
 fi
 
 if step train; then
@@ -178,6 +201,10 @@ if step train; then
       --batch-size 256 --workers 4 --json >>"$OUT/train-feed.jsonl" 2>>"$OUT/train-feed.err" ||
       log "stoker-demo-trainer --mode $mode failed (see $OUT/train-feed.err)"
   done
+  # The same loop with stoker.Loader in place of the DataLoader: the Python package's figure.
+  [[ -n "$PYTHON_BUILT" ]] && py_stoker "$ROOT/tests/bench/train_feed_peer.py" --feeder stoker --stoker-build "$BUILD" --data-dir "$DATA" \
+    --device cuda:0 --epochs 2 --batch-size 256 --workers 4 >>"$OUT/train-feed.jsonl" 2>>"$OUT/train-feed.err" ||
+    log "train_feed_peer.py --feeder stoker failed (see $OUT/train-feed.err)"
   for workers in 4 8; do
     py "$ROOT/tests/bench/train_feed_peer.py" --data-dir "$DATA" --device cuda:0 --epochs 2 --batch-size 256 \
       --workers "$workers" >>"$OUT/train-feed.jsonl" 2>>"$OUT/train-feed.err" ||
@@ -189,10 +216,7 @@ fi
 : >"$OUT/image-feed.jsonl"
 if step images; then
   log "image pipeline into cuda:0: Stoker vs torchvision vs a libjpeg-turbo decode loop ($PHOTOS)"
-  if [[ -n "$PHOTOS_PID" ]] && ! wait "$PHOTOS_PID"; then
-    log "could not build the photo folder (python3-skimage's photos: STOKER_SKIMAGE_DATA; see $OUT/photos.log)"
-  fi
-  if [[ -d "$PHOTOS" ]]; then
+  if photos_ready; then
     py "$ROOT/tests/cuda/image_feed.py" --build "$BUILD" --data "$PHOTOS" --device cuda:0 --lib-path "${LD_LIBRARY_PATH:-}" \
       >"$OUT/image-feed.jsonl" 2>"$OUT/image-feed.err" || log "a run of image_feed.py failed (see $OUT/image-feed.err)"
   else

@@ -45,15 +45,27 @@ def main():
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-steps", type=int, default=0, help="stop each epoch after this many steps (0 = whole epoch)")
+    p.add_argument("--feeder", choices=["dataloader", "stoker"], default="dataloader")
+    p.add_argument("--stoker-build", default="", help="a build folder whose python/ holds the stoker package")
     a = p.parse_args()
 
     torch.manual_seed(a.seed)
     images = torch.from_numpy(read_idx(find(a.data_dir, "train-images-idx3-ubyte")).copy()).float().div_(255).unsqueeze(1)
     labels = torch.from_numpy(read_idx(find(a.data_dir, "train-labels-idx1-ubyte")).astype(np.int64))
-    dataset = torch.utils.data.TensorDataset(images, labels)
-    loader = torch.utils.data.DataLoader(dataset, batch_size=a.batch_size, shuffle=True, num_workers=a.workers,
-                                         pin_memory=a.device.startswith("cuda"),
-                                         persistent_workers=a.workers > 0)
+    if a.feeder == "stoker":
+        if a.stoker_build:
+            sys.path.insert(0, os.path.join(a.stoker_build, "python"))
+        import stoker
+        # The same samples (pixels / 255 as float32, [N, 1, 28, 28]) read by the core, on the device.
+        loader = stoker.Loader(f"fashion-mnist:{a.data_dir}", batch_size=a.batch_size, shuffle=True,
+                               num_workers=a.workers, device=a.device)
+        feeder = f"python-stoker-{a.workers}w"
+    else:
+        dataset = torch.utils.data.TensorDataset(images, labels)
+        loader = torch.utils.data.DataLoader(dataset, batch_size=a.batch_size, shuffle=True, num_workers=a.workers,
+                                             pin_memory=a.device.startswith("cuda"),
+                                             persistent_workers=a.workers > 0)
+        feeder = f"dataloader-{a.workers}w"
     device = torch.device(a.device)
     net = model().to(device)
     optimizer = torch.optim.Adam(net.parameters(), lr=a.lr)
@@ -81,7 +93,7 @@ def main():
             if a.max_steps and steps >= a.max_steps:
                 break
         seconds = time.perf_counter() - start
-        print(json.dumps({"feeder": f"dataloader-{a.workers}w", "model": "cnn", "device": a.device, "epoch": epoch,
+        print(json.dumps({"feeder": feeder, "model": "cnn", "device": a.device, "epoch": epoch,
                           "batch_size": a.batch_size, "workers": a.workers, "samples": seen, "seconds": seconds,
                           "samples_per_s": seen / seconds, "data_wait_share": wait / seconds,
                           "loss": loss_sum / max(seen, 1), "train_accuracy": correct / max(seen, 1)}), flush=True)

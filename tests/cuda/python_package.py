@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """The Python package on a GPU (run by packaging/gpu-check.sh; skips without CUDA): batches on cuda:0
 consumed on a side stream equal the host's samples; a batch kept past the next ones stays intact
-(reuse_buffers, streaming); the loader's memory figures are torch.cuda's; the loop's rate against
-`stoker bench` on the same settings. One JSON line per check ({"check", "ok", "skipped", "detail"}),
-the format of stoker_cuda_check, so gpu_report.py lists them with the others.
+(reuse_buffers, streaming); the loader's memory figures are torch.cuda's; tensors the script holds
+become resident on the GPU; the loop's rate against `stoker bench` on the same settings; with
+--photos, the image pipeline from Python into the GPU against `stoker bench` and torchvision's
+ImageFolder + DataLoader, and the gap at the epoch boundary. One JSON line per check ({"check",
+"ok", "skipped", "detail"}), the format of stoker_cuda_check, so gpu_report.py lists them with the
+others.
 
-    tests/cuda/python_package.py --build BUILD --data FASHION_MNIST_DIR
+    tests/cuda/python_package.py --build BUILD --data FASHION_MNIST_DIR [--photos IMAGE_FOLDER]
 """
 import argparse
 import json
@@ -13,6 +16,12 @@ import os
 import subprocess
 import sys
 import time
+
+
+def last_json(out):
+    # `stoker bench --json` prints one indented document; the Python peers print one JSON line last.
+    out = out.strip()
+    return json.loads(out if out.startswith("{\n") else out.splitlines()[-1])
 
 
 def emit(check, ok, detail, skipped=False, **figures):
@@ -23,6 +32,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--photos", default="", help="an image folder (class/image.jpg) for the image pipeline")
     a = ap.parse_args()
     sys.path.insert(0, os.path.join(a.build, "python"))
     import torch
@@ -88,7 +98,7 @@ def main():
             torch.cuda.synchronize()
             rates.append(n / (time.perf_counter() - start))
         py = sorted(rates[1:])[len(rates[1:]) // 2]
-        bench = json.loads(subprocess.run([os.path.join(a.build, "bin", "stoker"), "bench", "--dataset", spec,
+        bench = last_json(subprocess.run([os.path.join(a.build, "bin", "stoker"), "bench", "--dataset", spec,
                                            "--device", "cuda:0", "--batch-size", "1024", "--workers", "2", "--epochs",
                                            "4", "--json"], check=True, capture_output=True, text=True).stdout)
         emit("python_memory_figures", info["memory"]["total"] == total and info["mode"] == "resident",
@@ -99,6 +109,79 @@ def main():
         loader.close()
     except Exception as e:
         emit("python_resident", False, f"{type(e).__name__}: {e}")
+
+    # Tensors the script holds (CPU), resident on cuda:0: every batch equals the host's samples.
+    try:
+        loader = stoker.Loader((images, labels), batch_size=1000, shuffle=True, device="cuda:0", num_workers=2)
+        mode = loader.describe()["mode"]
+        bad = batches = 0
+        it = iter(loader)
+        for x, y in it:
+            idx = it.indices
+            bad += int(not (x.is_cuda and torch.equal(x.cpu(), images[idx]) and torch.equal(y.cpu(), labels[idx])))
+            batches += 1
+        emit("python_tensors_on_gpu", bad == 0 and batches == len(loader) and mode == "resident",
+             f"mode {mode}, {batches} batches, {bad} differing from the script's tensors")
+        loader.close()
+    except Exception as e:
+        emit("python_tensors_on_gpu", False, f"{type(e).__name__}: {e}")
+
+    if a.photos:
+        images_on_gpu(a, stoker, torch)
+
+
+def images_on_gpu(a, stoker, torch):
+    """The train pipeline on an image folder into cuda:0 from Python, against `stoker bench` (the same
+    engine without Python) and torchvision's ImageFolder + DataLoader (the peer), each the fastest
+    of two epochs on as many workers; and the gap at the epoch boundary against a batch's time."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    pipeline = "RandomResizedCrop(224),RandomHorizontalFlip(),Normalize(imagenet)"
+    workers = max(1, (os.cpu_count() or 2) - 1)  # the consumer thread helps: workers + 1 threads
+    spec = "imagefolder:" + a.photos
+    try:
+        loader = stoker.Loader(spec, batch_size=64, shuffle=True, drop_last=False, transforms=pipeline,
+                               num_workers=workers, device="cuda:0")
+        rates, gaps, intervals = [], [], []
+        last = None
+        for epoch in range(3):
+            n, start = 0, time.perf_counter()
+            first = True
+            for x, y in loader:
+                now = time.perf_counter()
+                if last is not None:
+                    (gaps if first else intervals).append(now - last)
+                first = False
+                last = now
+                n += x.shape[0]
+            torch.cuda.synchronize()
+            last = time.perf_counter()
+            rates.append(n / (last - start))
+        shape = tuple(x.shape)
+        loader.close()
+        py = max(rates[1:])
+        bench = last_json(subprocess.run(
+            [os.path.join(a.build, "bin", "stoker"), "bench", "--dataset", spec, "--transforms", pipeline,
+             "--batch-size", "64", "--epochs", "3", "--workers", str(workers), "--device", "cuda:0", "--quiet",
+             "--json"], check=True, capture_output=True, text=True).stdout)
+        peer = last_json(subprocess.run(
+            [sys.executable, os.path.join(root, "tests", "bench", "torchvision_pipeline.py"), a.photos, "--pipeline",
+             "train", "--workers", str(workers), "--epochs", "2", "--device", "cuda:0"],
+            check=True, capture_output=True, text=True).stdout)
+        intervals.sort()
+        batch_s = intervals[len(intervals) // 2]
+        emit("python_images_on_gpu", shape[1:] == (3, 224, 224),
+             f"{workers} workers, batches {list(shape)}: Python loop {py:.0f} img/s, stoker bench "
+             f"{bench['samples_per_s']:.0f} ({py / bench['samples_per_s']:.2f}x), torchvision "
+             f"{peer['images_per_s']:.0f} ({py / peer['images_per_s']:.2f}x); epoch boundary "
+             f"{max(gaps) * 1e3:.1f} ms against a median batch interval of {batch_s * 1e3:.2f} ms",
+             python_images_per_s=py, bench_images_per_s=bench["samples_per_s"],
+             torchvision_images_per_s=peer["images_per_s"], boundary_gap_ms=max(gaps) * 1e3,
+             batch_interval_ms=batch_s * 1e3)
+    except Exception as e:
+        detail = f"{type(e).__name__}: {e}"
+        if isinstance(e, subprocess.CalledProcessError):
+            detail += f" ({(e.stderr or '')[-400:]})"
+        emit("python_images_on_gpu", False, detail)
 
 
 if __name__ == "__main__":
