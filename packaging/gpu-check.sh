@@ -5,9 +5,11 @@
 #  1. builds with -DSTOKER_GUI=OFF -DSTOKER_TESTS=OFF against PyTorch's own CUDA libtorch
 #     (python3 -c 'import torch; print(torch.utils.cmake_prefix_path)') in build-gpu/;
 #  2. runs the CUDA checks (CTest label "cuda": tests/cuda/cuda_check.cpp) with their figures, and
-#     the Python package built against that PyTorch on the GPU (tests/cuda/python_package.py);
-#  3. trains the same CNN on Fashion-MNIST fed by Stoker (resident, streaming) and by PyTorch's
-#     DataLoader(pin_memory=True, num_workers=k) (tests/bench/train_feed_peer.py);
+#     the Python package built against that PyTorch on the GPU (tests/cuda/python_package.py, with
+#     the photo folder of step 4 for its image pipeline);
+#  3. trains the same CNN on Fashion-MNIST fed by Stoker (resident, streaming; C++), by the same
+#     Python loop over stoker.Loader and over PyTorch's DataLoader(pin_memory=True, num_workers=k)
+#     (tests/bench/train_feed_peer.py);
 #  4. runs the image pipeline (issue 14) into the GPU: Stoker on an image folder cut from real photos
 #     against torchvision's ImageFolder + DataLoader and a plain libjpeg-turbo decode loop
 #     (tests/cuda/image_feed.py);

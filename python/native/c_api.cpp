@@ -81,6 +81,8 @@ char* stoker_preset(const char* name, int rank, int worldSize) {
                    [&] { return copyString(loaderOptionsToJson(presetByName(name ? name : "", rank, worldSize))); });
 }
 
+int stoker_prefetch_for_workers(int workers) { return prefetchForWorkers(workers); }
+
 char* stoker_options_normalize(const char* optionsJson) {
   return guarded<>(static_cast<char*>(nullptr), [&] {
     return copyString(loaderOptionsToJson(loaderOptionsFromJson(optionsJson ? optionsJson : "{}", "options")));

@@ -35,6 +35,9 @@ STOKER_C_API void stoker_free(char* text);
 STOKER_C_API char* stoker_build_info(void);
 /* The options of a preset ("gpu_optimized", ...) as LoaderOptions JSON. */
 STOKER_C_API char* stoker_preset(const char* name, int rank, int world_size);
+/* The prefetch depth that keeps `workers` workers busy (two batches a worker, as DataLoader's
+ * default prefetch_factor; at least 8): what `stoker bench --workers N` uses. */
+STOKER_C_API int stoker_prefetch_for_workers(int workers);
 /* Validates LoaderOptions JSON (unknown keys, types, ranges); returns it complete, every knob. */
 STOKER_C_API char* stoker_options_normalize(const char* options_json);
 /* [{"name", "export_only", "effect", "group", "pytorch"}] for every knob. */

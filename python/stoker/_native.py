@@ -65,6 +65,7 @@ for name, args in {
     f = getattr(lib, name)
     f.argtypes, f.restype = args, _void_p
 
+lib.stoker_prefetch_for_workers.argtypes, lib.stoker_prefetch_for_workers.restype = [ctypes.c_int], ctypes.c_int
 lib.stoker_last_error.restype = _c_char_p
 lib.stoker_last_error_kind.restype = ctypes.c_int
 lib.stoker_free.argtypes = [_void_p]

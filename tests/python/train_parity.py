@@ -35,6 +35,15 @@ assert len(loader) == (60000 + BATCH - 1) // BATCH, len(loader)  # drop_last=Fal
 first = loader.describe()
 assert first["fields"][0]["name"] == "images" and first["fields"][1]["name"] == "labels", first
 
+# DataLoader's prefetch_factor (default 2) counts batches a worker; Stoker's prefetch is the ring.
+def ring(**kw):
+    with stoker.Loader("synthetic:64,4", **kw) as l:
+        return l.describe()["options"]["prefetch"]
+
+
+assert ring(num_workers=15) == 30 and ring(num_workers=3) == 8 and ring(num_workers=3, prefetch_factor=4) == 12
+assert ring(num_workers=15, prefetch=3) == 3 and ring(options={"prefetch": 5}) == 5, "prefetch given: kept"
+
 # DataLoader peer: RandomSampler drawing from Generator().manual_seed(seed + epoch), Stoker's rule.
 peer = torch.utils.data.DataLoader(
     torch.utils.data.TensorDataset(images, labels), batch_size=BATCH,
