@@ -1,7 +1,9 @@
 // data/epoch: one epoch of a Loader. Workers claim batch numbers in order,
 // produce them into pooled buffers and park them in a ring of `depth` slots;
 // the consumer takes them in order. A worker never runs more than `depth`
-// batches ahead of the consumer, which bounds memory.
+// batches ahead of the consumer, which bounds memory. A queued next epoch
+// (Epoch::queueNext) continues the batch numbers, so workers run on into it
+// within the same ring while the consumer finishes this one.
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -86,8 +88,13 @@ void emit(EpochState& s, Clock::time_point now, bool epochEnd) {
     r.worker = c.options.worker_id;
     r.device = c.device->name();
     r.epoch = s.epoch;
-    r.step = s.consumed;
-    r.steps_total = s.batchCount;
+    std::int64_t end;
+    {
+      std::lock_guard<std::mutex> lock(s.mutex);
+      end = consumerEnd(s);
+    }
+    r.step = s.consumed - s.segmentFirst;
+    r.steps_total = end - s.segmentFirst;
     const double span = std::max(1e-9, seconds(now - w.start));
     r.samples_per_s = static_cast<double>(w.samples) / span;
     r.bytes_per_s = static_cast<double>(w.bytes) / span;
@@ -125,19 +132,12 @@ void emit(EpochState& s, Clock::time_point now, bool epochEnd) {
   w.start = now;
 }
 
-// Stops the workers, waits for them and records the summary (once).
-void finishEpoch(EpochState& s, bool completed) {
-  {
-    std::lock_guard<std::mutex> lock(s.mutex);
-    if (s.finished) return;
-    s.stopped = true;
-  }
-  s.workCv.notify_all();
-  if (s.core->workers) s.core->workers->join();
+// The consumer's epoch as EpochSummary (LoaderCore::last), and its last telemetry record.
+void recordSummary(EpochState& s, bool completed) {
   const auto now = Clock::now();
   EpochSummary sum;
   sum.epoch = s.epoch;
-  sum.batches = s.consumed;
+  sum.batches = s.consumed - s.segmentFirst;
   sum.samples = s.samples;
   sum.bytes = s.bytes;
   sum.seconds = s.started ? seconds(now - s.firstAsk) : 0;
@@ -150,15 +150,25 @@ void finishEpoch(EpochState& s, bool completed) {
   sum.skipped = s.skipped;
   sum.firstSkipped = s.firstSkipped;
   if (s.started) emit(s, now, true);
-  std::vector<Produced> leftover;
-  {
-    std::lock_guard<std::mutex> lock(s.mutex);
-    leftover.swap(s.slots);  // freed outside the lock
-    s.heldForReuse.reset();
-    s.finished = true;
-  }
   std::lock_guard<std::mutex> lock(s.core->mutex);
   s.core->last = sum;
+}
+
+// Stops the workers, waits for them and records the summary (once).
+void finishEpoch(EpochState& s, bool completed) {
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.finished) return;
+    s.stopped = true;
+  }
+  s.workCv.notify_all();
+  if (s.core->workers) s.core->workers->join();
+  recordSummary(s, completed);
+  std::vector<Produced> leftover;  // freed after the lock is released (declared before it)
+  std::lock_guard<std::mutex> lock(s.mutex);
+  leftover.swap(s.slots);
+  s.heldForReuse.reset();
+  s.finished = true;
 }
 
 }  // namespace
@@ -174,6 +184,18 @@ const char* stageName(Stage s) {
   return "?";
 }
 
+const std::shared_ptr<EpochSegment>& segmentOf(const EpochState& s, std::int64_t b) {
+  for (auto it = s.segments.rbegin(); it != s.segments.rend(); ++it)
+    if ((*it)->firstBatch <= b) return *it;
+  return s.segments.front();
+}
+
+std::int64_t consumerEnd(const EpochState& s) {
+  for (const auto& segment : s.segments)
+    if (segment->firstBatch > s.segmentFirst) return segment->firstBatch;
+  return s.batchCount;
+}
+
 Produced produceBatch(EpochState& s, std::int64_t b, WorkerStatus& status, Clock::time_point deadline) {
   LoaderCore& c = *s.core;
   const auto start = Clock::now();
@@ -186,9 +208,16 @@ Produced produceBatch(EpochState& s, std::int64_t b, WorkerStatus& status, Clock
     std::snprintf(limit, sizeof limit, "%g", c.options.timeout);
     throw Error(ErrorKind::Timeout, "", std::string("not ready after timeout ") + limit + " s: " + describeStall(s, b));
   };
-  const std::int64_t begin = s.batchBegin[static_cast<std::size_t>(b)];
-  std::int64_t count = s.batchBegin[static_cast<std::size_t>(b) + 1] - begin;
-  const std::int64_t* idx = s.order.data() + begin;
+  std::shared_ptr<EpochSegment> segment;  // kept: the consumer may drop it from the state meanwhile
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    segment = segmentOf(s, b);
+  }
+  const auto local = static_cast<std::size_t>(b - segment->firstBatch);
+  const std::int64_t begin = segment->batchBegin[local];
+  std::int64_t count = segment->batchBegin[local + 1] - begin;
+  const std::int64_t* idx = segment->order.data() + begin;
+  const std::int64_t epoch = segment->epoch;
   const bool reuse = c.options.reuse_buffers;
   status.batch.store(b);
   status.sample.store(-1);
@@ -196,8 +225,8 @@ Produced produceBatch(EpochState& s, std::int64_t b, WorkerStatus& status, Clock
   Produced p;
   p.index = b;
   Batch batch;
-  batch.epoch = s.epoch;
-  batch.index = b;
+  batch.epoch = epoch;
+  batch.index = b - segment->firstBatch;
   batch.indices = at::empty({count}, at::kLong);
   std::copy(idx, idx + count, batch.indices.data_ptr<std::int64_t>());
   std::shared_ptr<BufferLease> out = c.outputPool->acquire();
@@ -222,7 +251,7 @@ Produced produceBatch(EpochState& s, std::int64_t b, WorkerStatus& status, Clock
     const bool skipBad = c.options.skip_bad_samples && step == 1;
     std::vector<std::uint8_t*> dst(c.fields.size());
     StageSeconds stages;
-    const ReadContext context{c.options.generator_seed, s.epoch, &stages};
+    const ReadContext context{c.options.generator_seed, epoch, &stages};
     std::int64_t kept = 0;  // samples in the block so far (skip_bad_samples leaves bad ones out)
     std::int64_t* keptIndices = batch.indices.data_ptr<std::int64_t>();
     const auto readStart = Clock::now();
@@ -303,12 +332,10 @@ void workerLoop(const std::shared_ptr<EpochState>& state, int worker) {
     std::int64_t b;
     {
       std::unique_lock<std::mutex> lock(s.mutex);
-      // A fed epoch's workers wait for batches until the feed closes.
-      s.workCv.wait(lock, [&] {
-        return s.stopped || (!s.feedOpen && s.nextClaim >= s.batchCount) ||
-               (s.nextClaim < s.batchCount && s.nextClaim < s.consumed + s.depth);
-      });
-      if (s.stopped || s.nextClaim >= s.batchCount) break;
+      // Workers out of batches wait until the epoch ends (finishEpoch stops them): a fed epoch
+      // may be fed more, and any may get the next epoch queued (Epoch::queueNext).
+      s.workCv.wait(lock, [&] { return s.stopped || (s.nextClaim < s.batchCount && s.nextClaim < s.consumed + s.depth); });
+      if (s.stopped) break;
       b = s.nextClaim++;
     }
     Produced p;
@@ -334,12 +361,49 @@ void workerLoop(const std::shared_ptr<EpochState>& state, int worker) {
   status.batch.store(-1);
 }
 
-Epoch::Epoch(std::shared_ptr<EpochState> state) : state_(std::move(state)) {}
-Epoch::Epoch(Epoch&& other) noexcept : state_(std::move(other.state_)) {}
+Epoch::Epoch(std::shared_ptr<EpochState> state)
+    : state_(std::move(state)), generation_(state_ ? state_->generation.load() : 0) {}
+Epoch::Epoch(Epoch&& other) noexcept : state_(std::move(other.state_)), generation_(other.generation_) {}
 Epoch::~Epoch() { stop(); }
 
+bool Epoch::live() const { return state_ && state_->generation.load() == generation_; }
+
 void Epoch::stop() {
-  if (state_) finishEpoch(*state_, state_->consumed >= state_->batchCount && !state_->feedOpen);
+  if (!live()) return;  // adopted by the next epoch: its workers are that epoch's now
+  EpochState& s = *state_;
+  bool completed, handedOver;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    completed = s.consumed >= consumerEnd(s) && !s.feedOpen;
+    handedOver = s.handedOver;
+  }
+  if (!handedOver) finishEpoch(s, completed);  // else LoaderCore::pending keeps it for the next one
+}
+
+bool Epoch::queueNext(std::int64_t e, std::vector<std::int64_t> order, const std::vector<std::int64_t>& batchSizes) {
+  if (!live()) return false;
+  EpochState& s = *state_;
+  if (e < 0) throwBadInput("epoch " + std::to_string(e), "must be non-negative");
+  const std::int64_t size = s.core->dataset->size();
+  for (const std::int64_t i : order)
+    if (i < 0 || i >= size)
+      throwBadInput("sample " + std::to_string(i), "out of range for " + std::to_string(size) + " samples");
+  auto segment = std::make_shared<EpochSegment>();
+  segment->epoch = e;
+  segment->batchBegin = batchBoundaries(static_cast<std::int64_t>(order.size()), s.core->options, batchSizes);
+  segment->order = std::move(order);
+  const auto count = static_cast<std::int64_t>(segment->batchBegin.size()) - 1;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.fed || s.workerCount == 0 || count == 0 || s.stopped || s.finished || s.handedOver ||
+        s.segments.back()->firstBatch != s.segmentFirst)
+      return false;
+    segment->firstBatch = s.batchCount;
+    s.batchCount += count;
+    s.segments.push_back(std::move(segment));
+  }
+  s.workCv.notify_all();
+  return true;
 }
 
 void Epoch::feed(const std::int64_t* indices, std::int64_t count, std::int64_t batchSize) {
@@ -355,12 +419,13 @@ void Epoch::feed(const std::int64_t* indices, std::int64_t count, std::int64_t b
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     if (!s.feedOpen) throwBadInput("feed", "the epoch's feed is closed (or it was not opened with openEpoch)");
-    if (static_cast<std::int64_t>(s.order.size()) + count > static_cast<std::int64_t>(s.order.capacity()))
-      throwBadInput("feed", "more samples than the " + std::to_string(s.order.capacity()) + " the epoch was opened for");
+    EpochSegment& fed = *s.segments.front();  // a fed epoch has one segment
+    if (static_cast<std::int64_t>(fed.order.size()) + count > static_cast<std::int64_t>(fed.order.capacity()))
+      throwBadInput("feed", "more samples than the " + std::to_string(fed.order.capacity()) + " the epoch was opened for");
     for (std::int64_t at = 0; at < count; at += batchSize) {
       const std::int64_t size = std::min(batchSize, count - at);
-      s.order.insert(s.order.end(), indices + at, indices + at + size);
-      s.batchBegin.push_back(static_cast<std::int64_t>(s.order.size()));
+      fed.order.insert(fed.order.end(), indices + at, indices + at + size);
+      fed.batchBegin.push_back(static_cast<std::int64_t>(fed.order.size()));
       ++s.batchCount;
     }
   }
@@ -376,10 +441,14 @@ void Epoch::closeFeed() {
   state_->workCv.notify_all();
 }
 
-std::int64_t Epoch::batches() const { return state_ ? state_->batchCount : 0; }
+std::int64_t Epoch::batches() const {
+  if (!live()) return 0;
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return consumerEnd(*state_) - state_->segmentFirst;
+}
 
 bool Epoch::waitReady(std::chrono::milliseconds wait) {
-  if (!state_) return true;
+  if (!live()) return true;
   EpochState& s = *state_;
   if (s.waitingFor != s.consumed) {
     s.waitingFor = s.consumed;
@@ -390,9 +459,10 @@ bool Epoch::waitReady(std::chrono::milliseconds wait) {
   std::unique_lock<std::mutex> lock(s.mutex);
   const std::size_t at = static_cast<std::size_t>(s.consumed % s.depth);
   for (;;) {
-    if (s.finished || s.stopped || s.consumed >= s.batchCount || s.slots[at].index == s.consumed) return true;
+    const std::int64_t end = consumerEnd(s);
+    if (s.finished || s.stopped || s.handedOver || s.consumed >= end || s.slots[at].index == s.consumed) return true;
     // next() would help: produce the next unclaimed batch itself (see next()).
-    if (s.core->options.timeout <= 0 && s.nextClaim < s.batchCount && s.nextClaim < s.consumed + s.depth) return true;
+    if (s.core->options.timeout <= 0 && s.nextClaim < end && s.nextClaim < s.consumed + s.depth) return true;
     const auto now = Clock::now();
     if (now >= until) return false;
     s.readyCv.wait_until(lock, std::min(until, now + std::chrono::milliseconds(20)));
@@ -403,12 +473,16 @@ bool Epoch::waitReady(std::chrono::milliseconds wait) {
 }
 
 std::optional<Batch> Epoch::next() {
-  if (!state_) return std::nullopt;
+  if (!live()) return std::nullopt;
   EpochState& s = *state_;
   LoaderCore& c = *s.core;
+  std::int64_t end;
+  bool open;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
-    if (s.finished) return std::nullopt;
+    if (s.finished || s.handedOver) return std::nullopt;
+    end = consumerEnd(s);
+    open = s.feedOpen;
   }
   const auto asked = s.waitingFor == s.consumed ? s.waitingSince : Clock::now();
   s.waitingFor = -1;
@@ -419,7 +493,7 @@ std::optional<Batch> Epoch::next() {
   } else {
     s.window.stepSeconds += seconds(asked - s.lastReturn);
   }
-  const std::int64_t asking = s.consumed;
+  const std::int64_t asking = s.consumed - s.segmentFirst;
   auto subject = [&] { return "epoch " + std::to_string(s.epoch) + " batch " + std::to_string(asking); };
   auto fail = [&](std::exception_ptr error) {
     finishEpoch(s, false);
@@ -441,14 +515,19 @@ std::optional<Batch> Epoch::next() {
     std::lock_guard<std::mutex> lock(s.mutex);
     s.heldForReuse.reset();  // reuse mode: the previous batch's buffers go back now
   }
-  if (s.consumed >= s.batchCount) {
-    bool open;
-    {
-      std::lock_guard<std::mutex> lock(s.mutex);
-      open = s.feedOpen;
-    }
+  if (s.consumed >= end) {
     // The feeder and the consumer are one thread: waiting would never end.
     if (open) throwBadInput(subject(), "no batch fed yet: feed() the epoch (or closeFeed()) before next()");
+    if (end < s.batchCount) {  // a queued epoch follows: its workers go on, the Loader keeps it
+      recordSummary(s, true);
+      {
+        std::lock_guard<std::mutex> lock(s.mutex);
+        s.handedOver = true;
+      }
+      std::lock_guard<std::mutex> lock(c.mutex);
+      c.pending = state_;
+      return std::nullopt;
+    }
     finishEpoch(s, true);
     return std::nullopt;
   }
@@ -477,7 +556,8 @@ std::optional<Batch> Epoch::next() {
     // consumer only waits, so that it can watch the workers.
     const bool help = timeout <= 0;
     while (s.slots[at].index != s.consumed) {
-      if (help && !s.stopped && s.nextClaim < s.batchCount && s.nextClaim < s.consumed + s.depth) {
+      // Helping stays within this epoch: the consumer's time at its end is the boundary's gap.
+      if (help && !s.stopped && s.nextClaim < end && s.nextClaim < s.consumed + s.depth) {
         const std::int64_t b = s.nextClaim++;
         lock.unlock();
         Produced mine;
@@ -527,7 +607,7 @@ std::optional<Batch> Epoch::next() {
   // past what it queued on the batch. Channels-last and flips below run on that stream.
   if (p.ready) c.device->orderAfter(*p.ready);
   p.output->fenceRelease(c.device->consumerUseFence());
-  finishOnDevice(c, *p.batch, s.epoch);
+  finishOnDevice(c, *p.batch, p.batch->epoch);
   if (c.options.reuse_buffers) {
     std::lock_guard<std::mutex> lock(s.mutex);
     s.heldForReuse = p.output;

@@ -251,6 +251,7 @@ void Loader::retune(const LoaderOptions& next) {
     if (!isBatchBoundaryKnob(k))
       throwBadInput(k, "cannot change on a running loader (it changes the sample order or the batch layout); "
                        "start a new loader");
+  discardPending(c);  // batches of a queued epoch were made with the old knobs
   {
     std::lock_guard<std::mutex> lock(c.mutex);
     if (auto running = c.running.lock()) {
@@ -281,7 +282,9 @@ void Loader::retune(const LoaderOptions& next) {
   if (!change.empty()) c.note("retuned: " + change);
 }
 
-Loader::~Loader() = default;
+Loader::~Loader() {
+  if (core_) discardPending(*core_);  // its workers wait for a consumer that will not come
+}
 Loader::Loader(Loader&&) noexcept = default;
 
 void Loader::addObserver(std::shared_ptr<TelemetryObserver> observer) {
@@ -298,29 +301,32 @@ Epoch Loader::epoch(std::int64_t e) {
   return epochOver(e, epochIndicesFor(*core_->dataset, core_->options, e));
 }
 
-Epoch Loader::epochOver(std::int64_t e, std::vector<std::int64_t> order, const std::vector<std::int64_t>& batchSizes) {
-  if (e < 0) throwBadInput("epoch " + std::to_string(e), "must be non-negative");
-  const std::int64_t size = core_->dataset->size();
-  for (const std::int64_t i : order)
-    if (i < 0 || i >= size)
-      throwBadInput("sample " + std::to_string(i), "out of range for " + std::to_string(size) + " samples");
-  const auto n = static_cast<std::int64_t>(order.size());
-  const std::int64_t bs = core_->options.batch_size;
-  if (!batchSizes.empty()) {  // a plan's per-step sizes (unequal GPUs): each fits the batch buffers
-    std::vector<std::int64_t> begins{0};
-    for (const std::int64_t b : batchSizes) {
+std::vector<std::int64_t> batchBoundaries(std::int64_t n, const LoaderOptions& o, const std::vector<std::int64_t>& sizes) {
+  const std::int64_t bs = o.batch_size;
+  std::vector<std::int64_t> begins{0};
+  if (!sizes.empty()) {  // a plan's per-step sizes (unequal GPUs): each fits the batch buffers
+    for (const std::int64_t b : sizes) {
       if (b < 1 || b > bs)
         throwBadInput("batch sizes", "each must be 1 to batch_size " + std::to_string(bs) + " (got " + std::to_string(b) + ")");
       begins.push_back(begins.back() + b);
     }
     if (begins.back() != n)
       throwBadInput("batch sizes", "sum to " + std::to_string(begins.back()) + ", the order has " + std::to_string(n) + " samples");
-    return startEpoch(e, std::move(order), std::move(begins), false);
+    return begins;
   }
-  const std::int64_t batches = core_->options.drop_last ? n / bs : (n + bs - 1) / bs;
-  std::vector<std::int64_t> begins;
-  for (std::int64_t b = 0; b < batches; ++b) begins.push_back(b * bs);
-  begins.push_back(std::min(n, batches * bs));
+  const std::int64_t batches = o.drop_last ? n / bs : (n + bs - 1) / bs;
+  for (std::int64_t b = 1; b < batches; ++b) begins.push_back(b * bs);
+  if (batches > 0) begins.push_back(std::min(n, batches * bs));
+  return begins;
+}
+
+Epoch Loader::epochOver(std::int64_t e, std::vector<std::int64_t> order, const std::vector<std::int64_t>& batchSizes) {
+  if (e < 0) throwBadInput("epoch " + std::to_string(e), "must be non-negative");
+  const std::int64_t size = core_->dataset->size();
+  for (const std::int64_t i : order)
+    if (i < 0 || i >= size)
+      throwBadInput("sample " + std::to_string(i), "out of range for " + std::to_string(size) + " samples");
+  std::vector<std::int64_t> begins = batchBoundaries(static_cast<std::int64_t>(order.size()), core_->options, batchSizes);
   return startEpoch(e, std::move(order), std::move(begins), false);
 }
 
@@ -333,8 +339,64 @@ Epoch Loader::openEpoch(std::int64_t e, std::int64_t capacity) {
   return startEpoch(e, std::move(order), std::move(begins), true);
 }
 
+namespace {
+
+// The pending state (see LoaderCore::pending) when its queued epoch is epoch `e` over exactly this
+// order and these batches: the consumer moves on to it, the workers never stopped. Null otherwise.
+std::shared_ptr<EpochState> adoptPending(LoaderCore& c, std::int64_t e, const std::vector<std::int64_t>& order,
+                                         const std::vector<std::int64_t>& begins) {
+  std::lock_guard<std::mutex> lock(c.mutex);
+  if (!c.pending) return nullptr;
+  EpochState& s = *c.pending;
+  std::lock_guard<std::mutex> stateLock(s.mutex);
+  const EpochSegment& next = *s.segments.back();
+  if (s.stopped || !s.handedOver || next.epoch != e || next.order != order || next.batchBegin != begins) return nullptr;
+  s.generation.fetch_add(1);
+  s.handedOver = false;
+  s.epoch = e;
+  s.segmentFirst = next.firstBatch;
+  s.segments.erase(s.segments.begin(), s.segments.end() - 1);  // workers hold what they still read
+  // The consumer's per-epoch figures start over; the ring, the workers and the batches made go on.
+  s.started = false;
+  s.waitingFor = -1;
+  s.waitTotal = 0;
+  s.samples = s.bytes = 0;
+  s.stageTotals = {};
+  s.stagedBatches = s.skipped = 0;
+  s.firstSkipped.clear();
+  s.window = TelemetryWindow{};
+  std::shared_ptr<EpochState> adopted = std::move(c.pending);
+  c.running = adopted;
+  return adopted;
+}
+
+}  // namespace
+
+void discardPending(LoaderCore& c) {
+  std::shared_ptr<EpochState> pending;
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    pending.swap(c.pending);
+  }
+  if (!pending) return;
+  {
+    std::lock_guard<std::mutex> lock(pending->mutex);
+    pending->stopped = true;
+  }
+  pending->workCv.notify_all();
+  if (c.workers) c.workers->join();
+  std::vector<Produced> leftover;  // freed outside the lock
+  std::lock_guard<std::mutex> lock(pending->mutex);
+  leftover.swap(pending->slots);
+  pending->heldForReuse.reset();
+  pending->finished = true;
+}
+
 Epoch Loader::startEpoch(std::int64_t e, std::vector<std::int64_t> order, std::vector<std::int64_t> begins, bool fed) {
   LoaderCore& c = *core_;
+  if (!fed)
+    if (std::shared_ptr<EpochState> adopted = adoptPending(c, e, order, begins)) return Epoch(std::move(adopted));
+  discardPending(c);
   {
     std::lock_guard<std::mutex> lock(c.mutex);
     if (auto running = c.running.lock()) {
@@ -347,9 +409,13 @@ Epoch Loader::startEpoch(std::int64_t e, std::vector<std::int64_t> order, std::v
   auto s = std::make_shared<EpochState>();
   s->core = core_;
   s->epoch = e;
-  s->order = std::move(order);
-  s->batchBegin = std::move(begins);
-  s->batchCount = static_cast<std::int64_t>(s->batchBegin.size()) - 1;
+  auto segment = std::make_shared<EpochSegment>();
+  segment->epoch = e;
+  segment->order = std::move(order);
+  segment->batchBegin = std::move(begins);
+  s->batchCount = static_cast<std::int64_t>(segment->batchBegin.size()) - 1;
+  s->segments.push_back(std::move(segment));
+  s->fed = fed;
   s->feedOpen = fed;
   s->depth = chooseDepth(c);
   s->workerCount = c.options.num_workers;

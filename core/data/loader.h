@@ -12,7 +12,8 @@
 //            copies elsewhere) into pooled output buffers.
 // streaming: workers read samples into staging buffers from a pool and copy
 //            them to the device; a ring of `depth` batches bounds memory.
-// Only one epoch runs at a time; dropping it stops the workers cleanly.
+// Only one epoch runs at a time; dropping it stops the workers cleanly. The next
+// epoch's batches can be made before this one ends (Epoch::queueNext).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -91,6 +92,15 @@ class Epoch {
   bool waitReady(std::chrono::milliseconds wait);
   void stop();
 
+  // Queues epoch `e` serving `order` (batches as Loader::epochOver cuts them) behind this one:
+  // workers that run out of this epoch's batches make the next one's, within the same prefetch
+  // ring, so that its first batches are ready when this epoch ends (no gap at the boundary).
+  // Once this epoch is over, Loader::epochOver(e, the same order, the same sizes) -- or
+  // Loader::epoch(e) when the order is the sampler's -- adopts them; any other epoch start, a
+  // retune or the Loader's end drops them. False (nothing queued) for a fed epoch, without
+  // workers, or when one is queued already. Throws Error(BadInput) as epochOver does.
+  bool queueNext(std::int64_t e, std::vector<std::int64_t> order, const std::vector<std::int64_t>& batchSizes = {});
+
   // A fed epoch (Loader::openEpoch) serves the batches given here, in
   // order: `count` indices cut into batches of `batchSize` (the last may be
   // shorter; batchSize <= the loader's batch_size). Throws Error(BadInput)
@@ -125,7 +135,9 @@ class Epoch {
  private:
   friend class Loader;
   explicit Epoch(std::shared_ptr<EpochState> state);
+  bool live() const;  // the state still serves this epoch (not adopted by the next one)
   std::shared_ptr<EpochState> state_;
+  std::int64_t generation_ = 0;
 };
 
 // A dataset that produces samples on demand, read once into host memory in

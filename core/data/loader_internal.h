@@ -48,6 +48,10 @@ struct LoaderCore {
   EpochSummary last;
   std::vector<std::string> notes;
   std::weak_ptr<EpochState> running;
+  // An epoch whose consumer is done while its workers already make the next epoch's batches
+  // (Epoch::queueNext): the next epochOver() serving that order adopts it, anything else stops
+  // it. Held here because its Epoch may be gone; the Loader's destructor stops it.
+  std::shared_ptr<EpochState> pending;
 
   void note(const std::string& text);
   DeviceMemory memory() const;
@@ -88,20 +92,34 @@ struct TelemetryWindow {
   std::int64_t stagedBatches = 0;
 };
 
+// One epoch's order within an EpochState. Batch b of the state (numbered on across epochs, so
+// the ring and the workers run on from one epoch into the next) is this segment's batch
+// b - firstBatch: order[batchBegin[b - firstBatch], batchBegin[b - firstBatch + 1]). A fed epoch
+// (Loader::openEpoch) has one segment whose vectors grow while it runs; their capacity is
+// reserved up front so workers can read them without reallocation.
+struct EpochSegment {
+  std::int64_t epoch = 0;
+  std::int64_t firstBatch = 0;
+  std::vector<std::int64_t> order;
+  std::vector<std::int64_t> batchBegin;
+};
+
 struct EpochState {
   std::shared_ptr<LoaderCore> core;
-  std::int64_t epoch = 0;
-  std::vector<std::int64_t> order;
-  // Batch b is order[batchBegin[b], batchBegin[b + 1]). A fed epoch
-  // (Loader::openEpoch) grows both while it runs; their capacity is
-  // reserved up front so workers can read them without reallocation.
-  std::vector<std::int64_t> batchBegin;
+  std::int64_t epoch = 0;         // the consumer's epoch (the segment starting at segmentFirst)
+  std::int64_t segmentFirst = 0;  // its first batch
+  // Bumped when the next epoch's consumer adopts this state: the previous epoch's Epoch object
+  // then reads as over and its destructor leaves the workers running.
+  std::atomic<std::int64_t> generation{0};
+  bool fed = false;
   bool feedOpen = false;
-  std::int64_t batchCount = 0;
+  bool handedOver = false;  // the consumer's epoch is over, the next one's batches are being made
+  std::int64_t batchCount = 0;  // over all segments: what workers may claim
   int depth = 1;
   int workerCount = 0;
 
-  std::mutex mutex;
+  std::mutex mutex;  // guards segments (the vectors of a fed one), batchCount and what follows
+  std::vector<std::shared_ptr<EpochSegment>> segments;  // the consumer's epoch, then a queued one
   std::condition_variable workCv, readyCv;
   std::int64_t nextClaim = 0;
   std::int64_t consumed = 0;
@@ -124,6 +142,16 @@ struct EpochState {
   std::string firstSkipped;
   TelemetryWindow window;
 };
+
+// The segment holding batch b (under s.mutex).
+const std::shared_ptr<EpochSegment>& segmentOf(const EpochState& s, std::int64_t b);
+// Where the consumer's epoch ends: the first batch of a queued epoch, else batchCount (under s.mutex).
+std::int64_t consumerEnd(const EpochState& s);
+// Batch boundaries of an order of n samples: batch_size batches (drop_last as the options say), or
+// the given per-step sizes (each 1 to batch_size, summing to n). Throws Error(BadInput).
+std::vector<std::int64_t> batchBoundaries(std::int64_t n, const LoaderOptions& o, const std::vector<std::int64_t>& sizes);
+// Stops the workers of a state no epoch will adopt (LoaderCore::pending), without a summary.
+void discardPending(LoaderCore& c);
 
 // Produces batch `b` of the epoch (epoch.cpp). Past `deadline` (checked
 // after each sample) it throws Error(Timeout) naming the stage.

@@ -10,7 +10,10 @@
 - a training loop whose step costs 5 ms (busy CPU work): the data-wait share of the step time,
   from the loader's own summary;
 - the gap at an epoch boundary: the longest wait for the first batch of an epoch, against the
-  median wait inside it.
+  median wait inside it; with nothing else in the loop (the loader is the bottleneck: the first
+  batch waits like any other) and, for images, with a step that leaves the CPU to the loader
+  (time.sleep of twice a batch's time, as a GPU step does), where the next epoch's batches are
+  made before the boundary and the first one should not wait.
 
 Each Stoker figure is the median of the epochs after the first. Prints one JSON document.
 
@@ -48,6 +51,30 @@ def stoker_python(spec, epochs, **kw):
             "epochs": [round(r) for r in rates], "mode": info["mode"],
             "first_batch_wait_ms": round(1e3 * max(boundary), 3) if boundary else None,
             "median_batch_wait_ms": round(1e3 * statistics.median(inside), 3) if inside else None}
+
+
+def boundary_with_step(spec, epochs, step_s, **kw):
+    """Waits for the first batch of each epoch after the first, and the longest wait inside one,
+    under a step of step_s seconds that leaves the CPU to the loader."""
+    import stoker
+    loader = stoker.Loader(spec, **kw)
+    first, inside = [], []
+    for e in range(epochs):
+        it = iter(loader)
+        i = 0
+        while True:
+            asked = time.perf_counter()
+            try:
+                next(it)
+            except StopIteration:
+                break
+            if e > 0:
+                (first if i == 0 else inside).append(time.perf_counter() - asked)
+            i += 1
+            time.sleep(step_s)
+    loader.close()
+    return {"step_ms": round(1e3 * step_s, 1), "first_batch_wait_ms": round(1e3 * max(first), 3),
+            "longest_wait_inside_ms": round(1e3 * max(inside), 3)}
 
 
 def stoker_bench(build, spec, epochs, batch, workers, transforms=None):
@@ -163,7 +190,10 @@ def main():
         tv = torchvision_best(a.photos, [0, 1, 2])
         out["images_train"] = {"python": py, "stoker_bench": cli, "torchvision_best": tv,
                                "python_vs_bench": py["samples_per_s"] / cli["samples_per_s"],
-                               "python_vs_torchvision": py["samples_per_s"] / tv}
+                               "python_vs_torchvision": py["samples_per_s"] / tv,
+                               "boundary_with_step": boundary_with_step(
+                                   spec, 3, 2 * 64 / py["samples_per_s"], batch_size=64, shuffle=True,
+                                   num_workers=a.workers, drop_last=True, transforms=TRAIN)}
     out["step_5ms"] = step_loop("fashion-mnist", 5, batch_size=256, shuffle=True, num_workers=a.workers)
     print(json.dumps(out, indent=2))
 

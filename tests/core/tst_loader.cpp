@@ -8,6 +8,9 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
+#include <numeric>
+#include <optional>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -82,6 +85,44 @@ struct HookedDataset : Dataset {
     std::memcpy(dst[0], &index, 8);
   }
 };
+
+// Counts the samples read for each epoch (the epoch the loader passes for transforms).
+struct EpochCountingDataset : Dataset {
+  explicit EpochCountingDataset(std::int64_t n) : n(n) {}
+  std::int64_t n;
+  std::vector<FieldSpec> specs{FieldSpec{"v", c10::ScalarType::Long, {}, 8}};
+  mutable std::mutex m;
+  mutable std::map<std::int64_t, std::int64_t> reads;  // epoch -> samples read
+  std::string description() const override { return "epoch-counting"; }
+  std::int64_t size() const override { return n; }
+  const std::vector<FieldSpec>& fields() const override { return specs; }
+  void readItem(std::int64_t index, std::uint8_t* const* dst) const override { std::memcpy(dst[0], &index, 8); }
+  void readSamples(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst,
+                   const ReadContext& context) const override {
+    {
+      std::lock_guard<std::mutex> lock(m);
+      reads[context.epoch] += count;
+    }
+    readBatch(indices, count, dst);
+  }
+  std::int64_t readsOf(std::int64_t epoch) const {
+    std::lock_guard<std::mutex> lock(m);
+    auto it = reads.find(epoch);
+    return it == reads.end() ? 0 : it->second;
+  }
+};
+
+// The indices an epoch serves, checking that every batch says its epoch and number and holds its
+// own samples. Empty on a mismatch (QVERIFY the size).
+std::vector<std::int64_t> drain(Epoch& epoch, std::int64_t e) {
+  std::vector<std::int64_t> got;
+  std::int64_t index = 0;
+  while (auto b = epoch.next()) {
+    if (b->epoch != e || b->index != index++ || !at::equal((*b)["v"], b->indices)) return {};
+    for (std::int64_t i = 0; i < b->size(); ++i) got.push_back(b->indices[i].item<std::int64_t>());
+  }
+  return got;
+}
 
 // Checks every batch against the dataset and the sampler's order.
 QString checkEpoch(Loader& loader, std::int64_t e, const LoaderOptions& o, std::int64_t n) {
@@ -255,6 +296,81 @@ class TestLoader : public QObject {
     QCOMPARE(loader.lastEpoch().batches, std::int64_t{2});
     const QString e = test::expectBadInput([&] { loader.epochOver(3, {1, 1000}); }, {"sample 1000", "out of range"});
     QVERIFY2(e.isEmpty(), qPrintable(e));
+  }
+
+  // Epoch::queueNext: workers run on into the next epoch before this one ends; the next epoch's
+  // start over the same order serves those batches (each sample read once, with its own epoch
+  // for transforms); any other start, or the loader's end, drops them.
+  void nextEpochIsMadeBeforeTheBoundary() {
+    auto ds = std::make_shared<EpochCountingDataset>(40);
+    // A timeout keeps the consumer from helping: only the workers make batches.
+    const LoaderOptions o = LoaderOptions::builder().batchSize(4).numWorkers(2).prefetch(4).timeout(60)
+                                .loadingMode(LoadingMode::Streaming).build();
+    std::vector<std::int64_t> order0(40), order1(40);
+    std::iota(order0.begin(), order0.end(), 0);
+    std::iota(order1.rbegin(), order1.rend(), 0);
+    Loader loader(ds, o);
+    Epoch e0 = loader.epochOver(0, order0);
+    QVERIFY(e0.queueNext(1, order1));
+    QVERIFY(!e0.queueNext(2, order0));  // one at a time
+    const QString bad = test::expectBadInput([&] { e0.queueNext(2, {1, 1000}); }, {"sample 1000", "out of range"});
+    QVERIFY2(bad.isEmpty(), qPrintable(bad));
+    QCOMPARE(drain(e0, 0), order0);
+    QCOMPARE(loader.lastEpoch().epoch, std::int64_t{0});
+    QCOMPARE(loader.lastEpoch().batches, std::int64_t{10});
+    QVERIFY(loader.lastEpoch().completed);
+    // Epoch 1 has not started, yet its first batches are being made (up to the ring's depth).
+    const std::int64_t ahead = std::min<std::int64_t>(40, 4 * loader.prefetchDepth());
+    for (int i = 0; i < 500 && ds->readsOf(1) < ahead; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    QCOMPARE(ds->readsOf(1), ahead);
+    Epoch e1 = loader.epochOver(1, order1);
+    QVERIFY(e1.waitReady(std::chrono::milliseconds(0)));  // its first batch is there already
+    QVERIFY(!e0.next());                                  // the old epoch stays over
+    QVERIFY(e1.queueNext(2, order0));                     // and so on, epoch after epoch
+    QCOMPARE(drain(e1, 1), order1);
+    QCOMPARE(ds->readsOf(1), std::int64_t{40});  // each sample once: the batches made early were served
+    QCOMPARE(loader.lastEpoch().epoch, std::int64_t{1});
+    QCOMPARE(loader.lastEpoch().batches, std::int64_t{10});
+    e0.stop();  // adopted: stopping the old epoch leaves the new one alone
+    for (int i = 0; i < 500 && ds->readsOf(2) < ahead; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    QCOMPARE(ds->readsOf(2), ahead);
+
+    // Another epoch than the queued one: the queued batches are dropped, the asked order served.
+    Epoch e2 = loader.epochOver(2, order0);
+    QVERIFY(e2.waitReady(std::chrono::milliseconds(0)));
+    QVERIFY(e2.queueNext(3, order1));
+    QCOMPARE(drain(e2, 2), order0);
+    QCOMPARE(ds->readsOf(2), std::int64_t{40});
+    Epoch e5 = loader.epochOver(5, order0);
+    QCOMPARE(drain(e5, 5), order0);
+    // The same epoch over another order is another epoch too.
+    Epoch e6 = loader.epochOver(6, order0);
+    QVERIFY(e6.queueNext(7, order1));
+    QCOMPARE(drain(e6, 6), order0);
+    Epoch e7 = loader.epochOver(7, order0);
+    QCOMPARE(drain(e7, 7), order0);
+
+    // Pending when the loader ends (the epoch gone before it, or after it): no hang, no leak.
+    {
+      Loader l(ds, o);
+      Epoch a = l.epochOver(0, order0);
+      QVERIFY(a.queueNext(1, order1));
+      QCOMPARE(drain(a, 0), order0);
+    }
+    std::optional<Epoch> outlives;
+    {
+      Loader l(ds, o);
+      outlives.emplace(l.epochOver(0, order0));
+      QVERIFY(outlives->queueNext(1, order1));
+      QCOMPARE(drain(*outlives, 0), order0);
+    }
+    QVERIFY(!outlives->next());
+    outlives.reset();
+
+    // Without workers there is no one to make it ahead: nothing is queued.
+    Loader inline0(ds, LoaderOptions::builder().batchSize(4).numWorkers(0).loadingMode(LoadingMode::Streaming).build());
+    Epoch z = inline0.epochOver(0, order0);
+    QVERIFY(!z.queueNext(1, order1));
   }
 
   void batchFieldsByName() {

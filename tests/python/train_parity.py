@@ -80,6 +80,15 @@ for epoch in range(2):
         seen_batches += 1
     assert got == expected, f"epoch {epoch}: order differs from RandomSampler's"
 
+# Each epoch's successor is made ahead of it (queued behind it in the core); another epoch than
+# that one (set_epoch) drops those batches and serves its own order.
+loader.set_epoch(5)
+it = iter(loader)
+got = []
+for x, y in it:
+    got.extend(it.indices.tolist())
+assert got == list(torch.utils.data.RandomSampler(range(60000), generator=torch.Generator().manual_seed(SEED + 5)))
+
 test_images, test_labels = fashion("test")
 with torch.no_grad():
     accuracy = (model(test_images).argmax(1) == test_labels).float().mean().item()
