@@ -115,7 +115,8 @@ int run(const Args& a) {
   for (int e = 0; e < a.epochs; ++e) {
     double lossSum = 0;
     std::int64_t correct = 0, seen = 0, steps = 0;
-    Epoch epoch = loader.epoch(e);
+    // The next epoch's first batches are made while this one ends (not after the last epoch).
+    Epoch epoch = loader.epoch(e, e + 1 < a.epochs ? Loader::Lookahead::NextEpoch : Loader::Lookahead::Off);
     while (auto batch = epoch.next()) {
       const auto& x = (*batch)["images"];
       const auto& y = (*batch)["labels"];

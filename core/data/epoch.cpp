@@ -380,18 +380,7 @@ void Epoch::stop() {
   if (!handedOver) finishEpoch(s, completed);  // else LoaderCore::pending keeps it for the next one
 }
 
-bool Epoch::queueNext(std::int64_t e, std::vector<std::int64_t> order, const std::vector<std::int64_t>& batchSizes) {
-  if (!live()) return false;
-  EpochState& s = *state_;
-  if (e < 0) throwBadInput("epoch " + std::to_string(e), "must be non-negative");
-  const std::int64_t size = s.core->dataset->size();
-  for (const std::int64_t i : order)
-    if (i < 0 || i >= size)
-      throwBadInput("sample " + std::to_string(i), "out of range for " + std::to_string(size) + " samples");
-  auto segment = std::make_shared<EpochSegment>();
-  segment->epoch = e;
-  segment->batchBegin = batchBoundaries(static_cast<std::int64_t>(order.size()), s.core->options, batchSizes);
-  segment->order = std::move(order);
+bool queueSegment(EpochState& s, std::shared_ptr<EpochSegment> segment) {
   const auto count = static_cast<std::int64_t>(segment->batchBegin.size()) - 1;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -404,6 +393,21 @@ bool Epoch::queueNext(std::int64_t e, std::vector<std::int64_t> order, const std
   }
   s.workCv.notify_all();
   return true;
+}
+
+bool Epoch::queueNext(std::int64_t e, std::vector<std::int64_t> order, const std::vector<std::int64_t>& batchSizes) {
+  if (!live()) return false;
+  EpochState& s = *state_;
+  if (e < 0) throwBadInput("epoch " + std::to_string(e), "must be non-negative");
+  const std::int64_t size = s.core->dataset->size();
+  for (const std::int64_t i : order)
+    if (i < 0 || i >= size)
+      throwBadInput("sample " + std::to_string(i), "out of range for " + std::to_string(size) + " samples");
+  auto segment = std::make_shared<EpochSegment>();
+  segment->epoch = e;
+  segment->batchBegin = batchBoundaries(static_cast<std::int64_t>(order.size()), s.core->options, batchSizes);
+  segment->order = std::move(order);
+  return queueSegment(s, std::move(segment));
 }
 
 void Epoch::feed(const std::int64_t* indices, std::int64_t count, std::int64_t batchSize) {
@@ -483,6 +487,17 @@ std::optional<Batch> Epoch::next() {
     if (s.finished || s.handedOver) return std::nullopt;
     end = consumerEnd(s);
     open = s.feedOpen;
+  }
+  // The sampler's next order, once drawn: queued, so the workers go on into that epoch. At the
+  // epoch's end it is waited for (a short epoch can end before the draw does).
+  if (s.nextOrder.valid() &&
+      (end <= s.consumed || s.nextOrder.wait_for(std::chrono::seconds(0)) == std::future_status::ready)) {
+    auto segment = std::make_shared<EpochSegment>();
+    segment->epoch = s.nextOrderEpoch;
+    segment->order = s.nextOrder.get();
+    segment->batchBegin = batchBoundaries(static_cast<std::int64_t>(segment->order.size()), c.options, {});
+    segment->samplerOrder = true;
+    queueSegment(s, std::move(segment));  // the batch count grows; this epoch's end stays
   }
   const auto asked = s.waitingFor == s.consumed ? s.waitingSince : Clock::now();
   s.waitingFor = -1;

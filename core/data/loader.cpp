@@ -296,9 +296,26 @@ void Loader::setCancelToken(const CancelToken* token) { core_->cancel = token; }
 void Loader::setTelemetryRank(int rank) { core_->rank = rank; }
 void Loader::setTelemetryCollectives(const std::string& backend) { core_->collectives = backend; }
 
-Epoch Loader::epoch(std::int64_t e) {
+namespace {
+std::shared_ptr<EpochState> adoptPending(LoaderCore& c, std::int64_t e, const std::vector<std::int64_t>* order,
+                                         const std::vector<std::int64_t>* begins);
+}  // namespace
+
+Epoch Loader::epoch(std::int64_t e, Lookahead lookahead) {
   if (e < 0) throwBadInput("epoch " + std::to_string(e), "must be non-negative");
-  return epochOver(e, epochIndicesFor(*core_->dataset, core_->options, e));
+  LoaderCore& c = *core_;
+  std::shared_ptr<EpochState> adopted = adoptPending(c, e, nullptr, nullptr);
+  Epoch started = adopted ? Epoch(std::move(adopted)) : epochOver(e, epochIndicesFor(*c.dataset, c.options, e));
+  // The workers go on into epoch e + 1 before this one ends (its order is drawn meanwhile); the
+  // next epoch(e + 1) serves what they made. Workers that stop at each epoch's end do not.
+  if (lookahead == Lookahead::NextEpoch && c.options.persistent_workers && c.options.num_workers > 0) {
+    EpochState& s = *started.state_;
+    s.nextOrderEpoch = e + 1;
+    s.nextOrder = std::async(std::launch::async, [dataset = c.dataset, options = c.options, next = e + 1] {
+      return epochIndicesFor(*dataset, options, next);
+    });
+  }
+  return started;
 }
 
 std::vector<std::int64_t> batchBoundaries(std::int64_t n, const LoaderOptions& o, const std::vector<std::int64_t>& sizes) {
@@ -343,14 +360,16 @@ namespace {
 
 // The pending state (see LoaderCore::pending) when its queued epoch is epoch `e` over exactly this
 // order and these batches: the consumer moves on to it, the workers never stopped. Null otherwise.
-std::shared_ptr<EpochState> adoptPending(LoaderCore& c, std::int64_t e, const std::vector<std::int64_t>& order,
-                                         const std::vector<std::int64_t>& begins) {
+// `order` null: the sampler's order for `e` (Loader::epoch), which a segment the core queued is.
+std::shared_ptr<EpochState> adoptPending(LoaderCore& c, std::int64_t e, const std::vector<std::int64_t>* order,
+                                         const std::vector<std::int64_t>* begins) {
   std::lock_guard<std::mutex> lock(c.mutex);
   if (!c.pending) return nullptr;
   EpochState& s = *c.pending;
   std::lock_guard<std::mutex> stateLock(s.mutex);
   const EpochSegment& next = *s.segments.back();
-  if (s.stopped || !s.handedOver || next.epoch != e || next.order != order || next.batchBegin != begins) return nullptr;
+  const bool same = order ? next.order == *order && next.batchBegin == *begins : next.samplerOrder;
+  if (s.stopped || !s.handedOver || next.epoch != e || !same) return nullptr;
   s.generation.fetch_add(1);
   s.handedOver = false;
   s.epoch = e;
@@ -395,7 +414,7 @@ void discardPending(LoaderCore& c) {
 Epoch Loader::startEpoch(std::int64_t e, std::vector<std::int64_t> order, std::vector<std::int64_t> begins, bool fed) {
   LoaderCore& c = *core_;
   if (!fed)
-    if (std::shared_ptr<EpochState> adopted = adoptPending(c, e, order, begins)) return Epoch(std::move(adopted));
+    if (std::shared_ptr<EpochState> adopted = adoptPending(c, e, &order, &begins)) return Epoch(std::move(adopted));
   discardPending(c);
   {
     std::lock_guard<std::mutex> lock(c.mutex);

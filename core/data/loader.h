@@ -181,7 +181,13 @@ class Loader {
 
   // Starts epoch `e` (re-sizes the prefetch depth first). Throws
   // Error(BadInput) while another epoch of this loader is still alive.
-  Epoch epoch(std::int64_t e);
+  // Lookahead::NextEpoch (with persistent_workers and workers): epoch e + 1's order is drawn on a
+  // thread meanwhile and queued (Epoch::queueNext), so the workers make its first batches before
+  // this epoch ends, and epoch(e + 1) starts with them ready -- no gap at the boundary, but the
+  // prefetch depth is not re-sized then and the queued batches hold their buffers until that
+  // epoch (or anything else) starts. For loops that run epoch after epoch.
+  enum class Lookahead { Off, NextEpoch };
+  Epoch epoch(std::int64_t e, Lookahead lookahead = Lookahead::Off);
   // Starts epoch `e` serving `order` (sample indices, e.g. what is left of an interrupted epoch)
   // in batches of batch_size, the last one dropped or short as drop_last says -- or in batches of
   // `batchSizes` (a plan's per-step sizes for unequal GPUs; each at most batch_size, summing to the

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <exception>
+#include <future>
 #include <mutex>
 
 #include "data/buffer_pool.h"
@@ -102,6 +103,7 @@ struct EpochSegment {
   std::int64_t firstBatch = 0;
   std::vector<std::int64_t> order;
   std::vector<std::int64_t> batchBegin;
+  bool samplerOrder = false;  // the sampler's (or the dataset's own) order for `epoch`
 };
 
 struct EpochState {
@@ -120,6 +122,10 @@ struct EpochState {
 
   std::mutex mutex;  // guards segments (the vectors of a fed one), batchCount and what follows
   std::vector<std::shared_ptr<EpochSegment>> segments;  // the consumer's epoch, then a queued one
+  // Loader::epoch with persistent_workers: the sampler's order for the next epoch, drawn on a
+  // thread of its own (a randperm of the dataset) and queued by next() once it is there.
+  std::future<std::vector<std::int64_t>> nextOrder;
+  std::int64_t nextOrderEpoch = -1;
   std::condition_variable workCv, readyCv;
   std::int64_t nextClaim = 0;
   std::int64_t consumed = 0;
@@ -150,6 +156,9 @@ std::int64_t consumerEnd(const EpochState& s);
 // Batch boundaries of an order of n samples: batch_size batches (drop_last as the options say), or
 // the given per-step sizes (each 1 to batch_size, summing to n). Throws Error(BadInput).
 std::vector<std::int64_t> batchBoundaries(std::int64_t n, const LoaderOptions& o, const std::vector<std::int64_t>& sizes);
+// Queues `segment` (its epoch, order, batchBegin and samplerOrder set) behind the consumer's
+// epoch; false where Epoch::queueNext says it queues nothing.
+bool queueSegment(EpochState& s, std::shared_ptr<EpochSegment> segment);
 // Stops the workers of a state no epoch will adopt (LoaderCore::pending), without a summary.
 void discardPending(LoaderCore& c);
 

@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
-#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,15 +48,7 @@ class DescribingObserver : public TelemetryObserver {
 struct StokerLoader {
   std::shared_ptr<TelemetryPublisher> publisher;  // outlives the loader: its last records get out
   std::unique_ptr<Loader> loader;
-  // The next epoch's order, drawn on a thread of its own while this epoch runs (a randperm of the
-  // dataset: 0.4 ms for Fashion-MNIST, most of the gap at an epoch boundary otherwise).
-  std::int64_t preparedEpoch = -1;
-  std::future<std::vector<std::int64_t>> prepared;
-  // That order once queued behind the running epoch (Epoch::queueNext): the next epoch's start
-  // hands the same order to epochOver, which adopts the batches the workers made already.
-  std::optional<std::vector<std::int64_t>> queued;
   ~StokerLoader() {
-    if (prepared.valid()) prepared.wait();
     loader.reset();
     if (publisher) publisher->flush(500);
   }
@@ -66,20 +57,9 @@ struct StokerLoader {
 struct StokerEpoch {
   std::optional<Epoch> epoch;
   at::Tensor lastIndices;  // of the batch handed out last (stoker_epoch_indices)
-  // The sampler's own order (no order given): the next epoch's, once drawn, is queued behind this
-  // one so that its first batches are ready at the boundary. An epoch over a given order (a plan's
-  // split, a resume) queues nothing: the next one is given its own order.
-  StokerLoader* owner = nullptr;
-  bool queueNext = false;
 };
 
 namespace {
-
-std::future<std::vector<std::int64_t>> readyFuture(std::vector<std::int64_t> value) {
-  std::promise<std::vector<std::int64_t>> promise;
-  promise.set_value(std::move(value));
-  return promise.get_future();
-}
 
 // `spec`: the dataset spec the workbench can open again ("" for tensors a script holds).
 StokerLoader* makeLoader(std::shared_ptr<Dataset> dataset, const std::string& spec, const LoaderOptions& options,
@@ -215,40 +195,22 @@ StokerEpoch* stoker_epoch_start(StokerLoader* handle, int64_t epoch, const int64
   return guarded<>(static_cast<StokerEpoch*>(nullptr), [&] {
     auto made = std::make_unique<StokerEpoch>();
     Loader& loader = *handle->loader;
-    std::optional<std::vector<std::int64_t>> queued = std::move(handle->queued);
-    handle->queued.reset();
-    if (order) {
+    if (order) {  // a plan's split or what is left of a resumed epoch
       made->epoch.emplace(loader.epochOver(epoch, std::vector<std::int64_t>(order, order + count),
                                            sizes ? std::vector<std::int64_t>(sizes, sizes + sizeCount)
                                                  : std::vector<std::int64_t>{}));
-    } else if (handle->preparedEpoch == epoch && queued) {
-      made->epoch.emplace(loader.epochOver(epoch, std::move(*queued)));  // adopts the queued batches
-    } else if (handle->preparedEpoch == epoch && handle->prepared.valid()) {
-      made->epoch.emplace(loader.epochOver(epoch, handle->prepared.get()));
     } else {
-      made->epoch.emplace(loader.epoch(epoch));
+      // The sampler's order. The core draws the next epoch's meanwhile and its workers make that
+      // epoch's first batches before this one ends (persistent_workers): a `for` over the next
+      // epoch starts with them ready.
+      made->epoch.emplace(loader.epoch(epoch, Loader::Lookahead::NextEpoch));
     }
-    made->owner = handle;
-    made->queueNext = !order;
-    if (handle->prepared.valid()) handle->prepared.wait();  // one drawn for another epoch (set_epoch)
-    handle->preparedEpoch = epoch + 1;
-    handle->prepared = std::async(std::launch::async, [&loader, next = epoch + 1] {
-      return epochIndicesFor(loader.dataset(), loader.options(), next);
-    });
     return made.release();
   });
 }
 
 int stoker_epoch_next(StokerEpoch* handle, int waitMs, void** fields, int capacity) {
   return guarded<>(-1, [&] {
-    StokerLoader* owner = handle->owner;
-    if (handle->queueNext && owner->prepared.valid() &&
-        owner->prepared.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
-      handle->queueNext = false;
-      std::vector<std::int64_t> next = owner->prepared.get();
-      if (handle->epoch->queueNext(owner->preparedEpoch, next)) owner->queued = std::move(next);
-      else owner->prepared = readyFuture(std::move(next));  // not queued: the next start still uses it
-    }
     if (!handle->epoch->waitReady(std::chrono::milliseconds(waitMs))) return STOKER_NOT_READY;
     std::optional<Batch> batch = handle->epoch->next();
     if (!batch) return 0;

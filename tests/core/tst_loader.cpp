@@ -367,6 +367,29 @@ class TestLoader : public QObject {
     QVERIFY(!outlives->next());
     outlives.reset();
 
+    // Loader::epoch(e, NextEpoch) does it by itself with persistent_workers: the sampler's next
+    // order is drawn while an epoch runs and queued; without persistent workers the workers stop
+    // at each end.
+    for (const bool persistent : {true, false}) {
+      auto counted = std::make_shared<EpochCountingDataset>(40);
+      LoaderOptions shuffled = o;
+      shuffled.shuffle = true;
+      shuffled.persistent_workers = persistent;
+      Loader l(counted, shuffled);
+      for (std::int64_t e = 0; e < 3; ++e) {
+        if (e > 0 && persistent) {
+          for (int i = 0; i < 500 && counted->readsOf(e) < ahead; ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          QCOMPARE(counted->readsOf(e), ahead);
+        }
+        Epoch epoch = l.epoch(e, Loader::Lookahead::NextEpoch);
+        QCOMPARE(drain(epoch, e), epochIndicesFor(*counted, shuffled, e));
+        QCOMPARE(counted->readsOf(e), std::int64_t{40});
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      QCOMPARE(counted->readsOf(3), persistent ? ahead : 0);
+    }
+
     // Without workers there is no one to make it ahead: nothing is queued.
     Loader inline0(ds, LoaderOptions::builder().batchSize(4).numWorkers(0).loadingMode(LoadingMode::Streaming).build());
     Epoch z = inline0.epochOver(0, order0);
