@@ -16,7 +16,7 @@
 #  5. writes OUTDIR/gpu-report.json and OUTDIR/gpu-report.md (tests/cuda/gpu_report.py) and exits
 #     non-zero when a check or a run of the image step failed.
 # Without a GPU it says so in one line and exits 2. STOKER_GPU_STEPS picks steps 2-4 (default
-# "checks,train,images"); STOKER_GPU_PER_CLASS sizes the photo folder (default 500 a class, 10
+# "checks,train,images"; "python" runs the Python package's checks of step 2 alone); STOKER_GPU_PER_CLASS sizes the photo folder (default 500 a class, 10
 # classes: on 16 cores, batches of 64 and 5,000 images leave a tail in every epoch).
 #
 # Build dependencies other than PyTorch (JSON, CLI, hashing, image and archive libraries) come from
@@ -95,7 +95,7 @@ DATA="${STOKER_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}"
 # The image step's photo folder is cut while the build runs (one core of many).
 PHOTOS="${STOKER_GPU_PHOTOS:-$BUILD/bench-data/photos-${STOKER_GPU_PER_CLASS:-500}}"
 PHOTOS_PID=""
-if { step images || step checks; } && [[ ! -d "$PHOTOS" ]]; then
+if { step images || step checks || step python; } && [[ ! -d "$PHOTOS" ]]; then
   ( py "$ROOT/tests/datasets/make_photo_folder.py" "$PHOTOS.tmp" --per-class "${STOKER_GPU_PER_CLASS:-500}" &&
     mv "$PHOTOS.tmp" "$PHOTOS" ) >"$OUT/photos.log" 2>&1 &
   PHOTOS_PID=$!
@@ -182,7 +182,10 @@ PYEOF
   else
     echo '{"check": "feed_two_ranks_one_gpu_gloo", "ok": true, "skipped": true, "detail": "PyTorch'"'"'s include folder has no Gloo headers: stoker feed was not built"}' >>"$OUT/cuda-check.jsonl"
   fi
-  # The Python package (import stoker) built against this PyTorch, on the GPU.
+fi
+# The Python package (import stoker) built against this PyTorch, on the GPU (with the C++ checks,
+# or alone: STOKER_GPU_STEPS=python).
+if step checks || step python; then
   log "the Python package on cuda:0 (tests/cuda/python_package.py)"
   photo_args=()
   photos_ready && photo_args=(--photos "$PHOTOS")
@@ -229,4 +232,4 @@ fi
 
 py "$ROOT/tests/cuda/gpu_report.py" --out "$OUT" --ctest-log "$OUT/ctest.log" --checks "$OUT/cuda-check.jsonl" \
   --train "$OUT/train-feed.jsonl" --images "$OUT/image-feed.jsonl" --seconds "$((SECONDS - START))" \
-  $(step checks || echo --checks-not-run)
+  $(step checks || step python || echo --checks-not-run)

@@ -217,7 +217,7 @@ void runBench(const BenchArgs& a) {
   SimDeviceConfig sim;
   sim.capacityBytes = static_cast<std::int64_t>(parseByteSize(a.simCapacity, "--sim-capacity"));
   sim.copyBytesPerSecond = static_cast<double>(parseByteSize(a.simBandwidth, "--sim-bandwidth"));
-  refuseTransformsUnlessImages(a.dataset, a.transforms);
+  refuseTransformsUnlessImages(a.dataset, a.transforms, "--transforms");
   std::shared_ptr<Dataset> dataset = openDataset(a.dataset, options);
   const auto devices = expandDevices(a.device);
 

@@ -16,5 +16,4 @@ void addFeedCommands(CLI::App& app, int& exitCode);
 void addTuneCommands(CLI::App& app, int& exitCode);
 // --transforms given for a dataset they do not shape (tokens:, .safetensors, ...) is refused rather
 // than ignored, so a user comparing pipelines is not handed untransformed samples without a word.
-void refuseTransformsUnlessImages(const std::string& spec, const std::string& transforms);
 }  // namespace stoker

@@ -142,11 +142,6 @@ void exportSpec(const DatasetArgs& a) {
 
 }  // namespace
 
-void refuseTransformsUnlessImages(const std::string& spec, const std::string& transforms) {
-  if (!transforms.empty() && !datasetTakesTransforms(spec))
-    throwBadInput("--transforms", "transforms apply to the datasets that decode images (imagefolder:, wds:); " + spec + " is read as stored");
-}
-
 void addDatasetCommands(CLI::App& app, int& exitCode) {
   auto* dataset = app.add_subcommand("dataset", "Read datasets and export them as safetensors");
   dataset->require_subcommand(1);
@@ -160,7 +155,7 @@ void addDatasetCommands(CLI::App& app, int& exitCode) {
   info->add_option("--transforms", args->transforms, "image datasets: torchvision-named transforms, e.g. \"Resize(256),CenterCrop(224)\"");
   info->add_flag("--json", args->json, "print one JSON document");
   info->callback([args, &exitCode] {
-    refuseTransformsUnlessImages(args->spec, args->transforms);
+    refuseTransformsUnlessImages(args->spec, args->transforms, "--transforms");
     if (!isFashionMnist(args->spec)) {
       infoOfSpec(*args);
       exitCode = 0;
@@ -213,7 +208,7 @@ void addDatasetCommands(CLI::App& app, int& exitCode) {
           "N >= 1"));
   exportCmd->add_option("--seed", args->seed, "seed of random transforms (epoch 0)");
   exportCmd->callback([args, &exitCode] {
-    refuseTransformsUnlessImages(args->spec, args->transforms);
+    refuseTransformsUnlessImages(args->spec, args->transforms, "--transforms");
     if (!isFashionMnist(args->spec) || args->limit >= 0) {
       if (isFashionMnist(args->spec) && args->split == "test")
         throwBadInput("--split test", "--limit exports the train split (fashion-mnist:DIR opens train)");

@@ -73,6 +73,8 @@ class Dataset {
   virtual std::optional<std::vector<std::int64_t>> ownEpochOrder(const LoaderOptions&, std::int64_t) const {
     return std::nullopt;
   }
+  // Whether ownEpochOrder gives orders (without drawing one: that shuffles every sample).
+  virtual bool hasOwnEpochOrder() const { return false; }
 
   std::int64_t sampleBytes() const;  // all fields of one sample
   std::int64_t totalBytes() const { return sampleBytes() * size(); }
@@ -103,6 +105,9 @@ std::shared_ptr<Dataset> openDataset(const std::string& spec, const LoaderOption
 std::shared_ptr<Dataset> openDatasetToList(const std::string& spec, const LoaderOptions& options = {});
 // Whether the spec's kind is shaped by `transforms` (imagefolder:, wds:); an unknown spec is refused.
 bool datasetTakesTransforms(const std::string& spec);
+// Error(BadInput) naming `subject` (the CLI's "--transforms", the Python keyword "transforms")
+// when `transforms` is set for a spec whose kind is read as stored.
+void refuseTransformsUnlessImages(const std::string& spec, const std::string& transforms, const std::string& subject);
 // The kinds openDataset knows, as "prefix:ARGS  what" lines (for errors, --help and the picker).
 std::vector<std::string> datasetKinds();
 

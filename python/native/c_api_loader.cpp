@@ -99,8 +99,7 @@ StokerLoader* stoker_loader_open(const char* spec, const char* optionsJson, cons
   return guarded<>(static_cast<StokerLoader*>(nullptr), [&] {
     const LoaderOptions options = optionsFrom(optionsJson);
     const std::string text = spec ? spec : "";
-    if (!options.transforms.empty() && !datasetTakesTransforms(text))
-      throwBadInput("transforms", "only image datasets (imagefolder:, wds:) take transforms; " + text + " does not decode images");
+    refuseTransformsUnlessImages(text, options.transforms, "transforms");
     return makeLoader(openDataset(text, options), text, options, device, publishJson, name, telemetryRank);
   });
 }
@@ -169,7 +168,7 @@ char* stoker_loader_describe(StokerLoader* handle) {
                                       {"allocated", m.allocated}}},
                           {"pool_allocations", l.poolAllocations()},
                           // WebDataset reads shard after shard: its order is its own, not the sampler's.
-                          {"own_order", l.dataset().ownEpochOrder(l.options(), 0).has_value()},
+                          {"own_order", l.dataset().hasOwnEpochOrder()},
                           {"options", nlohmann::json::parse(loaderOptionsToJson(l.options()))}};
     const EpochSummary last = l.lastEpoch();
     doc["last_epoch"] = last.epoch >= 0 ? epochJson(last) : nlohmann::json(nullptr);

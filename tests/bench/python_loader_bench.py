@@ -185,8 +185,10 @@ def main():
         out["tokens"] = {"python": py, "nanogpt_get_batch": ref, "python_vs_nanogpt": py["samples_per_s"] / ref}
     if a.photos:
         spec = f"imagefolder:{a.photos}"
-        py = stoker_python(spec, 3, batch_size=64, shuffle=True, num_workers=a.workers, drop_last=True, transforms=TRAIN)
-        cli = stoker_bench(a.build, spec, 3, 64, a.workers, TRAIN)
+        # Epochs enough for the JPEG scan index to be built (the second epoch) and used.
+        py = stoker_python(spec, a.epochs, batch_size=64, shuffle=True, num_workers=a.workers, drop_last=True,
+                           transforms=TRAIN)
+        cli = stoker_bench(a.build, spec, a.epochs, 64, a.workers, TRAIN)
         tv = torchvision_best(a.photos, [0, 1, 2])
         out["images_train"] = {"python": py, "stoker_bench": cli, "torchvision_best": tv,
                                "python_vs_bench": py["samples_per_s"] / cli["samples_per_s"],

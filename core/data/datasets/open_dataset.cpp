@@ -69,6 +69,12 @@ std::shared_ptr<Dataset> openDatasetToList(const std::string& spec, const Loader
 
 bool datasetTakesTransforms(const std::string& spec) { return kindOf(spec).transforms; }
 
+void refuseTransformsUnlessImages(const std::string& spec, const std::string& transforms, const std::string& subject) {
+  if (!transforms.empty() && !datasetTakesTransforms(spec))
+    throwBadInput(subject, "transforms apply to the datasets that decode images (imagefolder:, wds:); " + spec +
+                               " is read as stored");
+}
+
 std::vector<std::string> datasetKinds() {
   std::vector<std::string> out;
   for (const Kind& k : kKinds) out.emplace_back(k.usage);

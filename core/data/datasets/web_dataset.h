@@ -32,6 +32,7 @@ class WebDataset : public EncodedImageDataset {
              bool keepBadSamples = false);
   std::int64_t size() const override { return static_cast<std::int64_t>(samples_.size()); }
   std::optional<std::vector<std::int64_t>> ownEpochOrder(const LoaderOptions& options, std::int64_t epoch) const override;
+  bool hasOwnEpochOrder() const override { return true; }
   const std::vector<std::string>& shards() const { return shards_; }
   std::int64_t shardOf(std::int64_t index) const { return samples_[static_cast<std::size_t>(index)].shard; }
   const std::string& key(std::int64_t index) const { return samples_[static_cast<std::size_t>(index)].key; }
