@@ -171,35 +171,21 @@ def images_on_gpu(a, stoker, torch):
         batch_s = intervals[len(intervals) // 2]
         # The boundary under a step that leaves the CPU to the loader (a GPU step: sleep twice a
         # batch's time): the next epoch's batches are made before it, so its first should not wait.
-        step_s = 2 * 64 / py
-        loader = stoker.Loader(spec, batch_size=64, shuffle=True, transforms=pipeline, num_workers=workers,
-                               device="cuda:0")
-        stepped_first, stepped_inside = [], []
-        for epoch in range(3):
-            it = iter(loader)
-            i = 0
-            while True:
-                asked = time.perf_counter()
-                try:
-                    next(it)
-                except StopIteration:
-                    break
-                if epoch > 0:
-                    (stepped_first if i == 0 else stepped_inside).append(time.perf_counter() - asked)
-                i += 1
-                time.sleep(step_s)
-        loader.close()
+        sys.path.insert(0, os.path.join(root, "tests", "bench"))
+        from python_loader_bench import boundary_with_step
+        stepped = boundary_with_step(spec, 3, 2 * 64 / py, batch_size=64, shuffle=True, transforms=pipeline,
+                                     num_workers=workers, device="cuda:0")
         emit("python_images_on_gpu", shape[1:] == (3, 224, 224),
              f"{workers} workers, batches {list(shape)}: Python loop {py:.0f} img/s, stoker bench "
              f"{bench['samples_per_s']:.0f} ({py / bench['samples_per_s']:.2f}x), torchvision "
              f"{peer['images_per_s']:.0f} ({py / peer['images_per_s']:.2f}x); epoch boundary "
              f"{max(gaps) * 1e3:.1f} ms against a median batch interval of {batch_s * 1e3:.2f} ms with nothing "
-             f"else in the loop; under a {step_s * 1e3:.1f} ms step the first batch waits "
-             f"{max(stepped_first) * 1e3:.2f} ms (longest wait inside an epoch {max(stepped_inside) * 1e3:.2f} ms)",
+             f"else in the loop; under a {stepped['step_ms']} ms step the first batch waits "
+             f"{stepped['first_batch_wait_ms']} ms (longest wait inside an epoch {stepped['longest_wait_inside_ms']} ms)",
              python_images_per_s=py, bench_images_per_s=bench["samples_per_s"],
              torchvision_images_per_s=peer["images_per_s"], boundary_gap_ms=max(gaps) * 1e3,
-             batch_interval_ms=batch_s * 1e3, stepped_first_batch_wait_ms=max(stepped_first) * 1e3,
-             stepped_longest_inside_ms=max(stepped_inside) * 1e3)
+             batch_interval_ms=batch_s * 1e3, stepped_first_batch_wait_ms=stepped["first_batch_wait_ms"],
+             stepped_longest_inside_ms=stepped["longest_wait_inside_ms"])
     except Exception as e:
         detail = f"{type(e).__name__}: {e}"
         if isinstance(e, subprocess.CalledProcessError):
