@@ -399,10 +399,7 @@ bool Epoch::queueNext(std::int64_t e, std::vector<std::int64_t> order, const std
   if (!live()) return false;
   EpochState& s = *state_;
   if (e < 0) throwBadInput("epoch " + std::to_string(e), "must be non-negative");
-  const std::int64_t size = s.core->dataset->size();
-  for (const std::int64_t i : order)
-    if (i < 0 || i >= size)
-      throwBadInput("sample " + std::to_string(i), "out of range for " + std::to_string(size) + " samples");
+  checkOrder(*s.core->dataset, order);
   auto segment = std::make_shared<EpochSegment>();
   segment->epoch = e;
   segment->batchBegin = batchBoundaries(static_cast<std::int64_t>(order.size()), s.core->options, batchSizes);

@@ -337,12 +337,16 @@ std::vector<std::int64_t> batchBoundaries(std::int64_t n, const LoaderOptions& o
   return begins;
 }
 
-Epoch Loader::epochOver(std::int64_t e, std::vector<std::int64_t> order, const std::vector<std::int64_t>& batchSizes) {
-  if (e < 0) throwBadInput("epoch " + std::to_string(e), "must be non-negative");
-  const std::int64_t size = core_->dataset->size();
+void checkOrder(const Dataset& dataset, const std::vector<std::int64_t>& order) {
+  const std::int64_t size = dataset.size();
   for (const std::int64_t i : order)
     if (i < 0 || i >= size)
       throwBadInput("sample " + std::to_string(i), "out of range for " + std::to_string(size) + " samples");
+}
+
+Epoch Loader::epochOver(std::int64_t e, std::vector<std::int64_t> order, const std::vector<std::int64_t>& batchSizes) {
+  if (e < 0) throwBadInput("epoch " + std::to_string(e), "must be non-negative");
+  checkOrder(*core_->dataset, order);
   std::vector<std::int64_t> begins = batchBoundaries(static_cast<std::int64_t>(order.size()), core_->options, batchSizes);
   return startEpoch(e, std::move(order), std::move(begins), false);
 }

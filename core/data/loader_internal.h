@@ -153,6 +153,8 @@ struct EpochState {
 const std::shared_ptr<EpochSegment>& segmentOf(const EpochState& s, std::int64_t b);
 // Where the consumer's epoch ends: the first batch of a queued epoch, else batchCount (under s.mutex).
 std::int64_t consumerEnd(const EpochState& s);
+// Error(BadInput) naming the first index of `order` outside the dataset's samples.
+void checkOrder(const Dataset& dataset, const std::vector<std::int64_t>& order);
 // Batch boundaries of an order of n samples: batch_size batches (drop_last as the options say), or
 // the given per-step sizes (each 1 to batch_size, summing to n). Throws Error(BadInput).
 std::vector<std::int64_t> batchBoundaries(std::int64_t n, const LoaderOptions& o, const std::vector<std::int64_t>& sizes);
