@@ -33,6 +33,8 @@
 #include <QVBoxLayout>
 #include <thread>
 
+#include "dataset_picker.h"
+#include "form_scroll_area.h"
 #include "loader_options_form.h"
 #include "loader_runner.h"
 #include "data/dataset.h"
@@ -62,39 +64,20 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
   auto* leftLayout = new QVBoxLayout(left);
   auto* data = new QGroupBox(tr("Data"), left);
   auto* dataForm = new QFormLayout(data);
-  dataset_ = new QComboBox(data);
+  dataset_ = new DatasetPicker(data);
   dataset_->setObjectName("dataset");
-  dataset_->setEditable(true);
-  dataset_->addItems({"fashion-mnist", "synthetic:50000,3x32x32,f32", "synthetic:20000,3x64x64,u8,20"});
   {
     QStringList kinds;
     for (const auto& k : datasetKinds()) kinds << QString::fromStdString(k);
-    dataset_->setToolTip(tr("A dataset spec, one of:\n%1\nImage datasets take their transforms from the transforms knob.")
+    dataset_->setToolTip(tr("A dataset spec, one of:\n%1\nor pick \"Image folder…\", \"Token file…\" and the others "
+                            "from the list. Image datasets take their transforms from the transforms knob.")
                              .arg(kinds.join('\n')));
   }
-  auto* browse = new QPushButton(tr("File…"), data);
-  browse->setToolTip(tr(".safetensors / .npy tensors, a nanoGPT .bin token file, a Megatron .idx, or a WebDataset .tar shard"));
-  connect(browse, &QPushButton::clicked, this, [this] {
-    const QString f = QFileDialog::getOpenFileName(this, tr("Dataset file"), {},
-                                                   tr("Datasets (*.safetensors *.npy *.bin *.idx *.tar)"));
-    if (f.isEmpty()) return;
-    if (f.endsWith(".bin")) setDataset("tokens:" + f);
-    else if (f.endsWith(".idx")) setDataset("megatron:" + f.chopped(4));
-    else if (f.endsWith(".tar")) setImageDataset("wds:" + f);
-    else setDataset(f);
+  connect(dataset_, &DatasetPicker::browsed, this, [this](const QString& spec, bool images) {
+    if (images) setImageDataset(spec);
+    else setDataset(spec);
   });
-  auto* folder = new QPushButton(tr("Images…"), data);
-  folder->setObjectName("image_folder");
-  folder->setToolTip(tr("A folder of class folders of JPEG, PNG, WebP, TIFF or BMP images (torchvision's ImageFolder layout)"));
-  connect(folder, &QPushButton::clicked, this, [this] {
-    const QString d = QFileDialog::getExistingDirectory(this, tr("Image folder (one sub-folder per class)"));
-    if (!d.isEmpty()) setImageDataset("imagefolder:" + d);
-  });
-  auto* datasetRow = new QHBoxLayout;
-  datasetRow->addWidget(dataset_, 1);
-  datasetRow->addWidget(browse);
-  datasetRow->addWidget(folder);
-  dataForm->addRow(tr("Dataset"), datasetRow);
+  dataForm->addRow(tr("Dataset"), dataset_);
   devices_ = new QLineEdit("cpu", data);
   devices_->setObjectName("devices");
   devices_->setToolTip(tr("cpu, sim:0 (a simulated GPU), sim:0,sim:1 (one loader per device, each on its shard), "
@@ -167,11 +150,8 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
   form_ = new LoaderOptionsForm(optionsBox);
   optionsLayout->addWidget(form_);
   leftLayout->addWidget(optionsBox);
-  auto* scroll = new QScrollArea;
-  scroll->setWidget(left);
-  scroll->setWidgetResizable(true);
-  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
-  scroll->setMinimumWidth(400);
+  auto* scroll = new FormScrollArea(left);
+  scroll->setObjectName("loaderFormArea");
   split->addWidget(scroll);
 
   // Right: run controls, plots, sweep and log.
@@ -226,6 +206,8 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
   auto* tabs = tabs_ = new QTabWidget(right);
   auto* sweepPage = new QWidget;
   auto* sweepLayout = new QVBoxLayout(sweepPage);
+  // One row per axis, the buttons after them: one long row made the whole window wider than
+  // 1280 px.
   auto* axesRow = new QHBoxLayout;
   QStringList knobs{""};
   for (const auto& k : knobTable())
@@ -235,9 +217,12 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
     sweepKnob_[i] = new QComboBox(sweepPage);
     sweepKnob_[i]->addItems(knobs);
     sweepKnob_[i]->setCurrentText(defaults[i][0]);
+    sweepKnob_[i]->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    sweepKnob_[i]->setMinimumContentsLength(14);
     sweepValues_[i] = new QLineEdit(defaults[i][1], sweepPage);
     sweepValues_[i]->setMinimumWidth(80);
     sweepValues_[i]->setToolTip(tr("Comma-separated values to try"));
+    axesRow->addWidget(new QLabel(i == 0 ? tr("Sweep") : tr("by"), sweepPage));
     axesRow->addWidget(sweepKnob_[i]);
     axesRow->addWidget(sweepValues_[i], 2);
   }
@@ -248,9 +233,12 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
   applyButton_ = new QPushButton(tr("Apply best"), sweepPage);
   applyButton_->setObjectName("applyBest");
   applyButton_->setEnabled(false);
-  axesRow->addWidget(sweepButton_);
-  axesRow->addWidget(applyButton_);
+  auto* sweepButtons = new QHBoxLayout;
+  sweepButtons->addWidget(sweepButton_);
+  sweepButtons->addWidget(applyButton_);
+  sweepButtons->addStretch(1);
   sweepLayout->addLayout(axesRow);
+  sweepLayout->addLayout(sweepButtons);
   sweepTable_ = new QTableWidget(sweepPage);
   sweepTable_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   sweepTable_->setSelectionBehavior(QAbstractItemView::SelectRows);
@@ -479,7 +467,7 @@ LoaderWorkspace::~LoaderWorkspace() {
   saveSettings();
 }
 
-void LoaderWorkspace::setDataset(const QString& spec) { dataset_->setCurrentText(spec); }
+void LoaderWorkspace::setDataset(const QString& spec) { dataset_->setSpec(spec); }
 
 // Image datasets need transforms that fix the output size: offer torchvision's train pipeline
 // when none is set (the form shows it, and the user edits it there).
@@ -491,7 +479,7 @@ void LoaderWorkspace::setImageDataset(const QString& spec) {
     form_->setOptions(o);
   }
 }
-QString LoaderWorkspace::dataset() const { return dataset_->currentText().trimmed(); }
+QString LoaderWorkspace::dataset() const { return dataset_->spec(); }
 void LoaderWorkspace::setDevices(const QString& devices) { devices_->setText(devices); }
 void LoaderWorkspace::setEpochs(int epochs) { epochs_->setValue(epochs); }
 void LoaderWorkspace::setStepMicros(double micros) { stepMicros_->setValue(micros); }
@@ -517,6 +505,7 @@ bool LoaderWorkspace::makeRequest(LoaderRunRequest& request) {
   }
   request.dataset = dataset();
   request.options = form_->options();
+  dataset_->remember(request.dataset);  // offered under "Recent" from now on
   request.devices = devices_->text().trimmed();
   request.epochs = epochs_->value();
   request.stepMicros = stepMicros_->value();

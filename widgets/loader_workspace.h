@@ -25,6 +25,7 @@ class QTimer;
 
 namespace stoker {
 
+class DatasetPicker;
 class LoaderOptionsForm;
 class LoaderRunner;
 class StageBreakdownView;
@@ -107,7 +108,7 @@ class LoaderWorkspace : public QWidget {
   LoaderRunner* runner_;
   TelemetryPlots* plots_;
   StageBreakdownView* stages_;
-  QComboBox* dataset_;
+  DatasetPicker* dataset_;
   QLineEdit* devices_;
   QSpinBox* epochs_;
   QDoubleSpinBox* stepMicros_;

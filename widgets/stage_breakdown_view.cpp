@@ -43,12 +43,13 @@ StageBreakdownView::StageBreakdownView(QWidget* parent) : QWidget(parent) {
   wait->setWidth(0.25);
   bars_.push_back(wait);
   plot_->xAxis->setLabel(tr("ms per batch"));
-  // The legend in one row under the plot, never over the bars.
+  // The legend in rows under the plot, never over the bars.
   plot_->legend->setVisible(true);
   plot_->legend->setFont(QFont("sans", 8));
   plot_->axisRect()->insetLayout()->take(plot_->legend);
   plot_->plotLayout()->addElement(2, 0, plot_->legend);
   plot_->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
+  plot_->legend->setWrap(4);  // two short rows rather than one that sets the window's minimum width
   plot_->plotLayout()->setRowStretchFactor(2, 0.001);
   plot_->legend->setMargins(QMargins(4, 2, 4, 2));
   layout->addWidget(plot_, 1);

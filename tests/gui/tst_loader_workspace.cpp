@@ -16,6 +16,7 @@
 #include <QSpinBox>
 #include <QTableWidget>
 
+#include "dataset_picker.h"
 #include "event_loop_probe.h"
 #include "wait_for.h"
 #include "loader_options_form.h"
@@ -592,6 +593,64 @@ class TestLoaderWorkspace : public QObject {
     LoaderWorkspace again;
     QCOMPARE(again.dataset(), QString("synthetic:777,4"));
     QCOMPARE(again.form()->options().batch_size, 77);
+  }
+
+  // Issue 39: a newcomer finds their data from the list, never by typing a spec. Each browse
+  // entry opens its dialog and writes the spec; an image folder brings the train transforms;
+  // cancelling puts back what was there; a run puts its dataset under "Recent".
+  void datasetPickerOffersTheWaysToFindData() {
+    QSettings().remove("loader/recentDatasets");
+    LoaderWorkspace w;
+    auto* picker = w.findChild<DatasetPicker*>("dataset");
+    QVERIFY(picker);
+    QStringList items;
+    for (int i = 0; i < picker->count(); ++i) items << picker->itemText(i);
+    for (const char* entry : {"Image folder…", "WebDataset shards…", "Token file…", "Megatron dataset…", "Tensor file…",
+                              "fashion-mnist"})
+      QVERIFY2(items.contains(QString::fromUtf8(entry)), qPrintable(items.join(" | ")));
+
+    QString answer;
+    picker->setChooser([&](DatasetPicker::Browse) { return answer; });
+    auto pick = [&](const QString& label) {
+      const int i = picker->findText(label);
+      QVERIFY(i >= 0);
+      picker->setCurrentIndex(i);
+      Q_EMIT picker->activated(i);
+    };
+    w.setDataset("synthetic:100,4");
+    LoaderOptions o = smallOptions();
+    o.transforms.clear();
+    w.form()->setOptions(o);
+    answer = dir_.filePath("photos");
+    pick("Image folder…");
+    QCOMPARE(w.dataset(), "imagefolder:" + dir_.filePath("photos"));
+    QVERIFY2(QString::fromStdString(w.form()->options().transforms).startsWith("RandomResizedCrop(224)"),
+             w.form()->options().transforms.c_str());
+    answer.clear();  // cancelled: the field keeps the last spec, not the entry's label
+    pick("Token file…");
+    QCOMPARE(w.dataset(), "imagefolder:" + dir_.filePath("photos"));
+    answer = "/data/owt/train.bin";
+    pick("Token file…");
+    QCOMPARE(w.dataset(), QString("tokens:/data/owt/train.bin"));
+    answer = "/data/gpt/corpus_text_document.idx";
+    pick("Megatron dataset…");
+    QCOMPARE(w.dataset(), QString("megatron:/data/gpt/corpus_text_document"));
+    answer = dir_.path();  // a folder of shards
+    pick("WebDataset shards…");
+    QCOMPARE(w.dataset(), "wds:" + dir_.path() + "/*.tar");
+
+    // A run remembers its dataset: it comes first under "Recent", here and in a new window.
+    w.setDataset("synthetic:300,4");
+    w.form()->setOptions(smallOptions());
+    w.setEpochs(1);
+    QSignalSpy finished(&w, &LoaderWorkspace::runFinished);
+    w.run();
+    QVERIFY(waitForCount(finished, 1, 30000));
+    QCOMPARE(picker->recent().value(0), QString("synthetic:300,4"));
+    LoaderWorkspace again;
+    auto* picker2 = again.findChild<DatasetPicker*>("dataset");
+    QVERIFY(picker2->findText("Recent") >= 0);
+    QVERIFY(picker2->findText("synthetic:300,4") > picker2->findText("Recent"));
   }
 };
 
