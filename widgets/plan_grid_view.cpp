@@ -1,7 +1,10 @@
 #include "plan_grid_view.h"
 
+#include <QHelpEvent>
 #include <QImage>
+#include <QLocale>
 #include <QPainter>
+#include <QToolTip>
 
 #include <cmath>
 
@@ -23,24 +26,75 @@ QColor PlanGridView::rankColor(int rank) {
   return QColor::fromHsv((rank * 137) % 360, 150, 215);
 }
 
+PlanGridView::Layout PlanGridView::layout() const {
+  Layout l;
+  l.ranks = static_cast<int>(grid_.stepSizes.size());
+  for (const auto& row : grid_.stepSizes) l.steps = std::max(l.steps, static_cast<int>(row.size()));
+  const int labelW = 56, captionH = grid_.caption.isEmpty() ? 0 : fontMetrics().height() + 4;
+  const int axisH = fontMetrics().height() + 6;  // the step axis under the cells
+  l.area = QRect(labelW, captionH, std::max(1, width() - labelW - 8), std::max(1, height() - captionH - axisH - 2));
+  // More steps than pixels: each column shows a bin of steps (their mean size).
+  l.columns = std::max(1, std::min(l.steps, l.area.width() / 3));
+  l.perColumn = static_cast<double>(std::max(l.steps, 1)) / l.columns;
+  return l;
+}
+
+QString PlanGridView::cellText(const QPoint& pos) const {
+  const Layout l = layout();
+  if (l.ranks == 0 || !l.area.contains(pos)) return {};
+  const int r = std::clamp(static_cast<int>((pos.y() - l.area.top()) * l.ranks / std::max(1, l.area.height())), 0, l.ranks - 1);
+  const int c = std::clamp(static_cast<int>((pos.x() - l.area.left()) * l.columns / std::max(1, l.area.width())), 0, l.columns - 1);
+  const int from = static_cast<int>(c * l.perColumn), to = std::max(from + 1, static_cast<int>((c + 1) * l.perColumn));
+  const auto& row = grid_.stepSizes[r];
+  if (from >= row.size()) return tr("rank %1: no step %2 (its last step is %3)").arg(r).arg(from).arg(row.size() - 1);
+  qint64 before = 0, in = 0;
+  for (int s = 0; s < from; ++s) before += row[s];
+  for (int s = from; s < to && s < row.size(); ++s) in += row[s];
+  const QLocale loc;
+  QString text = to - from == 1 ? tr("rank %1, step %2: %3 samples").arg(r).arg(from).arg(loc.toString(in))
+                                : tr("rank %1, steps %2–%3: %4 samples").arg(r).arg(from).arg(std::min<int>(to, row.size()) - 1)
+                                      .arg(loc.toString(in));
+  if (in > 0)
+    text += tr("\npositions %1–%2 of the rank's list").arg(loc.toString(before)).arg(loc.toString(before + in - 1));
+  const auto& first = grid_.firstIndices.value(r);
+  if (first.size() >= (from + 1) * PlanGrid::kIndicesPerCell) {
+    QStringList idx;
+    for (int k = 0; k < PlanGrid::kIndicesPerCell; ++k)
+      if (first[from * PlanGrid::kIndicesPerCell + k] >= 0) idx << QString::number(first[from * PlanGrid::kIndicesPerCell + k]);
+    if (!idx.isEmpty())
+      text += tr("\nsample indices (step %1): %2%3").arg(from).arg(idx.join(", ")).arg(row[from] > idx.size() ? ", …" : "");
+  }
+  const int pad = grid_.paddingFrom.value(r, -1);
+  if (pad >= 0 && to - 1 >= pad) text += tr("\nincludes padding (samples repeated to keep ranks equal)");
+  return text;
+}
+
+bool PlanGridView::event(QEvent* e) {
+  if (e->type() == QEvent::ToolTip) {
+    auto* help = static_cast<QHelpEvent*>(e);
+    const QString text = cellText(help->pos());
+    if (text.isEmpty()) QToolTip::hideText();
+    else QToolTip::showText(help->globalPos(), text, this);
+    return true;
+  }
+  return QWidget::event(e);
+}
+
 void PlanGridView::paintEvent(QPaintEvent*) {
   QPainter p(this);
   p.fillRect(rect(), palette().base());
-  const int ranks = static_cast<int>(grid_.stepSizes.size());
-  const int labelW = 56, captionH = grid_.caption.isEmpty() ? 0 : fontMetrics().height() + 4;
+  const int captionH = grid_.caption.isEmpty() ? 0 : fontMetrics().height() + 4;
+  const int labelW = 56;
   p.setPen(palette().text().color());
   if (captionH) p.drawText(QRect(4, 0, width() - 8, captionH), Qt::AlignLeft | Qt::AlignVCenter, grid_.caption);
+  const Layout l = layout();
+  const int ranks = l.ranks, steps = l.steps, columns = l.columns;
   if (ranks == 0) return;  // the caption says why
-  int steps = 0;
   qint64 largest = 1;
-  for (const auto& row : grid_.stepSizes) {
-    steps = std::max(steps, static_cast<int>(row.size()));
+  for (const auto& row : grid_.stepSizes)
     for (auto v : row) largest = std::max(largest, v);
-  }
-  const QRect area(labelW, captionH, std::max(1, width() - labelW - 4), std::max(1, height() - captionH - 2));
-  // More steps than pixels: each column shows a bin of steps (their mean size).
-  const int columns = std::max(1, std::min(steps, area.width() / 3));
-  const double perColumn = static_cast<double>(std::max(steps, 1)) / columns;
+  const QRect area = l.area;
+  const double perColumn = l.perColumn;
   // One pixel per (rank, column), scaled up: a 1024-rank plan paints as
   // fast as a 4-rank one (cell-by-cell drawing took >100 ms there).
   QImage cells(columns, ranks, QImage::Format_ARGB32_Premultiplied);
@@ -86,6 +140,22 @@ void PlanGridView::paintEvent(QPaintEvent*) {
       p.fillRect(QRectF(x, y, area.right() - x, std::max(cellH, 1.0)), QBrush(palette().text().color(), Qt::BDiagPattern));
     }
   }
+  // The step axis: ticks at round step numbers, as many as fit.
+  const int axisY = area.bottom() + 2;
+  p.setPen(palette().text().color());
+  p.drawLine(area.left(), axisY, area.right(), axisY);
+  const int labelPx = fontMetrics().horizontalAdvance(QString::number(std::max(steps, 1) * 10)) + 12;
+  const double pxPerStep = static_cast<double>(area.width()) / std::max(steps, 1);
+  double every = 1;
+  for (int i = 0; every * pxPerStep < labelPx; ++i)  // 1, 2, 5, 10, 20, 50, ... steps between labels
+    every = (i % 3 == 0 ? 2 : i % 3 == 1 ? 5 : 10) * std::pow(10.0, i / 3);
+  for (double s = 0; s < steps; s += every) {
+    const double x = area.left() + (s + 0.5) * pxPerStep;
+    p.drawLine(QPointF(x, axisY), QPointF(x, axisY + 3));
+    p.drawText(QRectF(x - labelPx / 2.0, axisY + 3, labelPx, fontMetrics().height()), Qt::AlignHCenter | Qt::AlignTop,
+               QString::number(static_cast<qint64>(s)));
+  }
+  p.drawText(QRectF(0, axisY + 3, labelW - 4, fontMetrics().height()), Qt::AlignRight | Qt::AlignTop, tr("step"));
 }
 
 }  // namespace stoker

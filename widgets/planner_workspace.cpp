@@ -8,6 +8,7 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
+#include <QLocale>
 #include <QPushButton>
 #include <QSpinBox>
 #include <QSplitter>
@@ -37,6 +38,7 @@ struct PlannerResult {
     qint64 samples, padding, steps;
   };
   QVector<Row> rows;
+  std::vector<double> weights;  // as asked (weighted), for "1 : 2 as asked"
   PlanGrid grid, resumeGrid;
   bool hasResume = false;
   double ms = 0;
@@ -72,11 +74,27 @@ PlanRequest requestOf(const PlannerInputs& in) {
 PlanGrid gridOf(const ShardPlan& plan, const QString& caption) {
   PlanGrid g;
   g.caption = caption;
+  std::size_t cells = 0;
+  for (const auto& rank : plan.ranks) cells += std::max<std::size_t>(1, rank.stepSizes.size());
+  // The cells' first sample indices for the tooltips, while that stays small (a few MB).
+  const bool keepIndices = cells * PlanGrid::kIndicesPerCell <= 2'000'000;
   for (const auto& rank : plan.ranks) {
     QVector<qint64> row;
     for (auto s : rank.stepSizes) row.push_back(s);
     if (row.isEmpty() && !rank.indices.empty()) row.push_back(static_cast<qint64>(rank.indices.size()));
     g.stepSizes.push_back(row);
+    QVector<qint64> first;
+    if (keepIndices) {
+      std::size_t at = 0;
+      for (qint64 size : row) {
+        for (int k = 0; k < PlanGrid::kIndicesPerCell; ++k)
+          first.push_back(k < size && at + static_cast<std::size_t>(k) < rank.indices.size()
+                              ? static_cast<qint64>(rank.indices[at + static_cast<std::size_t>(k)])
+                              : -1);
+        at += static_cast<std::size_t>(size);
+      }
+    }
+    g.firstIndices.push_back(first);
     // Padding sits at the end of a rank's list: find the step it starts in.
     int from = -1;
     if (rank.padding > 0) {
@@ -110,6 +128,7 @@ PlannerResult computePlan(PlannerInputs in) {
     }
     out.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     out.policy = QString::fromStdString(plan.policy);
+    if (in.policy == "weighted") out.weights = parseNumbers(in.weights, "weights");
     out.samples = plan.samples, out.steps = plan.steps, out.padding = plan.padding, out.dropped = plan.dropped;
     for (const auto& rank : plan.ranks)
       out.rows.push_back({static_cast<qint64>(rank.indices.size()), rank.padding, static_cast<qint64>(rank.stepSizes.size())});
@@ -135,6 +154,34 @@ PlannerResult computePlan(PlannerInputs in) {
     out.error = QString::fromUtf8(e.what());
   }
   return out;
+}
+
+// How the ranks' shares compare with what was asked. Equal GPUs: any difference is padding or
+// a short last step, so it is an imbalance. Weighted: the shares follow the weights, so the
+// header says "2 : 1 : 1 as asked" and how closely, never "imbalance 99 %" for an intended 1 : 2.
+// El Che: the shares follow the step times by design.
+QString splitVerdict(const PlannerResult& r) {
+  qint64 most = 0, least = -1, total = 0;
+  for (const auto& row : r.rows) {
+    most = std::max(most, row.samples);
+    least = least < 0 ? row.samples : std::min(least, row.samples);
+    total += row.samples;
+  }
+  if (r.policy == "weighted" && r.weights.size() == static_cast<std::size_t>(r.rows.size()) && total > 0) {
+    double sum = 0, worst = 0;
+    for (double w : r.weights) sum += w;
+    QStringList asked;
+    for (std::size_t k = 0; k < r.weights.size(); ++k) {
+      asked << QString::number(r.weights[k], 'g', 4);
+      const double share = static_cast<double>(r.rows[static_cast<int>(k)].samples) / static_cast<double>(total);
+      worst = std::max(worst, std::abs(share - r.weights[k] / sum));
+    }
+    if (asked.size() > 8) asked = asked.mid(0, 8) << QStringLiteral("…");
+    return QObject::tr("split %1 as asked (each share within %2 % of it)").arg(asked.join(" : ")).arg(100 * worst, 0, 'f', 2);
+  }
+  if (r.policy == "el_che") return QObject::tr("shares follow the step times (El Che), as asked");
+  const double imbalance = least > 0 ? 100.0 * (static_cast<double>(most) / static_cast<double>(least) - 1) : 0;
+  return QObject::tr("imbalance %1 % (largest / smallest share − 1)").arg(imbalance, 0, 'f', 1);
 }
 
 QSpinBox* spin(int lo, int hi, int value, QWidget* parent) {
@@ -338,37 +385,42 @@ void PlannerWorkspace::replan() {
   watcher_->setFuture(QtConcurrent::run(computePlan, inputs()));
 }
 
+// The plan on screen no longer matches the form: grey it and say so in its header, so the
+// weights or the sample count never seem to do nothing.
 void PlannerWorkspace::showError(const QString& message) {
   error_->setText(message);
+  stale_ = true;
+  for (QWidget* view : {static_cast<QWidget*>(grid_), static_cast<QWidget*>(table_), static_cast<QWidget*>(resumeGrid_)})
+    view->setEnabled(false);
+  summary_->setText(tr("<b>Not re-planned:</b> %1<br><span style='color: gray'>Greyed below: the plan of the last "
+                       "valid settings (%2).</span>")
+                        .arg(message.toHtmlEscaped(), lastSummary_.toHtmlEscaped()));
   Q_EMIT planFailed(message);
 }
 
+QString PlannerWorkspace::summaryText() const { return summary_->text(); }
+
 void PlannerWorkspace::showResult(const PlannerResult& r) {
   error_->clear();
-  qint64 most = 0, least = -1;
-  for (const auto& row : r.rows) {
-    most = std::max(most, row.samples);
-    least = least < 0 ? row.samples : std::min(least, row.samples);
-  }
-  const double imbalance = least > 0 ? 100.0 * (static_cast<double>(most) / static_cast<double>(least) - 1) : 0;
-  summary_->setText(tr("%1 plan: %2 samples on %3 ranks, %4 steps; padding %5, dropped %6; imbalance %7% "
-                       "(largest / smallest share − 1); planned in %8 ms")
-                        .arg(r.policy)
-                        .arg(r.samples)
-                        .arg(r.rows.size())
-                        .arg(r.steps)
-                        .arg(r.padding)
-                        .arg(r.dropped)
-                        .arg(imbalance, 0, 'f', 1)
-                        .arg(r.ms, 0, 'f', 1));
+  stale_ = false;
+  for (QWidget* view : {static_cast<QWidget*>(grid_), static_cast<QWidget*>(table_), static_cast<QWidget*>(resumeGrid_)})
+    view->setEnabled(true);
+  lastSummary_ = tr("%1 plan: %L2 samples on %L3 ranks, %L4 steps; padding %L5, dropped %L6")
+                     .arg(r.policy)
+                     .arg(r.samples)
+                     .arg(r.rows.size())
+                     .arg(r.steps)
+                     .arg(r.padding)
+                     .arg(r.dropped);
+  summary_->setText(lastSummary_ + "; " + splitVerdict(r) + tr("; planned in %L1 ms").arg(r.ms, 0, 'f', 1));
   grid_->setGrid(r.grid);
   table_->setUpdatesEnabled(false);
   table_->setRowCount(static_cast<int>(r.rows.size()));
   const double total = std::max<double>(1, static_cast<double>(r.samples));
   for (int k = 0; k < r.rows.size(); ++k) {
     const auto& row = r.rows[k];
-    const QStringList cells = {QString::number(k), QString::number(row.samples), QString::number(row.padding),
-                               QString::number(row.steps),
+    const QStringList cells = {QString::number(k), QLocale().toString(row.samples), QLocale().toString(row.padding),
+                               QLocale().toString(row.steps),
                                QString::number(100.0 * static_cast<double>(row.samples) / total, 'f', 1) + " %"};
     for (int c = 0; c < cells.size(); ++c) {
       auto* item = new QTableWidgetItem(cells[c]);
@@ -377,8 +429,9 @@ void PlannerWorkspace::showResult(const PlannerResult& r) {
     }
   }
   table_->setUpdatesEnabled(true);
-  resumeGrid_->setGrid(r.hasResume ? r.resumeGrid
-                                   : PlanGrid{{}, {}, tr("set “Resume after” to preview an interrupted epoch on another world size")});
+  PlanGrid noResume;
+  noResume.caption = tr("set “Resume after” to preview an interrupted epoch on another world size");
+  resumeGrid_->setGrid(r.hasResume ? r.resumeGrid : noResume);
   Q_EMIT planReady();
 }
 

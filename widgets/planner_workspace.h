@@ -33,7 +33,7 @@ struct PlannerInputs {
   QString policy = "torch";  // torch, weighted or el_che
   QString weights;           // "w0,w1,..." (weighted)
   QString stepMs;            // "t0,t1,..." (el_che)
-  qint64 resumeFrom = 24576;  // 24 steps of 4 x 256 done; 0: no resume preview
+  qint64 resumeFrom = 0;  // samples of the epoch done; 0 (the default, valid for any size): no resume preview
   int resumeWorldSize = 3;
 };
 
@@ -47,6 +47,11 @@ class PlannerWorkspace : public QWidget {
   void setInputs(const PlannerInputs& in);  // re-plans
   bool busy() const;
   QString errorText() const;
+  // The header line over the grid (policy, counts, how the split matches what was asked).
+  QString summaryText() const;
+  // True while the form holds an invalid value: the plan on screen is the last valid one,
+  // greyed, and the header says so.
+  bool planIsStale() const { return stale_; }
   // Weights proportional to measured samples/s ("1200,600,..."); false and
   // an error shown when the text is not a list of positive numbers.
   bool setWeightsFromThroughput(const QString& samplesPerSecond);
@@ -65,6 +70,8 @@ class PlannerWorkspace : public QWidget {
   QSpinBox *samples_, *world_, *batch_, *seed_, *epoch_, *resumeFrom_, *resumeWorld_;
   QLineEdit *weights_, *stepMs_, *throughput_;
   QCheckBox *shuffle_, *dropLast_;
+  bool stale_ = false;
+  QString lastSummary_;  // the last valid plan's header, quoted while the form is invalid
   QComboBox* policy_;
   QLabel *summary_, *error_;
   QTableWidget* table_;

@@ -6,6 +6,7 @@
 
 #include <QElapsedTimer>
 #include <QLabel>
+#include <QLocale>
 #include <QSignalSpy>
 #include <QTableWidget>
 #include <QThread>
@@ -36,6 +37,9 @@ class TestPlannerWorkspace : public QObject {
   Q_OBJECT
 
  private Q_SLOTS:
+  // Figures are grouped by the locale ("10,000"): fix it, whatever the machine's.
+  void initTestCase() { QLocale::setDefault(QLocale(QLocale::English, QLocale::UnitedStates)); }
+
   void showsTheCorePlan() {
     PlannerWorkspace w;
     auto* table = w.findChild<QTableWidget*>();
@@ -51,8 +55,8 @@ class TestPlannerWorkspace : public QObject {
     const ShardPlan plan = makeShardPlan(r);
     QCOMPARE(table->rowCount(), 3);
     for (int k = 0; k < 3; ++k) {
-      QCOMPARE(table->item(k, 1)->text().toLongLong(), static_cast<qint64>(plan.ranks[static_cast<std::size_t>(k)].indices.size()));
-      QCOMPARE(table->item(k, 3)->text().toLongLong(), static_cast<qint64>(plan.ranks[static_cast<std::size_t>(k)].stepSizes.size()));
+      QCOMPARE(table->item(k, 1)->text().remove(QLocale().groupSeparator()).toLongLong(), static_cast<qint64>(plan.ranks[static_cast<std::size_t>(k)].indices.size()));
+      QCOMPARE(table->item(k, 3)->text().remove(QLocale().groupSeparator()).toLongLong(), static_cast<qint64>(plan.ranks[static_cast<std::size_t>(k)].stepSizes.size()));
     }
     auto* grid = w.findChild<PlanGridView*>("planGrid");
     QVERIFY(grid);
@@ -100,7 +104,7 @@ class TestPlannerWorkspace : public QObject {
     QCOMPARE(in.worldSize, 3);
     QCOMPARE(in.policy, QString("weighted"));
     QCOMPARE(in.weights, QString("2,1,1"));
-    QCOMPARE(w.findChild<QTableWidget*>()->item(0, 1)->text().toLongLong(), qint64{30000});
+    QCOMPARE(w.findChild<QTableWidget*>()->item(0, 1)->text().remove(QLocale().groupSeparator()).toLongLong(), qint64{30000});
   }
 
   void resumePreviewOnAnotherWorldSize() {
@@ -113,6 +117,79 @@ class TestPlannerWorkspace : public QObject {
     QCOMPARE(after.stepSizes.size(), 3);
     QVERIFY2(after.caption.contains("resumed after 400 samples on 3 ranks: 600 remain"), qPrintable(after.caption));
     QCOMPARE(w.findChild<PlanGridView*>("planGrid")->grid().markStep, 10);  // 400 = 10 steps of 4 x 10
+  }
+
+  // Issue 39: the plan on screen always matches the form. The defaults are valid for any sample
+  // count (no resume preview); an invalid field greys the last plan and the header says it is
+  // not re-planned; fixing it brings a live plan back.
+  void anInvalidFieldGreysTheOldPlan() {
+    PlannerWorkspace w;
+    QCOMPARE(PlannerInputs{}.resumeFrom, qint64{0});
+    PlannerInputs in;
+    in.samples = 10000;  // once made the default "Resume after 24,576" invalid
+    w.setInputs(in);
+    QVERIFY(waitForPlan(w));
+    QVERIFY(!w.planIsStale());
+    QVERIFY2(w.summaryText().contains("10,000 samples"), qPrintable(w.summaryText()));
+    auto* grid = w.findChild<PlanGridView*>("planGrid");
+    auto* table = w.findChild<QTableWidget*>();
+    QVERIFY(grid->isEnabled() && table->isEnabled());
+
+    in.resumeFrom = 24576;
+    w.setInputs(in);
+    QVERIFY(!waitForPlan(w));
+    QVERIFY(w.planIsStale());
+    QVERIFY(!grid->isEnabled() && !table->isEnabled());
+    QVERIFY2(w.summaryText().contains("Not re-planned") && w.summaryText().contains("beyond the epoch") &&
+                 w.summaryText().contains("10,000 samples"),
+             qPrintable(w.summaryText()));
+    in.resumeFrom = 0;
+    w.setInputs(in);
+    QVERIFY(waitForPlan(w));
+    QVERIFY(!w.planIsStale() && grid->isEnabled() && table->isEnabled());
+    QVERIFY(!w.summaryText().contains("Not re-planned"));
+  }
+
+  // An intended 1 : 2 split is "as asked", not an alarming imbalance; equal GPUs keep the
+  // imbalance figure (there it means padding).
+  void weightedSplitsSayAsAsked() {
+    PlannerWorkspace w;
+    PlannerInputs in;
+    in.samples = 6000, in.worldSize = 2, in.batchSize = 30, in.policy = "weighted", in.weights = "1,2";
+    w.setInputs(in);
+    QVERIFY(waitForPlan(w));
+    QVERIFY2(w.summaryText().contains("split 1 : 2 as asked") && !w.summaryText().contains("imbalance"),
+             qPrintable(w.summaryText()));
+    in.policy = "torch";
+    w.setInputs(in);
+    QVERIFY(waitForPlan(w));
+    QVERIFY2(w.summaryText().contains("imbalance 0.0 %"), qPrintable(w.summaryText()));
+  }
+
+  // The grid has a step axis and says, per cell, which rank and step it is and which samples it
+  // holds -- the core plan's own indices.
+  void gridCellsSayWhatTheyHold() {
+    PlannerWorkspace w;
+    PlannerInputs in;
+    in.samples = 1000, in.worldSize = 4, in.batchSize = 10, in.seed = 3;
+    w.setInputs(in);
+    QVERIFY(waitForPlan(w));
+    auto* grid = w.findChild<PlanGridView*>("planGrid");
+    grid->resize(600, 200);
+    PlanRequest r;
+    r.samples = 1000, r.worldSize = 4, r.batchSize = 10, r.seed = 3;
+    const ShardPlan plan = makeShardPlan(r);
+    // Rank 2's row, step 7's column (25 steps over the cells).
+    const QRect probe = grid->rect();
+    QString text;
+    for (int x = 0; x < probe.width() && !text.contains("step 7:"); ++x)
+      for (int y = 0; y < probe.height() && !text.startsWith("rank 2, step 7:"); ++y) text = grid->cellText({x, y});
+    QVERIFY2(text.startsWith("rank 2, step 7: 10 samples"), qPrintable(text));
+    QVERIFY2(text.contains("positions 70–79"), qPrintable(text));
+    const auto& idx = plan.ranks[2].indices;
+    QVERIFY2(text.contains(QString("sample indices (step 7): %1, %2, %3, %4, …").arg(idx[70]).arg(idx[71]).arg(idx[72]).arg(idx[73])),
+             qPrintable(text));
+    QVERIFY(grid->cellText({1, 1}).isEmpty());  // the caption, not a cell
   }
 
   void bigPlansNeverStallTheEventLoop() {
