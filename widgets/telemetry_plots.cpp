@@ -2,6 +2,7 @@
 
 #include <QEvent>
 #include <QGridLayout>
+#include <QLocale>
 #include <QTimer>
 #include <algorithm>
 #include <cmath>
@@ -46,6 +47,14 @@ constexpr double kBucketSeconds = 0.5;
 constexpr double kStaleSeconds = 5;
 constexpr qsizetype kMaxSeries = 4096;  // series kept; records of new ones beyond are not plotted
 constexpr std::size_t kBandReports = 10;
+// A series silent for longer than this many of its usual intervals (and at least kMinGapSeconds)
+// is drawn with a gap.
+constexpr double kGapIntervals = 5;
+constexpr double kMinGapSeconds = 2;
+// The y axes scale to what matters: values above kClipFactor x the window's 95th percentile are
+// clipped (drawn as a triangle on the top edge), so one spike never flattens a steady line.
+constexpr double kClipFactor = 3;
+constexpr double kClipQuantile = 0.95;
 
 // The q-quantile (0..1) of a few values, by nearest rank.
 double quantile(std::vector<double> v, double q) {
@@ -82,7 +91,14 @@ TelemetryPlots::TelemetryPlots(QWidget* parent) : QWidget(parent), timer_(new QT
     noData_[p]->setText(tr("not reported by these publishers"));
     noData_[p]->setColor(palette().color(QPalette::PlaceholderText));
     noData_[p]->setVisible(false);
+    clipNote_[p] = new QCPItemText(plot);
+    clipNote_[p]->position->setType(QCPItemPosition::ptAxisRectRatio);
+    clipNote_[p]->position->setCoords(0.01, 0.99);  // bottom left: marker labels take the top rows
+    clipNote_[p]->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
+    clipNote_[p]->setFont(QFont(font().family(), 8));
+    clipNote_[p]->setVisible(false);
     plots_[p] = plot;
+    addClipGraph(p);
     grid->addWidget(plot, p / 2, p % 2);
   }
   applyPalette();
@@ -90,6 +106,14 @@ TelemetryPlots::TelemetryPlots(QWidget* parent) : QWidget(parent), timer_(new QT
   timer_->setInterval(40);
   connect(timer_, &QTimer::timeout, this, &TelemetryPlots::redraw);
   timer_->start();
+}
+
+// The triangles on the top edge where values lie above the axis (robustTop fills it).
+void TelemetryPlots::addClipGraph(int p) {
+  clipGraph_[p] = plots_[p]->addGraph();
+  clipGraph_[p]->setLineStyle(QCPGraph::lsNone);
+  clipGraph_[p]->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssTriangle, QColor(198, 40, 40), QColor(198, 40, 40), 7));
+  clipGraph_[p]->removeFromLegend();
 }
 
 TelemetryPlots::Series& TelemetryPlots::seriesFor(const QString& label) {
@@ -145,6 +169,13 @@ void TelemetryPlots::addRecords(const std::vector<TelemetryRecord>& records) {
         bucketEnd_ = (std::floor(x / kBucketSeconds) + 1) * kBucketSeconds;
       }
     } else {
+      // A silence is a gap, never a straight line across it (a publisher that stopped, a job
+      // that ended and another that began): a NaN point breaks every graph of the series.
+      if (s.lastX >= 0 && x - s.lastX > std::max(kMinGapSeconds, kGapIntervals * s.interval))
+        for (auto* g : s.graphs) g->addData(s.lastX + 1e-6, qQNaN());
+      if (s.lastX >= 0 && x > s.lastX)
+        s.interval = s.interval > 0 ? 0.8 * s.interval + 0.2 * (x - s.lastX) : x - s.lastX;
+      s.lastX = std::max(s.lastX, x);
       for (std::size_t g = 0; g < s.graphs.size(); ++g) s.graphs[g]->addData(x, values[g]);
     }
     Latest& l = latestByLabel_[label];
@@ -159,6 +190,7 @@ void TelemetryPlots::addRecords(const std::vector<TelemetryRecord>& records) {
 void TelemetryPlots::aggregate() {
   aggregated_ = true;
   for (auto* plot : plots_) plot->clearGraphs();
+  for (int p = 0; p < PlotCount; ++p) addClipGraph(p);
   for (auto& s : series_) s.graphs.clear();
   const QColor colour = palette().color(QPalette::Highlight);
   QColor fill = colour;
@@ -261,10 +293,12 @@ void TelemetryPlots::clear() {
   markerItems_.clear();
   markers_.clear();
   for (auto* text : noData_) text->setVisible(false);
-  for (auto* plot : plots_) {
-    plot->clearGraphs();
-    plot->legend->setVisible(false);
-    plot->replot();
+  for (int p = 0; p < PlotCount; ++p) {
+    plots_[p]->clearGraphs();
+    addClipGraph(p);
+    clipNote_[p]->setVisible(false);
+    plots_[p]->legend->setVisible(false);
+    plots_[p]->replot();
   }
   series_.clear();
   seriesOrder_.clear();
@@ -300,6 +334,36 @@ double TelemetryPlots::lastValue(const QString& label, Plot plot, int graph) con
   return g && g->dataCount() ? (g->data()->constEnd() - 1)->value : qQNaN();
 }
 
+double TelemetryPlots::robustTop(int p, QCPAxis* axis, double from) {
+  QCustomPlot* plot = plots_[p];
+  std::vector<double> values;
+  for (int g = 0; g < plot->graphCount(); ++g) {
+    QCPGraph* graph = plot->graph(g);
+    if (graph == clipGraph_[p] || graph->valueAxis() != axis) continue;
+    for (auto d = graph->data()->findBegin(from, false); d != graph->data()->constEnd(); ++d)
+      if (std::isfinite(d->value)) values.push_back(d->value);
+  }
+  if (values.empty()) return 0;
+  const double q = quantile(values, kClipQuantile);
+  const double limit = q > 0 ? kClipFactor * q : *std::max_element(values.begin(), values.end());
+  double top = 0;
+  for (double v : values)
+    if (v <= limit) top = std::max(top, v);
+  // Mark what lies above: a triangle on the top edge at its time, and a note with the largest.
+  for (int g = 0; g < plot->graphCount(); ++g) {
+    QCPGraph* graph = plot->graph(g);
+    if (graph == clipGraph_[p] || graph->valueAxis() != axis) continue;
+    for (auto d = graph->data()->findBegin(from, false); d != graph->data()->constEnd(); ++d)
+      if (std::isfinite(d->value) && d->value > limit) {
+        if (axis == plot->yAxis) clipGraph_[p]->addData(d->key, 0);  // placed on the edge once the range is set
+        clippedMax_[p] = clipped_[p]++ ? std::max(clippedMax_[p], d->value) : d->value;
+      }
+  }
+  return top;
+}
+
+int TelemetryPlots::clippedPoints(Plot plot) const { return clipped_[plot]; }
+
 void TelemetryPlots::redraw() {
   if (!dirty_ || !isVisible()) return;
   dirty_ = false;
@@ -315,6 +379,7 @@ void TelemetryPlots::redraw() {
     bool anyValue = false;
     for (int g = 0; g < plot->graphCount(); ++g) {
       plot->graph(g)->data()->removeBefore(from);
+      if (plot->graph(g) == clipGraph_[p]) continue;
       bool found = false;
       plot->graph(g)->getValueRange(found);
       anyValue = anyValue || found;
@@ -323,19 +388,28 @@ void TelemetryPlots::redraw() {
     // memory) says so, instead of an empty frame that looks like a fault.
     noData_[p]->setVisible(!anyValue && plot->graphCount() > 0);
     plot->xAxis->setRange(left, right);
-    layOutMarkerLabels(p);
-    plot->yAxis->rescale(true);
-    plot->yAxis->setRangeLower(0);
-    plot->yAxis->setRangeUpper(std::max(plot->yAxis->range().upper * 1.1, 1.0));
-    if (plot->yAxis2->visible()) {
-      plot->yAxis2->rescale(true);
-      plot->yAxis2->setRangeLower(0);
-      plot->yAxis2->setRangeUpper(std::max(plot->yAxis2->range().upper * 1.1, 1.0));
+    clipped_[p] = 0;
+    clipGraph_[p]->data()->clear();
+    for (QCPAxis* axis : {plot->yAxis, plot->yAxis2}) {
+      if (!axis->visible()) continue;
+      const double top = robustTop(p, axis, from);
+      axis->setRange(0, std::max(top * 1.1, 1.0));
     }
+    for (auto d = clipGraph_[p]->data()->begin(); d != clipGraph_[p]->data()->end(); ++d)
+      d->value = plot->yAxis->range().upper * 0.97;
+    clipNote_[p]->setVisible(clipped_[p] > 0);
+    if (clipped_[p] > 0)
+      clipNote_[p]->setText(tr("▲ %n clipped, up to %1", nullptr, clipped_[p]).arg(QLocale().toString(clippedMax_[p], 'f', 0)));
     if (!anyValue) {  // nothing to scale to: a plain 0-1 frame under the note
       plot->yAxis->setRange(0, 1);
       plot->yAxis2->setRange(0, 1);
     }
+    // The axes' tick labels set the plot's margins: lay the plot out with this frame's ranges
+    // before placing the marker labels, or a label placed for the old width can fall off the edge.
+    plot->plotLayout()->update(QCPLayoutElement::upPreparation);
+    plot->plotLayout()->update(QCPLayoutElement::upMargins);
+    plot->plotLayout()->update(QCPLayoutElement::upLayout);
+    layOutMarkerLabels(p);
     plot->replot(QCustomPlot::rpQueuedReplot);
   }
   ++replots_;

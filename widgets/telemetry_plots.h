@@ -25,6 +25,7 @@
 class QCustomPlot;
 class QCPGraph;
 class QCPAbstractItem;
+class QCPAxis;
 class QCPItemText;
 class QTimer;
 
@@ -67,7 +68,9 @@ class TelemetryPlots : public QWidget {
   QString axisLabel(Plot plot, bool right) const;
   bool onRightAxis(Plot plot, int graph) const;   // graph: 0 main, 1 dashed, 2 dotted
   double lastValue(const QString& series, Plot plot, int graph) const;  // NaN when none
-  bool saysNotReported(Plot plot) const;  // the plot has series but none reports its figure
+  bool saysNotReported(Plot plot) const;
+  // Points above the plot's robust y range now (drawn as triangles on the top edge).
+  int clippedPoints(Plot plot) const;  // the plot has series but none reports its figure
   int replots() const { return replots_; }
   QRectF plotArea(Plot plot) const;  // the axis rectangle, in pixels
   // The marker labels shown on a plot, with their boxes in pixels.
@@ -81,6 +84,8 @@ class TelemetryPlots : public QWidget {
   struct Series {
     std::vector<QCPGraph*> graphs;  // per plot: main, secondary[, tertiary / band]
     std::vector<double> recentRates;  // the last reports' samples/s, for the band
+    double lastX = -1;    // the latest record's x
+    double interval = 0;  // the usual time between its records (moving average)
   };
   struct MarkerItems {
     std::vector<QCPAbstractItem*> items;
@@ -88,6 +93,10 @@ class TelemetryPlots : public QWidget {
   QCPGraph* graph(const Series& s, Plot plot, int g) const;
   Series& seriesFor(const QString& label);
   void redraw();
+  // The top of axis' range over the window from `from`: the largest value not above
+  // kClipFactor x the 95th percentile; the ones above go to the plot's clip graph.
+  double robustTop(int plot, QCPAxis* axis, double from);
+  void addClipGraph(int plot);
   void aggregate();            // switch to min/median/max graphs
   void closeBucket(double x);  // one aggregate point per plot at x
   void layOutMarkerLabels(int plot);
@@ -95,6 +104,10 @@ class TelemetryPlots : public QWidget {
 
   QCustomPlot* plots_[PlotCount] = {};
   QCPItemText* noData_[PlotCount] = {};  // "not reported by these publishers"
+  QCPItemText* clipNote_[PlotCount] = {};  // "▲ 1 clipped, up to 250,000"
+  QCPGraph* clipGraph_[PlotCount] = {};
+  int clipped_[PlotCount] = {};
+  double clippedMax_[PlotCount] = {};
   QHash<QString, Series> series_;
   QStringList seriesOrder_;
   QList<Marker> markers_;

@@ -6,6 +6,7 @@
 #include <QtTest>
 
 #include <algorithm>
+#include <cmath>
 
 #include <QCheckBox>
 #include <QComboBox>
@@ -500,6 +501,56 @@ class TestLoaderWorkspace : public QObject {
     QCOMPARE(plots.axisLabel(memory, true), QString("% of total"));
     QVERIFY(qAbs(plots.lastValue("cpu", memory, 2) - 100.0 * 309 / (24 * 1024)) < 1e-9);
     QCOMPARE(plots.lastValue("cpu", memory, 0), 309.0);
+  }
+
+  // Issue 39: one 250,000 samples/s record in a steady ~3,000 must not flatten the line. The axis
+  // scales to the steady values, the spike is clipped and marked on the edge, and a change
+  // marker placed in the same frame keeps its label on every plot (it went missing there). A
+  // 17 s silence is a gap, not a line across it.
+  void plotsScaleToWhatMattersAndShowGaps() {
+    TelemetryPlots plots;
+    plots.resize(900, 520);
+    plots.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&plots));
+    std::vector<TelemetryRecord> records;
+    for (int i = 0; i <= 100; ++i) {
+      TelemetryRecord r;
+      r.time = 1000 + 0.1 * i;
+      r.device = "cpu";
+      r.samples_per_s = i == 50 ? 250000 : 3000 + (i % 7) * 10;
+      records.push_back(r);
+    }
+    plots.addRecords(records);
+    plots.addMarker(1000 + 8, "num_workers 1 \u2192 2");
+    const int before = plots.replots();
+    QVERIFY(waitUntil([&] { return plots.replots() > before; }));
+    const auto tp = TelemetryPlots::Throughput;
+    const double top = plots.axisUpper(tp, false);
+    QVERIFY2(top >= 3060 && top < 4000, qPrintable(QString::number(top)));  // not 275,000
+    QCOMPARE(plots.clippedPoints(tp), 1);
+    QCOMPARE(plots.clippedPoints(TelemetryPlots::Latency), 0);
+    for (int p = 0; p < TelemetryPlots::PlotCount; ++p) {
+      const auto labels = plots.markerLabels(static_cast<TelemetryPlots::Plot>(p));
+      QVERIFY2(labels.size() == 1 && labels[0].first.contains("num_workers 1"), qPrintable(QString("plot %1").arg(p)));
+      QVERIFY(plots.plotArea(static_cast<TelemetryPlots::Plot>(p)).adjusted(-1, -1, 1, 1).contains(labels[0].second));
+    }
+    // A steady level change is not an outlier: once the new rate fills the window it is the scale.
+    std::vector<TelemetryRecord> later;
+    for (int i = 1; i <= 20; ++i) {
+      TelemetryRecord r = records.back();
+      r.time = 1010 + 17 + 0.1 * i;  // after 17 s of silence
+      r.samples_per_s = 3000;
+      later.push_back(r);
+    }
+    plots.addRecords(later);
+    const auto pts = plots.points("cpu", tp);
+    int gaps = 0;
+    for (int i = 1; i < pts.size(); ++i)
+      if (std::isnan(pts[i].y())) {
+        ++gaps;
+        QVERIFY(pts[i].x() > 1009.9 - 1000 && pts[i].x() < 1027 - 1000);
+      }
+    QCOMPARE(gaps, 1);
   }
 
   // Markers close together and at the right edge: every visible label lies inside its plot and
