@@ -27,6 +27,8 @@
 #include "telemetry/input_bound.h"
 #include "telemetry/stragglers.h"
 #include "telemetry/telemetry_csv.h"
+#include <QDateTime>
+#include <limits>
 #include "stage_breakdown_view.h"
 #include "telemetry_plots.h"
 #include "telemetry_source.h"
@@ -88,7 +90,14 @@ QString stagesText(const TelemetryRecord& r) {
   return parts.join(" · ");
 }
 
+// A series that sent nothing for this many of its usual intervals, and at least endedMs_ (5 s),
+// has ended (the job finished or died): its row says so, greyed, instead of a green "fine".
+constexpr double kEndedIntervals = 5;
+constexpr int kEndedRole = Qt::UserRole + 2;  // on the rank item: the row is shown as ended
+
 }  // namespace
+
+SeriesKey seriesKey(const TelemetryRecord& r) { return {r.rank, r.device, r.host, r.pid, r.loader}; }
 
 MonitorWorkspace::MonitorWorkspace(QWidget* parent)
     : QWidget(parent), source_(new TelemetrySource(this)), drainTimer_(new QTimer(this)) {
@@ -256,7 +265,9 @@ MonitorWorkspace::MonitorWorkspace(QWidget* parent)
   auto* tableTimer = new QTimer(this);
   tableTimer->setInterval(kTableRefreshMs);
   connect(tableTimer, &QTimer::timeout, this, [this] {
-    if (!tableDirty_) return;  // nothing arrived since the last refresh
+    for (const auto& [key, item] : rows_)  // a series that went quiet is shown as ended
+      if (item->data(kEndedRole).toBool() != this->ended(key)) tableDirty_ = true;
+    if (!tableDirty_) return;  // nothing arrived or ended since the last refresh
     tableDirty_ = false;
     table_->setSortingEnabled(false);  // rows stay put while they change, then sort once
     for (const auto& [key, rec] : latest_) updateRow(rec);
@@ -307,6 +318,8 @@ void MonitorWorkspace::beginSession() {
   table_->setRowCount(0);
   rows_.clear();
   latest_.clear();
+  arrivals_.clear();
+  clock_.start();
   tuneButton_->setEnabled(false);
   refusedRows_ = 0;
   showStragglers({});
@@ -340,24 +353,50 @@ void MonitorWorkspace::beginSession() {
 
 void MonitorWorkspace::stop() { source_->stop(); }
 
+const TelemetryRecord* MonitorWorkspace::newest(int rank, const QString& device, SeriesKey* key) const {
+  const TelemetryRecord* best = nullptr;
+  const std::string dev = device.toStdString();
+  for (auto it = latest_.lower_bound(SeriesKey{rank, dev, {}, std::numeric_limits<std::int64_t>::min(), {}});
+       it != latest_.end() && std::get<0>(it->first) == rank && std::get<1>(it->first) == dev; ++it)
+    if (!best || it->second.time >= best->time) {
+      best = &it->second;
+      if (key) *key = it->first;
+    }
+  return best;
+}
+
 QTableWidgetItem* MonitorWorkspace::rowItem(int rank, const QString& device) const {
-  return rows_.value({rank, device}, nullptr);
+  SeriesKey key;
+  if (!newest(rank, device, &key)) return nullptr;
+  const auto it = rows_.find(key);
+  return it == rows_.end() ? nullptr : it->second;
+}
+
+bool MonitorWorkspace::ended(const SeriesKey& key) const {
+  const auto it = arrivals_.find(key);
+  if (it == arrivals_.end() || !clock_.isValid()) return false;
+  const double quiet = static_cast<double>(clock_.elapsed() - it->second.lastMs);
+  return quiet > std::max(static_cast<double>(endedMs_), kEndedIntervals * it->second.intervalMs);
 }
 
 void MonitorWorkspace::updateRow(const TelemetryRecord& rec) {
   const QString device = QString::fromStdString(rec.device);
-  QTableWidgetItem* key = rowItem(rec.rank, device);
+  const SeriesKey id = seriesKey(rec);
+  QTableWidgetItem* key = rows_.count(id) ? rows_.at(id) : nullptr;
   if (!key) {
     const int at = table_->rowCount();
     table_->insertRow(at);
     for (int c = 0; c < Columns; ++c) table_->setItem(at, c, new SortItem);
     key = table_->item(at, Rank);
-    key->setData(kSecondaryRole, device);  // rows of one rank in device order
-    rows_.insert({rec.rank, device}, key);
+    // Rows of one rank in device order, then by job.
+    key->setData(kSecondaryRole, device + QString(" %1 %2").arg(QString::fromStdString(rec.host)).arg(rec.pid, 12, 10, QChar('0')));
+    rows_[id] = key;
   }
   const int row = key->row();
   const double share = dataWaitShare(rec.data_wait_ms, rec.step_ms);
-  const InputBound b = classifyInputBound(share);
+  const bool over = ended(id);
+  const InputBound b = over ? InputBound::Unknown : classifyInputBound(share);
+  key->setData(kEndedRole, over);
   struct Cell {
     QString text;
     QVariant number;
@@ -365,7 +404,9 @@ void MonitorWorkspace::updateRow(const TelemetryRecord& rec) {
   const Cell cells[Columns] = {
       {QString::number(rec.rank), rec.rank},
       {device, {}},
-      {QString::fromStdString(inputBoundName(b)), share},
+      {over ? tr("ended %1").arg(QDateTime::fromSecsSinceEpoch(static_cast<qint64>(rec.time)).toString("HH:mm:ss"))
+            : QString::fromStdString(inputBoundName(b)),
+       over ? QVariant(2.0) : QVariant(share)},
       {table_->item(row, StragglerCol)->text(), table_->item(row, StragglerCol)->data(Qt::UserRole)},  // updateStragglers
       {share < 0 ? kDash : QString("%1 %").arg(100 * share, 0, 'f', 1), share < 0 ? QVariant() : QVariant(share)},
       {QString::number(rec.samples_per_s, 'f', 0), rec.samples_per_s},
@@ -389,6 +430,10 @@ void MonitorWorkspace::updateRow(const TelemetryRecord& rec) {
     if (cells[c].number.isValid()) item->setData(Qt::UserRole, cells[c].number);
     if (c == Stages && item->toolTip() != cells[c].text) item->setToolTip(cells[c].text);
     if (c != StragglerCol || item->text().isEmpty()) item->setBackground(verdictColour(b));
+    item->setForeground(over ? palette().brush(QPalette::Disabled, QPalette::Text) : palette().brush(QPalette::Text));
+    if (over) item->setToolTip(tr("No record since %1: this loader stopped publishing (its job ended or died)")
+                                   .arg(QDateTime::fromSecsSinceEpoch(static_cast<qint64>(rec.time)).toString("HH:mm:ss")));
+    else if (c != Stages && !item->toolTip().isEmpty()) item->setToolTip({});
   }
   QFont f = table_->item(row, Verdict)->font();
   if (f.bold() != (b == InputBound::InputBound)) {
@@ -398,8 +443,9 @@ void MonitorWorkspace::updateRow(const TelemetryRecord& rec) {
 }
 
 void MonitorWorkspace::updateStragglers() {
-  std::vector<const TelemetryRecord*> series;
-  for (const auto& [key, rec] : latest_) series.push_back(&rec);
+  std::vector<const TelemetryRecord*> series;  // a job that ended is no straggler
+  for (const auto& [key, rec] : latest_)
+    if (!ended(key)) series.push_back(&rec);
   const auto stragglers = findStragglers(liveRankTimings(series));
   QHash<QPair<int, QString>, QString> marks;
   QStringList lines;
@@ -408,13 +454,13 @@ void MonitorWorkspace::updateStragglers() {
     lines << QString::fromStdString(describeStraggler(s));
   }
   table_->setSortingEnabled(false);
-  for (auto it = rows_.constBegin(); it != rows_.constEnd(); ++it) {
-    QTableWidgetItem* item = table_->item(it.value()->row(), StragglerCol);
-    const QString mark = marks.value(it.key());
+  for (const auto& [id, key] : rows_) {
+    QTableWidgetItem* item = table_->item(key->row(), StragglerCol);
+    const QString mark = ended(id) ? QString() : marks.value({std::get<0>(id), QString::fromStdString(std::get<1>(id))});
     if (item->text() != mark) {
       item->setText(mark);
       item->setData(Qt::UserRole, mark.isEmpty() ? 0.0 : 1.0);
-      item->setBackground(mark.isEmpty() ? table_->item(it.value()->row(), Verdict)->background()
+      item->setBackground(mark.isEmpty() ? table_->item(key->row(), Verdict)->background()
                                          : QBrush(QColor(198, 40, 40, 200)));
     }
   }
@@ -440,12 +486,12 @@ QString MonitorWorkspace::verdict(int rank, const QString& device) const {
 }
 
 bool MonitorWorkspace::tuneLoader(int rank, const QString& device) {
-  const auto it = latest_.find({rank, device.toStdString()});
-  if (it == latest_.end()) {
+  const TelemetryRecord* found = newest(rank, device);
+  if (!found) {
     status_->setText(tr("No records from rank %1 %2.").arg(rank).arg(device));
     return false;
   }
-  const TelemetryRecord& r = it->second;
+  const TelemetryRecord& r = *found;
   if (r.options.empty() || r.dataset.empty()) {
     status_->setText(tr("Rank %1 %2 does not send its dataset and options (stoker.Loader in a Python script does; "
                         "a DataLoader watched by the probe cannot): nothing to tune.")
@@ -502,16 +548,23 @@ bool MonitorWorkspace::exportSession(const QString& path) {
 void MonitorWorkspace::drain() {
   auto records = source_->takeRecords();
   if (!records.empty()) {
-    // A row per (rank, device), up to kMaxRows: a peer inventing ranks cannot grow the table, the
+    // A row per series (rank, device, host, pid, loader), up to kMaxRows: a peer inventing ranks cannot grow the table, the
     // plots' series or the heat map without bound.
     std::vector<TelemetryRecord> accepted;
     accepted.reserve(records.size());
     for (auto& rec : records) {
-      if (latest_.size() >= kMaxRows && !latest_.count({rec.rank, rec.device})) {
+      const SeriesKey id = seriesKey(rec);
+      if (latest_.size() >= kMaxRows && !latest_.count(id)) {
         ++refusedRows_;
         continue;
       }
-      latest_[{rec.rank, rec.device}] = rec;
+      latest_[id] = rec;
+      Arrivals& a = arrivals_[id];
+      const qint64 now = clock_.isValid() ? clock_.elapsed() : 0;
+      if (a.lastMs > 0 && now > a.lastMs)
+        a.intervalMs = a.intervalMs > 0 ? 0.8 * a.intervalMs + 0.2 * static_cast<double>(now - a.lastMs)
+                                        : static_cast<double>(now - a.lastMs);
+      a.lastMs = std::max<qint64>(now, 1);
       accepted.push_back(std::move(rec));
     }
     plots_->addRecords(accepted);

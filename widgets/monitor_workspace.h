@@ -14,7 +14,9 @@
 #include <QHash>
 #include <QPair>
 #include <QStringList>
+#include <QElapsedTimer>
 #include <QWidget>
+#include <tuple>
 #include <map>
 #include <memory>
 #include <vector>
@@ -34,6 +36,9 @@ class QTimer;
 namespace stoker {
 
 class MetricsHttpServer;
+// What tells two series apart: rank, device, host, pid, loader name.
+using SeriesKey = std::tuple<int, std::string, std::string, std::int64_t, std::string>;
+SeriesKey seriesKey(const TelemetryRecord& r);
 class PrometheusExporter;
 class RankHeatMap;
 class StageBreakdownView;
@@ -59,11 +64,15 @@ class MonitorWorkspace : public QWidget {
   int port() const { return port_; }
   QString statusText() const;
   QString stragglerText() const;  // the banner's text, "" when no straggler
-  // The classification shown for (rank, device), or "" when no row.
+  // The classification shown for (rank, device), or "" when no row; with several jobs publishing
+  // as (rank, device), these read the newest one's row. "ended HH:MM:SS" once it stopped publishing.
   QString verdict(int rank, const QString& device) const;
   // The table's text for (rank, device) in the column headed `header`, or "" when none.
   QString cellText(int rank, const QString& device, const QString& header) const;
   qint64 recordCount() const { return records_; }
+  // How long a series may be silent (at least; 5 of its intervals otherwise) before it is shown
+  // as ended. 5 s by default.
+  void setEndedAfterMs(qint64 ms) { endedMs_ = ms; }
   // Hands the loader publishing as (rank, device) to the Loader workspace (tuneRequested) when its
   // records carry its dataset spec and options (stoker.Loader in a Python script sends them);
   // false, with the reason in the status line, when they do not.
@@ -92,7 +101,11 @@ class MonitorWorkspace : public QWidget {
   void updateRow(const TelemetryRecord& rec);
   void updateStragglers();
   void showStragglers(const QStringList& lines);
+  // The newest series publishing as (rank, device), or none: what the (rank, device) API reads.
+  const TelemetryRecord* newest(int rank, const QString& device, SeriesKey* key = nullptr) const;
   QTableWidgetItem* rowItem(int rank, const QString& device) const;
+  // Whether a series stopped publishing (no record for 5 of its intervals, at least 5 s).
+  bool ended(const SeriesKey& key) const;
 
   TelemetrySource* source_;
   TelemetryPlots* plots_;
@@ -121,9 +134,18 @@ class MonitorWorkspace : public QWidget {
   bool stragglers_ = false;  // the banner names some
   bool tableDirty_ = false;  // records arrived since the table was last refreshed
   qint64 refusedRows_ = 0;   // records of (rank, device)s beyond the table's limit  // the user picked a tab: no automatic switch to the heat map
-  // (rank, device) -> the row's rank item (rows move when sorted) and its latest record.
-  QHash<QPair<int, QString>, QTableWidgetItem*> rows_;
-  std::map<std::pair<int, std::string>, TelemetryRecord> latest_;
+  // A series is one process's loader: (rank, device, host, pid, loader). Two jobs that both
+  // publish rank 0 on cpu, or a job restarted, are two rows and two lines, never one.
+  // key -> the row's rank item (rows move when sorted), its latest record, and when records came.
+  std::map<SeriesKey, QTableWidgetItem*> rows_;
+  std::map<SeriesKey, TelemetryRecord> latest_;
+  struct Arrivals {
+    qint64 lastMs = 0;       // monotonic ms of the latest record
+    double intervalMs = 0;   // the usual gap between its records (moving average)
+  };
+  std::map<SeriesKey, Arrivals> arrivals_;
+  QElapsedTimer clock_;
+  qint64 endedMs_ = 5000;
   std::unique_ptr<QFile> session_;  // this session's records, JSON lines, in the temp folder
   bool sessionFull_ = false;        // the recording reached its limit
   std::unique_ptr<PrometheusExporter> exporter_;

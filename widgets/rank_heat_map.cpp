@@ -155,8 +155,12 @@ void RankHeatMap::redraw(bool evenIfHidden) {
   group_ = (ranks + pixelRows - 1) / pixelRows;
   const int rows = (ranks + group_ - 1) / group_;
   auto* data = map_->data();
-  data->setSize(columns, rows);
-  data->setRange(QCPRange(-(columns - 1), 0), QCPRange(0.5 * (group_ - 1), (rows - 1) * group_ + 0.5 * (group_ - 1)));
+  // QCPColorMap draws a map of one row with no height (its cells span the distance between the
+  // first and last row's centres): a single rank is drawn as two identical half-height rows.
+  const bool oneRow = rows == 1;
+  data->setSize(columns, oneRow ? 2 : rows);
+  data->setRange(QCPRange(-(columns - 1), 0), oneRow ? QCPRange(-0.25, 0.25)
+                                                     : QCPRange(0.5 * (group_ - 1), (rows - 1) * group_ + 0.5 * (group_ - 1)));
   data->fill(qQNaN());
   double top = 0;
   for (const auto& [rank, row] : cells_)
@@ -168,6 +172,7 @@ void RankHeatMap::redraw(bool evenIfHidden) {
       const double old = data->cell(x, y);
       const bool worse = std::isnan(old) || (figure_ == WaitShare ? v > old : v < old);
       if (worse) data->setCell(x, y, v);
+      if (worse && oneRow) data->setCell(x, 1, v);
       top = std::max(top, v);
     }
   map_->setDataRange(figure_ == WaitShare ? QCPRange(0, 1) : QCPRange(0, std::max(top, 1.0)));

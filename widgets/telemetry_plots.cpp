@@ -148,7 +148,7 @@ void TelemetryPlots::addRecords(const std::vector<TelemetryRecord>& records) {
     const double x = r.time - origin_;
     QString label = QString::fromStdString(r.device);
     if (r.worker > 0) label += QString(" #%1").arg(r.worker);
-    if (labelByRank_) label = QString("rank %1 %2").arg(r.rank).arg(label);
+    if (labelByRank_) label = seriesLabel(r, QString("rank %1 %2").arg(r.rank).arg(label));
     if (series_.size() >= kMaxSeries && !series_.contains(label)) continue;  // a peer inventing names
     Series& s = seriesFor(label);
     s.recentRates.push_back(r.samples_per_s);
@@ -185,6 +185,57 @@ void TelemetryPlots::addRecords(const std::vector<TelemetryRecord>& records) {
     dirty_ = true;
     if (!aggregated_ && aggregateAbove_ > 0 && series_.size() > aggregateAbove_) aggregate();
   }
+}
+
+// The Monitor's series are one process's loader each. A DDP job's ranks are processes of their
+// own, so "rank 2 cuda:1" names a series well -- until two series share that name (another job
+// publishing rank 0 on cpu, a job restarted, two loaders in one process). Then those labels say
+// which is which -- "rank 0 cpu · pid 4121" -- and the lines drawn so far are renamed with it.
+QString TelemetryPlots::seriesLabel(const TelemetryRecord& r, const QString& base) {
+  const Job job{QString::fromStdString(r.host), r.pid, QString::fromStdString(r.loader)};
+  const QString identity = QString("%1|%2|%3|%4").arg(job.host).arg(job.pid).arg(job.loader, base);
+  if (const auto it = labelOf_.constFind(identity); it != labelOf_.constEnd()) return *it;
+  jobOf_.insert(identity, {job, base});
+  QStringList& sharing = identitiesOf_[base];
+  sharing << identity;
+  if (sharing.size() == 1) {
+    labelOf_.insert(identity, base);
+    return base;
+  }
+  // A second series under this name: rename the ones drawn so far.
+  for (const QString& other : sharing) {
+    const QString renamed = composeLabel(other);
+    const QString old = labelOf_.value(other);
+    labelOf_.insert(other, renamed);
+    if (old.isEmpty() || old == renamed) continue;
+    if (series_.contains(old)) {
+      Series moved = series_.take(old);
+      for (int p = 0; p < PlotCount; ++p)  // each plot's main graph carries the name (the legend's)
+        if (QCPGraph* g = graph(moved, static_cast<Plot>(p), 0)) g->setName(renamed);
+      series_.insert(renamed, moved);
+    }
+    if (latestByLabel_.contains(old)) latestByLabel_.insert(renamed, latestByLabel_.take(old));
+    const auto at = seriesOrder_.indexOf(old);
+    if (at >= 0) seriesOrder_[at] = renamed;
+  }
+  return labelOf_.value(identity);
+}
+
+// base + what differs among the series sharing it: the host, the pid, the loader name.
+QString TelemetryPlots::composeLabel(const QString& identity) const {
+  const JobSeries js = jobOf_.value(identity);
+  QSet<QString> hosts, pids, loaders;
+  for (const QString& other : identitiesOf_.value(js.base)) {
+    const Job j = jobOf_.value(other).job;
+    hosts.insert(j.host);
+    pids.insert(j.host + "|" + QString::number(j.pid));
+    loaders.insert(j.loader);
+  }
+  QString label = js.base;
+  if (hosts.size() > 1) label += " · " + js.job.host + (pids.size() > hosts.size() ? ":" + QString::number(js.job.pid) : "");
+  else if (pids.size() > 1) label += " · pid " + QString::number(js.job.pid);
+  if (loaders.size() > 1) label += " · " + (js.job.loader.isEmpty() ? tr("(unnamed loader)") : js.job.loader);
+  return label;
 }
 
 void TelemetryPlots::aggregate() {
@@ -303,6 +354,9 @@ void TelemetryPlots::clear() {
   series_.clear();
   seriesOrder_.clear();
   latestByLabel_.clear();
+  labelOf_.clear();
+  jobOf_.clear();
+  identitiesOf_.clear();
   aggregated_ = false;
   bucketEnd_ = -1;
   origin_ = -1;

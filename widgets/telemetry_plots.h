@@ -12,6 +12,7 @@
 #pragma once
 
 #include <QHash>
+#include <QSet>
 #include <QList>
 #include <QPair>
 #include <QPointF>
@@ -90,6 +91,17 @@ class TelemetryPlots : public QWidget {
   struct MarkerItems {
     std::vector<QCPAbstractItem*> items;
   };
+  struct Job {
+    QString host;
+    qint64 pid = 0;
+    QString loader;
+  };
+  struct JobSeries {
+    Job job;
+    QString base;  // "rank 0 cpu"
+  };
+  QString seriesLabel(const TelemetryRecord& r, const QString& base);
+  QString composeLabel(const QString& identity) const;
   QCPGraph* graph(const Series& s, Plot plot, int g) const;
   Series& seriesFor(const QString& label);
   void redraw();
@@ -125,6 +137,10 @@ class TelemetryPlots : public QWidget {
     double values[PlotCount] = {};
   };
   QHash<QString, Latest> latestByLabel_;
+  // labelByRank: what tells series apart (see seriesLabel).
+  QHash<QString, QString> labelOf_;    // identity (host|pid|loader|base) -> label shown
+  QHash<QString, JobSeries> jobOf_;    // identity -> its job and base label
+  QHash<QString, QStringList> identitiesOf_;  // base label -> the identities sharing it
   QCPGraph* aggregateGraphs_[PlotCount][3] = {};  // median, min, max
   int aggregateAbove_ = 0;
   bool aggregated_ = false;

@@ -8,7 +8,9 @@
 // Monitor dials a publisher that listens; absent figures show as "—".
 #include <QtTest>
 
+#include <QFile>
 #include <QSignalSpy>
+#include <cmath>
 #include <QTabWidget>
 #include <QTableWidget>
 
@@ -275,6 +277,63 @@ class TestMonitorWorkspace : public QObject {
 
   // Fewer pixel rows than ranks: a drawn row stands for several ranks and shows the worst of them,
   // so one starved rank among 256 stays visible (scaled down, its row vanished).
+  // Issue 39: two jobs that both publish rank 0 on cpu (another pid, 17 s apart) are two rows and
+  // two lines whose legend says which is which, never one series with a line across the
+  // silence; a job that stopped publishing is shown as ended, greyed, not "fine"; a single rank
+  // is drawn in the heat map.
+  void jobsAreKeptApartAndEndedJobsSaySo() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("two-jobs.jsonl");
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    for (int i = 0; i < 20; ++i) {
+      TelemetryRecord a = record(0, "cpu", 0.1, 10, 1.7e9 + 0.1 * i);
+      a.pid = 4121;
+      a.prefetch_depth = kUnknown;  // a probe: no prefetch figure
+      f.write(QByteArray::fromStdString(telemetryToJson(a)) + '\n');
+    }
+    for (int i = 0; i < 20; ++i) {
+      TelemetryRecord b = record(0, "cpu", 5, 10, 1.7e9 + 19 + 0.1 * i);
+      b.pid = 5377;
+      f.write(QByteArray::fromStdString(telemetryToJson(b)) + '\n');
+    }
+    f.close();
+    MonitorWorkspace w;
+    w.setEndedAfterMs(1500);
+    w.resize(1200, 800);
+    w.show();
+    w.followFile(path);
+    QVERIFY(waitUntil([&] { return w.recordCount() == 40; }, 10000));
+    QVERIFY(waitUntil([&] { return w.table()->rowCount() == 2; }, 3000));
+    const QStringList series = w.plots()->series();
+    QCOMPARE(series.size(), 2);
+    QVERIFY2(series.contains("rank 0 cpu · pid 4121") && series.contains("rank 0 cpu · pid 5377"), qPrintable(series.join(" | ")));
+    // Job A's line ends where job A ended; nothing joins it to job B, and A has no prefetch line.
+    const auto a = w.plots()->points("rank 0 cpu · pid 4121", TelemetryPlots::Throughput);
+    QCOMPARE(a.size(), 20);
+    QVERIFY(a.last().x() < 2.0);
+    for (const QPointF& p : w.plots()->points("rank 0 cpu · pid 4121", TelemetryPlots::Prefetch)) QVERIFY(std::isnan(p.y()));
+    // The (rank, device) reads give the newest job.
+    QCOMPARE(w.cellText(0, "cpu", "pid"), QString("5377"));
+    // Nothing more comes: both jobs end, greyed, with the time of their last record.
+    QVERIFY(waitUntil([&] { return w.verdict(0, "cpu").startsWith("ended"); }, 10000));
+    int endedRows = 0;
+    for (int row = 0; row < 2; ++row) endedRows += w.table()->item(row, 2)->text().startsWith("ended ");
+    QCOMPARE(endedRows, 2);
+    QCOMPARE(w.table()->item(0, 2)->foreground().color(), w.palette().color(QPalette::Disabled, QPalette::Text));
+    // One rank in the heat map is drawn, not an empty frame.
+    w.views()->setCurrentIndex(1);
+    QVERIFY(waitUntil([&] { return !qIsNaN(w.heatMap()->shownValue(0, 1.7e9 + 19.5)); }, 3000));
+    const QImage shot = w.heatMap()->grab().toImage();
+    int coloured = 0;
+    for (int y = 0; y < shot.height(); y += 2)
+      for (int x = 0; x < shot.width() * 6 / 10; x += 2) {  // left of the colour scale
+        const QColor c = shot.pixelColor(x, y);
+        coloured += c.saturation() > 120 && c.value() > 80;
+      }
+    QVERIFY2(coloured > 200, qPrintable(QString("%1 coloured pixels").arg(coloured)));
+  }
+
   void heatMapKeepsAStarvedRankVisible() {
     RankHeatMap map;
     map.resize(500, 160);
