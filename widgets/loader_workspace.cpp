@@ -38,6 +38,7 @@
 #include "loader_options_form.h"
 #include "loader_runner.h"
 #include "data/dataset.h"
+#include "data/pytorch_script.h"
 #include "stage_breakdown_view.h"
 #include "telemetry_plots.h"
 #include "eta_text.h"
@@ -657,7 +658,9 @@ bool LoaderWorkspace::exportOptions(const QString& path) {
 
 QString LoaderWorkspace::pytorchSnippet() const {
   try {
-    return QString::fromStdString(exportPyTorchSnippet(form_->options()));
+    // A script that runs as pasted: the dataset defined, nothing pinned on cpu.
+    return QString::fromStdString(exportPyTorchScript(form_->options(), dataset().toStdString(),
+                                                      snippetDevice().toStdString()));
   } catch (const Error& e) {
     return QString("# the options are invalid: %1").arg(QString::fromStdString(e.what()));
   }
@@ -695,7 +698,7 @@ bool LoaderWorkspace::saveSnippet(const QString& path, Snippet kind) {
     const LoaderOptions o = form_->options();
     const std::string weights = weightsPathFor(path).toStdString();
     const std::string device = snippetDevice().toStdString();
-    const std::string text = kind == Snippet::PyTorch  ? exportPyTorchSnippet(o, "dataset", weights)
+    const std::string text = kind == Snippet::PyTorch  ? exportPyTorchScript(o, dataset().toStdString(), device, weights)
                              : kind == Snippet::Stoker ? exportStokerSnippet(o, dataset().toStdString(), device, weights)
                                                        : exportCppSnippet(o, device, weights);
     if (o.sampler_type == SamplerType::Weighted) saveWeightsFile(weights, o.weights);

@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "data/loader_options.h"
+#include "data/pytorch_script.h"
 #include "image/image_transforms.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
@@ -22,7 +24,80 @@ std::string pyBool(bool b) { return b ? "True" : "False"; }
 // A Python string literal (JSON's escaping is valid Python for these).
 std::string pyString(const std::string& s) { return nlohmann::json(s).dump(); }
 
+bool endsWith(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
 }  // namespace
+
+std::string pytorchDatasetDefinition(const std::string& spec, const LoaderOptions& o) {
+  std::ostringstream s;
+  const auto colon = spec.find(':');
+  const std::string kind = colon == std::string::npos ? spec : spec.substr(0, colon);
+  const std::string rest = colon == std::string::npos ? std::string() : spec.substr(colon + 1);
+  if (kind == "fashion-mnist") {
+    // The same files and the same tensors as Stoker's (float32 / 255, as ToTensor), no download.
+    const std::string dir = rest.empty() ? "/usr/share/datasets/fashion-mnist" : rest;
+    s << "import gzip, os\nimport numpy as np\nfrom torch.utils.data import TensorDataset\n\n\n"
+      << "def read_idx(stem, directory=" << pyString(dir) << "):\n"
+      << "    path = os.path.join(directory, stem)\n"
+      << "    packed = os.path.exists(path + \".gz\")\n"
+      << "    with (gzip.open(path + \".gz\", \"rb\") if packed else open(path, \"rb\")) as f:\n"
+      << "        data = f.read()\n"
+      << "    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], \"big\") for i in range(data[3])]\n"
+      << "    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * len(dims)).reshape(dims)\n\n\n"
+      << "images = torch.from_numpy(read_idx(\"train-images-idx3-ubyte\").astype(np.float32) / 255).unsqueeze(1)\n"
+      << "labels = torch.from_numpy(read_idx(\"train-labels-idx1-ubyte\").astype(np.int64))\n"
+      << "dataset = TensorDataset(images, labels)  # Debian's dataset-fashion-mnist, the train split\n";
+  } else if (kind == "imagefolder") {
+    const std::string dir = rest.substr(0, rest.find(','));
+    s << "import torchvision\n\n"
+      << "dataset = torchvision.datasets.ImageFolder(" << pyString(dir)
+      << (o.transforms.empty() ? ")\n" : ", transform=transform)\n");
+  } else if (kind == "synthetic") {
+    // synthetic:N,SHAPE[,dtype...]: the same count and shape; the values are Stoker's own.
+    std::vector<std::string> parts;
+    std::stringstream in(rest);
+    for (std::string part; std::getline(in, part, ',');) parts.push_back(part);
+    std::string shape = parts.size() > 1 ? parts[1] : "1";
+    std::replace(shape.begin(), shape.end(), 'x', ',');
+    s << "from torch.utils.data import TensorDataset\n\n"
+      << "# synthetic: the same number of samples and shape; the values differ from Stoker's generated ones\n"
+      << "dataset = TensorDataset(torch.rand(" << (parts.empty() ? "1" : parts[0]) << ", " << shape << "))\n";
+  } else if (endsWith(spec, ".npy")) {
+    s << "import numpy as np\nfrom torch.utils.data import TensorDataset\n\n"
+      << "dataset = TensorDataset(torch.from_numpy(np.load(" << pyString(spec) << ")))\n";
+  } else if (endsWith(spec, ".safetensors")) {
+    s << "from safetensors.torch import load_file  # pip install safetensors\n"
+      << "from torch.utils.data import TensorDataset\n\n"
+      << "tensors = load_file(" << pyString(spec) << ")\n"
+      << "dataset = TensorDataset(*(tensors[name] for name in sorted(tensors)))\n";
+  } else {
+    // tokens:, megatron:, wds:: PyTorch has no reader of its own; the script stops there and says so.
+    s << "raise NotImplementedError(" << pyString("PyTorch has no built-in reader for " + kind +
+                                                  ": datasets; the \"Python (stoker)\" export runs this loader: "
+                                                  "stoker.Loader(\"" + spec + "\", ...)")
+      << ")\n";
+  }
+  return s.str();
+}
+
+std::string exportPyTorchScript(const LoaderOptions& options, const std::string& spec, const std::string& device,
+                                const std::string& weightsFile) {
+  LoaderOptions o = options;
+  std::string note;
+  if (device == "cpu" && (o.pin_memory || o.non_blocking)) {
+    // Pinning helps only a copy to a GPU; on cpu it costs a copy per batch for nothing.
+    o.pin_memory = false;
+    o.non_blocking = false;
+    note = "# pin_memory and non_blocking are off: on cpu nothing is copied to a device\n";
+  }
+  const std::string snippet = exportPyTorchSnippet(o, "dataset", weightsFile);
+  // The dataset is defined after the transforms (ImageFolder takes them) and before the sampler.
+  const auto at = snippet.find("\n\nSEED = ");
+  const std::string head = "# " + spec + " on " + device + ": runs as pasted\n" + note;
+  if (at == std::string::npos) return head + snippet;
+  return head + snippet.substr(0, at) + "\n\n" + pytorchDatasetDefinition(spec, o) + snippet.substr(at);
+}
 
 void saveWeightsFile(const std::string& path, const std::vector<double>& weights) {
   AtomicFile file(path);

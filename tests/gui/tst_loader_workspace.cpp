@@ -17,6 +17,8 @@
 #include <QSpinBox>
 #include <QTableWidget>
 
+#include "data/dataset.h"
+#include "data/loader.h"
 #include "dataset_picker.h"
 #include "event_loop_probe.h"
 #include "wait_for.h"
@@ -644,6 +646,57 @@ class TestLoaderWorkspace : public QObject {
     LoaderWorkspace again;
     QCOMPARE(again.dataset(), QString("synthetic:777,4"));
     QCOMPARE(again.form()->options().batch_size, 77);
+  }
+
+  // Issue 39: the PyTorch export runs as pasted. On cpu it pins nothing; Fashion-MNIST is read
+  // from Debian's files as Stoker reads them, and the script's first batches are Stoker's
+  // samples (the same tensors). A token file, which PyTorch cannot read, stops with a message
+  // naming the stoker export.
+  void pytorchExportRunsAsPasted() {
+    QVERIFY2(stoker::test::pythonTorchAvailable(), "Debian's python3-torch is needed");
+    if (!QFile::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
+      QSKIP("Debian's dataset-fashion-mnist is not installed");
+    LoaderWorkspace w;
+    w.setDataset("fashion-mnist");
+    w.setDevices("cpu");
+    LoaderOptions o = smallOptions();
+    o.pin_memory = true;
+    o.non_blocking = true;
+    o.shuffle = true;
+    o.seed = 11;
+    w.form()->setOptions(o);
+    const QString script = w.pytorchSnippet();
+    QVERIFY2(script.contains("pin_memory=False") && !script.contains("pin_memory=True"), qPrintable(script));
+    const QString path = dir_.filePath("as_pasted.py");
+    QVERIFY(w.saveSnippet(path, LoaderWorkspace::Snippet::PyTorch));
+    // Run the saved file as it is, then print the first batch's sums for comparison.
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::Append));
+    f.write("\nset_epoch(0)\nimages, labels = next(iter(loader))\n"
+            "print(images.shape[0], '%.1f' % float(images.double().sum()), ','.join(map(str, labels.tolist())))\n");
+    f.close();
+    const auto r = stoker::test::runPythonArgs({path});
+    QVERIFY2(r.exitCode == 0, qPrintable(QString::fromUtf8(r.err)));
+    Loader loader(openDataset("fashion-mnist", o), o, DeviceSpec::parse("cpu"));
+    auto epoch = loader.epoch(0);
+    auto it = epoch.begin();  // the iterator holds the batch
+    const Batch& first = *it;
+    QStringList labels;
+    const at::Tensor l = first.tensors.at(1).contiguous();
+    for (std::int64_t i = 0; i < l.size(0); ++i) labels << QString::number(l.data_ptr<std::int64_t>()[i]);
+    const QString expected = QString("%1 %2 %3")
+                                 .arg(first.size())
+                                 .arg(QString::number(first.tensors.at(0).to(at::kDouble).sum().item<double>(), 'f', 1))
+                                 .arg(labels.join(','));
+    QCOMPARE(QString::fromUtf8(r.out).trimmed(), expected);
+
+    w.setDataset("tokens:/data/owt/train.bin,ctx=64");
+    QVERIFY(w.saveSnippet(path, LoaderWorkspace::Snippet::PyTorch));
+    const auto tokens = stoker::test::runPythonArgs({path});
+    QCOMPARE(tokens.exitCode, 1);
+    QVERIFY2(tokens.err.contains("NotImplementedError: PyTorch has no built-in reader for tokens") &&
+                 tokens.err.contains("stoker.Loader"),
+             tokens.err.constData());
   }
 
   // Issue 39: a newcomer finds their data from the list, never by typing a spec. Each browse
