@@ -3,6 +3,7 @@
 #include <QApplication>
 #include <QClipboard>
 #include <QComboBox>
+#include <QDateTime>
 #include <QDialog>
 #include <QDialogButtonBox>
 #include <QDir>
@@ -74,6 +75,7 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
                             "from the list. Image datasets take their transforms from the transforms knob.")
                              .arg(kinds.join('\n')));
   }
+  connect(dataset_, &QComboBox::editTextChanged, this, [this] { updateApplyState(); });
   connect(dataset_, &DatasetPicker::browsed, this, [this](const QString& spec, bool images) {
     if (images) setImageDataset(spec);
     else setDataset(spec);
@@ -89,6 +91,7 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
     bool host = true;
     for (const QString& d : text.split(',', Qt::SkipEmptyParts)) host = host && d.trimmed() == "cpu";
     form_->setHostDevice(host);
+    updateApplyState();
   });
   epochs_ = new QSpinBox(data);
   epochs_->setRange(0, 1000);
@@ -312,13 +315,16 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
                                                                  : QString()));
             tuneTable_->setItem(row, 3, new QTableWidgetItem(change.isEmpty() ? tr("(start)") : change));
             tuneTable_->scrollToBottom();
+            if (error.isEmpty())  // each measured setting on the plots, as the README says
+              plots_->addTrial(QDateTime::currentMSecsSinceEpoch() / 1000.0,
+                               tr("%1: %L2/s").arg(change.isEmpty() ? tr("start") : change).arg(sps, 0, 'f', 0), sps);
             status_->setText(tr("Auto-tune: %1 settings measured in %2 s").arg(row + 1).arg(seconds, 0, 'f', 0));
           });
   connect(runner_, &LoaderRunner::tuneFinished, this,
           [this](const QString& change, const QString& json, double sps, double ci, double start, const QString& confidence) {
             setRunning(false);
             progress_->setValue(1000);
-            tunedJson_ = json;
+            tunedJson_ = change.isEmpty() ? QString() : json;
             // Grouped digits, and "%" kept beside its number when the label wraps.
             const QString sure = QString(confidence).replace(" %", QString(QChar(0x00A0)) + "%");
             const QString text = change.isEmpty()
@@ -328,9 +334,11 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
                                            .arg(change).arg(sps, 0, 'f', 0).arg(ci, 0, 'f', 0).arg(start, 0, 'f', 0)
                                            .arg(sure);
             tuneSummary_->setText(text);
-            status_->setText(tr("Auto-tune done. Apply copies the best setting into the form."));
+            status_->setText(change.isEmpty()
+                                 ? tr("Auto-tune done: the settings you started with measured fastest; nothing to apply.")
+                                 : tr("Auto-tune done. Apply copies the best setting into the form."));
             log_->appendPlainText("auto-tune: " + text);
-            applyTunedButton_->setEnabled(!change.isEmpty());
+            updateApplyState();
             Q_EMIT tuneFinished(!change.isEmpty());
           });
   retuneTimer_->setSingleShot(true);
@@ -408,6 +416,13 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
               sweepTable_->setItem(index, c, item);
             }
             status_->setText(tr("Sweep: %1 of %2 done").arg(index + 1).arg(count));
+            if (error.isEmpty()) {  // each measured point on the plots
+              QStringList setting;
+              for (int a = 0; a < values.size() && a < sweepAxisNames_.size(); ++a)
+                setting << sweepAxisNames_[a] + " " + QString(values[a]).remove('"');
+              plots_->addTrial(QDateTime::currentMSecsSinceEpoch() / 1000.0,
+                               tr("%1: %L2/s").arg(setting.join(", ")).arg(sps, 0, 'f', 0), sps);
+            }
           });
   connect(runner_, &LoaderRunner::sweepPointSpread, this, [this](int index, double ci, double p10, double p90) {
     const int c = static_cast<int>(sweepAxisNames_.size()) + 1;
@@ -451,7 +466,7 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
       status_->setText(tr("Sweep done: every combination failed (see the error column)."));
     }
     sweepTable_->resizeColumnsToContents();  // every column readable, the error column last and stretched
-    applyButton_->setEnabled(best >= 0);
+    updateApplyState();
     Q_EMIT sweepFinished(best);
   });
 
@@ -561,6 +576,7 @@ void LoaderWorkspace::runSweep() {
     return;
   }
   bestRow_ = -1;
+  sweptFor_ = target();
   applyButton_->setEnabled(false);
   sweepTable_->clear();
   sweepTable_->setRowCount(0);
@@ -577,7 +593,7 @@ void LoaderWorkspace::runSweep() {
 }
 
 void LoaderWorkspace::applyBestSweepRow() {
-  if (bestRow_ < 0) return;
+  if (!canApplyBestSweepRow()) return;
   try {
     // Overwrite the swept knobs with the best row's values (kept as JSON in
     // the cells' data), through JSON so any knob type works.
@@ -598,6 +614,7 @@ void LoaderWorkspace::runAutoTune() {
   if (runner_->busy() || !makeRequest(request)) return;
   request.tuneBudgetSeconds = tuneBudget_->value();
   tunedJson_.clear();
+  tunedFor_ = target();
   applyTunedButton_->setEnabled(false);
   tuneTable_->setRowCount(0);
   tuneSummary_->setText(tr("Searching for up to %1 s…").arg(tuneBudget_->value()));
@@ -610,8 +627,28 @@ void LoaderWorkspace::runAutoTune() {
   Q_EMIT runStarted();
 }
 
+QString LoaderWorkspace::target() const { return dataset() + " @ " + devices_->text().trimmed(); }
+
+bool LoaderWorkspace::canApplyTuned() const {
+  return !tunedJson_.isEmpty() && tunedFor_ == target() && !runner_->busy();
+}
+
+bool LoaderWorkspace::canApplyBestSweepRow() const { return bestRow_ >= 0 && sweptFor_ == target() && !runner_->busy(); }
+
+// Results measured on another dataset or device are not offered: the button says why.
+void LoaderWorkspace::updateApplyState() {
+  applyTunedButton_->setEnabled(canApplyTuned());
+  applyTunedButton_->setToolTip(!tunedJson_.isEmpty() && tunedFor_ != target()
+                                    ? tr("The auto-tuner measured %1; run it again for %2").arg(tunedFor_, target())
+                                    : tr("Copy the auto-tuner's best setting into the form"));
+  applyButton_->setEnabled(canApplyBestSweepRow());
+  applyButton_->setToolTip(bestRow_ >= 0 && sweptFor_ != target()
+                               ? tr("The sweep measured %1; sweep again for %2").arg(sweptFor_, target())
+                               : tr("Copy the fastest row's values into the form"));
+}
+
 void LoaderWorkspace::applyTuned() {
-  if (tunedJson_.isEmpty()) return;
+  if (!canApplyTuned()) return;
   try {
     form_->setOptions(loaderOptionsFromJson(tunedJson_.toStdString(), "auto-tune"));
     status_->setText(tr("Applied the auto-tuner's best setting to the form."));

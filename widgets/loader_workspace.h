@@ -61,6 +61,10 @@ class LoaderWorkspace : public QWidget {
   void setMeasurePrecision(const MeasureSpec& spec) { measure_ = spec; }
   void setTuneBudget(int seconds);
   QTableWidget* tuneTable() const { return tuneTable_; }
+  // Apply (auto-tune) and Apply best (sweep) are enabled exactly when they have a setting to
+  // copy that was measured on the dataset and devices now in the form.
+  bool canApplyTuned() const;
+  bool canApplyBestSweepRow() const;
   QString tuneSummary() const;
   // The exports: a PyTorch DataLoader, the same loader through `import stoker` (the Python
   // package, on this dataset and device), the C++ builder.
@@ -139,7 +143,11 @@ class LoaderWorkspace : public QWidget {
   QPushButton* applyTunedButton_;
   QLabel* tuneSummary_;
   QTableWidget* tuneTable_;
-  QString tunedJson_;
+  QString tunedJson_;   // the auto-tuner's best, when it differs from where it started
+  QString tunedFor_;    // dataset @ devices the auto-tuner measured
+  QString sweptFor_;    // dataset @ devices the sweep measured
+  QString target() const;  // dataset @ devices in the form now
+  void updateApplyState();
   QTimer* drainTimer_;
   QStringList sweepAxisNames_;
   QMap<QString, QString> deviceModes_;  // the badge: latest mode of each device this run

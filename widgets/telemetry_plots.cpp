@@ -241,6 +241,7 @@ QString TelemetryPlots::composeLabel(const QString& identity) const {
 void TelemetryPlots::aggregate() {
   aggregated_ = true;
   for (auto* plot : plots_) plot->clearGraphs();
+  trialGraph_ = nullptr;
   for (int p = 0; p < PlotCount; ++p) addClipGraph(p);
   for (auto& s : series_) s.graphs.clear();
   const QColor colour = palette().color(QPalette::Highlight);
@@ -322,6 +323,27 @@ void TelemetryPlots::addMarker(double unixTime, const QString& label) {
   dirty_ = true;
 }
 
+void TelemetryPlots::addTrial(double unixTime, const QString& label, double samplesPerS) {
+  if (origin_ < 0) origin_ = unixTime;
+  if (!trialGraph_) {
+    trialGraph_ = plots_[Throughput]->addGraph();
+    trialGraph_->setLineStyle(QCPGraph::lsNone);
+    const QColor colour = palette().color(QPalette::Highlight);
+    trialGraph_->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDiamond, colour, colour, 8));
+    trialGraph_->setName(tr("measured settings"));
+    plots_[Throughput]->legend->setVisible(true);
+  }
+  if (std::isfinite(samplesPerS) && samplesPerS > 0) trialGraph_->addData(unixTime - origin_, samplesPerS);
+  addMarker(unixTime, label);
+}
+
+QList<QPointF> TelemetryPlots::trialPoints() const {
+  QList<QPointF> out;
+  if (trialGraph_)
+    for (auto d = trialGraph_->data()->constBegin(); d != trialGraph_->data()->constEnd(); ++d) out.push_back({d->key, d->value});
+  return out;
+}
+
 QCPGraph* TelemetryPlots::graph(const Series& s, Plot plot, int g) const {
   if (g < 0 || g >= kPlots[plot].graphsPerSeries || s.graphs.empty()) return nullptr;
   int index = g;
@@ -344,6 +366,7 @@ void TelemetryPlots::clear() {
   markerItems_.clear();
   markers_.clear();
   for (auto* text : noData_) text->setVisible(false);
+  trialGraph_ = nullptr;
   for (int p = 0; p < PlotCount; ++p) {
     plots_[p]->clearGraphs();
     addClipGraph(p);

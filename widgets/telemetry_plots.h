@@ -53,6 +53,10 @@ class TelemetryPlots : public QWidget {
   void addRecords(const std::vector<TelemetryRecord>& records);
   // A labelled vertical line at `unixTime` (the records' clock) on every plot.
   void addMarker(double unixTime, const QString& label);
+  // A setting measured by a sweep or the auto-tuner (which publish no telemetry while they
+  // measure): its rate as a diamond on the throughput plot, and a marker with its label.
+  void addTrial(double unixTime, const QString& label, double samplesPerS);
+  QList<QPointF> trialPoints() const;
   void clear();
   struct Marker {
     double x = 0;  // seconds since the first record, like the points
@@ -118,6 +122,7 @@ class TelemetryPlots : public QWidget {
   QCPItemText* noData_[PlotCount] = {};  // "not reported by these publishers"
   QCPItemText* clipNote_[PlotCount] = {};  // "▲ 1 clipped, up to 250,000"
   QCPGraph* clipGraph_[PlotCount] = {};
+  QCPGraph* trialGraph_ = nullptr;  // addTrial's diamonds, made with the first
   int clipped_[PlotCount] = {};
   double clippedMax_[PlotCount] = {};
   QHash<QString, Series> series_;

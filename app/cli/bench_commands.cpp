@@ -17,6 +17,7 @@
 #include "data/datasets/image_dataset.h"
 #include "data/loader.h"
 #include "data/loader_session.h"
+#include "data/pytorch_script.h"
 #include "data/multi_device_loader.h"
 #include "telemetry/input_bound.h"
 #include "telemetry/metrics_http_server.h"
@@ -208,7 +209,7 @@ void runBench(const BenchArgs& a) {
                    a.weightsFile.c_str());
     }
     const std::string device = a.device.find(',') == std::string::npos && a.device != "all" ? a.device : "cuda:0";
-    if (a.exportPytorch) std::printf("%s", exportPyTorchSnippet(options, "dataset", a.weightsFile).c_str());
+    if (a.exportPytorch) std::printf("%s", exportPyTorchScript(options, a.dataset, device, a.weightsFile).c_str());
     if (a.exportPython) std::printf("%s", exportStokerSnippet(options, a.dataset, device, a.weightsFile).c_str());
     if (a.exportCpp) std::printf("%s", exportCppSnippet(options, device, a.weightsFile).c_str());
     return;

@@ -394,6 +394,13 @@ class TestLoaderWorkspace : public QObject {
     for (int r = 0; r < 4; ++r) bestRate = std::max(bestRate, t->item(r, 2)->text().toDouble());
     QCOMPARE(t->item(best, 2)->text().toDouble(), bestRate);
     QVERIFY(t->item(best, 0)->font().bold());
+    QCOMPARE(w.plots()->trialPoints().size(), 4);  // every point on the plots as it was measured
+    QVERIFY2(w.plots()->markers().first().label.startsWith("num_workers "), qPrintable(w.plots()->markers().first().label));
+    QVERIFY(w.findChild<QPushButton*>("applyBest")->isEnabled());
+    w.setDevices("sim:0");  // another target: the sweep's best is not offered
+    QVERIFY(!w.findChild<QPushButton*>("applyBest")->isEnabled());
+    w.setDevices("sim:0");
+    QVERIFY(w.findChild<QPushButton*>("applyBest")->isEnabled());
     w.applyBestSweepRow();
     QCOMPARE(w.form()->options().num_workers, t->item(best, 0)->text().toInt());
     QCOMPARE(QString::fromStdString(loadingModeName(w.form()->options().loading_mode)), t->item(best, 1)->text());
@@ -627,6 +634,19 @@ class TestLoaderWorkspace : public QObject {
     QVERIFY2(w.plots()->pointCount("cpu", TelemetryPlots::Throughput) > 10,
              qPrintable(QString::number(w.plots()->pointCount("cpu", TelemetryPlots::Throughput))));
     QVERIFY(w.bottleneckText().isEmpty());
+    // Each measured setting is on the plots: a diamond at its rate and a labelled marker.
+    QCOMPARE(w.plots()->trialPoints().size(), w.tuneTable()->rowCount());
+    QCOMPARE(w.plots()->markers().size(), w.tuneTable()->rowCount());
+    QVERIFY2(w.plots()->markers().first().label.startsWith("start: "), qPrintable(w.plots()->markers().first().label));
+    QVERIFY(w.findChild<QPushButton*>("applyTuned")->isEnabled());
+    QVERIFY2(w.statusText().contains("Apply copies"), qPrintable(w.statusText()));
+    // Results of another dataset are not offered; back on the tuned one, they are again.
+    w.setDataset("synthetic:1000,8");
+    QVERIFY(!w.findChild<QPushButton*>("applyTuned")->isEnabled());
+    QVERIFY(w.findChild<QPushButton*>("applyTuned")->toolTip().contains("run it again for synthetic:1000,8"));
+    w.applyTuned();
+    QCOMPARE(w.form()->options().num_workers, 0);  // nothing applied
+    w.setDataset("synthetic:1000000,8,f32,0,400");
     QVERIFY(w.findChild<QPushButton*>("applyTuned")->isEnabled());
     w.applyTuned();
     QVERIFY(w.form()->options().num_workers >= 1);
