@@ -104,7 +104,8 @@ LoaderOptionsForm::LoaderOptionsForm(QWidget* parent) : QWidget(parent) {
                                  QString::fromStdString(knob.pytorch).toHtmlEscaped(),
                                  knob.exportOnly ? tr("<br>(only used in the exported PyTorch snippet)") : QString());
     editor->setToolTip(tip);
-    auto* label = new QLabel(name, this);
+    // The knob's JSON name, and for enable_transforms what it does (its name says nothing of a flip).
+    auto* label = new QLabel(name == "enable_transforms" ? tr("flip (enable_transforms)") : name, this);
     label->setToolTip(tip);
     groups[group]->addRow(label, editor);
     editors_.insert(name, editor);

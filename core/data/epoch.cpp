@@ -317,7 +317,9 @@ void finishOnDevice(LoaderCore& c, Batch& batch, std::int64_t epoch) {
   const bool nhwc = fmt == MemoryFormat::Nhwc || (fmt == MemoryFormat::Auto && c.device->kind() == DeviceKind::Cuda);
   for (auto& t : batch.tensors) {
     if (t.dim() != 4) continue;
-    if (c.options.enable_transforms && at::isFloatingType(t.scalar_type())) {
+    // enable_transforms flips tensor datasets' samples; an image dataset's `transforms` say what
+    // runs there (a RandomHorizontalFlip among them), so the two never both flip.
+    if (c.options.enable_transforms && c.options.transforms.empty() && at::isFloatingType(t.scalar_type())) {
       t = t.clone();
       flipSamples(t, batch.indices.data_ptr<std::int64_t>(), t.size(0), c.options.generator_seed, epoch);
     }

@@ -160,8 +160,20 @@ std::string exportPyTorchSnippet(const LoaderOptions& o, const std::string& ds, 
   } else {
     s << "sampler = SequentialSampler(" << ds << ")\n";
   }
+  const bool flips = o.enable_transforms && o.transforms.empty();
+  if (flips)  // enable_transforms: the same transform; the draws are torch's, not Stoker's
+    s << "\n\ndef flip_collate(samples):\n"
+      << "    \"\"\"enable_transforms: a random horizontal flip of each sample's 4-d float fields.\"\"\"\n"
+      << "    batch = torch.utils.data.default_collate(samples)\n"
+      << "    fields = batch if isinstance(batch, (list, tuple)) else [batch]\n"
+      << "    for t in fields:\n"
+      << "        if torch.is_tensor(t) and t.dim() == 4 and t.is_floating_point():\n"
+      << "            flip = torch.rand(t.shape[0], generator=flip_generator) < 0.5\n"
+      << "            t[flip] = t[flip].flip(-1)\n"
+      << "    return batch\n\n\nflip_generator = torch.Generator().manual_seed(" << o.generator_seed << ")\n";
   s << "loader = DataLoader(\n    " << ds << ",\n    batch_size=" << o.batch_size << ",\n    sampler=sampler,\n"
     << "    drop_last=" << pyBool(o.drop_last) << ",\n    num_workers=" << o.num_workers << ",\n";
+  if (flips) s << "    collate_fn=flip_collate,\n";
   if (o.num_workers > 0) {
     // PyTorch's prefetch_factor counts batches per worker; Stoker's prefetch counts them in total.
     s << "    prefetch_factor=" << std::max(1, (o.prefetch + o.num_workers - 1) / o.num_workers) << ",\n"

@@ -335,6 +335,8 @@ std::vector<InactiveKnob> inactiveKnobs(const LoaderOptions& o, bool hostDevice)
   if (o.sampler_type == SamplerType::Sequential || o.sampler_type == SamplerType::Weighted ||
       o.sampler_type == SamplerType::RandomWithReplacement)
     add("shuffle", "the " + samplerTypeName(o.sampler_type) + " sampler decides the order itself");
+  if (!o.transforms.empty())
+    add("enable_transforms", "transforms decide what runs (add RandomHorizontalFlip(0.5) there for a flip)");
   if (o.reader_mode != ReaderMode::Read) {
     add("part_size", "used only with reader_mode = read");
     add("max_inflight_parts", "used only with reader_mode = read");
@@ -368,7 +370,7 @@ const std::vector<KnobInfo>& knobTable() {
       {"memory_format", false, "4-d fields as NCHW or channels-last (NHWC); auto = NHWC on CUDA", "Memory", "tensor.to(memory_format=torch.channels_last)"},
       {"non_blocking", false, "copies overlap compute; false copies on the consumer's thread", "Memory", "tensor.to(device, non_blocking=True)"},
       {"generator_seed", false, "seed of per-sample transform randomness", "Transforms", "DataLoader(generator=) seeding the transforms"},
-      {"enable_transforms", false, "random horizontal flip of 4-d float fields", "Transforms", "torchvision.transforms.RandomHorizontalFlip()"},
+      {"enable_transforms", false, "a random horizontal flip of each sample's 4-d float fields (tensor datasets such as Fashion-MNIST; with transforms set, they decide)", "Transforms", "a collate_fn flipping each sample with p = 0.5 (in the export)"},
       {"transforms", false, "image datasets: torchvision-named pipeline, e.g. RandomResizedCrop(224),RandomHorizontalFlip(),Normalize(imagenet)", "Transforms", "torchvision.transforms.Compose([...]) (the same names and arguments)"},
       {"skip_bad_samples", false, "skip and count undecodable samples (a batch comes out shorter) instead of stopping", "Transforms", "none (a try/except in Dataset.__getitem__ plus a collate_fn that drops None)"},
       {"collate_buffer_size", false, "staging buffers kept pooled; 0 = workers + prefetch", "Workers", "none (Stoker's staging-buffer pool)"},

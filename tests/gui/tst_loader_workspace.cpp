@@ -462,6 +462,14 @@ class TestLoaderWorkspace : public QObject {
     QVERIFY(!f->editor("pin_memory")->isEnabled());
     qobject_cast<QComboBox*>(f->editor("sampler_type"))->setCurrentText("distributed");
     QVERIFY(f->editor("shard_rank")->isEnabled() && f->editor("shard_world_size")->isEnabled());
+    // enable_transforms says what it does, and gives way to transforms (which decide what runs).
+    bool labelled = false;
+    for (auto* l : f->findChildren<QLabel*>()) labelled |= l->text() == "flip (enable_transforms)";
+    QVERIFY(labelled);
+    QVERIFY(f->editor("enable_transforms")->isEnabled());
+    qobject_cast<QComboBox*>(f->editor("transforms"))->setCurrentText("Resize(256),CenterCrop(224),Normalize(imagenet)");
+    QVERIFY(!f->editor("enable_transforms")->isEnabled());
+    QVERIFY2(f->inactiveReason("enable_transforms").contains("transforms decide"), qPrintable(f->inactiveReason("enable_transforms")));
     QVERIFY(f->isValid());
   }
 
