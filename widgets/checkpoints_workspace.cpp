@@ -1,5 +1,6 @@
 #include "checkpoints_workspace.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDragEnterEvent>
 #include <QDropEvent>
@@ -35,6 +36,19 @@ namespace {
 
 constexpr int kMaxRecent = 8;
 constexpr int kNameRole = Qt::UserRole + 1;  // full tensor name on leaf items
+
+const char* kVerdictIdle = "QLabel { padding: 6px; }";
+
+// The core's errors name the CLI's flags; here the same choices are a check box and a button.
+QString inWorkbenchWords(QString message) {
+  const QString replace = QObject::tr("tick “Replace existing files”");
+  message.replace("pass --resume to finish it or --force to start over", QObject::tr("press Resume to finish it, or %1 to start over").arg(replace));
+  message.replace("or pass --force to start over", QObject::tr("or %1 to start over").arg(replace));
+  message.replace("pass --force to replace", replace + QObject::tr(" to replace"));
+  message.replace("--force", QObject::tr("“Replace existing files”"));
+  message.replace("--resume", QObject::tr("Resume"));
+  return message;
+}
 
 }  // namespace
 
@@ -121,8 +135,9 @@ CheckpointsWorkspace::CheckpointsWorkspace(QWidget* parent) : QWidget(parent), j
   dstRow->addWidget(destination_, 1);
   dstRow->addWidget(browseDst);
   form->addRow(tr("Destination"), dstRow);
-  force_ = new QPushButton(tr("Replace existing files"), target);
-  force_->setCheckable(true);
+  // A check box, not a toggle button: it is a setting of the next conversion, not an action.
+  force_ = new QCheckBox(tr("Replace existing files"), target);
+  force_->setObjectName("force");
   force_->setToolTip(tr("Allow writing into a destination that already holds checkpoint files (--force)"));
   form->addRow(QString(), force_);
   rightLayout->addWidget(target);
@@ -168,6 +183,10 @@ CheckpointsWorkspace::CheckpointsWorkspace(QWidget* parent) : QWidget(parent), j
   verdict_ = new QLabel(right);
   verdict_->setObjectName("verdict");
   verdict_->setWordWrap(true);
+  // The verdict's room is kept from the start (same padding, one line), so the window does not
+  // grow by the banner's padding when a verify ends.
+  verdict_->setStyleSheet(kVerdictIdle);
+  verdict_->setMinimumHeight(verdict_->fontMetrics().height() + 14);
   rightLayout->addWidget(verdict_);
   log_ = new QPlainTextEdit(right);
   log_->setReadOnly(true);
@@ -225,7 +244,8 @@ CheckpointsWorkspace::CheckpointsWorkspace(QWidget* parent) : QWidget(parent), j
     log("verify: " + verdict);
     Q_EMIT verifyFinished(equal);
   });
-  connect(jobs_, &BackgroundJob::failed, this, [this](const QString& message) {
+  connect(jobs_, &BackgroundJob::failed, this, [this](const QString& cliMessage) {
+    const QString message = inWorkbenchWords(cliMessage);
     setBusy(false);
     status_->setText(tr("Error: %1").arg(message));
     log("error: " + message);
@@ -325,7 +345,7 @@ void CheckpointsWorkspace::openPath(const QString& path) {
   tree_->clear();
   layoutView_->setLayout({});
   verdict_->clear();
-  verdict_->setStyleSheet({});
+  verdict_->setStyleSheet(kVerdictIdle);
   if (jobs_->open(path)) setBusy(true, tr("Inspecting %1…").arg(path));
 }
 
@@ -340,7 +360,7 @@ void CheckpointsWorkspace::startConvert(bool resume) {
   const ConvertSettings s = settings();
   saveSettings();
   verdict_->clear();
-  verdict_->setStyleSheet({});
+  verdict_->setStyleSheet(kVerdictIdle);
   if (jobs_->convert(s, resume)) {
     log(QString("%1 %2 -> %3 (%4, dtype %5)").arg(resume ? "resume" : "convert", openedPath_, s.destination, s.target, s.dtype));
     setBusy(true, resume ? tr("Resuming…") : tr("Converting…"));

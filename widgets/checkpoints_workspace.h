@@ -6,6 +6,7 @@
 
 #include <QWidget>
 
+class QCheckBox;
 class QComboBox;
 class QLabel;
 class QLineEdit;
@@ -86,7 +87,7 @@ class CheckpointsWorkspace : public QWidget {
   QLineEdit* budget_;
   QSpinBox* jobsSpin_;
   QLineEdit* destination_;
-  QPushButton* force_;
+  QCheckBox* force_;
   QPushButton* dryRunButton_;
   QPushButton* convertButton_;
   QPushButton* resumeButton_;

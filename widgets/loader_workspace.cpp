@@ -382,6 +382,10 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
     drainTelemetry();
     setRunning(false);
     progress_->setValue(1000);
+    if (openEnded_) {  // an until-Stop run has no 100 %: say it stopped
+      progress_->setValue(0);
+      progress_->setFormat(tr("stopped"));
+    }
     status_->setText(summary.section('\n', -1));
     log_->appendPlainText(summary);
     Q_EMIT runFinished(samplesPerS);
@@ -394,6 +398,7 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
   });
   connect(runner_, &LoaderRunner::stopped, this, [this] {
     setRunning(false);
+    progress_->setFormat(tr("stopped"));
     status_->setText(tr("Stopped."));
     log_->appendPlainText("stopped");
     Q_EMIT runStopped();
@@ -550,7 +555,8 @@ void LoaderWorkspace::run() {
   liveRun_ = true;
   lastLiveChange_.clear();
   runOptions_ = request.options;
-  if (request.epochs == 0) progress_->setRange(0, 0);  // until Stop: busy, no end to show
+  openEnded_ = request.epochs == 0;
+  if (openEnded_) progress_->setRange(0, 0);  // until Stop: busy, no end to show
   status_->setText(request.epochs == 0 ? tr("Opening %1 on %2… Runs until Stop; changes in the form apply live.")
                                              .arg(request.dataset, request.devices)
                                        : tr("Opening %1 on %2…").arg(request.dataset, request.devices));
@@ -805,6 +811,7 @@ void LoaderWorkspace::setRunning(bool running) {
   tuneButton_->setEnabled(!running && form_->isValid());
   stopButton_->setEnabled(running);
   if (running) {
+    progress_->setFormat("%p%");
     progress_->setValue(0);
     drainTimer_->start();
   } else {

@@ -127,7 +127,8 @@ class LoaderWorkspace : public QWidget {
   QLabel* bottleneck_;
   QString lastLiveChange_;  // shown beside the rate while a run goes until Stop
   QTimer* retuneTimer_;   // edits settle for a moment before the run takes them
-  bool liveRun_ = false;  // a run (not a sweep) is in progress: form edits retune it
+  bool liveRun_ = false;
+  bool openEnded_ = false;  // the last run went until Stop: its progress bar never reads 100 %  // a run (not a sweep) is in progress: form edits retune it
   LoaderOptions runOptions_;  // what the running loader was last given
   QPlainTextEdit* log_;
   QComboBox* sweepKnob_[2];

@@ -93,6 +93,15 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     }
   });
   statusBar()->showMessage(tr("Ready"));
+  // The status bar says what runs, wherever the user is: "Ready" only when nothing does.
+  connect(loader_, &LoaderWorkspace::runStarted, this, [this] {
+    statusBar()->showMessage(tr("Loader: running %1 — Stop (Ctrl+.) ends it").arg(loader_->dataset()));
+  });
+  connect(loader_, &LoaderWorkspace::runFinished, this, [this] { statusBar()->showMessage(tr("Ready")); });
+  connect(loader_, &LoaderWorkspace::runStopped, this, [this] { statusBar()->showMessage(tr("Ready: the loader stopped")); });
+  connect(loader_, &LoaderWorkspace::runFailed, this, [this] { statusBar()->showMessage(tr("Ready: the loader's run failed")); });
+  connect(loader_, &LoaderWorkspace::sweepFinished, this, [this] { statusBar()->showMessage(tr("Ready: the sweep is done")); });
+  connect(loader_, &LoaderWorkspace::tuneFinished, this, [this] { statusBar()->showMessage(tr("Ready: auto-tune is done")); });
   buildMenus();
 
   QSettings settings;

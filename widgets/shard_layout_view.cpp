@@ -1,6 +1,9 @@
 #include "shard_layout_view.h"
 
+#include <QLocale>
 #include <QPainter>
+
+#include <algorithm>
 
 #include "plan_grid_view.h"
 
@@ -23,11 +26,17 @@ void ShardLayoutView::paintEvent(QPaintEvent*) {
     return;
   }
   p.drawText(QRect(8, 4, width() - 16, lineH), Qt::AlignLeft, QString("%1 — %2").arg(layout_.tensor, layout_.dimLabel));
-  const int labelW = 70, left = 8 + labelW, barW = std::max(40, width() - left - 12);
+  // The titles' column is as wide as its longest title ("hf:1000000B" was cut at 70 px), up to a
+  // third of the view; beyond that a title is elided in the middle.
+  const QString targetTitle = layout_.targetTitle.isEmpty() ? tr("target") : layout_.targetTitle;
+  const int titleW = std::max(fontMetrics().horizontalAdvance(tr("source")), fontMetrics().horizontalAdvance(targetTitle));
+  const int labelW = std::clamp(titleW + 10, 70, std::max(70, width() / 3)), left = 8 + labelW;
+  const int barW = std::max(40, width() - left - 12);
   const int barH = std::max(28, (height() - 3 * lineH - 24) / 2);
   auto drawBar = [&](int y, const QString& title, const QVector<LayoutSegment>& segments) {
     p.setPen(palette().color(QPalette::Text));
-    p.drawText(QRect(8, y, labelW - 4, barH), Qt::AlignVCenter | Qt::AlignLeft, title);
+    p.drawText(QRect(8, y, labelW - 4, barH), Qt::AlignVCenter | Qt::AlignLeft,
+               fontMetrics().elidedText(title, Qt::ElideMiddle, labelW - 4));
     if (segments.isEmpty()) {
       p.drawText(QRect(left, y, barW, barH), Qt::AlignCenter, tr("(dry-run a target to see it)"));
       p.drawRect(QRect(left, y, barW, barH));
@@ -62,11 +71,11 @@ void ShardLayoutView::paintEvent(QPaintEvent*) {
   };
   const int y0 = 8 + lineH;
   drawBar(y0, tr("source"), layout_.source);
-  drawBar(y0 + barH + 10, layout_.targetTitle.isEmpty() ? tr("target") : layout_.targetTitle, layout_.target);
+  drawBar(y0 + barH + 10, targetTitle, layout_.target);
   p.setPen(palette().color(QPalette::Text));
   p.drawText(QRect(left, y0 + 2 * barH + 14, barW, lineH), Qt::AlignLeft, "0");
   p.drawText(QRect(left, y0 + 2 * barH + 14, barW, lineH), Qt::AlignRight,
-             QString::number(layout_.extent2 > 0 ? layout_.extent2 : layout_.extent));
+             QLocale().toString(layout_.extent2 > 0 ? layout_.extent2 : layout_.extent));
 }
 
 }  // namespace stoker

@@ -5,6 +5,8 @@
 // event loop never stalls >= 50 ms during a conversion.
 #include <QtTest>
 
+#include <QCheckBox>
+
 #include <QMimeData>
 #include <QSignalSpy>
 #include <QTreeWidget>
@@ -138,8 +140,11 @@ class TestCheckpointsWorkspace : public QObject {
     QVERIFY2(probe.worstMs() < stoker::test::stallBudgetMs(),
              qPrintable(QString("the event loop stalled %1 ms").arg(probe.worstMs())));
     QVERIFY(QFile::exists(dir_.filePath("big-3/metadata.json")));
+    const int minimumBefore = w.minimumSizeHint().height();
     w.verify();
     QVERIFY(waitFor(verified));
+    // The verdict banner has its room from the start: a window at its smallest does not grow (issue 39).
+    QCOMPARE(w.minimumSizeHint().height(), minimumBefore);
     QVERIFY(verified.first().at(0).toBool());
     QVERIFY2(w.verdictText().startsWith("Same model: 6 tensors"), qPrintable(w.verdictText()));
     saveScreenshot(&w, "checkpoints-workspace");
@@ -208,6 +213,23 @@ class TestCheckpointsWorkspace : public QObject {
     w.convert();
     QVERIFY(waitForCount(failed, 5));
     QVERIFY2(failed.last().at(0).toString().contains("inside"), qPrintable(failed.last().at(0).toString()));
+
+    // Converting into a folder that holds a checkpoint names the check box, not the CLI's --force
+    // (issue 39); ticked, the conversion replaces it.
+    QSignalSpy finished(&w, &CheckpointsWorkspace::conversionFinished);
+    w.setDestination(dir_.filePath("existing"));
+    w.convert();
+    QVERIFY(waitFor(finished));
+    w.convert();
+    QVERIFY(waitForCount(failed, 6));
+    const QString message = failed.last().at(0).toString();
+    QVERIFY2(message.contains("tick “Replace existing files” to replace") && !message.contains("--force"), qPrintable(message));
+    auto* force = w.findChild<QCheckBox*>("force");
+    QVERIFY(force);
+    w.setForce(true);
+    QVERIFY(force->isChecked());
+    w.convert();
+    QVERIFY(waitForCount(finished, 2));
   }
 
   void droppingAFolderOpensIt() {

@@ -3,6 +3,8 @@
 #include <QtTest>
 
 #include <QImage>
+#include <QProgressBar>
+#include <QSignalSpy>
 #include <QListWidget>
 #include <QScrollBar>
 #include <QSettings>
@@ -47,6 +49,32 @@ class TestMainWindow : public QObject {
     w.resize(700, 500);  // narrower: the list keeps its width, the workspace gives way
     QTest::qWait(20);
     QVERIFY(nav->width() >= nav->minimumWidth());
+  }
+
+  // Issue 39: while the loader runs the status bar says so (it said "Ready"), and an until-Stop
+  // run's progress bar does not read 100 % after Stop.
+  void statusBarAndProgressFollowAnUntilStopRun() {
+    stoker::MainWindow w;
+    auto* loader = w.loader();
+    loader->setDataset("synthetic:100000,16");
+    loader->setDevices("cpu");
+    loader->setEpochs(0);  // until Stop
+    stoker::LoaderOptions o;
+    o.batch_size = 64;
+    o.num_workers = 1;
+    loader->form()->setOptions(o);
+    QSignalSpy started(loader, &stoker::LoaderWorkspace::runStarted);
+    loader->run();
+    QCOMPARE(started.size(), 1);
+    QVERIFY2(w.statusBar()->currentMessage().contains("running synthetic:100000,16"), qPrintable(w.statusBar()->currentMessage()));
+    QTest::qWait(300);
+    QSignalSpy finished(loader, &stoker::LoaderWorkspace::runFinished), stopped(loader, &stoker::LoaderWorkspace::runStopped);
+    loader->stop();
+    QVERIFY(QTest::qWaitFor([&] { return !finished.isEmpty() || !stopped.isEmpty(); }, 10000));
+    auto* bar = loader->findChild<QProgressBar*>();
+    QVERIFY(bar);
+    QVERIFY2(bar->text() != "100%" && bar->text() == "stopped", qPrintable(bar->text()));
+    QVERIFY2(w.statusBar()->currentMessage().startsWith("Ready"), qPrintable(w.statusBar()->currentMessage()));
   }
 
   void hasFourWorkspacesAndSwitches() {
