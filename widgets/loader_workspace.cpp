@@ -21,6 +21,7 @@
 #include <QJsonObject>
 #include <QLabel>
 #include <QLineEdit>
+#include <QLocale>
 #include <QPlainTextEdit>
 #include <QProgressBar>
 #include <QPushButton>
@@ -309,7 +310,7 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
             const int row = tuneTable_->rowCount();
             tuneTable_->insertRow(row);
             tuneTable_->setItem(row, 0, new QTableWidgetItem(QString::number(seconds, 'f', 1)));
-            tuneTable_->setItem(row, 1, new QTableWidgetItem(error.isEmpty() ? QString::number(sps, 'f', 0) : error));
+            tuneTable_->setItem(row, 1, new QTableWidgetItem(error.isEmpty() ? QLocale().toString(sps, 'f', 0) : error));
             tuneTable_->setItem(row, 2, new QTableWidgetItem(error.isEmpty() && sps > 0
                                                                  ? QString("± %1 %").arg(100 * ci / sps, 0, 'f', 1)
                                                                  : QString()));
@@ -409,7 +410,7 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
             sweepTable_->setRowCount(count);
             // values..., samples/s, ± 95 % (sweepPointSpread), verdict (when the sweep ends),
             // p10-p90 (sweepPointSpread), MB/s, mode, error: the columns that decide come first
-            const QStringList cells = values + QStringList{error.isEmpty() ? QString::number(sps, 'f', 0) : QString(),
+            const QStringList cells = values + QStringList{error.isEmpty() ? QLocale().toString(sps, 'f', 0) : QString(),
                                                            QString(), QString(), QString(),
                                                            error.isEmpty() ? QString::number(bps / 1e6, 'f', 1) : QString(),
                                                            mode, error};
@@ -418,6 +419,7 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
               if (c < values.size() && text.startsWith('"')) text = text.mid(1, text.size() - 2);  // a name
               auto* item = new QTableWidgetItem(text);
               if (c < values.size()) item->setData(Qt::UserRole, cells[c]);  // the JSON value, for Apply best
+              if (c == values.size() && error.isEmpty()) item->setData(Qt::UserRole, sps);  // the rate, as a number
               sweepTable_->setItem(index, c, item);
             }
             status_->setText(tr("Sweep: %1 of %2 done").arg(index + 1).arg(count));
@@ -431,11 +433,11 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
           });
   connect(runner_, &LoaderRunner::sweepPointSpread, this, [this](int index, double ci, double p10, double p90) {
     const int c = static_cast<int>(sweepAxisNames_.size()) + 1;
-    const QString sps = sweepTable_->item(index, c - 1) ? sweepTable_->item(index, c - 1)->text() : QString();
-    if (sps.isEmpty()) return;  // the point failed
-    const double mean = sps.toDouble();
+    const QTableWidgetItem* rate = sweepTable_->item(index, c - 1);
+    if (!rate || rate->text().isEmpty()) return;  // the point failed
+    const double mean = rate->data(Qt::UserRole).toDouble();
     sweepTable_->setItem(index, c, new QTableWidgetItem(mean > 0 ? QString("± %1 %").arg(100 * ci / mean, 0, 'f', 1) : QString()));
-    sweepTable_->setItem(index, c + 2, new QTableWidgetItem(QString("%1–%2").arg(p10, 0, 'f', 0).arg(p90, 0, 'f', 0)));
+    sweepTable_->setItem(index, c + 2, new QTableWidgetItem(QString("%L1–%L2").arg(p10, 0, 'f', 0).arg(p90, 0, 'f', 0)));
   });
   connect(runner_, &LoaderRunner::sweepFinished, this, [this](int best, const QList<int>& similar) {
     setRunning(false);

@@ -28,6 +28,7 @@
 #include "telemetry/stragglers.h"
 #include "telemetry/telemetry_csv.h"
 #include <QDateTime>
+#include <QLocale>
 #include <limits>
 #include "stage_breakdown_view.h"
 #include "telemetry_plots.h"
@@ -409,7 +410,7 @@ void MonitorWorkspace::updateRow(const TelemetryRecord& rec) {
        over ? QVariant(2.0) : QVariant(share)},
       {table_->item(row, StragglerCol)->text(), table_->item(row, StragglerCol)->data(Qt::UserRole)},  // updateStragglers
       {share < 0 ? kDash : QString("%1 %").arg(100 * share, 0, 'f', 1), share < 0 ? QVariant() : QVariant(share)},
-      {QString::number(rec.samples_per_s, 'f', 0), rec.samples_per_s},
+      {QLocale().toString(rec.samples_per_s, 'f', 0), rec.samples_per_s},
       {isKnown(rec.bytes_per_s) ? QString::fromStdString(humanBytes(static_cast<std::uint64_t>(rec.bytes_per_s))) + "/s"
                                 : kDash,
        isKnown(rec.bytes_per_s) ? QVariant(rec.bytes_per_s) : QVariant()},

@@ -391,15 +391,16 @@ class TestLoaderWorkspace : public QObject {
     QVERIFY(best >= 0);
     QCOMPARE(w.bestSweepRow(), best);
     double bestRate = 0;
-    for (int r = 0; r < 4; ++r) bestRate = std::max(bestRate, t->item(r, 2)->text().toDouble());
-    QCOMPARE(t->item(best, 2)->text().toDouble(), bestRate);
+    for (int r = 0; r < 4; ++r) bestRate = std::max(bestRate, t->item(r, 2)->data(Qt::UserRole).toDouble());
+    QCOMPARE(t->item(best, 2)->data(Qt::UserRole).toDouble(), bestRate);
+    QCOMPARE(t->item(best, 2)->text(), QLocale().toString(bestRate, 'f', 0));  // grouped, as everywhere
     QVERIFY(t->item(best, 0)->font().bold());
     QCOMPARE(w.plots()->trialPoints().size(), 4);  // every point on the plots as it was measured
     QVERIFY2(w.plots()->markers().first().label.startsWith("num_workers "), qPrintable(w.plots()->markers().first().label));
     QVERIFY(w.findChild<QPushButton*>("applyBest")->isEnabled());
     w.setDevices("sim:0");  // another target: the sweep's best is not offered
     QVERIFY(!w.findChild<QPushButton*>("applyBest")->isEnabled());
-    w.setDevices("sim:0");
+    w.setDevices("cpu");
     QVERIFY(w.findChild<QPushButton*>("applyBest")->isEnabled());
     w.applyBestSweepRow();
     QCOMPARE(w.form()->options().num_workers, t->item(best, 0)->text().toInt());
