@@ -1,8 +1,8 @@
 // loader_workspace: tune the loader interactively. Dataset and device
-// pickers, the options form (presets, JSON import/export, PyTorch and C++
-// snippets), Run/Stop with progress, live per-device plots with a
-// resident/streaming badge, and an auto-tune sweep whose best row can be
-// applied to the form. Settings persist in QSettings.
+// pickers, the options form (presets), Run/Stop with progress, live
+// per-device plots with a resident/streaming badge. The Sweep and Auto-tune
+// tabs live in loader_workspace_tuning.cpp, JSON and the code exports in
+// loader_workspace_export.cpp. Settings persist in QSettings.
 #pragma once
 
 #include <QMap>
@@ -98,6 +98,8 @@ class LoaderWorkspace : public QWidget {
 
  private:
   bool makeRequest(LoaderRunRequest& request);
+  void buildTuningTabs(QTabWidget* tabs);  // the Sweep and Auto-tune tabs (loader_workspace_tuning.cpp)
+  void connectTuning();                    // their buttons and the runner's sweep / tune reports
   void setRunning(bool running);
   void drainTelemetry();
   void clearLiveViews();
