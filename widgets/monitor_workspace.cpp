@@ -266,12 +266,17 @@ MonitorWorkspace::MonitorWorkspace(QWidget* parent)
   auto* tableTimer = new QTimer(this);
   tableTimer->setInterval(kTableRefreshMs);
   connect(tableTimer, &QTimer::timeout, this, [this] {
+    bool newlyEnded = false;
     for (const auto& [key, item] : rows_)  // a series that went quiet is shown as ended
-      if (item->data(kEndedRole).toBool() != this->ended(key)) tableDirty_ = true;
+      if (item->data(kEndedRole).toBool() != this->ended(key)) {
+        tableDirty_ = true;
+        newlyEnded |= this->ended(key);
+      }
     if (!tableDirty_) return;  // nothing arrived or ended since the last refresh
     tableDirty_ = false;
     table_->setSortingEnabled(false);  // rows stay put while they change, then sort once
     for (const auto& [key, rec] : latest_) updateRow(rec);
+    if (newlyEnded) table_->resizeColumnToContents(Verdict);  // "ended 06:07:48" whole
     table_->setSortingEnabled(true);
     updateStragglers();
   });

@@ -48,6 +48,10 @@ RankHeatMap::RankHeatMap(QWidget* parent) : QWidget(parent), plot_(new QCustomPl
   plot_->xAxis->setLabel(tr("seconds (0 = now)"));
   plot_->yAxis->setLabel(tr("rank"));
   plot_->yAxis->setRangeReversed(true);  // rank 0 at the top, like the table
+  QSharedPointer<QCPAxisTickerFixed> rankTicks(new QCPAxisTickerFixed);  // ranks are whole numbers
+  rankTicks->setTickStep(1);
+  rankTicks->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+  plot_->yAxis->setTicker(rankTicks);
   map_ = new QCPColorMap(plot_->xAxis, plot_->yAxis);
   map_->setInterpolate(false);
   scale_ = new QCPColorScale(plot_);
