@@ -64,8 +64,14 @@ void StageBreakdownView::addRecords(const std::vector<TelemetryRecord>& records)
   bool changed = false;
   for (const auto& r : records) {
     if (r.stages_ms.empty()) continue;  // resident batches and the Python probe say nothing
-    const QString label = labelByRank_ ? QString("rank %1 %2").arg(r.rank).arg(QString::fromStdString(r.device))
-                                       : QString::fromStdString(r.device);
+    const QString device = QString::fromStdString(r.device);
+    const QString label = !labelByRank_ ? device
+                                        : namer_.name(r, QString("rank %1 %2").arg(r.rank).arg(device),
+                                                      [this](const QString& old, const QString& renamed) {
+                                                        if (latest_.contains(old)) latest_.insert(renamed, latest_.take(old));
+                                                        const auto at = order_.indexOf(old);
+                                                        if (at >= 0) order_[at] = renamed;
+                                                      });
     if (!latest_.contains(label)) order_ << label;
     latest_[label] = r;
     changed = true;
@@ -75,6 +81,7 @@ void StageBreakdownView::addRecords(const std::vector<TelemetryRecord>& records)
 
 void StageBreakdownView::clear() {
   latest_.clear();
+  namer_.clear();
   order_.clear();
   redraw();
   verdict_->setText(tr("No stage timings yet: they come with streaming batches."));

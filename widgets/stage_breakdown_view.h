@@ -11,6 +11,7 @@
 #include <QWidget>
 #include <vector>
 
+#include "series_namer.h"
 #include "telemetry/telemetry_record.h"
 
 class QCustomPlot;
@@ -43,6 +44,7 @@ class StageBreakdownView : public QWidget {
   QMap<QString, TelemetryRecord> latest_;
   QStringList order_;
   bool labelByRank_ = false;
+  SeriesNamer namer_;  // labelByRank: two jobs on one rank and device are two bars
 };
 
 }  // namespace stoker

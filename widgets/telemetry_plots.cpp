@@ -187,27 +187,9 @@ void TelemetryPlots::addRecords(const std::vector<TelemetryRecord>& records) {
   }
 }
 
-// The Monitor's series are one process's loader each. A DDP job's ranks are processes of their
-// own, so "rank 2 cuda:1" names a series well -- until two series share that name (another job
-// publishing rank 0 on cpu, a job restarted, two loaders in one process). Then those labels say
-// which is which -- "rank 0 cpu · pid 4121" -- and the lines drawn so far are renamed with it.
+// The Monitor's names: see series_namer.h. A rename moves what was drawn under the old name.
 QString TelemetryPlots::seriesLabel(const TelemetryRecord& r, const QString& base) {
-  const Job job{QString::fromStdString(r.host), r.pid, QString::fromStdString(r.loader)};
-  const QString identity = QString("%1|%2|%3|%4").arg(job.host).arg(job.pid).arg(job.loader, base);
-  if (const auto it = labelOf_.constFind(identity); it != labelOf_.constEnd()) return *it;
-  jobOf_.insert(identity, {job, base});
-  QStringList& sharing = identitiesOf_[base];
-  sharing << identity;
-  if (sharing.size() == 1) {
-    labelOf_.insert(identity, base);
-    return base;
-  }
-  // A second series under this name: rename the ones drawn so far.
-  for (const QString& other : sharing) {
-    const QString renamed = composeLabel(other);
-    const QString old = labelOf_.value(other);
-    labelOf_.insert(other, renamed);
-    if (old.isEmpty() || old == renamed) continue;
+  return namer_.name(r, base, [this](const QString& old, const QString& renamed) {
     if (series_.contains(old)) {
       Series moved = series_.take(old);
       for (int p = 0; p < PlotCount; ++p)  // each plot's main graph carries the name (the legend's)
@@ -217,25 +199,7 @@ QString TelemetryPlots::seriesLabel(const TelemetryRecord& r, const QString& bas
     if (latestByLabel_.contains(old)) latestByLabel_.insert(renamed, latestByLabel_.take(old));
     const auto at = seriesOrder_.indexOf(old);
     if (at >= 0) seriesOrder_[at] = renamed;
-  }
-  return labelOf_.value(identity);
-}
-
-// base + what differs among the series sharing it: the host, the pid, the loader name.
-QString TelemetryPlots::composeLabel(const QString& identity) const {
-  const JobSeries js = jobOf_.value(identity);
-  QSet<QString> hosts, pids, loaders;
-  for (const QString& other : identitiesOf_.value(js.base)) {
-    const Job j = jobOf_.value(other).job;
-    hosts.insert(j.host);
-    pids.insert(j.host + "|" + QString::number(j.pid));
-    loaders.insert(j.loader);
-  }
-  QString label = js.base;
-  if (hosts.size() > 1) label += " · " + js.job.host + (pids.size() > hosts.size() ? ":" + QString::number(js.job.pid) : "");
-  else if (pids.size() > 1) label += " · pid " + QString::number(js.job.pid);
-  if (loaders.size() > 1) label += " · " + (js.job.loader.isEmpty() ? tr("(unnamed loader)") : js.job.loader);
-  return label;
+  });
 }
 
 void TelemetryPlots::aggregate() {
@@ -377,9 +341,7 @@ void TelemetryPlots::clear() {
   series_.clear();
   seriesOrder_.clear();
   latestByLabel_.clear();
-  labelOf_.clear();
-  jobOf_.clear();
-  identitiesOf_.clear();
+  namer_.clear();
   aggregated_ = false;
   bucketEnd_ = -1;
   origin_ = -1;

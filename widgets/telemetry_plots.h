@@ -12,7 +12,6 @@
 #pragma once
 
 #include <QHash>
-#include <QSet>
 #include <QList>
 #include <QPair>
 #include <QPointF>
@@ -21,6 +20,7 @@
 #include <QWidget>
 #include <vector>
 
+#include "series_namer.h"
 #include "telemetry/telemetry_record.h"
 
 class QCustomPlot;
@@ -95,17 +95,7 @@ class TelemetryPlots : public QWidget {
   struct MarkerItems {
     std::vector<QCPAbstractItem*> items;
   };
-  struct Job {
-    QString host;
-    qint64 pid = 0;
-    QString loader;
-  };
-  struct JobSeries {
-    Job job;
-    QString base;  // "rank 0 cpu"
-  };
-  QString seriesLabel(const TelemetryRecord& r, const QString& base);
-  QString composeLabel(const QString& identity) const;
+  QString seriesLabel(const TelemetryRecord& r, const QString& base);  // labelByRank: see SeriesNamer
   QCPGraph* graph(const Series& s, Plot plot, int g) const;
   Series& seriesFor(const QString& label);
   void redraw();
@@ -142,10 +132,7 @@ class TelemetryPlots : public QWidget {
     double values[PlotCount] = {};
   };
   QHash<QString, Latest> latestByLabel_;
-  // labelByRank: what tells series apart (see seriesLabel).
-  QHash<QString, QString> labelOf_;    // identity (host|pid|loader|base) -> label shown
-  QHash<QString, JobSeries> jobOf_;    // identity -> its job and base label
-  QHash<QString, QStringList> identitiesOf_;  // base label -> the identities sharing it
+  SeriesNamer namer_;  // labelByRank: what tells series apart
   QCPGraph* aggregateGraphs_[PlotCount][3] = {};  // median, min, max
   int aggregateAbove_ = 0;
   bool aggregated_ = false;

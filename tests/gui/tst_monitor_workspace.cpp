@@ -290,11 +290,13 @@ class TestMonitorWorkspace : public QObject {
       TelemetryRecord a = record(0, "cpu", 0.1, 10, 1.7e9 + 0.1 * i);
       a.pid = 4121;
       a.prefetch_depth = kUnknown;  // a probe: no prefetch figure
+      a.stages_ms = {{"decode", 1.5}};
       f.write(QByteArray::fromStdString(telemetryToJson(a)) + '\n');
     }
     for (int i = 0; i < 20; ++i) {
       TelemetryRecord b = record(0, "cpu", 5, 10, 1.7e9 + 19 + 0.1 * i);
       b.pid = 5377;
+      b.stages_ms = {{"decode", 4.0}};
       f.write(QByteArray::fromStdString(telemetryToJson(b)) + '\n');
     }
     f.close();
@@ -308,6 +310,8 @@ class TestMonitorWorkspace : public QObject {
     const QStringList series = w.plots()->series();
     QCOMPARE(series.size(), 2);
     QVERIFY2(series.contains("rank 0 cpu · pid 4121") && series.contains("rank 0 cpu · pid 5377"), qPrintable(series.join(" | ")));
+    QCOMPARE(w.stages()->series(), (QStringList{"rank 0 cpu · pid 4121", "rank 0 cpu · pid 5377"}));  // two bars
+    QCOMPARE(w.stages()->stageMs("rank 0 cpu · pid 4121", "decode"), 1.5);
     // Job A's line ends where job A ended; nothing joins it to job B, and A has no prefetch line.
     const auto a = w.plots()->points("rank 0 cpu · pid 4121", TelemetryPlots::Throughput);
     QCOMPARE(a.size(), 20);
