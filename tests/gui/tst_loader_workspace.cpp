@@ -47,6 +47,20 @@ MeasureSpec quickMeasure() {
   return m;
 }
 
+// 101 records of device "cpu", 0.1 s apart from t = 1000, at rate(i) samples/s.
+template <class Rate>
+std::vector<TelemetryRecord> cpuRecords(Rate rate) {
+  std::vector<TelemetryRecord> records;
+  for (int i = 0; i <= 100; ++i) {
+    TelemetryRecord r;
+    r.time = 1000 + 0.1 * i;
+    r.device = "cpu";
+    r.samples_per_s = rate(i);
+    records.push_back(r);
+  }
+  return records;
+}
+
 LoaderOptions smallOptions() {
   LoaderOptions o;
   o.batch_size = 64;
@@ -530,14 +544,7 @@ class TestLoaderWorkspace : public QObject {
     plots.resize(900, 520);
     plots.show();
     QVERIFY(QTest::qWaitForWindowExposed(&plots));
-    std::vector<TelemetryRecord> records;
-    for (int i = 0; i <= 100; ++i) {
-      TelemetryRecord r;
-      r.time = 1000 + 0.1 * i;
-      r.device = "cpu";
-      r.samples_per_s = i == 50 ? 250000 : 3000 + (i % 7) * 10;
-      records.push_back(r);
-    }
+    const auto records = cpuRecords([](int i) { return i == 50 ? 250000.0 : 3000.0 + (i % 7) * 10; });
     plots.addRecords(records);
     plots.addMarker(1000 + 8, "num_workers 1 \u2192 2");
     const int before = plots.replots();
@@ -578,14 +585,7 @@ class TestLoaderWorkspace : public QObject {
     plots.resize(700, 420);
     plots.show();
     QVERIFY(QTest::qWaitForWindowExposed(&plots));
-    std::vector<TelemetryRecord> records;
-    for (int i = 0; i <= 100; ++i) {
-      TelemetryRecord r;
-      r.time = 1000 + 0.1 * i;
-      r.device = "cpu";
-      r.samples_per_s = 1000 + i;
-      records.push_back(r);
-    }
+    const auto records = cpuRecords([](int i) { return 1000.0 + i; });
     plots.addRecords(records);
     for (double at : {1.0, 1.4, 1.8, 5.0, 9.6, 9.9})
       plots.addMarker(1000 + at, QString("num_workers %1 \u2192 %2").arg(at).arg(at + 1));
