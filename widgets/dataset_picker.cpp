@@ -1,6 +1,9 @@
 #include "dataset_picker.h"
 
+#include <QCompleter>
 #include <QDir>
+#include <QKeyEvent>
+#include <QWheelEvent>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QSettings>
@@ -101,6 +104,14 @@ void DatasetPicker::rebuild(const QString& keepText) {
     addItem(browseLabel(kind));
     setItemData(count() - 1, static_cast<int>(kind), kBrowseRole);
   }
+  // Typing completes real specs only, never a heading or a browse entry.
+  QStringList specs = recents;
+  for (const QString& b : kBuiltIn)
+    if (!specs.contains(b)) specs << b;
+  if (QCompleter* old = completer()) old->deleteLater();
+  auto* completer = new QCompleter(specs, this);
+  completer->setCaseSensitivity(Qt::CaseSensitive);
+  setCompleter(completer);
   rebuilding_ = false;
   setCurrentText(keepText);
 }
@@ -120,6 +131,21 @@ void DatasetPicker::onActivated(int index) {
   const QString spec = specFor(kind, path);
   setCurrentText(spec);
   Q_EMIT browsed(spec, kind == Browse::ImageFolder || kind == Browse::WebDataset);
+}
+
+void DatasetPicker::wheelEvent(QWheelEvent* event) { event->ignore(); }  // the form scrolls on
+
+void DatasetPicker::keyPressEvent(QKeyEvent* event) {
+  switch (event->key()) {
+    case Qt::Key_Up:
+    case Qt::Key_Down:
+    case Qt::Key_PageUp:
+    case Qt::Key_PageDown:
+      showPopup();
+      return;
+    default:
+      QComboBox::keyPressEvent(event);
+  }
 }
 
 QString DatasetPicker::defaultChooser(Browse kind) {

@@ -41,6 +41,10 @@ class DatasetPicker : public QComboBox {
   void rebuild(const QString& keepText);
   void onActivated(int index);
   QString defaultChooser(Browse kind);
+  // The wheel and the arrow keys never step onto an entry (a browse entry would open its dialog
+  // while the user scrolls the form): the list opens instead.
+  void wheelEvent(QWheelEvent* event) override;
+  void keyPressEvent(QKeyEvent* event) override;
 
   Chooser chooser_;
   QString lastSpec_;  // the field's text before a browse entry was picked, put back on cancel

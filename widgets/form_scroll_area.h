@@ -6,6 +6,7 @@
 #pragma once
 
 #include <QScrollArea>
+#include <QEvent>
 #include <QScrollBar>
 #include <QStyle>
 
@@ -18,6 +19,13 @@ class FormScrollArea : public QScrollArea {
     setWidgetResizable(true);
     setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
     setFrameShape(QFrame::NoFrame);
+    form->installEventFilter(this);
+  }
+
+  // The form's minimum can grow later (a wider field, a longer label): ask the splitter again.
+  bool eventFilter(QObject* watched, QEvent* event) override {
+    if (watched == widget() && event->type() == QEvent::LayoutRequest) updateGeometry();
+    return QScrollArea::eventFilter(watched, event);
   }
 
   QSize minimumSizeHint() const override {

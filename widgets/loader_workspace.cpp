@@ -390,6 +390,7 @@ void LoaderWorkspace::setRunning(bool running) {
     retuneTimer_->stop();
     progress_->setRange(0, 1000);
   }
+  updateApplyState();  // nothing to apply while something runs
   runButton_->setEnabled(!running && form_->isValid());
   sweepButton_->setEnabled(!running && form_->isValid());
   tuneButton_->setEnabled(!running && form_->isValid());

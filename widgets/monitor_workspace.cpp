@@ -50,7 +50,7 @@ const char* kHeaders[Columns] = {"rank",    "device", "verdict", "straggler", "w
 
 constexpr int kTableRefreshMs = 250;  // the table and banner: 4 updates a second are plenty
 constexpr int kShowHeatMapAbove = 8;  // series: per-rank lines stop being readable
-constexpr std::size_t kMaxRows = 4096;  // (rank, device) rows of the table
+constexpr std::size_t kMaxRows = 4096;  // rows of the table: series (rank, device, host, pid, loader)
 // The session's recording stops here (256 ranks at 10 records/s write ~4 GB an hour): the status
 // says so, and Save keeps what was recorded.
 constexpr qint64 kMaxSessionBytes = 2LL << 30;
@@ -378,6 +378,28 @@ QTableWidgetItem* MonitorWorkspace::rowItem(int rank, const QString& device) con
   return it == rows_.end() ? nullptr : it->second;
 }
 
+int MonitorWorkspace::liveSeries() const {
+  int live = 0;
+  for (const auto& [key, rec] : latest_) live += !ended(key);
+  return live;
+}
+
+// The table is full: a series that ended makes room for a live one (restarts of a 256-rank
+// job would otherwise fill the 4096 rows with the dead). False when none has ended.
+bool MonitorWorkspace::forgetAnEndedSeries() {
+  for (auto it = latest_.begin(); it != latest_.end(); ++it) {
+    if (!ended(it->first)) continue;
+    if (const auto row = rows_.find(it->first); row != rows_.end()) {
+      table_->removeRow(row->second->row());
+      rows_.erase(row);
+    }
+    arrivals_.erase(it->first);
+    latest_.erase(it);
+    return true;
+  }
+  return false;
+}
+
 bool MonitorWorkspace::ended(const SeriesKey& key) const {
   const auto it = arrivals_.find(key);
   if (it == arrivals_.end() || !clock_.isValid()) return false;
@@ -402,6 +424,9 @@ void MonitorWorkspace::updateRow(const TelemetryRecord& rec) {
   const double share = dataWaitShare(rec.data_wait_ms, rec.step_ms);
   const bool over = ended(id);
   const InputBound b = over ? InputBound::Unknown : classifyInputBound(share);
+  const QString lastSeen = over ? QDateTime::fromSecsSinceEpoch(static_cast<qint64>(rec.time)).toString("HH:mm:ss") : QString();
+  const QString endedTip = over ? tr("No record since %1: this loader stopped publishing (its job ended or died)").arg(lastSeen)
+                                : QString();
   key->setData(kEndedRole, over);
   struct Cell {
     QString text;
@@ -410,8 +435,7 @@ void MonitorWorkspace::updateRow(const TelemetryRecord& rec) {
   const Cell cells[Columns] = {
       {QString::number(rec.rank), rec.rank},
       {device, {}},
-      {over ? tr("ended %1").arg(QDateTime::fromSecsSinceEpoch(static_cast<qint64>(rec.time)).toString("HH:mm:ss"))
-            : QString::fromStdString(inputBoundName(b)),
+      {over ? tr("ended %1").arg(lastSeen) : QString::fromStdString(inputBoundName(b)),
        over ? QVariant(2.0) : QVariant(share)},
       {table_->item(row, StragglerCol)->text(), table_->item(row, StragglerCol)->data(Qt::UserRole)},  // updateStragglers
       {share < 0 ? kDash : QString("%1 %").arg(100 * share, 0, 'f', 1), share < 0 ? QVariant() : QVariant(share)},
@@ -434,12 +458,10 @@ void MonitorWorkspace::updateRow(const TelemetryRecord& rec) {
     QTableWidgetItem* item = table_->item(row, c);
     if (item->text() != cells[c].text) item->setText(cells[c].text);
     if (cells[c].number.isValid()) item->setData(Qt::UserRole, cells[c].number);
-    if (c == Stages && item->toolTip() != cells[c].text) item->setToolTip(cells[c].text);
+    const QString tip = over ? endedTip : c == Stages ? cells[c].text : QString();
+    if (item->toolTip() != tip) item->setToolTip(tip);
     if (c != StragglerCol || item->text().isEmpty()) item->setBackground(verdictColour(b));
     item->setForeground(over ? palette().brush(QPalette::Disabled, QPalette::Text) : palette().brush(QPalette::Text));
-    if (over) item->setToolTip(tr("No record since %1: this loader stopped publishing (its job ended or died)")
-                                   .arg(QDateTime::fromSecsSinceEpoch(static_cast<qint64>(rec.time)).toString("HH:mm:ss")));
-    else if (c != Stages && !item->toolTip().isEmpty()) item->setToolTip({});
   }
   QFont f = table_->item(row, Verdict)->font();
   if (f.bold() != (b == InputBound::InputBound)) {
@@ -560,14 +582,14 @@ void MonitorWorkspace::drain() {
     accepted.reserve(records.size());
     for (auto& rec : records) {
       const SeriesKey id = seriesKey(rec);
-      if (latest_.size() >= kMaxRows && !latest_.count(id)) {
+      if (latest_.size() >= kMaxRows && !latest_.count(id) && !forgetAnEndedSeries()) {
         ++refusedRows_;
         continue;
       }
       latest_[id] = rec;
       Arrivals& a = arrivals_[id];
       const qint64 now = clock_.isValid() ? clock_.elapsed() : 0;
-      if (a.lastMs > 0 && now > a.lastMs)
+      if (a.lastMs > 0 && now > a.lastMs && !ended(id))  // the usual interval, not stretched by a pause
         a.intervalMs = a.intervalMs > 0 ? 0.8 * a.intervalMs + 0.2 * static_cast<double>(now - a.lastMs)
                                         : static_cast<double>(now - a.lastMs);
       a.lastMs = std::max<qint64>(now, 1);
@@ -585,7 +607,8 @@ void MonitorWorkspace::drain() {
     if (session_ && session_->size() + lines.size() <= kMaxSessionBytes) session_->write(lines);
     else if (session_) sessionFull_ = true;
     // Past 8 series a line each is unreadable: show the heat map once, unless the user chose a view.
-    if (!viewChosen_ && views_->currentIndex() == 0 && latest_.size() > kShowHeatMapAbove) views_->setCurrentIndex(1);
+    if (!viewChosen_ && views_->currentIndex() == 0 && latest_.size() > kShowHeatMapAbove && liveSeries() > kShowHeatMapAbove)
+      views_->setCurrentIndex(1);
     records_ += static_cast<qint64>(accepted.size());
     if (!tuneButton_->isEnabled())
       tuneButton_->setEnabled(std::any_of(accepted.begin(), accepted.end(), [](const TelemetryRecord& r) {

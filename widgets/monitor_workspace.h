@@ -106,6 +106,8 @@ class MonitorWorkspace : public QWidget {
   QTableWidgetItem* rowItem(int rank, const QString& device) const;
   // Whether a series stopped publishing (no record for 5 of its intervals, at least 5 s).
   bool ended(const SeriesKey& key) const;
+  int liveSeries() const;        // series not ended
+  bool forgetAnEndedSeries();    // frees a row of an ended series; false when none has ended
 
   TelemetrySource* source_;
   TelemetryPlots* plots_;

@@ -354,15 +354,18 @@ bool PlannerWorkspace::busy() const { return watcher_->isRunning() || debounce_-
 QString PlannerWorkspace::errorText() const { return error_->text(); }
 
 bool PlannerWorkspace::setWeightsFromThroughput(const QString& text) {
+  // A bad throughput entry changes no plan input: the plan stays live, only the message shows.
   std::vector<double> rates;
   try {
     rates = parseNumbers(text, "throughput");
   } catch (const std::exception& e) {
-    showError(QString::fromUtf8(e.what()));
+    error_->setText(QString::fromUtf8(e.what()));
+    Q_EMIT planFailed(error_->text());
     return false;
   }
   if (rates.empty() || std::any_of(rates.begin(), rates.end(), [](double v) { return !(v > 0) || std::isinf(v); })) {
-    showError(tr("throughput: give one positive samples/s per rank"));
+    error_->setText(tr("throughput: give one positive samples/s per rank"));
+    Q_EMIT planFailed(error_->text());
     return false;
   }
   const double slowest = *std::min_element(rates.begin(), rates.end());
@@ -392,9 +395,11 @@ void PlannerWorkspace::showError(const QString& message) {
   stale_ = true;
   for (QWidget* view : {static_cast<QWidget*>(grid_), static_cast<QWidget*>(table_), static_cast<QWidget*>(resumeGrid_)})
     view->setEnabled(false);
-  summary_->setText(tr("<b>Not re-planned:</b> %1<br><span style='color: gray'>Greyed below: the plan of the last "
-                       "valid settings (%2).</span>")
-                        .arg(message.toHtmlEscaped(), lastSummary_.toHtmlEscaped()));
+  summary_->setText(lastSummary_.isEmpty()
+                        ? tr("<b>Not planned:</b> %1").arg(message.toHtmlEscaped())
+                        : tr("<b>Not re-planned:</b> %1<br><span style='color: gray'>Greyed below: the plan of the "
+                             "last valid settings (%2).</span>")
+                              .arg(message.toHtmlEscaped(), lastSummary_.toHtmlEscaped()));
   Q_EMIT planFailed(message);
 }
 

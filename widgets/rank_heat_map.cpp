@@ -161,7 +161,7 @@ void RankHeatMap::redraw(bool evenIfHidden) {
   auto* data = map_->data();
   // QCPColorMap draws a map of one row with no height (its cells span the distance between the
   // first and last row's centres): a single rank is drawn as two identical half-height rows.
-  const bool oneRow = rows == 1;
+  const bool oneRow = ranks == 1;
   data->setSize(columns, oneRow ? 2 : rows);
   data->setRange(QCPRange(-(columns - 1), 0), oneRow ? QCPRange(-0.25, 0.25)
                                                      : QCPRange(0.5 * (group_ - 1), (rows - 1) * group_ + 0.5 * (group_ - 1)));

@@ -7,7 +7,7 @@ namespace stoker {
 QString SeriesNamer::name(const TelemetryRecord& r, const QString& base,
                           const std::function<void(const QString&, const QString&)>& renamed) {
   const Series series{QString::fromStdString(r.host), QString::fromStdString(r.loader), base, r.pid};
-  const QString identity = QString("%1|%2|%3|%4").arg(series.host).arg(series.pid).arg(series.loader, base);
+  const QString identity = QStringList{series.host, QString::number(series.pid), series.loader, base}.join('|');
   if (const auto it = nameOf_.constFind(identity); it != nameOf_.constEnd()) return *it;
   seriesOf_.insert(identity, series);
   QStringList& sharing = sharing_[base];

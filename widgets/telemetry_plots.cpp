@@ -55,6 +55,7 @@ constexpr double kMinGapSeconds = 2;
 // clipped (drawn as a triangle on the top edge), so one spike never flattens a steady line.
 constexpr double kClipFactor = 3;
 constexpr double kClipQuantile = 0.95;
+constexpr double kRecentSeconds = 3;
 
 // The q-quantile (0..1) of a few values, by nearest rank.
 double quantile(std::vector<double> v, double q) {
@@ -171,9 +172,10 @@ void TelemetryPlots::addRecords(const std::vector<TelemetryRecord>& records) {
     } else {
       // A silence is a gap, never a straight line across it (a publisher that stopped, a job
       // that ended and another that began): a NaN point breaks every graph of the series.
-      if (s.lastX >= 0 && x - s.lastX > std::max(kMinGapSeconds, kGapIntervals * s.interval))
+      const bool gap = s.lastX >= 0 && x - s.lastX > std::max(kMinGapSeconds, kGapIntervals * s.interval);
+      if (gap)
         for (auto* g : s.graphs) g->addData(s.lastX + 1e-6, qQNaN());
-      if (s.lastX >= 0 && x > s.lastX)
+      else if (s.lastX >= 0 && x > s.lastX)  // the usual interval, never stretched by a silence
         s.interval = s.interval > 0 ? 0.8 * s.interval + 0.2 * (x - s.lastX) : x - s.lastX;
       s.lastX = std::max(s.lastX, x);
       for (std::size_t g = 0; g < s.graphs.size(); ++g) s.graphs[g]->addData(x, values[g]);
@@ -183,7 +185,7 @@ void TelemetryPlots::addRecords(const std::vector<TelemetryRecord>& records) {
     for (int p = 0; p < PlotCount; ++p) l.values[p] = values[kMainValue[p]];
     latest_ = std::max(latest_, x);
     dirty_ = true;
-    if (!aggregated_ && aggregateAbove_ > 0 && series_.size() > aggregateAbove_) aggregate();
+    if (!aggregated_ && aggregateAbove_ > 0 && series_.size() > aggregateAbove_ && liveSeries() > aggregateAbove_) aggregate();
   }
 }
 
@@ -373,32 +375,52 @@ double TelemetryPlots::lastValue(const QString& label, Plot plot, int graph) con
   return g && g->dataCount() ? (g->data()->constEnd() - 1)->value : qQNaN();
 }
 
+// What is never clipped: the measured settings (a sweep's best may lie far above the rest) and
+// the last kRecentSeconds of every series (a real jump shows at once, before it fills 5 % of
+// the window and moves the percentile).
 double TelemetryPlots::robustTop(int p, QCPAxis* axis, double from) {
   QCustomPlot* plot = plots_[p];
+  const double recent = latest_ - kRecentSeconds;
   std::vector<double> values;
+  double kept = 0;  // the largest value that is never clipped
   for (int g = 0; g < plot->graphCount(); ++g) {
     QCPGraph* graph = plot->graph(g);
     if (graph == clipGraph_[p] || graph->valueAxis() != axis) continue;
-    for (auto d = graph->data()->findBegin(from, false); d != graph->data()->constEnd(); ++d)
-      if (std::isfinite(d->value)) values.push_back(d->value);
+    for (auto d = graph->data()->findBegin(from, false); d != graph->data()->constEnd(); ++d) {
+      if (!std::isfinite(d->value)) continue;
+      if (graph == trialGraph_ || d->key >= recent) kept = std::max(kept, d->value);
+      else values.push_back(d->value);
+    }
   }
-  if (values.empty()) return 0;
-  const double q = quantile(values, kClipQuantile);
+  if (values.empty()) return kept;
+  auto at = values.begin() + static_cast<std::ptrdiff_t>(kClipQuantile * static_cast<double>(values.size() - 1) + 0.5);
+  std::nth_element(values.begin(), at, values.end());
+  const double q = *at;
   const double limit = q > 0 ? kClipFactor * q : *std::max_element(values.begin(), values.end());
-  double top = 0;
+  double top = kept;
   for (double v : values)
     if (v <= limit) top = std::max(top, v);
-  // Mark what lies above: a triangle on the top edge at its time, and a note with the largest.
+  if (top >= *std::max_element(values.begin(), values.end())) return top;  // nothing lies above
+  // Mark what lies above (left axis: the note's figure is in its unit): a triangle on the top
+  // edge at its time, and a note with the largest.
   for (int g = 0; g < plot->graphCount(); ++g) {
     QCPGraph* graph = plot->graph(g);
-    if (graph == clipGraph_[p] || graph->valueAxis() != axis) continue;
-    for (auto d = graph->data()->findBegin(from, false); d != graph->data()->constEnd(); ++d)
-      if (std::isfinite(d->value) && d->value > limit) {
-        if (axis == plot->yAxis) clipGraph_[p]->addData(d->key, 0);  // placed on the edge once the range is set
+    if (graph == clipGraph_[p] || graph == trialGraph_ || graph->valueAxis() != axis) continue;
+    for (auto d = graph->data()->findBegin(from, false); d != graph->data()->constEnd() && d->key < recent; ++d)
+      if (std::isfinite(d->value) && d->value > top && axis == plot->yAxis) {
+        clipGraph_[p]->addData(d->key, 0);  // placed on the edge once the range is set
         clippedMax_[p] = clipped_[p]++ ? std::max(clippedMax_[p], d->value) : d->value;
       }
   }
   return top;
+}
+
+// Series heard from in the last kStaleSeconds: a job that ended does not push the plots into
+// the aggregate view when another starts.
+int TelemetryPlots::liveSeries() const {
+  int live = 0;
+  for (const auto& l : latestByLabel_) live += latest_ - l.x <= kStaleSeconds;
+  return live;
 }
 
 int TelemetryPlots::clippedPoints(Plot plot) const { return clipped_[plot]; }

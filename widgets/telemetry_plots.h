@@ -103,6 +103,7 @@ class TelemetryPlots : public QWidget {
   // kClipFactor x the 95th percentile; the ones above go to the plot's clip graph.
   double robustTop(int plot, QCPAxis* axis, double from);
   void addClipGraph(int plot);
+  int liveSeries() const;
   void aggregate();            // switch to min/median/max graphs
   void closeBucket(double x);  // one aggregate point per plot at x
   void layOutMarkerLabels(int plot);

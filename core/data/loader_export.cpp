@@ -4,7 +4,9 @@
 // the indices), and a C++ function built against the core (a test compiles
 // it). A weighted sampler's weights travel in a JSON file both load.
 #include <algorithm>
+#include <cctype>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <vector>
 
@@ -49,20 +51,50 @@ std::string pytorchDatasetDefinition(const std::string& spec, const LoaderOption
       << "labels = torch.from_numpy(read_idx(\"train-labels-idx1-ubyte\").astype(np.int64))\n"
       << "dataset = TensorDataset(images, labels)  # Debian's dataset-fashion-mnist, the train split\n";
   } else if (kind == "imagefolder") {
-    const std::string dir = rest.substr(0, rest.find(','));
+    // The folder as the core reads it: options start at the first ",key=" whose key is a word.
+    std::size_t cut = std::string::npos;
+    for (std::size_t pos = rest.find(','); pos != std::string::npos && cut == std::string::npos; pos = rest.find(',', pos + 1)) {
+      const std::size_t eq = rest.find('=', pos);
+      if (eq == std::string::npos) break;
+      bool word = eq > pos + 1;
+      for (std::size_t i = pos + 1; i < eq && word; ++i) word = std::isalnum(static_cast<unsigned char>(rest[i])) || rest[i] == '_';
+      if (word) cut = pos;
+    }
+    const std::string dir = rest.substr(0, cut);
     s << "import torchvision\n\n"
       << "dataset = torchvision.datasets.ImageFolder(" << pyString(dir)
       << (o.transforms.empty() ? ")\n" : ", transform=transform)\n");
   } else if (kind == "synthetic") {
-    // synthetic:N,SHAPE[,dtype...]: the same count and shape; the values are Stoker's own.
+    // synthetic:N,SHAPE[,dtype...]: the same count, shape, dtype and labels (index % 10), made per
+    // sample as it is asked for; the values are torch's, not Stoker's. Only digits reach the code.
     std::vector<std::string> parts;
     std::stringstream in(rest);
     for (std::string part; std::getline(in, part, ',');) parts.push_back(part);
-    std::string shape = parts.size() > 1 ? parts[1] : "1";
+    const auto digits = [](const std::string& t, bool allowX) {
+      return !t.empty() && std::all_of(t.begin(), t.end(), [allowX](char c) { return std::isdigit(static_cast<unsigned char>(c)) || (allowX && c == 'x'); });
+    };
+    const std::map<std::string, std::string> dtypes = {{"f32", "float32"}, {"f16", "float16"}, {"bf16", "bfloat16"},
+                                                       {"f64", "float64"}, {"u8", "uint8"}, {"i32", "int32"},
+                                                       {"i64", "int64"}};
+    std::string dtype = "f32";
+    if (parts.size() > 2 && !parts[2].empty() && !std::isdigit(static_cast<unsigned char>(parts[2][0]))) dtype = parts[2];
+    std::transform(dtype.begin(), dtype.end(), dtype.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (parts.size() < 2 || !digits(parts[0], false) || !digits(parts[1], true) || !dtypes.count(dtype)) {
+      s << "raise ValueError(" << pyString("not a synthetic spec: " + spec) << ")\n";
+      return s.str();
+    }
+    std::string shape = parts[1];
     std::replace(shape.begin(), shape.end(), 'x', ',');
-    s << "from torch.utils.data import TensorDataset\n\n"
-      << "# synthetic: the same number of samples and shape; the values differ from Stoker's generated ones\n"
-      << "dataset = TensorDataset(torch.rand(" << (parts.empty() ? "1" : parts[0]) << ", " << shape << "))\n";
+    const bool floating = dtype[0] == 'f' || dtype == "bf16";
+    s << "class SyntheticDataset(torch.utils.data.Dataset):\n"
+      << "    \"\"\"synthetic: Stoker's count, shape, dtype and labels; the values are torch's own.\"\"\"\n\n"
+      << "    def __len__(self):\n        return " << parts[0] << "\n\n"
+      << "    def __getitem__(self, index):\n"
+      << "        g = torch.Generator().manual_seed(index)\n"
+      << (floating ? "        x = torch.rand((" + shape + ",), generator=g).to(torch." + dtypes.at(dtype) + ")\n"
+                   : "        x = torch.randint(0, 100, (" + shape + ",), generator=g, dtype=torch." + dtypes.at(dtype) + ")\n")
+      << "        return x, index % 10\n\n\n"
+      << "dataset = SyntheticDataset()\n";
   } else if (endsWith(spec, ".npy")) {
     s << "import numpy as np\nfrom torch.utils.data import TensorDataset\n\n"
       << "dataset = TensorDataset(torch.from_numpy(np.load(" << pyString(spec) << ")))\n";
@@ -94,7 +126,10 @@ std::string exportPyTorchScript(const LoaderOptions& options, const std::string&
   const std::string snippet = exportPyTorchSnippet(o, "dataset", weightsFile);
   // The dataset is defined after the transforms (ImageFolder takes them) and before the sampler.
   const auto at = snippet.find("\n\nSEED = ");
-  const std::string head = "# " + spec + " on " + device + ": runs as pasted\n" + note;
+  std::string oneLine = spec + " on " + device;
+  std::replace(oneLine.begin(), oneLine.end(), '\n', ' ');
+  std::replace(oneLine.begin(), oneLine.end(), '\r', ' ');
+  const std::string head = "# " + oneLine + ": runs as pasted\n" + note;
   if (at == std::string::npos) return head + snippet;
   return head + snippet.substr(0, at) + "\n\n" + pytorchDatasetDefinition(spec, o) + snippet.substr(at);
 }
@@ -161,16 +196,19 @@ std::string exportPyTorchSnippet(const LoaderOptions& o, const std::string& ds, 
     s << "sampler = SequentialSampler(" << ds << ")\n";
   }
   const bool flips = o.enable_transforms && o.transforms.empty();
-  if (flips)  // enable_transforms: the same transform; the draws are torch's, not Stoker's
+  // enable_transforms: the same transform; the draws are torch's default RNG, which DataLoader
+  // seeds differently in each worker and epoch (a generator of the script's would be copied
+  // into every worker in one state, and flip alike).
+  if (flips)
     s << "\n\ndef flip_collate(samples):\n"
       << "    \"\"\"enable_transforms: a random horizontal flip of each sample's 4-d float fields.\"\"\"\n"
       << "    batch = torch.utils.data.default_collate(samples)\n"
       << "    fields = batch if isinstance(batch, (list, tuple)) else [batch]\n"
       << "    for t in fields:\n"
       << "        if torch.is_tensor(t) and t.dim() == 4 and t.is_floating_point():\n"
-      << "            flip = torch.rand(t.shape[0], generator=flip_generator) < 0.5\n"
+      << "            flip = torch.rand(t.shape[0]) < 0.5\n"
       << "            t[flip] = t[flip].flip(-1)\n"
-      << "    return batch\n\n\nflip_generator = torch.Generator().manual_seed(" << o.generator_seed << ")\n";
+      << "    return batch\n\n\n";
   s << "loader = DataLoader(\n    " << ds << ",\n    batch_size=" << o.batch_size << ",\n    sampler=sampler,\n"
     << "    drop_last=" << pyBool(o.drop_last) << ",\n    num_workers=" << o.num_workers << ",\n";
   if (flips) s << "    collate_fn=flip_collate,\n";

@@ -16,6 +16,7 @@
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QTableWidget>
+#include <QWheelEvent>
 
 #include "data/dataset.h"
 #include "data/loader.h"
@@ -576,6 +577,17 @@ class TestLoaderWorkspace : public QObject {
         QVERIFY(pts[i].x() > 1009.9 - 1000 && pts[i].x() < 1027 - 1000);
       }
     QCOMPARE(gaps, 1);
+
+    // A real jump shows at once (the last 3 s are never clipped), and a measured setting far
+    // above the rest (a sweep's best) is a diamond inside the axis, not a clipped triangle.
+    TelemetryRecord jump = later.back();
+    jump.time += 0.1;
+    jump.samples_per_s = 30000;
+    plots.addRecords({jump});
+    plots.addTrial(jump.time, "num_workers 8: 45,000/s", 45000);
+    const int again = plots.replots();
+    QVERIFY(waitUntil([&] { return plots.replots() > again; }));
+    QVERIFY2(plots.axisUpper(tp, false) >= 45000, qPrintable(QString::number(plots.axisUpper(tp, false))));
   }
 
   // Markers close together and at the right edge: every visible label lies inside its plot and
@@ -719,6 +731,21 @@ class TestLoaderWorkspace : public QObject {
                                  .arg(labels.join(','));
     QCOMPARE(QString::fromUtf8(r.out).trimmed(), expected);
 
+    // A synthetic spec runs too: the same count, shape, dtype and labels; a spec that is not one
+    // is refused in Python, never pasted into the code.
+    w.setDataset("synthetic:50,3x4x4,u8");
+    QVERIFY(w.saveSnippet(path, LoaderWorkspace::Snippet::PyTorch));
+    QVERIFY(f.open(QIODevice::Append));
+    f.write("\nx, y = dataset[13]\nprint(len(dataset), tuple(x.shape), x.dtype, y)\n");
+    f.close();
+    const auto synthetic = stoker::test::runPythonArgs({path});
+    QVERIFY2(synthetic.exitCode == 0, synthetic.err.constData());
+    QCOMPARE(QString::fromUtf8(synthetic.out).trimmed(), QString("50 (3, 4, 4) torch.uint8 3"));
+    w.setDataset("synthetic:__import__('os').system('touch pwned'),1");
+    QVERIFY2(!w.pytorchSnippet().contains("__import__('os')") || w.pytorchSnippet().contains("raise ValueError("),
+             qPrintable(w.pytorchSnippet()));
+    QVERIFY(!w.pytorchSnippet().contains("torch.rand((__import__"));
+
     w.setDataset("tokens:/data/owt/train.bin,ctx=64");
     QVERIFY(w.saveSnippet(path, LoaderWorkspace::Snippet::PyTorch));
     const auto tokens = stoker::test::runPythonArgs({path});
@@ -743,7 +770,20 @@ class TestLoaderWorkspace : public QObject {
       QVERIFY2(items.contains(QString::fromUtf8(entry)), qPrintable(items.join(" | ")));
 
     QString answer;
-    picker->setChooser([&](DatasetPicker::Browse) { return answer; });
+    int asked = 0;
+    picker->setChooser([&](DatasetPicker::Browse) {
+      ++asked;
+      return answer;
+    });
+    // The wheel over the field (scrolling the form) never steps onto an entry nor opens a dialog.
+    w.setDataset("synthetic:100,4");
+    for (int i = 0; i < 12; ++i) {
+      QWheelEvent wheel(QPointF(5, 5), picker->mapToGlobal(QPointF(5, 5)), {}, QPoint(0, -120), Qt::NoButton,
+                        Qt::NoModifier, Qt::NoScrollPhase, false);
+      QCoreApplication::sendEvent(picker, &wheel);
+    }
+    QCOMPARE(w.dataset(), QString("synthetic:100,4"));
+    QCOMPARE(asked, 0);
     auto pick = [&](const QString& label) {
       const int i = picker->findText(label);
       QVERIFY(i >= 0);

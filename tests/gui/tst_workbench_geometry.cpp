@@ -7,6 +7,7 @@
 #include <QtTest>
 
 #include <QAbstractButton>
+#include <QAbstractItemView>
 #include <QAbstractScrollArea>
 #include <QAbstractSpinBox>
 #include <QComboBox>
@@ -17,6 +18,7 @@
 #include <QSettings>
 #include <QSplitter>
 #include <QTabBar>
+#include <QTabWidget>
 
 #include "main_window.h"
 
@@ -66,6 +68,7 @@ QStringList clippedControls(QWidget* window) {
   for (QWidget* w : window->findChildren<QWidget*>()) {
     if (!w->isVisible() || !isControl(w) || w->window() != window) continue;
     if (w->parentWidget() && isControl(w->parentWidget())) continue;  // a spin box's own line edit
+    if (qobject_cast<QAbstractItemView*>(w->parentWidget())) continue;  // a table's corner button
     if (w->width() <= 0 || w->height() <= 0) {
       problems << describe(w) + ": collapsed to nothing";
       continue;
@@ -135,7 +138,19 @@ class TestWorkbenchGeometry : public QObject {
     QVERIFY(w.showWorkspace(workspace));
     QTest::qWait(50);
     QCOMPARE(w.size(), size);  // a minimum size above it would push the window off the screen
-    const QStringList problems = clippedControls(&w);
+    QStringList problems = clippedControls(&w);
+    // Every page of every tab widget (the Sweep, Auto-tune and Stages tabs...), not just the first.
+    for (QTabWidget* tabs : w.findChildren<QTabWidget*>()) {
+      if (!tabs->isVisible()) continue;
+      const int shown = tabs->currentIndex();
+      for (int i = 0; i < tabs->count(); ++i) {
+        tabs->setCurrentIndex(i);
+        QTest::qWait(20);
+        for (const QString& p : clippedControls(&w)) problems << tabs->tabText(i) + " tab: " + p;
+      }
+      tabs->setCurrentIndex(shown);
+    }
+    problems.removeDuplicates();
     QVERIFY2(problems.isEmpty(), qPrintable("\n  " + problems.join("\n  ")));
   }
 
