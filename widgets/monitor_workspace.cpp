@@ -580,6 +580,7 @@ void MonitorWorkspace::drain() {
     // plots' series or the heat map without bound.
     std::vector<TelemetryRecord> accepted;
     accepted.reserve(records.size());
+    const qint64 now = clock_.isValid() ? clock_.elapsed() : 0;  // once per drain, not per record
     for (auto& rec : records) {
       const SeriesKey id = seriesKey(rec);
       if (latest_.size() >= kMaxRows && !latest_.count(id) && !forgetAnEndedSeries()) {
@@ -588,8 +589,8 @@ void MonitorWorkspace::drain() {
       }
       latest_[id] = rec;
       Arrivals& a = arrivals_[id];
-      const qint64 now = clock_.isValid() ? clock_.elapsed() : 0;
-      if (a.lastMs > 0 && now > a.lastMs && !ended(id))  // the usual interval, not stretched by a pause
+      const bool paused = static_cast<double>(now - a.lastMs) > std::max(static_cast<double>(endedMs_), kEndedIntervals * a.intervalMs);
+      if (a.lastMs > 0 && now > a.lastMs && !paused)  // the usual interval, not stretched by a pause
         a.intervalMs = a.intervalMs > 0 ? 0.8 * a.intervalMs + 0.2 * static_cast<double>(now - a.lastMs)
                                         : static_cast<double>(now - a.lastMs);
       a.lastMs = std::max<qint64>(now, 1);

@@ -63,7 +63,9 @@ StageBreakdownView::StageBreakdownView(QWidget* parent) : QWidget(parent) {
 void StageBreakdownView::addRecords(const std::vector<TelemetryRecord>& records) {
   bool changed = false;
   for (const auto& r : records) {
-    // Every record is named (a probe's too), so two jobs on one rank read as in the plots.
+    if (r.stages_ms.empty()) continue;  // resident batches and the Python probe say nothing
+    // Named like the plots' series; only records with stage times are named here (naming every
+    // record doubled the Monitor's per-record work on the GUI thread).
     const QString device = QString::fromStdString(r.device);
     const QString label = !labelByRank_ ? device
                                         : namer_.name(r, QString("rank %1 %2").arg(r.rank).arg(device),
@@ -72,7 +74,6 @@ void StageBreakdownView::addRecords(const std::vector<TelemetryRecord>& records)
                                                         const auto at = order_.indexOf(old);
                                                         if (at >= 0) order_[at] = renamed;
                                                       });
-    if (r.stages_ms.empty()) continue;  // resident batches and the Python probe say nothing
     if (!latest_.contains(label)) order_ << label;
     latest_[label] = r;
     changed = true;
