@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/loader_options.h"
+#include "data/datasets/dataset_spec.h"
 #include "data/pytorch_script.h"
 #include "image/image_transforms.h"
 #include "util/atomic_file.h"
@@ -51,16 +52,7 @@ std::string pytorchDatasetDefinition(const std::string& spec, const LoaderOption
       << "labels = torch.from_numpy(read_idx(\"train-labels-idx1-ubyte\").astype(np.int64))\n"
       << "dataset = TensorDataset(images, labels)  # Debian's dataset-fashion-mnist, the train split\n";
   } else if (kind == "imagefolder") {
-    // The folder as the core reads it: options start at the first ",key=" whose key is a word.
-    std::size_t cut = std::string::npos;
-    for (std::size_t pos = rest.find(','); pos != std::string::npos && cut == std::string::npos; pos = rest.find(',', pos + 1)) {
-      const std::size_t eq = rest.find('=', pos);
-      if (eq == std::string::npos) break;
-      bool word = eq > pos + 1;
-      for (std::size_t i = pos + 1; i < eq && word; ++i) word = std::isalnum(static_cast<unsigned char>(rest[i])) || rest[i] == '_';
-      if (word) cut = pos;
-    }
-    const std::string dir = rest.substr(0, cut);
+    const std::string dir = rest.substr(0, DatasetSpec::pathEnd(rest));  // the folder as the core reads it
     s << "import torchvision\n\n"
       << "dataset = torchvision.datasets.ImageFolder(" << pyString(dir)
       << (o.transforms.empty() ? ")\n" : ", transform=transform)\n");

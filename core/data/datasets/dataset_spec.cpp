@@ -7,23 +7,23 @@
 
 namespace stoker {
 
-DatasetSpec DatasetSpec::parse(const std::string& spec, const std::string& kind, const std::string& known) {
-  DatasetSpec s;
-  s.text = spec;
-  s.kind = kind;
-  std::string rest = spec.substr(kind.size() + 1);
-  // A path may hold commas; options start at the first ",key=" whose key is a word.
-  std::size_t cut = std::string::npos;
+std::size_t DatasetSpec::pathEnd(const std::string& rest) {
   for (std::size_t pos = rest.find(','); pos != std::string::npos; pos = rest.find(',', pos + 1)) {
     const std::size_t eq = rest.find('=', pos);
     if (eq == std::string::npos) break;
     bool word = eq > pos + 1;
     for (std::size_t i = pos + 1; i < eq && word; ++i) word = std::isalnum(static_cast<unsigned char>(rest[i])) || rest[i] == '_';
-    if (word) {
-      cut = pos;
-      break;
-    }
+    if (word) return pos;
   }
+  return std::string::npos;
+}
+
+DatasetSpec DatasetSpec::parse(const std::string& spec, const std::string& kind, const std::string& known) {
+  DatasetSpec s;
+  s.text = spec;
+  s.kind = kind;
+  std::string rest = spec.substr(kind.size() + 1);
+  const std::size_t cut = pathEnd(rest);
   s.path = rest.substr(0, cut);
   if (s.path.empty()) throwBadInput(spec, "no path after \"" + kind + ":\"");
   if (cut == std::string::npos) return s;
