@@ -44,7 +44,28 @@ PACKAGES=(
   libarchive-dev  # WebDataset tar shards
   python3-skimage  # the real photographs the image benchmarks and tests are cut from
   python3-torchvision prometheus  # the probe's real DDP job (torchvision FashionMNIST), a real Prometheus scrape
+  libcurl4-openssl-dev libpugixml-dev libinih-dev  # remote datasets: HTTP(S) + S3 SigV4, S3 listings, ~/.aws files
+  nginx-light curl openssl  # tst_remote's HTTP(S) server, its uploads to s3rver, its self-signed certificate
 )
+
+# s3rver (npm), tst_remote's S3-compatible server, goes into .test-tools/ of the source tree
+# (shared by every build folder, ignored by git). Node.js and npm come from Debian unless a node
+# is already installed (NodeSource's bundles its own npm, which Debian's npm would conflict with).
+S3RVER_VERSION=3.7.1
+install_test_tools() {
+  local tools="$ROOT/.test-tools"
+  [[ -f "$tools/node_modules/s3rver/package.json" ]] && return
+  if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    local sudo=""
+    [[ $(id -u) -ne 0 ]] && sudo=sudo
+    log "installing Debian packages: nodejs npm"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nodejs npm >/dev/null
+  fi
+  log "installing s3rver $S3RVER_VERSION (npm) into $tools"
+  mkdir -p "$tools"
+  npm install --prefix "$tools" --no-audit --no-fund --loglevel=error "s3rver@$S3RVER_VERSION" >/dev/null
+}
 
 log() { printf 'stoker: %s\n' "$*" >&2; }
 
@@ -68,6 +89,7 @@ install_missing() {
 
 build() {
   install_missing
+  install_test_tools
   if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
     cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release
   fi
@@ -104,6 +126,7 @@ sanitizer_build() {  # DIR SANITIZERS COMPILER [extra cmake args...]
   shift 3
   [[ "$compiler" == clang ]] && cc=clang cxx=clang++
   install_missing
+  install_test_tools
   if [[ -f "$dir/CMakeCache.txt" ]]; then
     local was=gcc
     grep -q '^CMAKE_CXX_COMPILER:.*clang' "$dir/CMakeCache.txt" && was=clang
@@ -273,6 +296,10 @@ GPU_DEPS=(
   libtiff-dev libtiff6 libtiffxx6 libjbig0 libjbig-dev liblerc4 liblerc-dev libdeflate0 libdeflate-dev liblzma-dev libzstd1
   libstb-dev libstb0 libarchive-dev libarchive13
   libacl1 libbrotli1 libbrotli-dev libbz2-1.0 liblz4-1 liblzma5 libnettle8 libxml2 libicu72
+  libcurl4-openssl-dev libcurl4 libpugixml-dev libpugixml1v5 libinih-dev libinih1  # remote datasets (core/net)
+  libgssapi-krb5-2 libkrb5-3 libk5crypto3 libkrb5support0 libkeyutils1 libcom-err2 libidn2-0 libunistring2
+  libldap-2.5-0 libsasl2-2 libnghttp2-14 libpsl5 librtmp1 libgnutls30 libhogweed6 libgmp10 libtasn1-6 libp11-kit0 libffi8
+  libssh2-1 libssl3  # libcurl4's own libraries: the link needs them where the GPU machine lacks them
   dataset-fashion-mnist
 )
 

@@ -297,6 +297,7 @@ std::uint64_t perJobBufferBytes(const ConvertOptions& o) {
 ConvertReport convertCheckpoint(const CheckpointInfo& source, const ReshardPlan& plan, const std::string& dst,
                                 const ConvertOptions& o) {
   const auto started = std::chrono::steady_clock::now();
+  requireLocalFiles(source, "convert");
   requireConsistent(source);
   validateConvertOptions(plan, o);
   const std::string fingerprint = conversionFingerprint(source, plan);

@@ -7,6 +7,8 @@
 #include "ckpt/layout_readers.h"
 #include "io/pt_file.h"
 #include "io/safetensors_file.h"
+#include "net/remote_object.h"
+#include "net/remote_url.h"
 #include "util/error.h"
 #include "util/file_exists.h"
 
@@ -105,6 +107,37 @@ void readPtFile(const std::string& path, CheckpointInfo& info) {
   info.metadata = info.pt->extras();
 }
 
+// A safetensors file in S3 or behind HTTP(S): its header alone, with one range request when it
+// fits in the first 64 KiB (most do) and a second one otherwise -- never the tensors' bytes.
+void readRemoteSafetensors(const std::string& url, CheckpointInfo& info) {
+  constexpr std::size_t kFirst = 64 << 10;
+  constexpr std::uint64_t kMaxHeader = 100ull << 20;  // safetensors' own limit
+  auto object = RemoteObject::open(url, kFirst);
+  const std::vector<std::uint8_t>& head = object->head();
+  if (head.size() < 8) throwBadInput(url, "too short for a safetensors file (" + std::to_string(object->size()) + " bytes)");
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | head[static_cast<std::size_t>(i)];
+  if (n > kMaxHeader || 8 + n > object->size())
+    throwBadInput(url, "not a safetensors file: its header length (" + std::to_string(n) + ") is past 100 MiB or its end");
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(8 + n));
+  object->read(0, bytes.data(), bytes.size());
+  info.format = CheckpointFormat::Safetensors;
+  const SafetensorsHeader header = parseSafetensorsHeader(bytes.data(), bytes.size(), object->size(), url);
+  const int file = addFile(info, url);
+  for (const auto& e : header.tensors) {
+    LogicalTensor t = logicalTensor(e.name, e.dtype, e.shape, e.nbytes());
+    TensorPiece p;
+    p.file = file;
+    p.dataOffset = header.dataStart() + e.begin;
+    p.start.assign(e.shape.size(), 0);
+    p.shape = e.shape;
+    t.pieces.push_back(std::move(p));
+    info.tensors.push_back(std::move(t));
+  }
+  std::sort(info.tensors.begin(), info.tensors.end(), [](const LogicalTensor& a, const LogicalTensor& b) { return a.name < b.name; });
+  info.metadata = header.metadata;
+}
+
 // A directory: which layout is it?
 void readDirectory(const std::string& dir, CheckpointInfo& info) {
   const fs::path d(dir);
@@ -141,6 +174,15 @@ void readDirectory(const std::string& dir, CheckpointInfo& info) {
 }  // namespace
 
 CheckpointInfo inspectCheckpoint(const std::string& path) {
+  if (isRemotePath(path)) {
+    if (path.size() < 12 || path.compare(path.size() - 12, 12, ".safetensors") != 0)
+      throwBadInput(path, "a remote checkpoint is read as one .safetensors file (HF index, .pt, DCP and rank layouts are "
+                          "read from local folders: download them first)");
+    CheckpointInfo info;
+    info.path = path;
+    readRemoteSafetensors(path, info);
+    return info;
+  }
   std::error_code ec;
   auto status = fs::status(path, ec);
   if (ec || !fs::exists(status)) throwBadInput(path, "no such file or directory");
@@ -171,6 +213,13 @@ CheckpointInfo inspectCheckpoint(const std::string& path) {
   else
     readSafetensorsFile(path, info);
   return info;
+}
+
+void requireLocalFiles(const CheckpointInfo& info, const std::string& what) {
+  for (const std::string& f : info.files)
+    if (isRemotePath(f))
+      throwBadInput(redactedUrl(f), what + " reads every tensor from local files; a remote checkpoint is inspected by its header "
+                                           "only (download it first, e.g. curl -O or aws s3 cp)");
 }
 
 void requireConsistent(const CheckpointInfo& info) {

@@ -94,5 +94,8 @@ CheckpointInfo inspectCheckpoint(const std::string& path);
 
 // Throws Error(BadInput) with the first problem (and how many more) if any.
 void requireConsistent(const CheckpointInfo& info);
+// Throws Error(BadInput) when `info` was read from s3:// or http(s):// (only its header was):
+// `what` ("convert", "verify") reads every tensor's bytes, from local files.
+void requireLocalFiles(const CheckpointInfo& info, const std::string& what);
 
 }  // namespace stoker

@@ -1,9 +1,12 @@
 #include "data/datasets/image_dataset.h"
 
+#include <algorithm>
 #include <cstring>
+#include <exception>
 
 #include "util/error.h"
 #include "util/monotonic_seconds.h"
+#include "util/run_jobs.h"
 
 namespace stoker {
 namespace {
@@ -58,16 +61,56 @@ void EncodedImageDataset::readSamples(const std::int64_t* indices, std::int64_t 
   thread_local std::vector<std::uint8_t> bytes;
   thread_local std::string name;
   const std::int64_t imageBytes = specs_[0].sampleBytes;
-  for (std::int64_t i = 0; i < count; ++i) {
+  for (std::int64_t i = 0; i < count; ++i)
     if (indices[i] < 0 || indices[i] >= size())
       throwBadInput("sample " + std::to_string(indices[i]), "out of range for " + std::to_string(size()) + " samples");
+  // Remote bytes: every sample of the batch fetched first, parallelFetches_ at a time; a failed
+  // fetch is kept and thrown at its sample, so skip_bad_samples sees the same order of errors.
+  struct Fetched {
+    std::vector<std::uint8_t> bytes;
+    std::int64_t label = 0;
+    std::string name;
+    std::exception_ptr error;
+  };
+  std::vector<Fetched> fetched;
+  if (parallelFetches_ > 1 && count > 1) {
+    fetched.resize(static_cast<std::size_t>(count));
+    const double t0 = context.stages ? monotonicSeconds() : 0;
+    std::atomic<std::int64_t> next{0};
+    runJobs(static_cast<int>(std::min<std::int64_t>(parallelFetches_, count)), [&] {
+      for (std::int64_t i; (i = next++) < count;) {
+        Fetched& f = fetched[static_cast<std::size_t>(i)];
+        try {
+          fetch(indices[i], f.bytes, f.label, f.name);
+        } catch (...) {
+          f.error = std::current_exception();
+        }
+      }
+    });
+    if (context.stages) context.stages->read += monotonicSeconds() - t0;
+  }
+  for (std::int64_t i = 0; i < count; ++i) {
     std::int64_t label = 0;
     ImageStageSeconds seconds;
     try {
-      const double t0 = context.stages ? monotonicSeconds() : 0;
-      fetch(indices[i], bytes, label, name);
-      if (context.stages) context.stages->read += monotonicSeconds() - t0;
-      pipeline_.run(bytes.data(), bytes.size(), name, SampleSeed{context.seed, context.epoch, indices[i]},
+      const std::uint8_t* data = nullptr;
+      std::size_t n = 0;
+      const std::string* sampleName = &name;
+      if (!fetched.empty()) {
+        Fetched& f = fetched[static_cast<std::size_t>(i)];
+        if (f.error) std::rethrow_exception(f.error);
+        data = f.bytes.data();
+        n = f.bytes.size();
+        label = f.label;
+        sampleName = &f.name;
+      } else {
+        const double t0 = context.stages ? monotonicSeconds() : 0;
+        fetch(indices[i], bytes, label, name);
+        if (context.stages) context.stages->read += monotonicSeconds() - t0;
+        data = bytes.data();
+        n = bytes.size();
+      }
+      pipeline_.run(data, n, *sampleName, SampleSeed{context.seed, context.epoch, indices[i]},
                     dst[0] + i * imageBytes, context.stages ? &seconds : nullptr,
                     JpegIndexSlot{index_.get(), indices[i]});
     } catch (...) {

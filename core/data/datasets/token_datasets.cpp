@@ -1,11 +1,15 @@
 #include "data/datasets/token_datasets.h"
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
 #include <cstring>
 
 #include "data/datasets/dataset_spec.h"
 #include "util/error.h"
-#include "util/mapped_file.h"
+#include "util/run_jobs.h"
+#include "util/monotonic_seconds.h"
 
 namespace stoker {
 namespace {
@@ -30,7 +34,7 @@ T readLe(const std::uint8_t* p) {
 
 }  // namespace
 
-TokenWindowDataset::TokenWindowDataset(std::string description, std::shared_ptr<const MappedFile> file, int tokenBytes,
+TokenWindowDataset::TokenWindowDataset(std::string description, ByteSource file, int tokenBytes,
                                        bool tokenSigned, std::vector<Span> spans, std::int64_t ctx)
     : description_(std::move(description)), file_(std::move(file)), tokenBytes_(tokenBytes), signed_(tokenSigned),
       spans_(std::move(spans)), ctx_(ctx) {
@@ -59,7 +63,14 @@ void TokenWindowDataset::readItem(std::int64_t index, std::uint8_t* const* dst) 
     const Span& span = spans_[s];
     const std::uint64_t skip = pos - starts_[s];
     const std::uint64_t take = std::min(need - done, span.tokens - skip);
-    const std::uint8_t* src = file_->data() + span.offset + skip * static_cast<std::uint64_t>(tokenBytes_);
+    const std::uint64_t at = span.offset + skip * static_cast<std::uint64_t>(tokenBytes_);
+    const std::uint8_t* src = file_.mapped() ? file_.mapped() + at : nullptr;
+    if (!src) {  // remote: this span's part of the window, one range read
+      thread_local std::vector<std::uint8_t> fetched;
+      fetched.resize(static_cast<std::size_t>(take) * static_cast<std::size_t>(tokenBytes_));
+      file_.read(at, fetched.data(), fetched.size());
+      src = fetched.data();
+    }
     std::int64_t* out = window.data() + done;
     switch (tokenBytes_ * (signed_ ? -1 : 1)) {
       case 1: widen<std::uint8_t>(src, take, out); break;
@@ -78,7 +89,44 @@ void TokenWindowDataset::readItem(std::int64_t index, std::uint8_t* const* dst) 
   std::memcpy(dst[1], window.data() + 1, bytes);
 }
 
-std::shared_ptr<Dataset> openTokensDataset(const std::string& text, const LoaderOptions&) {
+// Remote windows are latency-bound: a batch's are fetched by max_inflight_parts threads at once.
+void TokenWindowDataset::readBatch(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst) const {
+  if (!file_.remote() || inflight_ <= 1 || count <= 1) return Dataset::readBatch(indices, count, dst);
+  std::atomic<std::int64_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failureMutex;
+  runJobs(static_cast<int>(std::min<std::int64_t>(inflight_, count)), [&] {
+    for (std::int64_t i; (i = next++) < count;) {
+      std::uint8_t* slot[2] = {dst[0] + i * specs_[0].sampleBytes, dst[1] + i * specs_[1].sampleBytes};
+      try {
+        readItem(indices[i], slot);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(failureMutex);
+        if (!failure) {
+          try {
+            rethrowForSample(indices[i]);
+          } catch (...) {
+            failure = std::current_exception();
+          }
+        }
+        return;
+      }
+    }
+  });
+  if (failure) std::rethrow_exception(failure);
+}
+
+// Remote: the whole read is the "read" stage (the network's time; widening is noise next to it).
+// Mapped windows leave the stages to the loader (their read is a page fault inside the copy).
+void TokenWindowDataset::readSamples(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst,
+                                     const ReadContext& context) const {
+  const bool timed = context.stages && file_.remote();
+  const double t0 = timed ? monotonicSeconds() : 0;
+  readBatch(indices, count, dst);
+  if (timed) context.stages->read += monotonicSeconds() - t0;
+}
+
+std::shared_ptr<Dataset> openTokensDataset(const std::string& text, const LoaderOptions& options) {
   const DatasetSpec spec = DatasetSpec::parse(text, "tokens", "dtype,ctx");
   const std::string dtype = spec.options.count("dtype") ? spec.options.at("dtype") : "u16";
   int bytes = 0;
@@ -86,23 +134,27 @@ std::shared_ptr<Dataset> openTokensDataset(const std::string& text, const Loader
   else if (dtype == "u32" || dtype == "uint32") bytes = 4;
   else throwBadInput(text, "dtype must be u16 or u32 (got \"" + dtype + "\")");
   const std::int64_t ctx = spec.integer("ctx", 1024, 1, kMaxCtx);
-  auto file = MappedFile::open(spec.path);
-  if (file->size() % static_cast<std::size_t>(bytes) != 0)
-    throwBadInput(spec.path, "size " + std::to_string(file->size()) + " bytes is not a multiple of " + std::to_string(bytes) +
+  ByteSource file = ByteSource::open(spec.path, options);
+  if (file.size() % static_cast<std::size_t>(bytes) != 0)
+    throwBadInput(spec.path, "size " + std::to_string(file.size()) + " bytes is not a multiple of " + std::to_string(bytes) +
                                  " (dtype " + dtype + "): wrong dtype, or a truncated file");
-  std::vector<TokenWindowDataset::Span> spans{{0, file->size() / static_cast<std::size_t>(bytes)}};
-  return std::make_shared<TokenWindowDataset>("tokens (" + spec.path + ", " + dtype + ", ctx " + std::to_string(ctx) + ")", file,
-                                              bytes, false, std::move(spans), ctx);
+  std::vector<TokenWindowDataset::Span> spans{{0, file.size() / static_cast<std::size_t>(bytes)}};
+  auto out = std::make_shared<TokenWindowDataset>("tokens (" + spec.path + ", " + dtype + ", ctx " + std::to_string(ctx) + ")",
+                                                  file, bytes, false, std::move(spans), ctx);
+  out->setInflight(options.max_inflight_parts);
+  return out;
 }
 
-std::shared_ptr<Dataset> openMegatronDataset(const std::string& text, const LoaderOptions&) {
+std::shared_ptr<Dataset> openMegatronDataset(const std::string& text, const LoaderOptions& options) {
   const DatasetSpec spec = DatasetSpec::parse(text, "megatron", "ctx");
   const std::int64_t ctx = spec.integer("ctx", 1024, 1, kMaxCtx);
   const std::string idxPath = spec.path + ".idx", binPath = spec.path + ".bin";
-  auto idx = MappedFile::open(idxPath);
-  auto bin = MappedFile::open(binPath);
-  const std::uint8_t* p = idx->data();
-  const std::uint64_t size = idx->size();
+  const ByteSource idxSource = ByteSource::open(idxPath, options);
+  const ByteSource bin = ByteSource::open(binPath, options);
+  // The index is read through once: mapped, or fetched whole (it is ~12 bytes a sequence).
+  const auto idxBytes = idxSource.mapped() ? nullptr : idxSource.readWhole(std::uint64_t(16) << 30);
+  const std::uint8_t* p = idxBytes ? idxBytes->data() : idxSource.mapped();
+  const std::uint64_t size = idxSource.size();
   static const char kMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0};
   constexpr std::uint64_t kHeader = 9 + 8 + 1 + 8 + 8;
   if (size < 9 || std::memcmp(p, kMagic, 9) != 0) throwBadInput(idxPath, "not a Megatron index (no MMIDIDX header)");
@@ -140,10 +192,10 @@ std::shared_ptr<Dataset> openMegatronDataset(const std::string& text, const Load
     if (length < 0 || pointer < 0)
       throwBadInput(idxPath, "sequence " + std::to_string(s) + " has a negative " + (length < 0 ? "length (" : "pointer (") +
                                  std::to_string(length < 0 ? length : pointer) + ")");
-    if (static_cast<std::uint64_t>(pointer) + static_cast<std::uint64_t>(length) * static_cast<std::uint64_t>(bytes) > bin->size())
+    if (static_cast<std::uint64_t>(pointer) + static_cast<std::uint64_t>(length) * static_cast<std::uint64_t>(bytes) > bin.size())
       throwBadInput(idxPath, "sequence " + std::to_string(s) + " (pointer " + std::to_string(pointer) + ", " +
                                  std::to_string(length) + " tokens of " + std::to_string(bytes) + " bytes) runs past the end of " +
-                                 binPath + " (" + std::to_string(bin->size()) + " bytes)");
+                                 binPath + " (" + std::to_string(bin.size()) + " bytes)");
     if (length > 0) spans.push_back({static_cast<std::uint64_t>(pointer), static_cast<std::uint64_t>(length)});
   }
   // Document boundaries: 0 first, non-decreasing, the sequence count last.
@@ -157,9 +209,11 @@ std::shared_ptr<Dataset> openMegatronDataset(const std::string& text, const Load
   }
   if (documents > 0 && previous != sequences)
     throwBadInput(idxPath, "the last document index is " + std::to_string(previous) + ", not the sequence count " + std::to_string(sequences));
-  return std::make_shared<TokenWindowDataset>("megatron (" + spec.path + ", " + std::to_string(documents ? documents - 1 : 0) +
-                                                  " documents, ctx " + std::to_string(ctx) + ")",
-                                              bin, bytes, isSigned, std::move(spans), ctx);
+  auto out = std::make_shared<TokenWindowDataset>("megatron (" + spec.path + ", " + std::to_string(documents ? documents - 1 : 0) +
+                                                      " documents, ctx " + std::to_string(ctx) + ")",
+                                                  bin, bytes, isSigned, std::move(spans), ctx);
+  out->setInflight(options.max_inflight_parts);
+  return out;
 }
 
 }  // namespace stoker

@@ -4,37 +4,43 @@
 //   tokens:FILE.bin[,dtype=u16|u32][,ctx=N]   nanoGPT's flat file (u16 and ctx 1024 by default)
 //   megatron:PREFIX[,ctx=N]                    Megatron-LM's indexed dataset: PREFIX.idx (MMIDIDX)
 //                                              + PREFIX.bin, documents concatenated in order
+// FILE and PREFIX may be s3:// or http(s):// URLs (a Megatron index is then fetched whole).
 #pragma once
 
 #include <memory>
 
 #include "data/dataset.h"
+#include "data/datasets/byte_source.h"
 
 namespace stoker {
 
-class MappedFile;
-
-// A stream of tokens made of spans of a mapped file.
+// A stream of tokens made of spans of a file: mapped when local; in S3 or behind HTTP(S), each
+// window is a range read, and a batch's windows are fetched max_inflight_parts at a time.
 class TokenWindowDataset : public Dataset {
  public:
   struct Span {
     std::uint64_t offset = 0;  // bytes into the file
     std::uint64_t tokens = 0;
   };
-  TokenWindowDataset(std::string description, std::shared_ptr<const MappedFile> file, int tokenBytes, bool tokenSigned,
+  TokenWindowDataset(std::string description, ByteSource file, int tokenBytes, bool tokenSigned,
                      std::vector<Span> spans, std::int64_t ctx);
   std::string description() const override { return description_; }
   std::int64_t size() const override { return samples_; }
   const std::vector<FieldSpec>& fields() const override { return specs_; }
   void readItem(std::int64_t index, std::uint8_t* const* dst) const override;
+  void readBatch(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst) const override;
+  void readSamples(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst,
+                   const ReadContext& context) const override;
   ResidentAdvice residentAdvice() const override {
     return {true, false, "token windows are read from the mapping; a resident copy would hold every token twice as int64"};
   }
   std::int64_t tokens() const { return total_; }
+  void setInflight(int n) { inflight_ = n; }
 
  private:
   std::string description_;
-  std::shared_ptr<const MappedFile> file_;
+  ByteSource file_;
+  int inflight_ = 1;  // remote: windows of a batch fetched at once
   int tokenBytes_;
   bool signed_;
   std::vector<Span> spans_;

@@ -2,6 +2,7 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <fnmatch.h>
 #include <glob.h>
 #include <sys/stat.h>
 
@@ -13,6 +14,7 @@
 #include <string_view>
 
 #include "data/datasets/dataset_spec.h"
+#include "net/remote_url.h"
 #include "util/error.h"
 #include "util/read_file.h"
 
@@ -98,6 +100,17 @@ std::vector<std::string> expandShardPattern(const std::string& pattern) {
     return out;
   }
   if (pattern.find_first_of("*?[") == std::string::npos) return {pattern};
+  if (isRemotePath(pattern)) {
+    if (pattern.rfind("s3://", 0) != 0)
+      throwBadInput(pattern, "an HTTP server has no listing to match a glob against: name the shards with a brace range {000..099}");
+    // The listing under the pattern's fixed start, matched whole against the pattern.
+    const std::string fixed = pattern.substr(0, pattern.find_first_of("*?["));
+    std::vector<std::string> out;
+    for (const ListedObject& o : listS3(fixed, false))
+      if (::fnmatch(pattern.c_str(), o.url.c_str(), FNM_PATHNAME) == 0) out.push_back(o.url);
+    if (out.empty()) throwBadInput(pattern, "no shard in the bucket's listing matches this glob");
+    return out;
+  }
   glob_t g{};
   const int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
   std::vector<std::string> out;
@@ -110,8 +123,10 @@ std::vector<std::string> expandShardPattern(const std::string& pattern) {
 }
 
 WebDataset::WebDataset(const std::string& spec, std::vector<std::string> shards, const std::string& transforms,
-                       std::int64_t shuffleBuffer, bool keepBadSamples)
-    : EncodedImageDataset("wds (" + spec + ")", transforms), shards_(std::move(shards)), shuffleBuffer_(shuffleBuffer) {
+                       std::int64_t shuffleBuffer, bool keepBadSamples, PartOptions parts)
+    : EncodedImageDataset("wds (" + spec + ")", transforms), shards_(std::move(shards)), remote_(shards_.size()), parts_(parts),
+      shuffleBuffer_(shuffleBuffer) {
+  parallelFetches_ = parts.maxInflight;
   for (std::size_t s = 0; s < shards_.size(); ++s) {
     shardBegin_.push_back(static_cast<std::int64_t>(samples_.size()));
     scan(static_cast<std::int64_t>(s), keepBadSamples);
@@ -120,6 +135,42 @@ WebDataset::WebDataset(const std::string& spec, std::vector<std::string> shards,
   if (samples_.empty()) throwBadInput(spec, "the shards hold no samples (<key>.jpg|jpeg|png|webp|tif|tiff|bmp with <key>.cls)");
 }
 
+// A remote shard as libarchive's input: windows of part_size × max_inflight_parts bytes, each
+// fetched in parallel parts; a skip (the data of a member not read) moves on without fetching
+// what the next window does not need. A network error is kept for the scan to report (libarchive
+// would only say "truncated").
+struct WebDataset::RemoteStream {
+  RemoteStream(const RemoteObject& o, const PartOptions& p) : object(o), parts(p) {}
+  const RemoteObject& object;
+  PartOptions parts;
+  std::vector<std::uint8_t> window;
+  std::uint64_t at = 0;  // the object's next unread byte
+  std::string error;
+
+  static la_ssize_t read(archive*, void* self, const void** buffer) {
+    auto* s = static_cast<RemoteStream*>(self);
+    const std::uint64_t windowBytes =
+        static_cast<std::uint64_t>(s->parts.partSize) * static_cast<std::uint64_t>(std::max(s->parts.maxInflight, 1));
+    const std::uint64_t n = std::min<std::uint64_t>(windowBytes, s->object.size() - s->at);
+    s->window.resize(static_cast<std::size_t>(n));
+    try {
+      s->object.read(s->at, s->window.data(), s->window.size(), s->parts);
+    } catch (const std::exception& e) {
+      s->error = e.what();
+      return -1;
+    }
+    s->at += n;
+    *buffer = s->window.data();
+    return static_cast<la_ssize_t>(n);
+  }
+  static la_int64_t skip(archive*, void* self, la_int64_t request) {
+    auto* s = static_cast<RemoteStream*>(self);
+    const std::uint64_t n = std::min<std::uint64_t>(static_cast<std::uint64_t>(request), s->object.size() - s->at);
+    s->at += n;
+    return static_cast<la_int64_t>(n);
+  }
+};
+
 // One pass over a shard's headers. A member's data starts where the next member's headers (pax
 // ones included) begin, less its padded size: libarchive gives header positions, not data ones.
 // A shard that does not parse as a tar is refused whole; a sample that does not make sense (no
@@ -127,13 +178,29 @@ WebDataset::WebDataset(const std::string& spec, std::vector<std::string> shards,
 // when read -- so skip_bad_samples skips and counts it like an undecodable image.
 void WebDataset::scan(std::int64_t shard, bool keepBadSamples) {
   const std::string& path = shards_[static_cast<std::size_t>(shard)];
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) throw Error(ErrorKind::Io, path, std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) throwBadInput(path, "not a regular file");
   std::unique_ptr<archive, int (*)(archive*)> a(archive_read_new(), archive_read_free);
   archive_read_support_format_tar(a.get());
-  if (archive_read_open_filename(a.get(), path.c_str(), 1 << 16) != ARCHIVE_OK)
-    throwBadInput(path, std::string("not a readable tar: ") + archive_error_string(a.get()));
+  std::int64_t fileSize = 0;
+  std::unique_ptr<RemoteStream> stream;
+  if (isRemotePath(path)) {
+    remote_[static_cast<std::size_t>(shard)] = RemoteObject::open(path);
+    stream = std::make_unique<RemoteStream>(*remote_[static_cast<std::size_t>(shard)], parts_);
+    fileSize = static_cast<std::int64_t>(stream->object.size());
+    archive_read_set_callback_data(a.get(), stream.get());
+    archive_read_set_read_callback(a.get(), &RemoteStream::read);
+    archive_read_set_skip_callback(a.get(), &RemoteStream::skip);
+    if (archive_read_open1(a.get()) != ARCHIVE_OK) {
+      if (!stream->error.empty()) throwBadInput(path, stream->error);
+      throwBadInput(path, std::string("not a readable tar: ") + archive_error_string(a.get()));
+    }
+  } else {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) throw Error(ErrorKind::Io, path, std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) throwBadInput(path, "not a regular file");
+    fileSize = st.st_size;
+    if (archive_read_open_filename(a.get(), path.c_str(), 1 << 16) != ARCHIVE_OK)
+      throwBadInput(path, std::string("not a readable tar: ") + archive_error_string(a.get()));
+  }
   struct Member {
     std::string key, ext;  // ext lower-cased, as webdataset's group_by_keys(lcase=True)
     std::int64_t header = 0, size = 0;
@@ -164,15 +231,17 @@ void WebDataset::scan(std::int64_t shard, bool keepBadSamples) {
         m.problem = "a .cls of " + std::to_string(m.size) + " bytes is not a class number";
       } else {
         m.text.resize(static_cast<std::size_t>(m.size));
-        if (archive_read_data(a.get(), m.text.data(), m.text.size()) != static_cast<la_ssize_t>(m.text.size()))
+        if (archive_read_data(a.get(), m.text.data(), m.text.size()) != static_cast<la_ssize_t>(m.text.size())) {
+          if (stream && !stream->error.empty()) throwBadInput(path, stream->error);
           throwBadInput(path + ": " + name, std::string("truncated member: ") + archive_error_string(a.get()));
+        }
       }
     }
     members.push_back(std::move(m));
   }
+  if (stream && !stream->error.empty()) throwBadInput(path, stream->error);  // the network failed, not the tar
   if (rc != ARCHIVE_EOF) throwBadInput(path, std::string("corrupt tar: ") + archive_error_string(a.get()));
   const std::int64_t end = archive_read_header_position(a.get());
-  const std::int64_t fileSize = st.st_size;
   // Group consecutive members by key, as webdataset does.
   for (std::size_t i = 0; i < members.size();) {
     if (members[i].key.empty()) {
@@ -248,6 +317,10 @@ void WebDataset::fetch(std::int64_t index, std::vector<std::uint8_t>& bytes, std
   bytes.resize(static_cast<std::size_t>(s.size));
   // Opened per read, not kept: datasets of thousands of shards stay under the fd limit, and an
   // open + close costs microseconds next to a decode.
+  if (const auto& remote = remote_[static_cast<std::size_t>(s.shard)]) {
+    remote->read(s.offset, bytes.data(), bytes.size(), parts_);
+    return;
+  }
   const std::string& path = shards_[static_cast<std::size_t>(s.shard)];
   const std::size_t got = readFileRange(path, s.offset, bytes.data(), bytes.size(), name);
   if (got != s.size) throwBadInput(name, "the shard ended inside this image (truncated since it was opened?)");
@@ -321,7 +394,7 @@ std::shared_ptr<Dataset> listWebDataset(const std::string& text, const LoaderOpt
     throwBadInput("sampler_type " + samplerTypeName(options.sampler_type),
                   "WebDataset shards are read in their own order (random, sequential or distributed)");
   return std::make_shared<WebDataset>(spec.path, expandShardPattern(spec.path), options.transforms, buffer,
-                                      options.skip_bad_samples);
+                                      options.skip_bad_samples, PartOptions{options.part_size, options.max_inflight_parts});
 }
 
 }  // namespace stoker

@@ -10,7 +10,11 @@
 //
 // Opening scans every shard's headers with libarchive (the data is skipped, not read; .cls files
 // are read) and keeps each member's byte range, so a worker reads an image with one pread (the
-// shard opened for it: no descriptors are held between reads). The
+// shard opened for it: no descriptors are held between reads). Shards in S3 or behind HTTP(S)
+// (`wds:s3://bucket/train-{000..099}.tar`, `wds:https://host/...`; an s3:// glob is matched
+// against the bucket's listing) are scanned as a stream of windows of part_size ×
+// max_inflight_parts bytes (fetched in parallel parts; memory stays at one window), and each
+// batch's images are fetched max_inflight_parts at a time with one range read each. The
 // epoch's order is the dataset's own (ownEpochOrder): shards shuffled by (seed + epoch), dealt
 // round-robin to the ranks of a distributed sampler, read shard after shard, samples mixed within
 // a bounded buffer (webdataset's shuffle(N)), seeded and reproducible -- so each rank reads its
@@ -21,6 +25,7 @@
 #pragma once
 
 #include "data/datasets/image_dataset.h"
+#include "net/remote_object.h"
 
 namespace stoker {
 
@@ -28,8 +33,9 @@ class WebDataset : public EncodedImageDataset {
  public:
   // keepBadSamples (skip_bad_samples): a sample that makes no sense (no image or .cls, a bad .cls)
   // is kept and fails when read, so the loader skips and counts it; otherwise opening refuses it.
+  // `parts`: how remote shards are read (part_size, max_inflight_parts).
   WebDataset(const std::string& spec, std::vector<std::string> shards, const std::string& transforms, std::int64_t shuffleBuffer,
-             bool keepBadSamples = false);
+             bool keepBadSamples = false, PartOptions parts = {});
   std::int64_t size() const override { return static_cast<std::int64_t>(samples_.size()); }
   std::optional<std::vector<std::int64_t>> ownEpochOrder(const LoaderOptions& options, std::int64_t epoch) const override;
   bool hasOwnEpochOrder() const override { return true; }
@@ -48,8 +54,11 @@ class WebDataset : public EncodedImageDataset {
     std::int64_t label = 0;
     std::string problem;  // a bad sample's reason (kept only under skip_bad_samples)
   };
+  struct RemoteStream;
   void scan(std::int64_t shard, bool keepBadSamples);
   std::vector<std::string> shards_;
+  std::vector<std::shared_ptr<const RemoteObject>> remote_;  // per shard: null when local
+  PartOptions parts_;
   std::vector<Sample> samples_;
   std::vector<std::int64_t> shardBegin_;  // first sample of each shard, and the end
   std::int64_t shuffleBuffer_;

@@ -1,0 +1,40 @@
+#include "data/datasets/byte_source.h"
+
+#include <cstring>
+
+#include "data/loader_options.h"
+#include "net/remote_url.h"
+#include "util/error.h"
+#include "util/mapped_file.h"
+
+namespace stoker {
+
+ByteSource ByteSource::open(const std::string& pathOrUrl, const LoaderOptions& options) {
+  ByteSource s;
+  s.path_ = pathOrUrl;
+  s.parts_ = {options.part_size, options.max_inflight_parts};
+  if (isRemotePath(pathOrUrl)) s.remote_ = RemoteObject::open(pathOrUrl);
+  else s.map_ = MappedFile::open(pathOrUrl);
+  return s;
+}
+
+std::uint64_t ByteSource::size() const { return remote_ ? remote_->size() : map_->size(); }
+
+const std::uint8_t* ByteSource::mapped() const { return map_ ? map_->data() : nullptr; }
+
+void ByteSource::read(std::uint64_t offset, void* dst, std::size_t n) const {
+  if (remote_) return remote_->read(offset, dst, n, parts_);
+  if (offset > map_->size() || n > map_->size() - offset)
+    throwBadInput(path_, "bytes " + std::to_string(offset) + "+" + std::to_string(n) + " lie past its end");
+  std::memcpy(dst, map_->data() + offset, n);
+}
+
+std::shared_ptr<const std::vector<std::uint8_t>> ByteSource::readWhole(std::uint64_t maxBytes) const {
+  if (size() > maxBytes)
+    throwBadInput(path_, std::to_string(size()) + " bytes: more than the " + std::to_string(maxBytes) + " read whole");
+  auto out = std::make_shared<std::vector<std::uint8_t>>(static_cast<std::size_t>(size()));
+  read(0, out->data(), out->size());
+  return out;
+}
+
+}  // namespace stoker

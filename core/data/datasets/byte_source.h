@@ -1,0 +1,39 @@
+// data/datasets/byte_source: a dataset's file, local or remote. A local path is mapped (reads
+// are views, no copy); an s3:// or http(s):// URL is a RemoteObject read by byte ranges, in
+// parts of the loader's part_size with at most max_inflight_parts in flight.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "net/remote_object.h"
+
+namespace stoker {
+
+class MappedFile;
+struct LoaderOptions;
+
+class ByteSource {
+ public:
+  static ByteSource open(const std::string& pathOrUrl, const LoaderOptions& options);
+  const std::string& path() const { return path_; }
+  std::uint64_t size() const;
+  bool remote() const { return remote_ != nullptr; }
+  // The bytes themselves when mapped; null when remote.
+  const std::uint8_t* mapped() const;
+  // Exactly n bytes at offset (Error(BadInput) past the end).
+  void read(std::uint64_t offset, void* dst, std::size_t n) const;
+  // The whole file in memory: a view of the mapping, or the remote object fetched in parts
+  // (`maxBytes`: refuse larger ones, they are not meant to be read whole).
+  std::shared_ptr<const std::vector<std::uint8_t>> readWhole(std::uint64_t maxBytes) const;
+
+ private:
+  std::string path_;
+  std::shared_ptr<const MappedFile> map_;
+  std::shared_ptr<const RemoteObject> remote_;
+  PartOptions parts_;
+};
+
+}  // namespace stoker

@@ -1,0 +1,364 @@
+#include "net/http_transfer.h"
+
+#include <curl/curl.h>
+#include <pugixml.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "util/error.h"
+
+namespace stoker {
+namespace {
+
+constexpr const char* kEmptySha256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+long envLong(const char* name, long fallback, long lo, long hi) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  if (*end || x < lo || x > hi) throwBadInput(std::string(name) + "=" + v, "must be " + std::to_string(lo) + "-" + std::to_string(hi));
+  return x;
+}
+
+// One share handle per process: connections, TLS sessions and DNS answers are reused by every
+// thread's requests (a curl easy handle alone keeps only its own).
+class Share {
+ public:
+  Share() {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    share_ = curl_share_init();
+    curl_share_setopt(share_, CURLSHOPT_LOCKFUNC, &Share::lock);
+    curl_share_setopt(share_, CURLSHOPT_UNLOCKFUNC, &Share::unlock);
+    curl_share_setopt(share_, CURLSHOPT_USERDATA, this);
+    curl_share_setopt(share_, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+    curl_share_setopt(share_, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+    curl_share_setopt(share_, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
+  }
+  CURLSH* get() const { return share_; }
+
+ private:
+  static void lock(CURL*, curl_lock_data data, curl_lock_access, void* self) {
+    static_cast<Share*>(self)->mutexes_[static_cast<std::size_t>(data) % kLocks].lock();
+  }
+  static void unlock(CURL*, curl_lock_data data, void* self) {
+    static_cast<Share*>(self)->mutexes_[static_cast<std::size_t>(data) % kLocks].unlock();
+  }
+  static constexpr std::size_t kLocks = 8;
+  std::mutex mutexes_[kLocks];
+  CURLSH* share_ = nullptr;  // never freed: requests may run until the process exits
+};
+
+CURLSH* sharedHandle() {
+  static Share* share = new Share;
+  return share->get();
+}
+
+// A thread's easy handle, kept between requests (curl_easy_reset keeps its connections).
+CURL* threadHandle() {
+  struct Holder {
+    CURL* h = curl_easy_init();
+    ~Holder() { curl_easy_cleanup(h); }
+  };
+  sharedHandle();
+  thread_local Holder holder;
+  curl_easy_reset(holder.h);
+  return holder.h;
+}
+
+struct Transfer {
+  CURL* curl = nullptr;
+  std::uint8_t* dst = nullptr;  // null: collect into text
+  std::size_t want = 0, got = 0;
+  std::uint64_t wantStart = 0;
+  bool rangeAsked = false, allowShort = false;
+  long status = 0;
+  std::string etag, contentRange, text, errorBody, refused;
+  std::int64_t contentLength = -1;
+  std::size_t maxText = 0;
+};
+
+std::string lowered(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::size_t onHeader(char* data, std::size_t size, std::size_t count, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  std::string line(data, size * count);
+  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+  if (line.rfind("HTTP/", 0) == 0) {  // a new response (after a 100 Continue or a redirect): start over
+    const std::size_t sp = line.find(' ');
+    t->status = sp == std::string::npos ? 0 : std::atol(line.c_str() + sp + 1);
+    t->etag.clear();
+    t->contentRange.clear();
+    t->contentLength = -1;
+    return size * count;
+  }
+  const std::size_t colon = line.find(':');
+  if (colon == std::string::npos) return size * count;
+  const std::string name = lowered(line.substr(0, colon));
+  std::string value = line.substr(colon + 1);
+  value.erase(0, value.find_first_not_of(" \t"));
+  if (name == "etag") t->etag = value;
+  else if (name == "content-range") t->contentRange = value;
+  else if (name == "content-length") t->contentLength = std::atoll(value.c_str());
+  return size * count;
+}
+
+std::size_t onBody(char* data, std::size_t size, std::size_t count, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  const std::size_t n = size * count;
+  if (t->status >= 300 || t->status < 200) {  // an error page: keep its start for the message
+    t->errorBody.append(data, std::min(n, std::size_t(8192) - std::min(t->errorBody.size(), std::size_t(8192))));
+    return n;
+  }
+  if (!t->dst) {
+    if (t->text.size() + n > t->maxText) {
+      t->refused = "the reply is larger than " + std::to_string(t->maxText) + " bytes";
+      return 0;
+    }
+    t->text.append(data, n);
+    return n;
+  }
+  if (t->got == 0) {  // the first bytes of a reply: is it the range that was asked for?
+    if (t->rangeAsked && t->status == 200 && t->wantStart > 0) {
+      t->refused = "the server ignored the Range request (200 with the whole object): it cannot serve parts";
+      return 0;
+    }
+    if (t->status == 206) {
+      unsigned long long first = 0, last = 0;
+      if (std::sscanf(t->contentRange.c_str(), "bytes %llu-%llu", &first, &last) != 2 || first != t->wantStart) {
+        t->refused = "asked for bytes from " + std::to_string(t->wantStart) + ", the server sent Content-Range \"" + t->contentRange + "\"";
+        return 0;
+      }
+      if (t->contentLength >= 0 && last >= first && static_cast<std::uint64_t>(t->contentLength) != last - first + 1) {
+        t->refused = "Content-Length " + std::to_string(t->contentLength) + " disagrees with Content-Range \"" + t->contentRange + "\"";
+        return 0;
+      }
+    }
+  }
+  if (t->got + n > t->want) {
+    if (t->allowShort || (t->rangeAsked && t->status == 200)) {  // a whole-body 200 to a first read: keep what fits
+      const std::size_t take = t->want - t->got;
+      std::memcpy(t->dst + t->got, data, take);
+      t->got += take;
+      return take == n ? n : 0;
+    }
+    t->refused = "the server sent more bytes than asked (" + std::to_string(t->want) + ")";
+    return 0;
+  }
+  std::memcpy(t->dst + t->got, data, n);
+  t->got += n;
+  return n;
+}
+
+// S3's <Error><Code>…</Code><Message>…</Message></Error>, or the first line of a page.
+std::string errorDetail(const std::string& body) {
+  pugi::xml_document doc;
+  if (doc.load_string(body.c_str())) {
+    const pugi::xml_node e = doc.child("Error");
+    if (e) return std::string(e.child_value("Code")) + ": " + e.child_value("Message");
+  }
+  // An HTML error page: its <title> ("403 Forbidden" says no more than the status).
+  if (const std::size_t a = body.find("<title>"); a != std::string::npos) {
+    const std::size_t b = body.find("</title>", a);
+    const std::string title = body.substr(a + 7, b == std::string::npos ? 0 : b - a - 7);
+    return title.size() > 3 && std::isdigit(static_cast<unsigned char>(title[0])) ? std::string() : title.substr(0, 200);
+  }
+  std::string first = body.substr(0, body.find('\n')).substr(0, 200);
+  for (auto& c : first)
+    if (!std::isprint(static_cast<unsigned char>(c))) c = '?';
+  return first;
+}
+
+bool retryableCurl(CURLcode rc) {
+  switch (rc) {
+    case CURLE_COULDNT_CONNECT: case CURLE_OPERATION_TIMEDOUT: case CURLE_PARTIAL_FILE: case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR: case CURLE_GOT_NOTHING: case CURLE_HTTP2: case CURLE_HTTP2_STREAM: case CURLE_SSL_CONNECT_ERROR:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool retryableStatus(long s) { return s == 408 || s == 429 || s == 500 || s == 502 || s == 503 || s == 504; }
+
+struct Settings {
+  long attempts, backoffMs, stallS, connectS;
+  bool insecure;
+  std::string caFile;
+};
+
+Settings settings() {
+  Settings s{envLong("STOKER_HTTP_ATTEMPTS", 8, 1, 100), envLong("STOKER_HTTP_BACKOFF_MS", 100, 0, 600000),
+             envLong("STOKER_HTTP_STALL_S", 30, 1, 3600), envLong("STOKER_HTTP_CONNECT_TIMEOUT_S", 10, 1, 600), false, {}};
+  const char* insecure = std::getenv("STOKER_TLS_INSECURE");
+  s.insecure = insecure && (std::strcmp(insecure, "1") == 0 || std::strcmp(insecure, "true") == 0);
+  for (const char* name : {"AWS_CA_BUNDLE", "CURL_CA_BUNDLE"})
+    if (const char* v = std::getenv(name); v && *v) {
+      s.caFile = v;
+      break;
+    }
+  return s;
+}
+
+void sleepBackoff(const Settings& s, int attempt) {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  const double cap = std::min(5000.0, s.backoffMs * std::pow(2.0, attempt));
+  std::uniform_real_distribution<double> jitter(0.0, cap);  // "full jitter": spreads retrying ranks apart
+  std::this_thread::sleep_for(std::chrono::microseconds(static_cast<long long>(jitter(rng) * 1000)));
+}
+
+// Sets up `t.curl` for one attempt at target (the Range and If-Match already in `headers`).
+void prepare(Transfer& t, const HttpTarget& target, const Settings& s, curl_slist*& headers, const std::string& range,
+             const std::string& etag) {
+  CURL* c = t.curl;
+  curl_easy_setopt(c, CURLOPT_SHARE, sharedHandle());
+  curl_easy_setopt(c, CURLOPT_URL, target.url.c_str());
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+  curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, s.connectS);
+  curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, s.stallS);
+  curl_easy_setopt(c, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
+  curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, "identity");
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, onHeader);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, &t);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, onBody);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &t);
+  if (s.insecure) {
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+  } else if (!s.caFile.empty()) {
+    curl_easy_setopt(c, CURLOPT_CAINFO, s.caFile.c_str());
+  }
+  if (!range.empty()) headers = curl_slist_append(headers, ("Range: bytes=" + range).c_str());
+  if (!etag.empty()) headers = curl_slist_append(headers, ("If-Match: " + etag).c_str());
+  if (target.s3 && !target.s3->anonymous()) {
+    // curl 7.88 signs with the hash of the (empty) body but does not send it; S3 requires it.
+    headers = curl_slist_append(headers, (std::string("x-amz-content-sha256: ") + kEmptySha256).c_str());
+    if (!target.s3->sessionToken.empty())
+      headers = curl_slist_append(headers, ("x-amz-security-token: " + target.s3->sessionToken).c_str());
+    curl_easy_setopt(c, CURLOPT_AWS_SIGV4, ("aws:amz:" + target.s3->region + ":s3").c_str());
+    curl_easy_setopt(c, CURLOPT_USERNAME, target.s3->accessKeyId.c_str());
+    curl_easy_setopt(c, CURLOPT_PASSWORD, target.s3->secretAccessKey.c_str());
+  }
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+}
+
+std::string statusWords(long status, const Transfer& t, const HttpTarget& target) {
+  std::string out = "HTTP " + std::to_string(status);
+  if (const std::string detail = errorDetail(t.errorBody); !detail.empty()) out += " (" + detail + ")";
+  if (status == 403 && target.s3)
+    out += target.s3->anonymous() ? "; the request was unsigned: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE"
+                                  : "; signed with " + target.s3->describe();
+  if (status == 404) out += target.s3 ? "; no such bucket or key" : "; no such file on the server";
+  return out;
+}
+
+// Runs one request with retries. `first` is where the body starts in the object (range reads);
+// every retry of a range read asks only for the bytes not yet received.
+void perform(Transfer& t, const HttpTarget& target, const std::string& what, const std::string& etag,
+             const std::function<std::string()>& rangeOfRest) {
+  const Settings s = settings();
+  std::string lastProblem;
+  const auto started = std::chrono::steady_clock::now();
+  for (int attempt = 0; attempt < s.attempts; ++attempt) {
+    if (attempt > 0) {
+      netCounters().retries++;
+      sleepBackoff(s, attempt - 1);
+    }
+    t.curl = threadHandle();
+    t.status = 0;
+    t.errorBody.clear();
+    t.refused.clear();
+    const std::size_t gotBefore = t.got;
+    if (!t.dst) t.text.clear();
+    curl_slist* headers = nullptr;
+    prepare(t, target, s, headers, rangeOfRest ? rangeOfRest() : std::string(), etag);
+    netCounters().requests++;
+    const CURLcode rc = curl_easy_perform(t.curl);
+    curl_slist_free_all(headers);
+    netCounters().bytes += t.got - gotBefore;
+    if (!t.refused.empty()) throwBadInput(what, t.refused);
+    const bool filled = rc == CURLE_WRITE_ERROR && t.dst && t.got == t.want;  // a whole-body 200 cut at what was asked
+    if ((rc == CURLE_OK || filled) && t.status >= 200 && t.status < 300) {
+      if (t.dst && t.got < t.want && !t.allowShort && !(t.rangeAsked && t.status == 200)) {
+        lastProblem = "the body ended after " + std::to_string(t.got) + " of " + std::to_string(t.want) + " bytes";
+        continue;  // a clean close before the end: resume where it broke
+      }
+      netCounters().nanoseconds += static_cast<std::uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count());
+      return;
+    }
+    if (rc == CURLE_OK) {
+      if (t.status == 412)
+        throwBadInput(what, "the object changed since it was opened (its ETag is no longer " + etag +
+                                "): reading on would mix two versions; open the dataset again");
+      if (t.status == 416 && t.allowShort) return;  // an empty object
+      lastProblem = statusWords(t.status, t, target);
+      if (retryableStatus(t.status)) continue;
+      throwBadInput(what, lastProblem);
+    }
+    if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE)
+      throwBadInput(what, std::string("TLS: ") + curl_easy_strerror(rc) +
+                              " (the server's certificate does not verify; AWS_CA_BUNDLE=FILE trusts a private CA, "
+                              "STOKER_TLS_INSECURE=1 skips the check)");
+    if (rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_UNSUPPORTED_PROTOCOL || rc == CURLE_URL_MALFORMAT)
+      throwBadInput(what, curl_easy_strerror(rc));
+    lastProblem = curl_easy_strerror(rc);
+    if (!retryableCurl(rc)) throwBadInput(what, lastProblem);
+  }
+  throw Error(ErrorKind::Io, what, lastProblem + ", after " + std::to_string(s.attempts) + " attempts (STOKER_HTTP_ATTEMPTS)");
+}
+
+}  // namespace
+
+NetCounters& netCounters() {
+  static NetCounters counters;
+  return counters;
+}
+
+RangeReply httpGetRange(const HttpTarget& target, std::uint64_t offset, std::size_t n, std::uint8_t* dst, const std::string& etag,
+                        bool allowShort) {
+  Transfer t;
+  t.dst = dst;
+  t.want = n;
+  t.rangeAsked = true;
+  t.allowShort = allowShort;
+  const std::string what = "GET " + target.display + " bytes " + std::to_string(offset) + "-" + std::to_string(offset + n - 1);
+  RangeReply reply;
+  if (n == 0) return reply;
+  perform(t, target, what, etag, [&] {
+    t.wantStart = offset + t.got;
+    return std::to_string(offset + t.got) + "-" + std::to_string(offset + n - 1);
+  });
+  if (!etag.empty() && !t.etag.empty() && t.etag != etag)
+    throwBadInput(what, "the object changed since it was opened (ETag " + t.etag + ", opened as " + etag + ")");
+  reply.etag = t.etag;
+  reply.got = t.got;
+  unsigned long long a = 0, b = 0, total = 0;
+  if (t.status == 206 && std::sscanf(t.contentRange.c_str(), "bytes %llu-%llu/%llu", &a, &b, &total) == 3) reply.objectSize = total;
+  else if (t.status == 200 && t.contentLength >= 0) reply.objectSize = static_cast<std::uint64_t>(t.contentLength);
+  else if (t.status == 416) reply.objectSize = 0;
+  return reply;
+}
+
+std::string httpGetText(const HttpTarget& target, std::size_t maxBytes) {
+  Transfer t;
+  t.maxText = maxBytes;
+  perform(t, target, "GET " + target.display, {}, {});
+  return std::move(t.text);
+}
+
+}  // namespace stoker

@@ -1,0 +1,123 @@
+#include "net/remote_object.h"
+
+#include <pugixml.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+
+#include "net/remote_url.h"
+#include "util/error.h"
+#include "util/run_jobs.h"
+
+namespace stoker {
+
+HttpTarget targetOf(const std::string& url) {
+  const RemoteUrl u = RemoteUrl::parse(url);
+  HttpTarget t;
+  t.display = redactedUrl(url);
+  if (!u.isS3()) {
+    t.url = url;
+    return t;
+  }
+  t.s3 = loadS3Config();
+  t.url = t.s3->objectUrl(u.bucket, u.key);
+  return t;
+}
+
+std::shared_ptr<const RemoteObject> RemoteObject::open(const std::string& url, std::size_t headBytes) {
+  auto o = std::make_shared<RemoteObject>();
+  o->target_ = targetOf(url);
+  if (o->target_.s3 && RemoteUrl::parse(url).key.empty()) throwBadInput(o->target_.display, "names a bucket, not an object");
+  headBytes = std::max<std::size_t>(headBytes, 1);
+  o->head_.resize(headBytes);
+  const RangeReply r = httpGetRange(o->target_, 0, headBytes, o->head_.data(), {}, true);
+  o->head_.resize(r.got);
+  o->size_ = r.objectSize;
+  o->etag_ = r.etag;
+  if (r.got < headBytes && r.got < o->size_)
+    throwBadInput(o->target_.display, "the server sent " + std::to_string(r.got) + " of the first " + std::to_string(headBytes) + " bytes");
+  return o;
+}
+
+void RemoteObject::read(std::uint64_t offset, void* dst, std::size_t n, const PartOptions& parts) const {
+  if (offset > size_ || n > size_ - offset)
+    throwBadInput(target_.display, "bytes " + std::to_string(offset) + "+" + std::to_string(n) + " lie past its end (" +
+                                       std::to_string(size_) + " bytes)");
+  auto* out = static_cast<std::uint8_t*>(dst);
+  // What open() already holds costs no request.
+  if (offset < head_.size()) {
+    const std::size_t have = std::min<std::size_t>(n, head_.size() - offset);
+    std::copy_n(head_.data() + offset, have, out);
+    out += have;
+    offset += have;
+    n -= have;
+  }
+  if (n == 0) return;
+  const std::uint64_t partSize = static_cast<std::uint64_t>(std::max<std::int64_t>(parts.partSize, 4096));
+  const std::uint64_t count = (n + partSize - 1) / partSize;
+  if (count == 1) {
+    httpGetRange(target_, offset, n, out, etag_);
+    return;
+  }
+  std::atomic<std::uint64_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failureMutex;
+  runJobs(static_cast<int>(std::min<std::uint64_t>(count, static_cast<std::uint64_t>(std::max(parts.maxInflight, 1)))), [&] {
+    for (std::uint64_t p; (p = next++) < count;) {
+      {
+        std::lock_guard<std::mutex> lock(failureMutex);
+        if (failure) return;
+      }
+      const std::uint64_t at = p * partSize;
+      try {
+        httpGetRange(target_, offset + at, static_cast<std::size_t>(std::min<std::uint64_t>(partSize, n - at)), out + at, etag_);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(failureMutex);
+        if (!failure) failure = std::current_exception();
+        return;
+      }
+    }
+  });
+  if (failure) std::rethrow_exception(failure);
+}
+
+std::vector<ListedObject> listS3(const std::string& prefixUrl, bool byFolder, std::vector<std::string>* prefixes) {
+  const RemoteUrl u = RemoteUrl::parse(prefixUrl);
+  if (!u.isS3()) throwBadInput(prefixUrl, "only s3:// URLs can be listed (an HTTP server has no standard listing)");
+  HttpTarget t;
+  t.s3 = loadS3Config();
+  std::vector<ListedObject> out;
+  std::string token;
+  for (int page = 0;; ++page) {
+    // Query parameters in the order SigV4's canonical request sorts them (curl signs the URL as given).
+    std::string query;
+    if (!token.empty()) query += "continuation-token=" + percentEncode(token, false) + "&";
+    if (byFolder) query += "delimiter=%2F&";
+    query += "list-type=2&";
+    if (const char* keys = std::getenv("STOKER_S3_LIST_MAX_KEYS"); keys && *keys) query += "max-keys=" + std::to_string(std::atoi(keys)) + "&";
+    query += "prefix=" + percentEncode(u.key, false);
+    t.url = t.s3->objectUrl(u.bucket, "") + "?" + query;
+    t.display = prefixUrl + " (listing, page " + std::to_string(page + 1) + ")";
+    const std::string xml = httpGetText(t, std::size_t(64) << 20);
+    pugi::xml_document doc;
+    if (!doc.load_string(xml.c_str())) throwBadInput(t.display, "the listing is not XML");
+    const pugi::xml_node root = doc.child("ListBucketResult");
+    if (!root) throwBadInput(t.display, "the reply is not a ListBucketResult");
+    for (pugi::xml_node c : root.children("Contents")) {
+      const std::string key = c.child_value("Key");
+      if (!key.empty() && key.back() == '/') continue;  // a folder marker, not an object
+      out.push_back({"s3://" + u.bucket + "/" + key, std::stoull(std::string("0") + c.child_value("Size"))});
+    }
+    if (prefixes)
+      for (pugi::xml_node p : root.children("CommonPrefixes")) prefixes->push_back("s3://" + u.bucket + "/" + p.child_value("Prefix"));
+    if (std::string(root.child_value("IsTruncated")) != "true") break;
+    token = root.child_value("NextContinuationToken");
+    if (token.empty()) throwBadInput(t.display, "a truncated listing without a NextContinuationToken");
+  }
+  return out;
+}
+
+}  // namespace stoker

@@ -1,0 +1,61 @@
+// net/remote_object: an object in S3 or behind HTTP(S), read by byte ranges -- what a remote
+// dataset's shards, token files and checkpoint headers are.
+//
+// open() costs one request: a GET of the first `headBytes` (at least 1) that also tells the
+// size (Content-Range) and the ETag, and keeps those bytes (a safetensors header is read with
+// one or two requests in all). read() splits a range into parts of `part_size` bytes and
+// fetches at most `max_inflight_parts` of them at once, each on its own connection (reused
+// from the process's pool), every part checked against the ETag seen at open.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "net/http_transfer.h"
+
+namespace stoker {
+
+struct PartOptions {
+  std::int64_t partSize = 8 << 20;
+  int maxInflight = 4;
+};
+
+class RemoteObject {
+ public:
+  // Error(BadInput) for a URL that is not one, 403/404 and the like; Error(Io) when the server
+  // could not be reached within the retry budget.
+  static std::shared_ptr<const RemoteObject> open(const std::string& url, std::size_t headBytes = 1);
+
+  const std::string& url() const { return target_.display; }
+  std::uint64_t size() const { return size_; }
+  const std::string& etag() const { return etag_; }
+  // The first bytes fetched by open() (fewer when the object is smaller).
+  const std::vector<std::uint8_t>& head() const { return head_; }
+
+  // Exactly `n` bytes at `offset` (Error(BadInput) past the end), in parallel parts.
+  void read(std::uint64_t offset, void* dst, std::size_t n, const PartOptions& parts = {}) const;
+
+ private:
+  HttpTarget target_;
+  std::uint64_t size_ = 0;
+  std::string etag_;
+  std::vector<std::uint8_t> head_;
+};
+
+// Where an http(s):// or s3:// URL is requested, signed as configured (s3: loadS3Config()).
+HttpTarget targetOf(const std::string& url);
+
+struct ListedObject {
+  std::string url;  // s3://bucket/key
+  std::uint64_t size = 0;
+};
+
+// ListObjectsV2 under s3://bucket/prefix, every page (continuation tokens). With `byFolder`, the
+// listing stops at '/' (delimiter): `prefixes` gets the sub-folders as s3:// URLs ending in '/'.
+// Keys come sorted by their bytes, as S3 returns them. STOKER_S3_LIST_MAX_KEYS sets the page size
+// (S3's max-keys, 1000 by default).
+std::vector<ListedObject> listS3(const std::string& prefixUrl, bool byFolder, std::vector<std::string>* prefixes = nullptr);
+
+}  // namespace stoker

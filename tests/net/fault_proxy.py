@@ -1,0 +1,134 @@
+#!/usr/bin/python3
+"""A loopback HTTP proxy that puts faults between Stoker and a real server (nginx, s3rver).
+
+    fault_proxy.py LISTEN_PORT UPSTREAM_PORT
+
+Forwards every request to 127.0.0.1:UPSTREAM_PORT (headers, Host included, so S3 signatures hold)
+and logs it. The test steers it with POST /__fault {"mode": M, "count": N, "latency_ms": L}: the
+next N GETs that carry a body get fault M, and every request waits L ms first (0 by default):
+  status:CODE    answer CODE (503 and 429 with S3's SlowDown body) instead of forwarding
+  drop           send the headers and half the body, then close the connection
+  short          a clean reply whose Content-Length says half of what Content-Range says
+  ignore_range   forward without the Range header (the server answers 200 with the whole object)
+  stall          send the headers and half the body, then stop sending for 60 s
+GET /__log returns the forwarded requests as JSON lines [method, path, range, status, body bytes]
+and empties the log.
+"""
+import http.client
+import http.server
+import json
+import socket
+import sys
+import threading
+import time
+
+UPSTREAM = ("127.0.0.1", int(sys.argv[2]))
+state = {"mode": "", "count": 0, "latency_ms": 0}
+log = []
+lock = threading.Lock()
+
+
+def take_fault():
+    with lock:
+        if state["count"] > 0:
+            state["count"] -= 1
+            return state["mode"]
+        return ""
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out as separate writes: no 40 ms delayed-ACK wait
+
+    def log_message(self, *args):
+        pass
+
+    def reply(self, status, body, headers=()):
+        self.send_response(status)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        if self.path == "/__fault":
+            with lock:
+                state.update({"mode": "", "count": 0, "latency_ms": 0})
+                state.update(json.loads(body))
+            return self.reply(200, b"ok")
+        self.forward(body)
+
+    def do_HEAD(self):
+        self.forward(None)
+
+    def do_PUT(self):
+        self.forward(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+
+    def do_GET(self):
+        if self.path == "/__log":
+            with lock:
+                out = "\n".join(json.dumps(e) for e in log).encode()
+                log.clear()
+            return self.reply(200, out)
+        self.forward(None)
+
+    def forward(self, body):
+        time.sleep(state["latency_ms"] / 1000.0)
+        fault = take_fault() if self.command == "GET" else ""
+        if fault.startswith("status:"):
+            code = int(fault.split(":")[1])
+            xml = b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
+            with lock:
+                log.append([self.command, self.path, self.headers.get("Range", ""), code, 0])
+            return self.reply(code, xml, [("Content-Type", "application/xml")])
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection", "keep-alive")}
+        if fault == "ignore_range":
+            headers.pop("Range", None)
+        conn = http.client.HTTPConnection(*UPSTREAM, timeout=60)
+        conn.request(self.command, self.path, body=body, headers=headers)
+        resp = conn.getresponse()
+        data = resp.read()
+        conn.close()
+        with lock:
+            log.append([self.command, self.path, self.headers.get("Range", ""), resp.status, len(data)])
+        self.send_response(resp.status)
+        for k, v in resp.getheaders():
+            if k.lower() in ("connection", "keep-alive", "transfer-encoding", "content-length"):
+                continue
+            self.send_header(k, v)
+        half = len(data) // 2
+        if fault == "short":
+            self.send_header("Content-Length", str(half))
+            self.end_headers()
+            self.wfile.write(data[:half])
+            return
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+        if fault in ("drop", "stall"):
+            self.wfile.write(data[:half])
+            self.wfile.flush()
+            if fault == "stall":
+                time.sleep(60)
+            self.connection.shutdown(socket.SHUT_RDWR)
+            self.close_connection = True
+            return
+        self.wfile.write(data)
+
+
+class Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def handle_error(self, request, client_address):
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):  # a client that hung up is no news
+            super().handle_error(request, client_address)
+
+
+if __name__ == "__main__":
+    server = Server(("127.0.0.1", int(sys.argv[1])), Handler)
+    print("listening", flush=True)
+    server.serve_forever()

@@ -1,0 +1,435 @@
+// tst_remote: datasets and checkpoints read from real servers on loopback -- nginx over HTTP(S)
+// and s3rver (S3's API) -- through a fault proxy that adds 503/429, dropped and stalled bodies,
+// ignored ranges and a killed connection. Remote reads must give the bytes and batches the same
+// files give locally, and every bad reply must be retried or named, never read as data.
+#include <QJsonArray>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QThread>
+
+#include <ATen/ATen.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <random>
+#include <thread>
+
+#include "ckpt/inspect.h"
+#include "data/dataset.h"
+#include "data/datasets/web_dataset.h"
+#include "expect_error.h"
+#include "net/remote_object.h"
+#include "net/s3_config.h"
+#include "remote_servers.h"
+#include "test_support.h"
+
+using namespace stoker;
+using namespace stoker::test;
+
+// Checks an expectError/expectBadInput result, printing what came instead.
+#define NAMED(check)                              \
+  do {                                            \
+    const QString problem_ = (check);             \
+    QVERIFY2(problem_.isEmpty(), qPrintable(problem_)); \
+  } while (0)
+
+namespace {
+
+const QString kScripts = QStringLiteral(STOKER_SOURCE_DIR "/tests/datasets/");
+const char* kSecret = "S3RVER";  // s3rver's own key pair is S3RVER / S3RVER
+
+// Every sample of `ds` read as one batch, field by field.
+std::vector<at::Tensor> readAll(const Dataset& ds, const std::vector<std::int64_t>& idx) {
+  std::vector<at::Tensor> out;
+  std::vector<std::uint8_t*> dst;
+  for (const auto& f : ds.fields()) {
+    std::vector<std::int64_t> shape{static_cast<std::int64_t>(idx.size())};
+    shape.insert(shape.end(), f.sampleShape.begin(), f.sampleShape.end());
+    out.push_back(at::empty(shape, at::TensorOptions().dtype(f.dtype)));
+    dst.push_back(static_cast<std::uint8_t*>(out.back().data_ptr()));
+  }
+  ds.readSamples(idx.data(), static_cast<std::int64_t>(idx.size()), dst.data(), ReadContext{7, 0, nullptr});
+  return out;
+}
+
+std::vector<std::int64_t> allIndices(const Dataset& ds) {
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(ds.size()));
+  for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<std::int64_t>(i);
+  return idx;
+}
+
+bool sameTensors(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t f = 0; f < a.size(); ++f)
+    if (!at::equal(a[f], b[f])) return false;
+  return true;
+}
+
+QByteArray randomBytes(int n, unsigned seed) {
+  std::mt19937 rng(seed);
+  QByteArray out(n, '\0');
+  for (auto& c : out) c = static_cast<char>(rng());
+  return out;
+}
+
+// Sets an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const QByteArray& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    qputenv(name, value);
+  }
+  ~ScopedEnv() {
+    if (had_) qputenv(name_, old_);
+    else qunsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  QByteArray old_;
+  bool had_ = false;
+};
+
+}  // namespace
+
+class TestRemote : public QObject {
+  Q_OBJECT
+  QTemporaryDir tmp_;
+  RemoteServers servers_;
+  QByteArray blob_;  // 1 MiB of random bytes: www/blob.bin and s3://stoker-test/blob.bin
+  QString shards_;   // local WebDataset shards (www/shards and s3://stoker-test/shards)
+
+  QString s3(const QString& key) const { return "s3://" + RemoteServers::bucket() + "/" + key; }
+
+  void upload(const QString& file, const QString& key) {
+    QString error;
+    QVERIFY2(servers_.upload(file, key, &error), qPrintable(error));
+  }
+
+ private Q_SLOTS:
+  void initTestCase() {
+    QVERIFY(tmp_.isValid());
+    QString error;
+    QVERIFY2(servers_.start(tmp_.filePath("servers"), &error), qPrintable(error));
+    // Through the S3 proxy, signed with s3rver's keys; no profile files of the user's.
+    qputenv("AWS_ENDPOINT_URL", QByteArray("http://127.0.0.1:") + QByteArray::number(servers_.s3ProxyPort()));
+    qputenv("AWS_ACCESS_KEY_ID", "S3RVER");
+    qputenv("AWS_SECRET_ACCESS_KEY", kSecret);
+    qputenv("AWS_SHARED_CREDENTIALS_FILE", tmp_.filePath("no-credentials").toUtf8());
+    qputenv("AWS_CONFIG_FILE", tmp_.filePath("no-config").toUtf8());
+    qputenv("STOKER_HTTP_BACKOFF_MS", "20");
+    qputenv("STOKER_HTTP_ATTEMPTS", "4");
+    blob_ = randomBytes(1 << 20, 1);
+    QVERIFY(writeFile(servers_.www() + "/blob.bin", blob_));
+    upload(servers_.www() + "/blob.bin", "blob.bin");
+    // Token files and WebDataset shards cut from real text and photos (the suites' own scripts).
+    auto r = runPythonArgs({kScripts + "make_token_files.py", servers_.www() + "/tokens", "--tokens-bytes", "256KiB", "--max-docs", "30"});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    for (const char* f : {"tokens.bin", "corpus.idx", "corpus.bin"}) upload(servers_.www() + "/tokens/" + f, QString("tokens/") + f);
+    r = runPythonArgs({kScripts + "make_photo_folder.py", tmp_.filePath("photos"), "--classes", "3", "--per-class", "6", "--png", "0.2", "--seed", "5"});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    shards_ = servers_.www() + "/shards";
+    r = runPythonArgs({kScripts + "make_wds_shards.py", tmp_.filePath("photos"), shards_, "--per-shard", "5"});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    for (int s = 0; s < 4; ++s) {
+      const QString name = QString("train-%1.tar").arg(s, 6, 10, QChar('0'));
+      upload(shards_ + "/" + name, "shards/" + name);
+    }
+  }
+
+  // Ranges read in parallel parts come back byte for byte, over HTTP and S3, each part one GET.
+  void rangeReadsGiveTheFileBytes() {
+    for (const QString& url : {servers_.httpUrl("blob.bin"), s3("blob.bin")}) {
+      const bool http = url.startsWith("http");
+      servers_.takeLog(http);
+      auto o = RemoteObject::open(url.toStdString());
+      QCOMPARE(o->size(), std::uint64_t(blob_.size()));
+      QVERIFY(!o->etag().empty());
+      QByteArray got(300000, '\0');
+      o->read(12345, got.data(), static_cast<std::size_t>(got.size()), PartOptions{65536, 3});
+      QVERIFY(got == blob_.mid(12345, 300000));
+      const QJsonArray log = servers_.takeLog(http);
+      QCOMPARE(log.size(), 1 + 5);  // open, then ceil(300000 / 65536) parts
+      for (const auto& e : log) QCOMPARE(e.toArray()[3].toInt() / 100, 2);
+      // The last bytes, and a read past the end refused before any request.
+      QByteArray tail(100, '\0');
+      o->read(o->size() - 100, tail.data(), 100);
+      QVERIFY(tail == blob_.right(100));
+      NAMED(expectBadInput([&] { o->read(o->size() - 10, tail.data(), 100); }, {"past its end"}));
+    }
+  }
+
+  // ListObjectsV2 page after page (continuation tokens), and by folder (common prefixes).
+  void listingsFollowEveryPage() {
+    ScopedEnv pages("STOKER_S3_LIST_MAX_KEYS", "2");
+    servers_.takeLog(false);
+    const auto shards = listS3(s3("shards/").toStdString(), false);
+    QCOMPARE(shards.size(), std::size_t(4));
+    QCOMPARE(QString::fromStdString(shards[3].url), s3("shards/train-000003.tar"));
+    QCOMPARE(servers_.takeLog(false).size(), 2);
+    std::vector<std::string> folders;
+    const auto top = listS3(s3("").toStdString(), true, &folders);
+    QCOMPARE(top.size(), std::size_t(1));  // blob.bin
+    QCOMPARE(folders, (std::vector<std::string>{s3("shards/").toStdString(), s3("tokens/").toStdString()}));
+    // A glob over S3 matches the listing.
+    QCOMPARE(expandShardPattern(s3("shards/train-*.tar").toStdString()).size(), std::size_t(4));
+  }
+
+  // tokens: and megatron: over HTTP and S3 give the windows the local files give.
+  void tokenDatasetsReadTheSameWindows() {
+    const std::string local = (servers_.www() + "/tokens/").toStdString();
+    LoaderOptions o;
+    o.max_inflight_parts = 3;
+    for (const QString& base : {servers_.httpUrl("tokens/"), s3("tokens/")}) {
+      auto a = openDataset("tokens:" + local + "tokens.bin,ctx=64", o);
+      auto b = openDataset("tokens:" + base.toStdString() + "tokens.bin,ctx=64", o);
+      QCOMPARE(b->size(), a->size());
+      std::vector<std::int64_t> idx{0, 5, a->size() - 1, 17, 2, 1000, 33};
+      QVERIFY(sameTensors(readAll(*a, idx), readAll(*b, idx)));
+      auto ma = openDataset("megatron:" + local + "corpus,ctx=32", o);
+      auto mb = openDataset("megatron:" + base.toStdString() + "corpus,ctx=32", o);
+      QCOMPARE(mb->size(), ma->size());
+      std::vector<std::int64_t> every;  // windows crossing documents included
+      for (std::int64_t i = 0; i < ma->size(); i += std::max<std::int64_t>(1, ma->size() / 50)) every.push_back(i);
+      QVERIFY(sameTensors(readAll(*ma, every), readAll(*mb, every)));
+    }
+  }
+
+  // wds: shards over HTTP and S3 (a brace range, and an S3 glob) decode to the local batches.
+  void webDatasetShardsDecodeAlike() {
+    LoaderOptions o;
+    o.transforms = "Resize(40),CenterCrop(32),ToDtype(u8)";
+    o.part_size = 16384;  // small parts: the scan's windows and the samples span several
+    o.max_inflight_parts = 3;
+    auto local = openDataset("wds:" + shards_.toStdString() + "/train-{000000..000003}.tar", o);
+    const auto want = readAll(*local, allIndices(*local));
+    for (const QString& spec : {"wds:" + servers_.httpUrl("shards/train-{000000..000003}.tar"),
+                                "wds:" + s3("shards/train-{000000..000003}.tar"), "wds:" + s3("shards/train-*.tar")}) {
+      auto remote = openDataset(spec.toStdString(), o);
+      QCOMPARE(remote->size(), local->size());
+      QVERIFY2(sameTensors(readAll(*remote, allIndices(*remote)), want), qPrintable(spec));
+    }
+  }
+
+  // `stoker ckpt inspect URL` reads the header only: one range request when it fits in 64 KiB,
+  // two when it does not, and lists what the local file lists.
+  void inspectReadsOnlyTheHeader() {
+    // A small header over 4 MiB of data, and a header of 3000 tensors (~150 KiB).
+    auto make = [&](const QString& name, int tensors, int bytesEach) {
+      QByteArray header = "{";
+      for (int i = 0; i < tensors; ++i) {
+        if (i) header += ",";
+        header += QString("\"layer.%1.weight\":{\"dtype\":\"F32\",\"shape\":[%2],\"data_offsets\":[%3,%4]}")
+                      .arg(i).arg(bytesEach / 4).arg(qint64(i) * bytesEach).arg(qint64(i + 1) * bytesEach).toUtf8();
+      }
+      header += "}";
+      QVERIFY(writeFile(servers_.www() + "/" + name, safetensorsBytes(header, randomBytes(tensors * bytesEach, 2))));
+    };
+    make("small.safetensors", 4, 1 << 20);
+    make("wide.safetensors", 3000, 8);
+    upload(servers_.www() + "/wide.safetensors", "ckpt/wide.safetensors");
+    for (const auto& [name, requests] : {std::pair{QString("small.safetensors"), 1}, std::pair{QString("wide.safetensors"), 2}}) {
+      servers_.takeLog(true);
+      const auto remote = runStoker({"ckpt", "inspect", servers_.httpUrl(name)});
+      QVERIFY2(remote.exitCode == 0, remote.err.constData());
+      const QJsonArray log = servers_.takeLog(true);
+      QCOMPARE(log.size(), requests);
+      qint64 bytes = 0;
+      for (const auto& e : log) bytes += e.toArray()[4].toInteger();
+      QVERIFY2(bytes < 400000, qPrintable(QString::number(bytes)));
+      const auto local = runStoker({"ckpt", "inspect", servers_.www() + "/" + name});
+      QCOMPARE(remote.out.mid(remote.out.indexOf('\n')), local.out.mid(local.out.indexOf('\n')));
+    }
+    const CheckpointInfo info = inspectCheckpoint(s3("ckpt/wide.safetensors").toStdString());
+    QCOMPARE(info.tensors.size(), std::size_t(3000));
+    // Converting or verifying reads every tensor: refused for a remote file, with what to do.
+    const auto convert = runStoker({"ckpt", "convert", servers_.httpUrl("small.safetensors"), tmp_.filePath("out"), "--to", "single"});
+    QVERIFY2(convert.exitCode != 0 && convert.err.contains("download it first"), convert.err.constData());
+    const auto verify = runStoker({"ckpt", "verify", servers_.httpUrl("small.safetensors"), servers_.www() + "/small.safetensors"});
+    QVERIFY2(verify.exitCode != 0 && verify.err.contains("download it first"), verify.err.constData());
+    NAMED(expectBadInput([&] { inspectCheckpoint(servers_.httpUrl("blob.bin").toStdString()); }, {"one .safetensors file"}));
+    NAMED(expectBadInput([&] { inspectCheckpoint(servers_.httpUrl("blob.safetensors").toStdString()); }, {"HTTP 404"}));
+  }
+
+  // Transient failures are retried -- resuming a broken body at the byte where it broke -- and
+  // the data is what the file holds.
+  void transientFaultsAreRetried() {
+    for (const bool http : {true, false}) {
+      const std::string url = (http ? servers_.httpUrl("blob.bin") : s3("blob.bin")).toStdString();
+      auto o = RemoteObject::open(url);
+      for (const QString& mode : {"status:503", "status:429", "status:500", "drop", "stall"}) {
+        ScopedEnv stall("STOKER_HTTP_STALL_S", "1");
+        QVERIFY(servers_.fault(http, mode, 2));
+        servers_.takeLog(http);
+        const std::uint64_t retries = netCounters().retries;
+        QByteArray got(200000, '\0');
+        o->read(1000, got.data(), static_cast<std::size_t>(got.size()), PartOptions{1 << 20, 1});
+        QVERIFY2(got == blob_.mid(1000, 200000), qPrintable(mode));
+        QCOMPARE(netCounters().retries - retries, std::uint64_t(2));
+        const QJsonArray log = servers_.takeLog(http);
+        QCOMPARE(log.size(), 3);
+        if (mode == "drop" || mode == "stall")  // the retry asks only for what did not arrive
+          QCOMPARE(log[1].toArray()[2].toString(), QString("bytes=%1-200999").arg(1000 + 100000));
+      }
+    }
+    QVERIFY(servers_.fault(true, "", 0));
+  }
+
+  // After the retry budget, the error names the URL, the HTTP status and the attempts.
+  void theRetryBudgetEndsInANamedError() {
+    auto o = RemoteObject::open(servers_.httpUrl("blob.bin").toStdString());
+    QVERIFY(servers_.fault(true, "status:503", 100));
+    QByteArray got(1000, '\0');
+    NAMED(expectError([&] { o->read(0, got.data(), 1000, {}); }, ErrorKind::Io,
+                        {servers_.httpUrl("blob.bin"), "HTTP 503", "SlowDown", "after 4 attempts"}));
+    QVERIFY(servers_.fault(true, "", 0));
+    // Nobody listening: the same, with curl's reason.
+    NAMED(expectError([&] { RemoteObject::open("http://127.0.0.1:" + std::to_string(freePort()) + "/x.bin"); }, ErrorKind::Io,
+                        {"Couldn't connect", "after 4 attempts"}));
+  }
+
+  // Replies that would be wrong data are refused at once: a server that ignores Range, a
+  // Content-Length that disagrees with Content-Range, an object changed since it was opened.
+  void wrongRepliesAreNeverData() {
+    auto o = RemoteObject::open(servers_.httpUrl("blob.bin").toStdString());
+    QByteArray got(5000, '\0');
+    QVERIFY(servers_.fault(true, "ignore_range", 1));
+    NAMED(expectBadInput([&] { o->read(4096, got.data(), 5000); }, {"ignored the Range request"}));
+    QVERIFY(servers_.fault(true, "short", 1));
+    NAMED(expectBadInput([&] { o->read(4096, got.data(), 5000); }, {"Content-Length 2500 disagrees"}));
+    QVERIFY(servers_.fault(true, "", 0));
+    QVERIFY(writeFile(servers_.www() + "/changing.bin", randomBytes(10000, 3)));
+    auto changing = RemoteObject::open(servers_.httpUrl("changing.bin").toStdString());
+    QTest::qWait(1100);  // nginx's ETag holds the modification time in seconds
+    QVERIFY(writeFile(servers_.www() + "/changing.bin", randomBytes(10001, 4)));
+    NAMED(expectBadInput([&] { changing->read(10, got.data(), 100); }, {"changed since it was opened"}));
+  }
+
+  // 403 names the key id (never the secret), 404 says which of bucket or key, TLS must verify.
+  void badAccessIsNamed() {
+    {
+      ScopedEnv key("AWS_ACCESS_KEY_ID", "AKIDNOTKNOWN");
+      ScopedEnv secret("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMIsecretvalue");
+      ScopedEnv token("AWS_SESSION_TOKEN", "tokenvalue123");
+      try {
+        RemoteObject::open(s3("blob.bin").toStdString());
+        QFAIL("a wrong key id was accepted");
+      } catch (const Error& e) {
+        const QString msg = e.what();
+        QVERIFY2(msg.contains("HTTP 403") && msg.contains("InvalidAccessKeyId") && msg.contains("AKIDNOTKNOWN"), qPrintable(msg));
+        QVERIFY2(!msg.contains("wJalrXUtnFEMIsecretvalue") && !msg.contains("tokenvalue123"), qPrintable(msg));
+      }
+      const std::string described = loadS3Config().describe();
+      QVERIFY(described.find("secretvalue") == std::string::npos && described.find("tokenvalue") == std::string::npos);
+    }
+    NAMED(expectBadInput([&] { RemoteObject::open(s3("nothing-here.bin").toStdString()); }, {"HTTP 404", "NoSuchKey"}));
+    NAMED(expectBadInput([&] { RemoteObject::open("s3://no-such-bucket/x.bin"); }, {"HTTP 404", "NoSuchBucket"}));
+    NAMED(expectBadInput([&] { openDataset("tokens:" + servers_.httpUrl("tokens/none.bin").toStdString()); },
+                           {"none.bin", "HTTP 404"}));
+    LoaderOptions images;
+    images.transforms = "Resize(40),CenterCrop(32)";
+    NAMED(expectBadInput([&] { openDataset("wds:" + s3("empty/x-*.tar").toStdString(), images); }, {"no shard"}));
+    NAMED(expectBadInput([&] { RemoteObject::open("s3://Bad_Bucket/x"); }, {"a bucket is 3-63"}));
+    // A password in the URL (basic auth) or a presigned signature never reaches the message.
+    const QString withPassword = servers_.httpUrl("none.bin").replace("http://", "http://ann:pw-in-url@") + "?X-Amz-Signature=abc123&x=1";
+    try {
+      RemoteObject::open(withPassword.toStdString());
+      QFAIL("a missing object was opened");
+    } catch (const Error& e) {
+      const QString msg = e.what();
+      QVERIFY2(msg.contains("http://***@127.0.0.1") && msg.contains("X-Amz-Signature=***&x=1") && !msg.contains("pw-in-url") &&
+                   !msg.contains("abc123"),
+               qPrintable(msg));
+    }
+    // A self-signed certificate is refused, unless trusted (AWS_CA_BUNDLE) or the check is off.
+    const std::string tls = servers_.httpsUrl("blob.bin").toStdString();
+    NAMED(expectBadInput([&] { RemoteObject::open(tls); }, {"TLS", "STOKER_TLS_INSECURE=1"}));
+    {
+      ScopedEnv ca("AWS_CA_BUNDLE", servers_.certificate().toUtf8());
+      QCOMPARE(RemoteObject::open(tls)->size(), std::uint64_t(blob_.size()));
+    }
+    ScopedEnv insecure("STOKER_TLS_INSECURE", "1");
+    QCOMPARE(RemoteObject::open(tls)->size(), std::uint64_t(blob_.size()));
+  }
+
+  // Credentials and endpoints from the shared files, as AWS_PROFILE names them.
+  void profilesComeFromTheSharedFiles() {
+    const QString creds = tmp_.filePath("aws-credentials"), config = tmp_.filePath("aws-config");
+    QVERIFY(writeFile(creds, "[default]\naws_access_key_id = DEFAULTKEY\naws_secret_access_key = d\n\n"
+                             "[train]\naws_access_key_id = TRAINKEY\naws_secret_access_key = t\naws_session_token = tok\n"));
+    QVERIFY(writeFile(config, "[profile train]\nregion = eu-west-3\nendpoint_url = http://127.0.0.1:9/\ns3 =\n  addressing_style = path\n"));
+    ScopedEnv c("AWS_SHARED_CREDENTIALS_FILE", creds.toUtf8()), f("AWS_CONFIG_FILE", config.toUtf8());
+    qunsetenv("AWS_ACCESS_KEY_ID");
+    qunsetenv("AWS_ENDPOINT_URL");
+    ScopedEnv profile("AWS_PROFILE", "train");
+    S3Config s = loadS3Config();
+    QCOMPARE(QString::fromStdString(s.accessKeyId), QString("TRAINKEY"));
+    QCOMPARE(QString::fromStdString(s.sessionToken), QString("tok"));
+    QCOMPARE(QString::fromStdString(s.region), QString("eu-west-3"));
+    QCOMPARE(QString::fromStdString(s.endpoint), QString("http://127.0.0.1:9"));
+    QVERIFY(s.pathStyle);
+    QCOMPARE(QString::fromStdString(s.objectUrl("b-1", "a b/c")), QString("http://127.0.0.1:9/b-1/a%20b/c"));
+    {
+      ScopedEnv other("AWS_PROFILE", "missing");
+      NAMED(expectBadInput([] { loadS3Config(); }, {"AWS_PROFILE=missing", "no such profile"}));
+    }
+    {
+      ScopedEnv defaultProfile("AWS_PROFILE", "");
+      s = loadS3Config();
+      QCOMPARE(QString::fromStdString(s.accessKeyId), QString("DEFAULTKEY"));
+      QCOMPARE(QString::fromStdString(s.objectUrl("b-1", "k")), QString("https://b-1.s3.us-east-1.amazonaws.com/k"));
+    }
+    {
+      ScopedEnv anonymous("AWS_NO_SIGN_REQUEST", "true");
+      QVERIFY(loadS3Config().anonymous());
+    }
+    qputenv("AWS_ACCESS_KEY_ID", "S3RVER");
+    qputenv("AWS_ENDPOINT_URL", QByteArray("http://127.0.0.1:") + QByteArray::number(servers_.s3ProxyPort()));
+  }
+
+  // The proxy killed mid-epoch and back a moment later: the epoch completes with every sample
+  // once and as stored; a proxy that stays away fails the read with the named error.
+  void aKilledProxyCostsNoSample() {
+    ScopedEnv attempts("STOKER_HTTP_ATTEMPTS", "12");
+    ScopedEnv backoff("STOKER_HTTP_BACKOFF_MS", "100");
+    LoaderOptions o;
+    o.max_inflight_parts = 2;
+    auto local = openDataset("tokens:" + (servers_.www() + "/tokens/tokens.bin").toStdString() + ",ctx=32", o);
+    auto remote = openDataset("tokens:" + servers_.httpUrl("tokens/tokens.bin").toStdString() + ",ctx=32", o);
+    const std::int64_t n = std::min<std::int64_t>(remote->size(), 1200);
+    std::vector<std::int64_t> idx(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) idx[static_cast<std::size_t>(i)] = (i * 7919) % remote->size();
+    std::vector<at::Tensor> got;
+    std::atomic<std::int64_t> done{0};
+    std::string failure;
+    std::thread reader([&] {
+      try {
+        std::vector<at::Tensor> parts[2];
+        for (std::int64_t at = 0; at < n; at += 8, done = at) {
+          const std::vector<std::int64_t> batch(idx.begin() + at, idx.begin() + std::min(n, at + 8));
+          const auto b = readAll(*remote, batch);
+          for (int f = 0; f < 2; ++f) parts[f].push_back(b[static_cast<std::size_t>(f)]);
+        }
+        for (int f = 0; f < 2; ++f) got.push_back(at::cat(parts[f]));
+      } catch (const std::exception& e) {
+        failure = e.what();
+      }
+    });
+    while (done < n / 3 && failure.empty()) QThread::msleep(5);
+    servers_.killHttpProxy();
+    QThread::msleep(800);
+    QString error;
+    QVERIFY2(servers_.restartHttpProxy(&error), qPrintable(error));
+    reader.join();
+    QVERIFY2(failure.empty(), failure.c_str());
+    QVERIFY(sameTensors(got, readAll(*local, idx)));
+    // Away for good: the named error after the budget.
+    ScopedEnv few("STOKER_HTTP_ATTEMPTS", "3");
+    servers_.killHttpProxy();
+    NAMED(expectError([&] { readAll(*remote, {1, 2, 3}); }, ErrorKind::Io, {"tokens.bin", "after 3 attempts"}));
+    QVERIFY2(servers_.restartHttpProxy(&error), qPrintable(error));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestRemote)
+#include "tst_remote.moc"
