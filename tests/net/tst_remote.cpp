@@ -2,6 +2,8 @@
 // and s3rver (S3's API) -- through a fault proxy that adds 503/429, dropped and stalled bodies,
 // ignored ranges and a killed connection. Remote reads must give the bytes and batches the same
 // files give locally, and every bad reply must be retried or named, never read as data.
+#include <QDir>
+#include <QDirIterator>
 #include <QJsonArray>
 #include <QTemporaryDir>
 #include <QTest>
@@ -16,6 +18,7 @@
 
 #include "ckpt/inspect.h"
 #include "data/dataset.h"
+#include "data/datasets/image_folder_dataset.h"
 #include "data/datasets/web_dataset.h"
 #include "expect_error.h"
 #include "net/remote_object.h"
@@ -128,6 +131,14 @@ class TestRemote : public QObject {
     for (const char* f : {"tokens.bin", "corpus.idx", "corpus.bin"}) upload(servers_.www() + "/tokens/" + f, QString("tokens/") + f);
     r = runPythonArgs({kScripts + "make_photo_folder.py", tmp_.filePath("photos"), "--classes", "3", "--per-class", "6", "--png", "0.2", "--seed", "5"});
     QVERIFY2(r.exitCode == 0, r.err.constData());
+    const QString photos = tmp_.filePath("photos");
+    QDirIterator it(photos, QDir::Files, QDirIterator::Subdirectories);
+    while (it.hasNext()) {
+      const QString file = it.next();
+      upload(file, "photos" + file.mid(photos.size()));
+    }
+    QVERIFY(writeFile(tmp_.filePath("notes.txt"), "no image"));
+    upload(tmp_.filePath("notes.txt"), "textonly/a/notes.txt");
     shards_ = servers_.www() + "/shards";
     r = runPythonArgs({kScripts + "make_wds_shards.py", tmp_.filePath("photos"), shards_, "--per-shard", "5"});
     QVERIFY2(r.exitCode == 0, r.err.constData());
@@ -161,16 +172,22 @@ class TestRemote : public QObject {
 
   // ListObjectsV2 page after page (continuation tokens), and by folder (common prefixes).
   void listingsFollowEveryPage() {
-    ScopedEnv pages("STOKER_S3_LIST_MAX_KEYS", "2");
-    servers_.takeLog(false);
-    const auto shards = listS3(s3("shards/").toStdString(), false);
-    QCOMPARE(shards.size(), std::size_t(4));
-    QCOMPARE(QString::fromStdString(shards[3].url), s3("shards/train-000003.tar"));
-    QCOMPARE(servers_.takeLog(false).size(), 2);
+    {
+      ScopedEnv pages("STOKER_S3_LIST_MAX_KEYS", "2");
+      servers_.takeLog(false);
+      const auto shards = listS3(s3("shards/").toStdString(), false);
+      QCOMPARE(shards.size(), std::size_t(4));
+      QCOMPARE(QString::fromStdString(shards[3].url), s3("shards/train-000003.tar"));
+      QCOMPARE(servers_.takeLog(false).size(), 2);
+    }
+    // By folder, in one page: s3rver 3.7 drops common prefixes when max-keys cuts a delimited
+    // listing, and gives none for keys nested two folders deep (photos/<class>/<file>), which S3
+    // does; the folders of files one level down are what it lists right.
     std::vector<std::string> folders;
     const auto top = listS3(s3("").toStdString(), true, &folders);
-    QCOMPARE(top.size(), std::size_t(1));  // blob.bin
-    QCOMPARE(folders, (std::vector<std::string>{s3("shards/").toStdString(), s3("tokens/").toStdString()}));
+    QCOMPARE(QString::fromStdString(top.at(0).url), s3("blob.bin"));
+    for (const char* f : {"shards/", "tokens/"})
+      QVERIFY2(std::count(folders.begin(), folders.end(), s3(f).toStdString()) == 1, f);
     // A glob over S3 matches the listing.
     QCOMPARE(expandShardPattern(s3("shards/train-*.tar").toStdString()).size(), std::size_t(4));
   }
@@ -209,6 +226,27 @@ class TestRemote : public QObject {
       QCOMPARE(remote->size(), local->size());
       QVERIFY2(sameTensors(readAll(*remote, allIndices(*remote)), want), qPrintable(spec));
     }
+  }
+
+  // imagefolder: over an S3 prefix: classes from the common prefixes, files from every page of the
+  // listing, in torchvision's order; the same samples as the local folder.
+  void imageFolderOverS3() {
+    ScopedEnv pages("STOKER_S3_LIST_MAX_KEYS", "4");
+    LoaderOptions o;
+    o.transforms = "Resize(40),CenterCrop(32),ToDtype(u8)";
+    o.max_inflight_parts = 4;
+    auto local = openDataset("imagefolder:" + tmp_.filePath("photos").toStdString(), o);
+    auto remote = openDataset("imagefolder:" + s3("photos/").toStdString(), o);
+    QCOMPARE(remote->size(), local->size());
+    const auto* r = dynamic_cast<const ImageFolderDataset*>(remote.get());
+    const auto* l = dynamic_cast<const ImageFolderDataset*>(local.get());
+    QCOMPARE(r->classes(), l->classes());
+    for (std::int64_t i = 0; i < local->size(); ++i)
+      QCOMPARE(QString::fromStdString(r->path(i)).section("photos/", 1), QString::fromStdString(l->path(i)).section("photos/", 1));
+    QVERIFY(sameTensors(readAll(*remote, allIndices(*remote)), readAll(*local, allIndices(*local))));
+    NAMED(expectBadInput([&] { openDataset("imagefolder:" + s3("textonly").toStdString(), o); }, {"no image files in class folder a"}));
+    NAMED(expectBadInput([&] { openDataset("imagefolder:" + s3("nothing/").toStdString(), o); }, {"no class folders"}));
+    NAMED(expectBadInput([&] { openDataset("imagefolder:" + servers_.httpUrl("photos/").toStdString(), o); }, {"no listing"}));
   }
 
   // `stoker ckpt inspect URL` reads the header only: one range request when it fits in 64 KiB,

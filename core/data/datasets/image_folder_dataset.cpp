@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <map>
 
+#include "net/remote_object.h"
+#include "net/remote_url.h"
 #include "util/error.h"
 #include "util/python_str_less.h"
 #include "util/read_file.h"
@@ -53,10 +55,37 @@ Walk walk(const std::string& top) {
   return out;
 }
 
+// The same walk over an S3 prefix: every key under `top` (ListObjectsV2, all pages), grouped by
+// the "folder" before its last '/'.
+Walk walkS3(const std::string& top) {
+  Walk out;
+  for (const ListedObject& o : listS3(top + "/", false)) {
+    const std::size_t slash = o.url.rfind('/');
+    out[o.url.substr(0, slash)].push_back(o.url.substr(slash + 1));
+  }
+  return out;
+}
+
 }  // namespace
 
-ImageFolderDataset::ImageFolderDataset(const std::string& root, const std::string& transforms)
+ImageFolderDataset::ImageFolderDataset(const std::string& root, const std::string& transforms, int parallelFetches)
     : EncodedImageDataset("imagefolder (" + root + ")", transforms) {
+  if (isRemotePath(root)) {
+    if (root.rfind("s3://", 0) != 0)
+      throwBadInput(root, "an HTTP server has no listing to find classes in: imagefolder: reads local folders and s3:// prefixes "
+                          "(pack the images into WebDataset shards to read them over HTTP)");
+    parallelFetches_ = parallelFetches;
+    std::string top = root;
+    while (!top.empty() && top.back() == '/') top.pop_back();
+    std::vector<std::string> prefixes;
+    listS3(top + "/", true, &prefixes);
+    for (const std::string& p : prefixes) classes_.push_back(p.substr(top.size() + 1, p.size() - top.size() - 2));
+    std::sort(classes_.begin(), classes_.end(), PythonStrLess());
+    if (classes_.empty())
+      throwBadInput(root, "no class folders under this prefix (imagefolder expects PREFIX/<class>/<image> like torchvision's ImageFolder)");
+    addClassFiles(root, [&](const std::string& c) { return walkS3(top + "/" + c); });
+    return;
+  }
   std::error_code ec;
   if (!fs::is_directory(root, ec)) throw Error(ErrorKind::Io, root, ec ? ec.message() : "not a folder");
   // find_classes: sorted(entry.name for entry in os.scandir(root) if entry.is_dir())
@@ -67,14 +96,21 @@ ImageFolderDataset::ImageFolderDataset(const std::string& root, const std::strin
   if (ec) throw Error(ErrorKind::Io, root, ec.message());
   std::sort(classes_.begin(), classes_.end(), PythonStrLess());
   if (classes_.empty()) throwBadInput(root, "no class folders (imagefolder expects ROOT/<class>/<image> like torchvision's ImageFolder)");
+  addClassFiles(root, [&](const std::string& c) { return walk((fs::path(root) / c).string()); });
+}
+
+// find_classes' folders in order, then make_dataset's files: each class's walk, folders sorted by
+// path, files by name, kept by extension.
+template <typename WalkClass>
+void ImageFolderDataset::addClassFiles(const std::string& root, WalkClass walkClass) {
   std::vector<std::string> empty;
   for (std::size_t c = 0; c < classes_.size(); ++c) {
     const std::size_t before = files_.size();
-    for (auto& [folder, names] : walk((fs::path(root) / classes_[c]).string())) {
+    for (auto& [folder, names] : walkClass(classes_[c])) {
       std::sort(names.begin(), names.end(), PythonStrLess());
       for (const auto& name : names)
         if (hasImageExtension(name)) {
-          files_.push_back((fs::path(folder) / name).string());
+          files_.push_back(folder.back() == '/' ? folder + name : folder + "/" + name);
           labels_.push_back(static_cast<std::int64_t>(c));
         }
     }
@@ -91,13 +127,21 @@ ImageFolderDataset::ImageFolderDataset(const std::string& root, const std::strin
 void ImageFolderDataset::fetch(std::int64_t index, std::vector<std::uint8_t>& bytes, std::int64_t& label, std::string& name) const {
   name = files_[static_cast<std::size_t>(index)];
   label = labels_[static_cast<std::size_t>(index)];
+  if (isRemotePath(name)) {
+    // One request for an image under 1 MiB (the open's first range is the whole of it).
+    const auto object = RemoteObject::open(name, std::size_t(1) << 20);
+    if (object->size() > (std::uint64_t(1) << 30)) throwBadInput(name, "larger than 1 GiB: not an image");
+    bytes.resize(static_cast<std::size_t>(object->size()));
+    object->read(0, bytes.data(), bytes.size());
+    return;
+  }
   readWholeFile(name, std::size_t(1) << 30, bytes);  // 1 GiB: no image is that large
 }
 
 std::shared_ptr<Dataset> listImageFolderDataset(const std::string& spec, const LoaderOptions& options) {
   const std::string root = spec.substr(std::string("imagefolder:").size());
   if (root.empty()) throwBadInput(spec, "no folder after \"imagefolder:\"");
-  return std::make_shared<ImageFolderDataset>(root, options.transforms);
+  return std::make_shared<ImageFolderDataset>(root, options.transforms, options.max_inflight_parts);
 }
 
 std::shared_ptr<Dataset> openImageFolderDataset(const std::string& spec, const LoaderOptions& options) {

@@ -13,7 +13,9 @@ namespace stoker {
 
 class ImageFolderDataset : public EncodedImageDataset {
  public:
-  ImageFolderDataset(const std::string& root, const std::string& transforms);
+  // `root` may be an s3:// prefix: classes are its common prefixes (ListObjectsV2 with '/'),
+  // images the keys under each, fetched `parallelFetches` at a time per batch.
+  ImageFolderDataset(const std::string& root, const std::string& transforms, int parallelFetches = 1);
   std::int64_t size() const override { return static_cast<std::int64_t>(files_.size()); }
   const std::vector<std::string>& classes() const { return classes_; }
   const std::string& path(std::int64_t index) const { return files_[static_cast<std::size_t>(index)]; }
@@ -23,6 +25,8 @@ class ImageFolderDataset : public EncodedImageDataset {
   void fetch(std::int64_t index, std::vector<std::uint8_t>& bytes, std::int64_t& label, std::string& name) const override;
 
  private:
+  template <typename WalkClass>
+  void addClassFiles(const std::string& root, WalkClass walkClass);
   std::vector<std::string> classes_;
   std::vector<std::string> files_;
   std::vector<std::int64_t> labels_;
