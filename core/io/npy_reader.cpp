@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "io/byte_order.h"
+#include "net/remote_object.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
 
@@ -162,7 +163,7 @@ void fortranToC(const std::uint8_t* src, std::uint8_t* dst, const std::vector<st
 }  // namespace
 
 HostTensor readNpy(const std::string& path) {
-  auto map = MappedFile::open(path);
+  auto map = mapOrFetch(path);  // a URL: fetched whole
   const std::uint8_t* p = map->data();
   const std::uint64_t size = map->size();
   static const std::uint8_t kMagic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};

@@ -1,12 +1,13 @@
 #include "io/safetensors_file.h"
 
+#include "net/remote_object.h"
 #include "util/error.h"
 
 namespace stoker {
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
   SafetensorsFile f;
-  f.map_ = MappedFile::open(path);
+  f.map_ = mapOrFetch(path);  // a URL: fetched whole (datasets); checkpoints are inspected by header (ckpt/inspect)
   f.header_ = parseSafetensorsHeader(f.map_->data(), f.map_->size(), f.map_->size(), path);
   f.index_.reserve(f.header_.tensors.size());
   for (std::size_t i = 0; i < f.header_.tensors.size(); ++i)

@@ -10,6 +10,7 @@
 
 #include "net/remote_url.h"
 #include "util/error.h"
+#include "util/mapped_file.h"
 #include "util/run_jobs.h"
 
 namespace stoker {
@@ -82,6 +83,14 @@ void RemoteObject::read(std::uint64_t offset, void* dst, std::size_t n, const Pa
     }
   });
   if (failure) std::rethrow_exception(failure);
+}
+
+std::shared_ptr<const MappedFile> mapOrFetch(const std::string& pathOrUrl, const PartOptions& parts) {
+  if (!isRemotePath(pathOrUrl)) return MappedFile::open(pathOrUrl);
+  const auto object = RemoteObject::open(pathOrUrl);
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(object->size()));
+  object->read(0, bytes.data(), bytes.size(), parts);
+  return MappedFile::fromBytes(pathOrUrl, std::move(bytes));
 }
 
 std::vector<ListedObject> listS3(const std::string& prefixUrl, bool byFolder, std::vector<std::string>* prefixes) {

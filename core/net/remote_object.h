@@ -44,6 +44,11 @@ class RemoteObject {
   std::vector<std::uint8_t> head_;
 };
 
+class MappedFile;
+// A local path mapped, or an s3:// / http(s):// file fetched whole in parallel parts into memory
+// (tensor files: .safetensors and .npy datasets are held in memory anyway).
+std::shared_ptr<const MappedFile> mapOrFetch(const std::string& pathOrUrl, const PartOptions& parts = {});
+
 // Where an http(s):// or s3:// URL is requested, signed as configured (s3: loadS3Config()).
 HttpTarget targetOf(const std::string& url);
 

@@ -42,8 +42,17 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
   return file;
 }
 
+std::shared_ptr<const MappedFile> MappedFile::fromBytes(std::string path, std::vector<std::uint8_t> bytes) {
+  std::shared_ptr<MappedFile> file(new MappedFile());
+  file->path_ = std::move(path);
+  file->owned_ = std::move(bytes);
+  file->size_ = file->owned_.size();
+  file->data_ = file->owned_.data();
+  return file;
+}
+
 MappedFile::~MappedFile() {
-  if (data_) ::munmap(const_cast<std::uint8_t*>(data_), size_);
+  if (data_ && owned_.empty()) ::munmap(const_cast<std::uint8_t*>(data_), size_);
 }
 
 }  // namespace stoker

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace stoker {
 
@@ -13,6 +14,8 @@ class MappedFile {
  public:
   // Maps `path` read-only. Throws Error(Io) if it cannot be opened or mapped.
   static std::shared_ptr<const MappedFile> open(const std::string& path);
+  // The same view over bytes already in memory (a remote file fetched whole): `path` names them.
+  static std::shared_ptr<const MappedFile> fromBytes(std::string path, std::vector<std::uint8_t> bytes);
 
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
@@ -27,6 +30,7 @@ class MappedFile {
   std::string path_;
   const std::uint8_t* data_ = nullptr;
   std::size_t size_ = 0;
+  std::vector<std::uint8_t> owned_;  // fromBytes: the bytes (nothing is mapped)
 };
 
 }  // namespace stoker

@@ -212,6 +212,25 @@ class TestRemote : public QObject {
     }
   }
 
+  // Tensor files (.safetensors, .npy) over HTTP and S3: fetched whole, the same samples.
+  void tensorFilesReadAlike() {
+    const QByteArray header = R"({"x":{"dtype":"F32","shape":[10,3],"data_offsets":[0,120]},"y":{"dtype":"I64","shape":[10],"data_offsets":[120,200]}})";
+    QVERIFY(writeFile(servers_.www() + "/fields.safetensors", safetensorsBytes(header, randomBytes(200, 9))));
+    const auto r = runPythonArgs({"-c", "import numpy, sys; numpy.save(sys.argv[1], numpy.arange(60, dtype=numpy.int32).reshape(12, 5))",
+                                  servers_.www() + "/data.npy"});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    upload(servers_.www() + "/fields.safetensors", "tensors/fields.safetensors");
+    upload(servers_.www() + "/data.npy", "tensors/data.npy");
+    for (const QString& name : {"fields.safetensors", "data.npy"}) {
+      auto local = openDataset((servers_.www() + "/" + name).toStdString());
+      for (const QString& url : {servers_.httpUrl(name), s3("tensors/" + name)}) {
+        auto remote = openDataset(url.toStdString());
+        QCOMPARE(remote->size(), local->size());
+        QVERIFY2(sameTensors(readAll(*remote, allIndices(*remote)), readAll(*local, allIndices(*local))), qPrintable(url));
+      }
+    }
+  }
+
   // wds: shards over HTTP and S3 (a brace range, and an S3 glob) decode to the local batches.
   void webDatasetShardsDecodeAlike() {
     LoaderOptions o;
