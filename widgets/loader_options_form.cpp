@@ -201,11 +201,17 @@ void LoaderOptionsForm::setHostDevice(bool host) {
   revalidate();
 }
 
+void LoaderOptionsForm::setRemoteDataset(bool remote) {
+  if (remote == remoteDataset_) return;
+  remoteDataset_ = remote;
+  revalidate();
+}
+
 // Greys out the knobs that do nothing with the other settings, and says why in
 // the tooltip (the value is kept: it matters again when the setting changes).
 void LoaderOptionsForm::updateInactive(const LoaderOptions& o) {
   inactive_.clear();
-  for (const auto& k : inactiveKnobs(o, hostDevice_))
+  for (const auto& k : inactiveKnobs(o, hostDevice_, remoteDataset_))
     inactive_.insert(QString::fromStdString(k.knob), QString::fromStdString(k.reason));
   for (const QString& name : order_) {
     const QString reason = inactive_.value(name);

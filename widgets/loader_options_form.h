@@ -30,6 +30,8 @@ class LoaderOptionsForm : public QWidget {
   QWidget* editor(const QString& knob) const { return editors_.value(knob); }
   // Whether the devices run are all host devices (cpu): copy knobs then do nothing.
   void setHostDevice(bool host);
+  // An s3:// or http(s):// dataset: part_size and max_inflight_parts size its range requests.
+  void setRemoteDataset(bool remote);
   // Why `knob` is greyed out (no effect with the other settings), or empty.
   QString inactiveReason(const QString& knob) const { return inactive_.value(knob); }
 
@@ -48,6 +50,7 @@ class LoaderOptionsForm : public QWidget {
   QHash<QString, QString> tips_;
   QHash<QString, QString> inactive_;
   bool hostDevice_ = true;
+  bool remoteDataset_ = false;
   QStringList order_;
   QLabel* messageLabel_;
   QString message_;

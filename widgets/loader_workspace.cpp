@@ -59,7 +59,10 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
                             "from the list. Image datasets take their transforms from the transforms knob.")
                              .arg(kinds.join('\n')));
   }
-  connect(dataset_, &QComboBox::editTextChanged, this, [this] { updateApplyState(); });
+  connect(dataset_, &QComboBox::editTextChanged, this, [this] {
+    if (form_) form_->setRemoteDataset(datasetIsRemote(dataset_->spec().toStdString()));
+    updateApplyState();
+  });
   connect(dataset_, &DatasetPicker::browsed, this, [this](const QString& spec, bool images) {
     if (images) setImageDataset(spec);
     else setDataset(spec);

@@ -110,7 +110,7 @@ class LoaderWorkspace : public QWidget {
   void saveSettings() const;
   void restoreSettings();
 
-  LoaderOptionsForm* form_;
+  LoaderOptionsForm* form_ = nullptr;
   LoaderRunner* runner_;
   TelemetryPlots* plots_;
   StageBreakdownView* stages_;

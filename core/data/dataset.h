@@ -108,6 +108,8 @@ bool datasetTakesTransforms(const std::string& spec);
 // Error(BadInput) naming `subject` (the CLI's "--transforms", the Python keyword "transforms")
 // when `transforms` is set for a spec whose kind is read as stored.
 void refuseTransformsUnlessImages(const std::string& spec, const std::string& transforms, const std::string& subject);
+// Whether the spec reads from s3:// or http(s):// (its path after "kind:", or the whole spec).
+bool datasetIsRemote(const std::string& spec);
 // The kinds openDataset knows, as "prefix:ARGS  what" lines (for errors, --help and the picker).
 std::vector<std::string> datasetKinds();
 

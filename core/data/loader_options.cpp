@@ -313,7 +313,7 @@ bool isBatchBoundaryKnob(const std::string& knob) {
   return false;
 }
 
-std::vector<InactiveKnob> inactiveKnobs(const LoaderOptions& o, bool hostDevice) {
+std::vector<InactiveKnob> inactiveKnobs(const LoaderOptions& o, bool hostDevice, bool remoteDataset) {
   std::vector<InactiveKnob> out;
   auto add = [&out](const char* knob, const std::string& reason) { out.push_back({knob, reason}); };
   if (o.num_workers == 0) {
@@ -337,9 +337,9 @@ std::vector<InactiveKnob> inactiveKnobs(const LoaderOptions& o, bool hostDevice)
     add("shuffle", "the " + samplerTypeName(o.sampler_type) + " sampler decides the order itself");
   if (!o.transforms.empty())
     add("enable_transforms", "transforms decide what runs (add RandomHorizontalFlip(0.5) there for a flip)");
-  if (o.reader_mode != ReaderMode::Read) {
-    add("part_size", "used only with reader_mode = read");
-    add("max_inflight_parts", "used only with reader_mode = read");
+  if (o.reader_mode != ReaderMode::Read && !remoteDataset) {
+    add("part_size", "used only with reader_mode = read and by s3:// or http(s):// datasets");
+    add("max_inflight_parts", "used only with reader_mode = read and by s3:// or http(s):// datasets");
   }
   return out;
 }
@@ -355,8 +355,8 @@ const std::vector<KnobInfo>& knobTable() {
       {"auto_tune", false, "re-size the prefetch depth each epoch from memory headroom", "Workers", "none (flodl's per-epoch depth tuning)"},
       {"loading_mode", false, "resident (dataset on the device, gather) / streaming (collate + copy) / auto", "Memory", "none (DALI/flodl-style resident datasets)"},
       {"reader_mode", false, "file datasets: mmap (zero-copy) or read (into memory, part_size reads)", "Files", "none (s3dlio's reader modes)"},
-      {"part_size", false, "read mode: bytes per read call", "Files", "none (s3dlio's part size)"},
-      {"max_inflight_parts", false, "read mode: reads in parallel", "Files", "none (s3dlio's parallel parts)"},
+      {"part_size", false, "read mode: bytes per read call; remote datasets: bytes per range request", "Files", "none (s3dlio's part size)"},
+      {"max_inflight_parts", false, "read mode: reads in parallel; remote datasets: range requests in flight per worker", "Files", "none (s3dlio's parallel parts)"},
       {"shard_rank", false, "distributed sampler: this rank", "Distributed", "DistributedSampler(rank=)"},
       {"shard_world_size", false, "distributed sampler: number of ranks", "Distributed", "DistributedSampler(num_replicas=)"},
       {"worker_id", false, "this loader's id in telemetry records", "Telemetry", "none (names this loader in telemetry)"},

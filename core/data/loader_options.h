@@ -146,13 +146,15 @@ std::string describeChange(const LoaderOptions& a, const LoaderOptions& b);
 bool isBatchBoundaryKnob(const std::string& knob);
 
 // Knobs that have no effect with these options (on a host-only device such
-// as cpu when `hostDevice`), each with the reason in words: the workbench
-// form greys them out instead of accepting them silently.
+// as cpu when `hostDevice`; part_size and max_inflight_parts size the range
+// requests of an s3:// or http(s):// dataset when `remoteDataset`), each with
+// the reason in words: the workbench form greys them out instead of accepting
+// them silently.
 struct InactiveKnob {
   std::string knob;
   std::string reason;
 };
-std::vector<InactiveKnob> inactiveKnobs(const LoaderOptions& o, bool hostDevice);
+std::vector<InactiveKnob> inactiveKnobs(const LoaderOptions& o, bool hostDevice, bool remoteDataset = false);
 
 // Exports (data/loader_export.cpp). The PyTorch snippet builds `loader` and
 // `set_epoch(epoch)`; called before each epoch, the loader serves the same

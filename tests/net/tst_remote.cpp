@@ -5,6 +5,7 @@
 #include <QDir>
 #include <QDirIterator>
 #include <QJsonArray>
+#include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QThread>
@@ -212,6 +213,30 @@ class TestRemote : public QObject {
     }
   }
 
+  // `import stoker`: a training script's Loader takes the URL too, and serves the local batches.
+  void pythonLoaderTakesAUrl() {
+#ifndef STOKER_HAVE_PYTHON_PACKAGE
+    QSKIP("this build has no Python package (stoker_c)");
+#endif
+    QProcess p;
+    QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
+    e.insert("PYTHONPATH", QStringLiteral(STOKER_BUILD_PYTHON));
+    p.setProcessEnvironment(e);
+    p.start(QStringLiteral(STOKER_PYTHON), {"-c", R"(
+import sys, torch, stoker
+def batches(spec):
+    return [b for b in stoker.Loader(spec, batch_size=16, shuffle=True, seed=3, num_workers=2, max_inflight_parts=4)]
+local, remote = batches('tokens:' + sys.argv[1] + ',ctx=64'), batches('tokens:' + sys.argv[2] + ',ctx=64')
+assert len(local) == len(remote) > 10, (len(local), len(remote))
+for a, b in zip(local, remote):
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+print(len(remote), 'batches alike')
+)", servers_.www() + "/tokens/tokens.bin", s3("tokens/tokens.bin")});
+    QVERIFY(p.waitForFinished(120000));
+    QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+    qInfo("%s", p.readAllStandardOutput().trimmed().constData());
+  }
+
   // Tensor files (.safetensors, .npy) over HTTP and S3: fetched whole, the same samples.
   void tensorFilesReadAlike() {
     const QByteArray header = R"({"x":{"dtype":"F32","shape":[10,3],"data_offsets":[0,120]},"y":{"dtype":"I64","shape":[10],"data_offsets":[120,200]}})";
@@ -407,6 +432,22 @@ class TestRemote : public QObject {
     }
     ScopedEnv insecure("STOKER_TLS_INSECURE", "1");
     QCOMPARE(RemoteObject::open(tls)->size(), std::uint64_t(blob_.size()));
+  }
+
+  // The workbench's form keeps part_size and max_inflight_parts live for a remote dataset.
+  void partKnobsMatterForRemoteDatasets() {
+    QVERIFY(datasetIsRemote("wds:s3://b-1/x-{0..3}.tar"));
+    QVERIFY(datasetIsRemote("tokens:https://h/t.bin,ctx=8"));
+    QVERIFY(datasetIsRemote("http://h/f.safetensors"));
+    QVERIFY(!datasetIsRemote("tokens:/data/t.bin"));
+    QVERIFY(!datasetIsRemote("fashion-mnist"));
+    auto has = [](const std::vector<InactiveKnob>& v, const char* knob) {
+      return std::any_of(v.begin(), v.end(), [&](const InactiveKnob& k) { return k.knob == knob; });
+    };
+    const LoaderOptions o;  // reader_mode mmap
+    QVERIFY(has(inactiveKnobs(o, true, false), "part_size"));
+    QVERIFY(!has(inactiveKnobs(o, true, true), "part_size"));
+    QVERIFY(!has(inactiveKnobs(o, true, true), "max_inflight_parts"));
   }
 
   // Credentials and endpoints from the shared files, as AWS_PROFILE names them.

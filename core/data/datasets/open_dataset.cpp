@@ -7,6 +7,7 @@
 #include "data/datasets/tensor_dataset.h"
 #include "data/datasets/token_datasets.h"
 #include "data/datasets/web_dataset.h"
+#include "net/remote_url.h"
 #include "util/error.h"
 
 namespace stoker {
@@ -73,6 +74,12 @@ void refuseTransformsUnlessImages(const std::string& spec, const std::string& tr
   if (!transforms.empty() && !datasetTakesTransforms(spec))
     throwBadInput(subject, "transforms apply to the datasets that decode images (imagefolder:, wds:); " + spec +
                                " is read as stored");
+}
+
+bool datasetIsRemote(const std::string& spec) {
+  for (const Kind& k : kKinds)
+    if (!k.suffix && spec.rfind(k.prefix, 0) == 0) return isRemotePath(spec.substr(std::strlen(k.prefix)));
+  return isRemotePath(spec);
 }
 
 std::vector<std::string> datasetKinds() {
