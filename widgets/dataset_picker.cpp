@@ -9,6 +9,8 @@
 #include <QSettings>
 #include <QStandardItemModel>
 
+#include "remote_dataset_dialog.h"
+
 namespace stoker {
 namespace {
 
@@ -18,7 +20,7 @@ const char* kRecentKey = "loader/recentDatasets";
 const QStringList kBuiltIn = {"fashion-mnist", "synthetic:50000,3x32x32,f32", "synthetic:20000,3x64x64,u8,20"};
 const DatasetPicker::Browse kBrowseOrder[] = {DatasetPicker::Browse::ImageFolder, DatasetPicker::Browse::WebDataset,
                                               DatasetPicker::Browse::Tokens, DatasetPicker::Browse::Megatron,
-                                              DatasetPicker::Browse::Tensors};
+                                              DatasetPicker::Browse::Tensors, DatasetPicker::Browse::Remote};
 
 // A section title in the list: shown, never chosen.
 void addHeading(QComboBox* combo, const QString& text) {
@@ -57,6 +59,7 @@ QString DatasetPicker::browseLabel(Browse kind) {
     case Browse::Tokens: return tr("Token file…");
     case Browse::Megatron: return tr("Megatron dataset…");
     case Browse::Tensors: return tr("Tensor file…");
+    case Browse::Remote: return tr("Remote (s3://, https://)…");
   }
   return {};
 }
@@ -70,6 +73,7 @@ QString DatasetPicker::specFor(Browse kind, const QString& path) {
     case Browse::Megatron:  // the spec names the prefix of PREFIX.bin + PREFIX.idx
       return "megatron:" + (path.endsWith(".idx") || path.endsWith(".bin") ? path.chopped(4) : path);
     case Browse::Tensors: return path;
+    case Browse::Remote: return path;  // the dialog wrote the whole spec
   }
   return path;
 }
@@ -130,7 +134,8 @@ void DatasetPicker::onActivated(int index) {
   }
   const QString spec = specFor(kind, path);
   setCurrentText(spec);
-  Q_EMIT browsed(spec, kind == Browse::ImageFolder || kind == Browse::WebDataset);
+  Q_EMIT browsed(spec, kind == Browse::ImageFolder || kind == Browse::WebDataset ||
+                          (kind == Browse::Remote && (spec.startsWith("imagefolder:") || spec.startsWith("wds:"))));
 }
 
 void DatasetPicker::wheelEvent(QWheelEvent* event) { event->ignore(); }  // the form scrolls on
@@ -160,6 +165,10 @@ QString DatasetPicker::defaultChooser(Browse kind) {
       return QFileDialog::getOpenFileName(this, tr("Megatron dataset"), {}, tr("Megatron index (*.idx)"));
     case Browse::Tensors:
       return QFileDialog::getOpenFileName(this, tr("Tensor file"), {}, tr("Tensors (*.safetensors *.npy)"));
+    case Browse::Remote: {
+      RemoteDatasetDialog dialog(this);
+      return dialog.exec() == QDialog::Accepted ? dialog.spec() : QString();
+    }
   }
   return {};
 }

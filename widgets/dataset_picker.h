@@ -1,6 +1,6 @@
 // dataset_picker: the Loader's "what to load" field -- an editable combo of dataset specs that
 // also offers the ways to find one: "Image folder…", "WebDataset shards…", "Token file…",
-// "Megatron dataset…", "Tensor file…" (each opens the matching dialog and writes the spec), the
+// "Megatron dataset…", "Tensor file…", "Remote (s3://, https://)…" (each opens the matching dialog and writes the spec), the
 // datasets used recently (kept in QSettings), and the built-in ones. A newcomer never has to
 // know the spec syntax to point the loader at their data.
 #pragma once
@@ -14,8 +14,9 @@ class DatasetPicker : public QComboBox {
   Q_OBJECT
  public:
   // The entries that open a dialog, in menu order.
-  enum class Browse { ImageFolder, WebDataset, Tokens, Megatron, Tensors };
-  // Asks the user for a path for `kind` (a file or a folder); empty when cancelled.
+  enum class Browse { ImageFolder, WebDataset, Tokens, Megatron, Tensors, Remote };
+  // Asks the user for a path for `kind` (a file or a folder; for Remote, the whole spec from
+  // RemoteDatasetDialog); empty when cancelled.
   using Chooser = std::function<QString(Browse kind)>;
 
   explicit DatasetPicker(QWidget* parent = nullptr);

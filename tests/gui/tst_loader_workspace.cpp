@@ -17,10 +17,12 @@
 #include <QSpinBox>
 #include <QTableWidget>
 #include <QWheelEvent>
+#include <QLineEdit>
 
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "dataset_picker.h"
+#include "remote_dataset_dialog.h"
 #include "event_loop_probe.h"
 #include "wait_for.h"
 #include "loader_options_form.h"
@@ -758,6 +760,42 @@ class TestLoaderWorkspace : public QObject {
   // Issue 39: a newcomer finds their data from the list, never by typing a spec. Each browse
   // entry opens its dialog and writes the spec; an image folder brings the train transforms;
   // cancelling puts back what was there; a run puts its dataset under "Recent".
+  // "Remote (s3://, https://)…": the dialog composes the spec and its check says what it found, or
+  // the core's error, off the GUI thread; the picker writes the spec and offers image transforms.
+  void remoteEntryChecksAccess() {
+    RemoteDatasetDialog dialog;
+    auto* kind = dialog.findChild<QComboBox*>("remoteKind");
+    auto* url = dialog.findChild<QLineEdit*>("remoteUrl");
+    QVERIFY(kind && url);
+    kind->setCurrentIndex(2);  // token file
+    const QString tokens = dir_.filePath("remote-tokens.bin");
+    QVERIFY(test::writeFile(tokens, QByteArray(2 * 4097, '\1')));
+    url->setText(tokens + ",ctx=64");
+    QCOMPARE(dialog.spec(), "tokens:" + tokens + ",ctx=64");
+    dialog.check();
+    QTRY_VERIFY_WITH_TIMEOUT(!dialog.checking(), 20000);
+    QVERIFY2(dialog.resultText().startsWith("64 samples, 4,097 tokens"), qPrintable(dialog.resultText()));
+    qputenv("STOKER_HTTP_ATTEMPTS", "1");
+    url->setText("http://127.0.0.1:" + QString::number(test::freePort()) + "/t.bin");
+    dialog.check();
+    QTRY_VERIFY_WITH_TIMEOUT(!dialog.checking(), 20000);
+    qunsetenv("STOKER_HTTP_ATTEMPTS");
+    QVERIFY2(dialog.resultText().contains("Couldn't connect"), qPrintable(dialog.resultText()));
+
+    LoaderWorkspace w;
+    auto* picker = w.findChild<DatasetPicker*>("dataset");
+    picker->setChooser([](DatasetPicker::Browse b) {
+      return b == DatasetPicker::Browse::Remote ? QString("wds:s3://bucket/train-{000..009}.tar") : QString();
+    });
+    const int i = picker->findText(DatasetPicker::browseLabel(DatasetPicker::Browse::Remote));
+    QVERIFY(i >= 0);
+    picker->setCurrentIndex(i);
+    Q_EMIT picker->activated(i);
+    QCOMPARE(w.dataset(), QString("wds:s3://bucket/train-{000..009}.tar"));
+    QVERIFY(!w.form()->options().transforms.empty());  // an image dataset: transforms offered
+    QVERIFY(w.findChild<QWidget*>("max_inflight_parts")->isEnabled());  // live for a remote dataset
+  }
+
   void datasetPickerOffersTheWaysToFindData() {
     QSettings().remove("loader/recentDatasets");
     LoaderWorkspace w;

@@ -240,6 +240,7 @@ void WebDataset::scan(std::int64_t shard, bool keepBadSamples) {
     members.push_back(std::move(m));
   }
   if (stream && !stream->error.empty()) throwBadInput(path, stream->error);  // the network failed, not the tar
+  shardSizes_.push_back(static_cast<std::uint64_t>(fileSize));
   if (rc != ARCHIVE_EOF) throwBadInput(path, std::string("corrupt tar: ") + archive_error_string(a.get()));
   const std::int64_t end = archive_read_header_position(a.get());
   // Group consecutive members by key, as webdataset does.
@@ -324,6 +325,12 @@ void WebDataset::fetch(std::int64_t index, std::vector<std::uint8_t>& bytes, std
   const std::string& path = shards_[static_cast<std::size_t>(s.shard)];
   const std::size_t got = readFileRange(path, s.offset, bytes.data(), bytes.size(), name);
   if (got != s.size) throwBadInput(name, "the shard ended inside this image (truncated since it was opened?)");
+}
+
+std::uint64_t WebDataset::shardBytes() const {
+  std::uint64_t n = 0;
+  for (std::uint64_t s : shardSizes_) n += s;
+  return n;
 }
 
 std::optional<std::vector<std::int64_t>> WebDataset::ownEpochOrder(const LoaderOptions& o, std::int64_t epoch) const {

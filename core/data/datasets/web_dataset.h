@@ -40,6 +40,7 @@ class WebDataset : public EncodedImageDataset {
   std::optional<std::vector<std::int64_t>> ownEpochOrder(const LoaderOptions& options, std::int64_t epoch) const override;
   bool hasOwnEpochOrder() const override { return true; }
   const std::vector<std::string>& shards() const { return shards_; }
+  std::uint64_t shardBytes() const;  // all shards' sizes together
   std::int64_t shardOf(std::int64_t index) const { return samples_[static_cast<std::size_t>(index)].shard; }
   const std::string& key(std::int64_t index) const { return samples_[static_cast<std::size_t>(index)].key; }
 
@@ -58,6 +59,7 @@ class WebDataset : public EncodedImageDataset {
   void scan(std::int64_t shard, bool keepBadSamples);
   std::vector<std::string> shards_;
   std::vector<std::shared_ptr<const RemoteObject>> remote_;  // per shard: null when local
+  std::vector<std::uint64_t> shardSizes_;
   PartOptions parts_;
   std::vector<Sample> samples_;
   std::vector<std::int64_t> shardBegin_;  // first sample of each shard, and the end

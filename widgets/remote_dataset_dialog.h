@@ -1,0 +1,44 @@
+// remote_dataset_dialog: the dataset picker's "Remote (s3://, https://)…" entry -- a kind, a URL,
+// and "Check access", which opens the dataset off the GUI thread (as `stoker dataset info`
+// does) and says what it found: samples, shards and their bytes, classes, tokens -- or the
+// error, in the words the core gives (403 with the key id, 404, TLS, the retry budget).
+#pragma once
+
+#include <QDialog>
+#include <QFutureWatcher>
+
+class QComboBox;
+class QLabel;
+class QLineEdit;
+class QPushButton;
+
+namespace stoker {
+
+class RemoteDatasetDialog : public QDialog {
+  Q_OBJECT
+ public:
+  explicit RemoteDatasetDialog(QWidget* parent = nullptr);
+  // The spec the fields make: wds:URL, imagefolder:URL, tokens:URL, megatron:URL, or the URL.
+  QString spec() const;
+  // Runs the check now (what the button does); the result lands in resultText() when done.
+  void check();
+  bool checking() const { return watcher_.isRunning(); }
+  QString resultText() const;
+
+  // What a check finds for `spec`, in words ("20 samples in 4 shards (1.2 MiB)"); throws the
+  // core's error. Runs on any thread.
+  static QString describe(const QString& spec);
+
+ private:
+  QComboBox* kind_;
+  QLineEdit* url_;
+  QPushButton* checkButton_;
+  QLabel* result_;
+  struct Outcome {
+    bool ok = false;
+    QString text;  // what was found, or the error
+  };
+  QFutureWatcher<Outcome> watcher_;
+};
+
+}  // namespace stoker
