@@ -75,6 +75,7 @@ RemoteDatasetDialog::RemoteDatasetDialog(QWidget* parent) : QDialog(parent) {
     const Outcome o = watcher_.result();
     result_->setText(o.text);
     result_->setStyleSheet(o.ok ? QString() : QString("color: #b00020"));
+    adjustSize();  // room for the answer's lines: the help text above must not lose its last one
   });
 }
 
@@ -109,7 +110,10 @@ QString RemoteDatasetDialog::describe(const QString& spec) {
   if (const auto* f = dynamic_cast<const ImageFolderDataset*>(dataset.get())) out += tr(", %1 classes").arg(f->classes().size());
   if (const auto* t = dynamic_cast<const TokenWindowDataset*>(dataset.get()))
     out += tr(", %1 tokens").arg(QLocale().toString(static_cast<qlonglong>(t->tokens())));
-  return out + "\n" + QString::fromStdString(dataset->description());
+  // Opened to list, an image dataset's description ends in ", no transforms": not news here.
+  QString description = QString::fromStdString(dataset->description());
+  if (description.endsWith(", no transforms")) description.chop(15);
+  return out + "\n" + description;
 }
 
 }  // namespace stoker

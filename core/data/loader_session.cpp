@@ -216,6 +216,14 @@ void LoaderSession::drive(DeviceRun& r, ProgressMeter& meter, const CancelToken*
       }
       throw;
     }
+    // An epoch without a batch would repeat forever in an until-stopped run (no batch, no look at
+    // Stop) and measures nothing in a counted one: say why instead.
+    if (served == 0 && r.loader->lastEpoch().batches == 0)
+      throwBadInput(r.device + " epoch " + std::to_string(e),
+                    "served no batch: " + std::to_string(r.loader->dataset().size()) + " samples" +
+                        (r.loader->options().drop_last ? " make no whole batch of " + std::to_string(r.loader->options().batch_size) +
+                                                             " (drop_last): lower batch_size or turn drop_last off"
+                                                       : " and no batch came"));
     r.epochs.push_back(r.loader->lastEpoch());
   }
 }

@@ -607,6 +607,20 @@ class TestLoader : public QObject {
     }
   }
 
+  // An epoch with no batch (fewer samples than one batch, drop_last) is an error that says so:
+  // an until-stopped run used to repeat empty epochs without ever looking at Stop.
+  void anEpochWithoutABatchIsNamed() {
+    LoaderOptions o = LoaderOptions::builder().batchSize(1000).numWorkers(1).dropLast(true).build();
+    auto ds = std::make_shared<FaultyDataset>(-1, 0);  // 500 samples
+    for (std::int64_t epochs : {2, 0}) {
+      LoaderSessionOptions so;
+      so.epochs = epochs;
+      LoaderSession session(ds, o, {DeviceSpec::parse("cpu")}, so);
+      const std::string msg = errorOf([&] { session.run(nullptr, nullptr); });
+      QVERIFY2(msg.find("served no batch: 500 samples make no whole batch of 1000 (drop_last)") != std::string::npos, msg.c_str());
+    }
+  }
+
   // Several devices used to force the distributed sampler silently, dropping weighted and
   // with-replacement sampling and overwriting shard_rank/shard_world_size. They are refused
   // naming the knob; sequential stays in order on every shard.
