@@ -243,7 +243,9 @@ void prepare(Transfer& t, const HttpTarget& target, const Settings& s, curl_slis
     curl_easy_setopt(c, CURLOPT_CAINFO, s.caFile.c_str());
   }
   if (!range.empty()) headers = curl_slist_append(headers, ("Range: bytes=" + range).c_str());
-  if (!etag.empty()) headers = curl_slist_append(headers, ("If-Match: " + etag).c_str());
+  // A weak ETag (W/"…") never matches If-Match (RFC 9110's strong comparison): for those the
+  // reply's ETag is compared alone.
+  if (!etag.empty() && etag.rfind("W/", 0) != 0) headers = curl_slist_append(headers, ("If-Match: " + etag).c_str());
   if (target.s3 && !target.s3->anonymous()) {
     // curl 7.88 signs with the hash of the (empty) body but does not send it; S3 requires it.
     headers = curl_slist_append(headers, (std::string("x-amz-content-sha256: ") + kEmptySha256).c_str());

@@ -2,14 +2,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <exception>
 #include <mutex>
-#include <cstring>
 
 #include "data/datasets/dataset_spec.h"
 #include "util/error.h"
-#include "util/run_jobs.h"
 #include "util/monotonic_seconds.h"
+#include "util/run_jobs.h"
 
 namespace stoker {
 namespace {

@@ -126,7 +126,10 @@ WebDataset::WebDataset(const std::string& spec, std::vector<std::string> shards,
                        std::int64_t shuffleBuffer, bool keepBadSamples, PartOptions parts)
     : EncodedImageDataset("wds (" + spec + ")", transforms), shards_(std::move(shards)), remote_(shards_.size()), parts_(parts),
       shuffleBuffer_(shuffleBuffer) {
-  parallelFetches_ = parts.maxInflight;
+  // Remote shards: a batch's images are fetched max_inflight_parts at a time (local ones are a
+  // pread each, cheaper than a thread).
+  for (const std::string& shard : shards_)
+    if (isRemotePath(shard)) parallelFetches_ = parts.maxInflight;
   for (std::size_t s = 0; s < shards_.size(); ++s) {
     shardBegin_.push_back(static_cast<std::int64_t>(samples_.size()));
     scan(static_cast<std::int64_t>(s), keepBadSamples);
