@@ -525,6 +525,10 @@ print(len(remote), 'batches alike')
     ScopedEnv few("STOKER_HTTP_ATTEMPTS", "3");
     servers_.killHttpProxy();
     NAMED(expectError([&] { readAll(*remote, {1, 2, 3}); }, ErrorKind::Io, {"tokens.bin", "after 3 attempts"}));
+    LoaderOptions images;
+    images.transforms = "Resize(40),CenterCrop(32)";
+    NAMED(expectError([&] { openDataset("wds:" + servers_.httpUrl("shards/train-{000000..000001}.tar").toStdString(), images); },
+                      ErrorKind::Io, {"train-000000.tar", "Couldn't connect", "after 3 attempts"}));
     QVERIFY2(servers_.restartHttpProxy(&error), qPrintable(error));
   }
 };

@@ -10,6 +10,7 @@
 #include <charconv>
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <random>
 #include <string_view>
 
@@ -140,15 +141,18 @@ WebDataset::WebDataset(const std::string& spec, std::vector<std::string> shards,
 
 // A remote shard as libarchive's input: windows of part_size × max_inflight_parts bytes, each
 // fetched in parallel parts; a skip (the data of a member not read) moves on without fetching
-// what the next window does not need. A network error is kept for the scan to report (libarchive
-// would only say "truncated").
+// what the next window does not need. A network error is kept for the scan to rethrow as it came
+// (libarchive would only say "truncated"; the retry budget's Error(Io) stays an Io error).
 struct WebDataset::RemoteStream {
   RemoteStream(const RemoteObject& o, const PartOptions& p) : object(o), parts(p) {}
   const RemoteObject& object;
   PartOptions parts;
   std::vector<std::uint8_t> window;
   std::uint64_t at = 0;  // the object's next unread byte
-  std::string error;
+  std::exception_ptr error;
+  void rethrowIfFailed() const {
+    if (error) std::rethrow_exception(error);
+  }
 
   static la_ssize_t read(archive*, void* self, const void** buffer) {
     auto* s = static_cast<RemoteStream*>(self);
@@ -158,8 +162,8 @@ struct WebDataset::RemoteStream {
     s->window.resize(static_cast<std::size_t>(n));
     try {
       s->object.read(s->at, s->window.data(), s->window.size(), s->parts);
-    } catch (const std::exception& e) {
-      s->error = e.what();
+    } catch (...) {
+      s->error = std::current_exception();
       return -1;
     }
     s->at += n;
@@ -193,7 +197,7 @@ void WebDataset::scan(std::int64_t shard, bool keepBadSamples) {
     archive_read_set_read_callback(a.get(), &RemoteStream::read);
     archive_read_set_skip_callback(a.get(), &RemoteStream::skip);
     if (archive_read_open1(a.get()) != ARCHIVE_OK) {
-      if (!stream->error.empty()) throwBadInput(path, stream->error);
+      stream->rethrowIfFailed();
       throwBadInput(path, std::string("not a readable tar: ") + archive_error_string(a.get()));
     }
   } else {
@@ -235,14 +239,14 @@ void WebDataset::scan(std::int64_t shard, bool keepBadSamples) {
       } else {
         m.text.resize(static_cast<std::size_t>(m.size));
         if (archive_read_data(a.get(), m.text.data(), m.text.size()) != static_cast<la_ssize_t>(m.text.size())) {
-          if (stream && !stream->error.empty()) throwBadInput(path, stream->error);
+          if (stream) stream->rethrowIfFailed();
           throwBadInput(path + ": " + name, std::string("truncated member: ") + archive_error_string(a.get()));
         }
       }
     }
     members.push_back(std::move(m));
   }
-  if (stream && !stream->error.empty()) throwBadInput(path, stream->error);  // the network failed, not the tar
+  if (stream) stream->rethrowIfFailed();  // the network failed, not the tar
   shardSizes_.push_back(static_cast<std::uint64_t>(fileSize));
   if (rc != ARCHIVE_EOF) throwBadInput(path, std::string("corrupt tar: ") + archive_error_string(a.get()));
   const std::int64_t end = archive_read_header_position(a.get());
