@@ -6,7 +6,7 @@
 namespace stoker {
 
 std::string stageWords(const std::string& stage) {
-  if (stage == "read") return "reading from storage";
+  if (stage == "read") return "reading from storage or the network";  // remote datasets time their requests as read
   if (stage == "decode") return "JPEG/PNG decode";
   if (stage == "transform") return "transforms (crop, resize, flip, normalise)";
   if (stage == "collate") return "collating samples into batches";
