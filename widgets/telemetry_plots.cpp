@@ -75,6 +75,7 @@ TelemetryPlots::TelemetryPlots(QWidget* parent) : QWidget(parent), timer_(new QT
     plot->setMinimumSize(220, 150);
     plot->plotLayout()->insertRow(0);
     plot->plotLayout()->addElement(0, 0, new QCPTextElement(plot, tr(kPlots[p].title), QFont(font().family(), 9, QFont::Bold)));
+    plot->installEventFilter(this);  // the title goes on two lines when the plot is too narrow for one
     plot->yAxis->setLabel(tr(kPlots[p].yLabel));
     plot->xAxis->setLabel(tr("seconds"));
     if (kPlots[p].y2Label) {
@@ -301,6 +302,39 @@ void TelemetryPlots::addTrial(double unixTime, const QString& label, double samp
   }
   if (std::isfinite(samplesPerS) && samplesPerS > 0) trialGraph_->addData(unixTime - origin_, samplesPerS);
   addMarker(unixTime, label);
+}
+
+bool TelemetryPlots::eventFilter(QObject* watched, QEvent* event) {
+  if (event->type() == QEvent::Resize)
+    if (auto* plot = qobject_cast<QCustomPlot*>(watched))
+      if (auto* title = qobject_cast<QCPTextElement*>(plot->plotLayout()->element(0, 0))) {
+        const int p = static_cast<int>(std::find(std::begin(plots_), std::end(plots_), plot) - std::begin(plots_));
+        if (p >= PlotCount) return QWidget::eventFilter(watched, event);
+        const QString line = tr(kPlots[p].title);
+        // Cut at the first ": " (what is plotted, then how): centred, both halves stay whole.
+        const QString split = QString(line).replace(line.indexOf(": "), 2, ":\n");
+        const bool fits = QFontMetrics(title->font()).horizontalAdvance(line) + 8 <= plot->width();
+        title->setText(fits ? line : split);
+      }
+  return QWidget::eventFilter(watched, event);
+}
+
+QString TelemetryPlots::titleText(Plot plot) const {
+  const auto* title = qobject_cast<QCPTextElement*>(plots_[plot]->plotLayout()->element(0, 0));
+  return title ? title->text() : QString();
+}
+
+QString TelemetryPlots::titleOverflow(Plot plot) const {
+  const auto* title = qobject_cast<QCPTextElement*>(plots_[plot]->plotLayout()->element(0, 0));
+  if (!title) return {};
+  const QFontMetrics metrics(title->font());
+  for (const QString& line : title->text().split('\n'))
+    if (metrics.horizontalAdvance(line) + 8 > plots_[plot]->width())
+      return QString("plot title line \"%1\" is %2 px, its plot %3 px")
+          .arg(line)
+          .arg(metrics.horizontalAdvance(line))
+          .arg(plots_[plot]->width());
+  return {};
 }
 
 QList<QPointF> TelemetryPlots::trialPoints() const {

@@ -35,6 +35,7 @@ namespace stoker {
 class TelemetryPlots : public QWidget {
   Q_OBJECT
  public:
+  bool eventFilter(QObject* watched, QEvent* event) override;
   enum Plot { Throughput, Memory, Prefetch, Latency, PlotCount };
 
   explicit TelemetryPlots(QWidget* parent = nullptr);
@@ -57,6 +58,11 @@ class TelemetryPlots : public QWidget {
   // measure): its rate as a diamond on the throughput plot, and a marker with its label.
   void addTrial(double unixTime, const QString& label, double samplesPerS);
   QList<QPointF> trialPoints() const;
+  // A plot's title as drawn now: on one line, or on two ("Throughput:\nsamples/s …") when the
+  // plot is narrower than the line.
+  QString titleText(Plot plot) const;
+  // Empty when every line of that title fits the plot's width, else what sticks out.
+  QString titleOverflow(Plot plot) const;
   void clear();
   struct Marker {
     double x = 0;  // seconds since the first record, like the points

@@ -21,6 +21,7 @@
 #include <QTabWidget>
 
 #include "main_window.h"
+#include "telemetry_plots.h"
 
 namespace {
 
@@ -150,6 +151,11 @@ class TestWorkbenchGeometry : public QObject {
       }
       tabs->setCurrentIndex(shown);
     }
+    // Plot titles are drawn, not laid out: each line must fit its plot (they go on two lines).
+    for (auto* plots : w.findChildren<stoker::TelemetryPlots*>())
+      if (plots->isVisible())
+        for (int p = 0; p < stoker::TelemetryPlots::PlotCount; ++p)
+          if (const QString o = plots->titleOverflow(static_cast<stoker::TelemetryPlots::Plot>(p)); !o.isEmpty()) problems << o;
     problems.removeDuplicates();
     QVERIFY2(problems.isEmpty(), qPrintable("\n  " + problems.join("\n  ")));
   }
