@@ -19,6 +19,7 @@
 
 #include "ckpt/inspect.h"
 #include "data/dataset.h"
+#include "data/loader.h"
 #include "data/datasets/image_folder_dataset.h"
 #include "data/datasets/web_dataset.h"
 #include "expect_error.h"
@@ -448,6 +449,41 @@ print(len(remote), 'batches alike')
     QVERIFY(has(inactiveKnobs(o, true, false), "part_size"));
     QVERIFY(!has(inactiveKnobs(o, true, true), "part_size"));
     QVERIFY(!has(inactiveKnobs(o, true, true), "max_inflight_parts"));
+  }
+
+  // skip_bad_samples skips and counts a remote image that does not decode, as a local one.
+  void skipBadSamplesCoversRemoteSamples() {
+    const auto r = runPythonArgs({"-c", R"(
+import io, sys, tarfile
+good = open(sys.argv[2], 'rb').read()
+with tarfile.open(sys.argv[1], 'w') as tf:
+    for name, data in (('a.jpg', good), ('a.cls', b'0'), ('b.jpg', b'not a jpeg at all'), ('b.cls', b'1')):
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        tf.addfile(info, io.BytesIO(data))
+)", servers_.www() + "/bad.tar", QDirIterator(tmp_.filePath("photos"), {"*.jpg"}, QDir::Files, QDirIterator::Subdirectories).next()});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    LoaderOptions o;
+    o.transforms = "Resize(40),CenterCrop(32),ToDtype(u8)";
+    o.skip_bad_samples = true;
+    o.batch_size = 2;
+    o.shuffle = false;
+    o.sampler_type = SamplerType::Sequential;
+    o.drop_last = false;
+    o.num_workers = 0;
+    auto ds = openDataset("wds:" + servers_.httpUrl("bad.tar").toStdString(), o);
+    {
+      Loader loader(ds, o, DeviceSpec::parse("cpu"));
+      {
+        auto epoch = loader.epoch(0);
+        auto batch = epoch.next();
+        QVERIFY(batch.has_value());
+        QCOMPARE(batch->size(), std::int64_t(1));
+        QVERIFY(!epoch.next().has_value());
+      }
+      QCOMPARE(loader.lastEpoch().skipped, std::int64_t(1));
+      QVERIFY2(loader.lastEpoch().firstSkipped.find("bad.tar: b: not an image") != std::string::npos, loader.lastEpoch().firstSkipped.c_str());
+    }
   }
 
   // Credentials and endpoints from the shared files, as AWS_PROFILE names them.
