@@ -3,10 +3,7 @@
 #include <pugixml.hpp>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
-#include <exception>
-#include <mutex>
 
 #include "net/remote_url.h"
 #include "util/error.h"
@@ -63,26 +60,10 @@ void RemoteObject::read(std::uint64_t offset, void* dst, std::size_t n, const Pa
     httpGetRange(target_, offset, n, out, etag_);
     return;
   }
-  std::atomic<std::uint64_t> next{0};
-  std::exception_ptr failure;
-  std::mutex failureMutex;
-  runJobs(static_cast<int>(std::min<std::uint64_t>(count, static_cast<std::uint64_t>(std::max(parts.maxInflight, 1)))), [&] {
-    for (std::uint64_t p; (p = next++) < count;) {
-      {
-        std::lock_guard<std::mutex> lock(failureMutex);
-        if (failure) return;
-      }
-      const std::uint64_t at = p * partSize;
-      try {
-        httpGetRange(target_, offset + at, static_cast<std::size_t>(std::min<std::uint64_t>(partSize, n - at)), out + at, etag_);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(failureMutex);
-        if (!failure) failure = std::current_exception();
-        return;
-      }
-    }
+  forEachInParallel(static_cast<std::int64_t>(count), parts.maxInflight, [&](std::int64_t p) {
+    const std::uint64_t at = static_cast<std::uint64_t>(p) * partSize;
+    httpGetRange(target_, offset + at, static_cast<std::size_t>(std::min<std::uint64_t>(partSize, n - at)), out + at, etag_);
   });
-  if (failure) std::rethrow_exception(failure);
 }
 
 std::shared_ptr<const MappedFile> mapOrFetch(const std::string& pathOrUrl, const PartOptions& parts) {

@@ -3,7 +3,12 @@
 // I/O, so they get threads of their own rather than libtorch's compute pool.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <exception>
 #include <functional>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -14,6 +19,30 @@ inline void runJobs(int count, const std::function<void()>& body) {
   for (int j = 1; j < count; ++j) threads.emplace_back(body);
   body();
   for (auto& t : threads) t.join();
+}
+
+// body(i) for every i in [0, count), on at most `threads` threads (the caller's included). The
+// first exception stops the threads from taking more items and is rethrown here.
+inline void forEachInParallel(std::int64_t count, int threads, const std::function<void(std::int64_t)>& body) {
+  std::atomic<std::int64_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failureMutex;
+  runJobs(static_cast<int>(std::clamp<std::int64_t>(count, 1, std::max(threads, 1))), [&] {
+    for (std::int64_t i; (i = next++) < count;) {
+      {
+        std::lock_guard<std::mutex> lock(failureMutex);
+        if (failure) return;
+      }
+      try {
+        body(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(failureMutex);
+        if (!failure) failure = std::current_exception();
+        return;
+      }
+    }
+  });
+  if (failure) std::rethrow_exception(failure);
 }
 
 }  // namespace stoker

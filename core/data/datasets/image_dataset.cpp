@@ -76,15 +76,12 @@ void EncodedImageDataset::readSamples(const std::int64_t* indices, std::int64_t 
   if (parallelFetches_ > 1 && count > 1) {
     fetched.resize(static_cast<std::size_t>(count));
     const double t0 = context.stages ? monotonicSeconds() : 0;
-    std::atomic<std::int64_t> next{0};
-    runJobs(static_cast<int>(std::min<std::int64_t>(parallelFetches_, count)), [&] {
-      for (std::int64_t i; (i = next++) < count;) {
-        Fetched& f = fetched[static_cast<std::size_t>(i)];
-        try {
-          fetch(indices[i], f.bytes, f.label, f.name);
-        } catch (...) {
-          f.error = std::current_exception();
-        }
+    forEachInParallel(count, parallelFetches_, [&](std::int64_t i) {
+      Fetched& f = fetched[static_cast<std::size_t>(i)];
+      try {
+        fetch(indices[i], f.bytes, f.label, f.name);
+      } catch (...) {
+        f.error = std::current_exception();  // thrown at its sample below, in order
       }
     });
     if (context.stages) context.stages->read += monotonicSeconds() - t0;

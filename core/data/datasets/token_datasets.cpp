@@ -1,10 +1,7 @@
 #include "data/datasets/token_datasets.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
-#include <exception>
-#include <mutex>
 
 #include "data/datasets/dataset_spec.h"
 #include "util/error.h"
@@ -92,28 +89,14 @@ void TokenWindowDataset::readItem(std::int64_t index, std::uint8_t* const* dst) 
 // Remote windows are latency-bound: a batch's are fetched by max_inflight_parts threads at once.
 void TokenWindowDataset::readBatch(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst) const {
   if (!file_.remote() || inflight_ <= 1 || count <= 1) return Dataset::readBatch(indices, count, dst);
-  std::atomic<std::int64_t> next{0};
-  std::exception_ptr failure;
-  std::mutex failureMutex;
-  runJobs(static_cast<int>(std::min<std::int64_t>(inflight_, count)), [&] {
-    for (std::int64_t i; (i = next++) < count;) {
-      std::uint8_t* slot[2] = {dst[0] + i * specs_[0].sampleBytes, dst[1] + i * specs_[1].sampleBytes};
-      try {
-        readItem(indices[i], slot);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(failureMutex);
-        if (!failure) {
-          try {
-            rethrowForSample(indices[i]);
-          } catch (...) {
-            failure = std::current_exception();
-          }
-        }
-        return;
-      }
+  forEachInParallel(count, inflight_, [&](std::int64_t i) {
+    std::uint8_t* slot[2] = {dst[0] + i * specs_[0].sampleBytes, dst[1] + i * specs_[1].sampleBytes};
+    try {
+      readItem(indices[i], slot);
+    } catch (...) {
+      rethrowForSample(indices[i]);
     }
   });
-  if (failure) std::rethrow_exception(failure);
 }
 
 // Remote: the whole read is the "read" stage (the network's time; widening is noise next to it).
