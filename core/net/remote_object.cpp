@@ -12,7 +12,7 @@
 
 namespace stoker {
 
-HttpTarget targetOf(const std::string& url) {
+HttpTarget targetOf(const std::string& url, const S3Config* s3) {
   const RemoteUrl u = RemoteUrl::parse(url);
   HttpTarget t;
   t.display = redactedUrl(url);
@@ -20,14 +20,14 @@ HttpTarget targetOf(const std::string& url) {
     t.url = url;
     return t;
   }
-  t.s3 = loadS3Config();
+  t.s3 = s3 ? *s3 : loadS3Config();
   t.url = t.s3->objectUrl(u.bucket, u.key);
   return t;
 }
 
-std::shared_ptr<const RemoteObject> RemoteObject::open(const std::string& url, std::size_t headBytes) {
+std::shared_ptr<const RemoteObject> RemoteObject::open(const std::string& url, std::size_t headBytes, const S3Config* s3) {
   auto o = std::make_shared<RemoteObject>();
-  o->target_ = targetOf(url);
+  o->target_ = targetOf(url, s3);
   if (o->target_.s3 && RemoteUrl::parse(url).key.empty()) throwBadInput(o->target_.display, "names a bucket, not an object");
   headBytes = std::max<std::size_t>(headBytes, 1);
   o->head_.resize(headBytes);

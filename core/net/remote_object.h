@@ -26,7 +26,10 @@ class RemoteObject {
  public:
   // Error(BadInput) for a URL that is not one, 403/404 and the like; Error(Io) when the server
   // could not be reached within the retry budget.
-  static std::shared_ptr<const RemoteObject> open(const std::string& url, std::size_t headBytes = 1);
+  // `s3`: the configuration to sign with, when the caller already loaded it (a dataset opening
+  // thousands of objects reads the environment and the AWS files once); else loadS3Config().
+  static std::shared_ptr<const RemoteObject> open(const std::string& url, std::size_t headBytes = 1,
+                                                  const S3Config* s3 = nullptr);
 
   const std::string& url() const { return target_.display; }
   std::uint64_t size() const { return size_; }
@@ -50,7 +53,7 @@ class MappedFile;
 std::shared_ptr<const MappedFile> mapOrFetch(const std::string& pathOrUrl, const PartOptions& parts = {});
 
 // Where an http(s):// or s3:// URL is requested, signed as configured (s3: loadS3Config()).
-HttpTarget targetOf(const std::string& url);
+HttpTarget targetOf(const std::string& url, const S3Config* s3 = nullptr);
 
 struct ListedObject {
   std::string url;  // s3://bucket/key

@@ -75,6 +75,7 @@ ImageFolderDataset::ImageFolderDataset(const std::string& root, const std::strin
       throwBadInput(root, "an HTTP server has no listing to find classes in: imagefolder: reads local folders and s3:// prefixes "
                           "(pack the images into WebDataset shards to read them over HTTP)");
     parallelFetches_ = parallelFetches;
+    s3_ = std::make_shared<const S3Config>(loadS3Config());  // read once, not per image
     std::string top = root;
     while (!top.empty() && top.back() == '/') top.pop_back();
     std::vector<std::string> prefixes;
@@ -129,7 +130,7 @@ void ImageFolderDataset::fetch(std::int64_t index, std::vector<std::uint8_t>& by
   label = labels_[static_cast<std::size_t>(index)];
   if (isRemotePath(name)) {
     // One request for an image under 1 MiB (the open's first range is the whole of it).
-    const auto object = RemoteObject::open(name, std::size_t(1) << 20);
+    const auto object = RemoteObject::open(name, std::size_t(1) << 20, s3_.get());
     if (object->size() > (std::uint64_t(1) << 30)) throwBadInput(name, "larger than 1 GiB: not an image");
     bytes.resize(static_cast<std::size_t>(object->size()));
     object->read(0, bytes.data(), bytes.size());

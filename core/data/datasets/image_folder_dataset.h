@@ -8,6 +8,7 @@
 #pragma once
 
 #include "data/datasets/image_dataset.h"
+#include "net/s3_config.h"
 
 namespace stoker {
 
@@ -29,6 +30,7 @@ class ImageFolderDataset : public EncodedImageDataset {
   void addClassFiles(const std::string& root, WalkClass walkClass);
   std::vector<std::string> classes_;
   std::vector<std::string> files_;
+  std::shared_ptr<const S3Config> s3_;  // an s3:// root: how every image is signed
   std::vector<std::int64_t> labels_;
 };
 
