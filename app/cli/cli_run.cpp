@@ -33,7 +33,7 @@ int runCommandLine(CLI::App& app, int argc, char** argv, const int& exitCode,
       std::fprintf(stderr, "cancelled: %s\n", e.what());
       return 130;  // what a shell reports for Ctrl-C
     }
-    if (e.kind() == ErrorKind::Timeout || e.kind() == ErrorKind::OutOfMemory) {
+    if (e.kind() == ErrorKind::Timeout || e.kind() == ErrorKind::OutOfMemory || e.kind() == ErrorKind::Network) {
       failLine(e.what());
       return 1;  // the run started and hit a problem, the input was fine
     }

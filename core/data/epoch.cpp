@@ -264,6 +264,8 @@ Produced produceBatch(EpochState& s, std::int64_t b, WorkerStatus& status, Clock
       try {
         c.dataset->readSamples(idx + i, n, dst.data(), context);
       } catch (const Error& e) {
+        // A sample that cannot be read or decoded is skipped; a network that failed is not (every
+        // later sample would be lost the same way): ErrorKind::Network stops the epoch.
         if (!skipBad || (e.kind() != ErrorKind::BadInput && e.kind() != ErrorKind::Io)) throw;
         if (p.skipped++ == 0) p.skipReason = e.what();
         continue;

@@ -299,6 +299,8 @@ std::string exportCppSnippet(const LoaderOptions& o, const std::string& device, 
   if (o.reader_mode != d.reader_mode) line("readerMode(stoker::ReaderMode::Read)");
   if (o.part_size != d.part_size) line("partSize(" + std::to_string(o.part_size) + ")");
   if (o.max_inflight_parts != d.max_inflight_parts) line("maxInflightParts(" + std::to_string(o.max_inflight_parts) + ")");
+  if (!o.cache_dir.empty()) line("cacheDir(" + pyString(o.cache_dir) + ")");
+  if (o.cache_limit != d.cache_limit) line("cacheLimit(" + std::to_string(o.cache_limit) + ")");
   if (o.shard_world_size != 1 || o.shard_rank != 0)
     line("shard(" + std::to_string(o.shard_rank) + ", " + std::to_string(o.shard_world_size) + ")");
   if (o.worker_id != d.worker_id) line("workerId(" + std::to_string(o.worker_id) + ")");

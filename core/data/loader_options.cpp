@@ -102,6 +102,8 @@ const std::vector<FieldCodec>& codecs() {
       enumerated("reader_mode", &LoaderOptions::reader_mode, kReaders),
       plain("part_size", &LoaderOptions::part_size),
       plain("max_inflight_parts", &LoaderOptions::max_inflight_parts),
+      plain("cache_dir", &LoaderOptions::cache_dir),
+      plain("cache_limit", &LoaderOptions::cache_limit),
       plain("shard_rank", &LoaderOptions::shard_rank),
       plain("shard_world_size", &LoaderOptions::shard_world_size),
       plain("worker_id", &LoaderOptions::worker_id),
@@ -202,6 +204,7 @@ void validateLoaderOptions(const LoaderOptions& o) {
   if (o.part_size < 4096) throwBadInput("part_size", "must be at least 4096 bytes" + got(o.part_size));
   if (o.max_inflight_parts < 1 || o.max_inflight_parts > 256)
     throwBadInput("max_inflight_parts", "must be 1-256" + got(o.max_inflight_parts));
+  if (o.cache_limit < 0) throwBadInput("cache_limit", "must be 0 (no limit) or a number of bytes" + got(o.cache_limit));
   if (o.shard_world_size < 1) throwBadInput("shard_world_size", "must be at least 1" + got(o.shard_world_size));
   if (o.shard_rank < 0 || o.shard_rank >= o.shard_world_size)
     throwBadInput("shard_rank", "must be 0-" + std::to_string(o.shard_world_size - 1) + " for shard_world_size " +
@@ -341,6 +344,8 @@ std::vector<InactiveKnob> inactiveKnobs(const LoaderOptions& o, bool hostDevice,
     add("part_size", "used only with reader_mode = read and by s3:// or http(s):// datasets");
     add("max_inflight_parts", "used only with reader_mode = read and by s3:// or http(s):// datasets");
   }
+  if (!remoteDataset) add("cache_dir", "used only by s3:// or http(s):// datasets");
+  if (!remoteDataset || o.cache_dir.empty()) add("cache_limit", "used only with cache_dir set, by s3:// or http(s):// datasets");
   return out;
 }
 
@@ -357,6 +362,8 @@ const std::vector<KnobInfo>& knobTable() {
       {"reader_mode", false, "file datasets: mmap (zero-copy) or read (into memory, part_size reads)", "Files", "none (s3dlio's reader modes)"},
       {"part_size", false, "read mode: bytes per read call; remote datasets: bytes per range request", "Files", "none (s3dlio's part size)"},
       {"max_inflight_parts", false, "read mode: reads in parallel; remote datasets: range requests in flight per worker", "Files", "none (s3dlio's parallel parts)"},
+      {"cache_dir", false, "remote datasets: keep the parts read in this folder and serve later epochs from it (shared by the ranks of a node)", "Files", "none (MosaicML Streaming's local cache, cache_dir=)"},
+      {"cache_limit", false, "bytes cache_dir may hold; the least recently used parts go first (0 = no limit)", "Files", "none (MosaicML Streaming's cache_limit=)"},
       {"shard_rank", false, "distributed sampler: this rank", "Distributed", "DistributedSampler(rank=)"},
       {"shard_world_size", false, "distributed sampler: number of ranks", "Distributed", "DistributedSampler(num_replicas=)"},
       {"worker_id", false, "this loader's id in telemetry records", "Telemetry", "none (names this loader in telemetry)"},

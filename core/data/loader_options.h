@@ -32,6 +32,8 @@ struct LoaderOptions {
   ReaderMode reader_mode = ReaderMode::Mmap;  // how file datasets reach memory
   std::int64_t part_size = 8 << 20;    // read mode: bytes per read
   int max_inflight_parts = 4;          // read mode: parallel reads
+  std::string cache_dir;               // remote datasets: parts kept on local disk here ("" = none)
+  std::int64_t cache_limit = 0;        //   and the most bytes kept there (0 = no limit)
   int shard_rank = 0;                  // distributed sampler: this rank
   int shard_world_size = 1;            //   and the number of ranks
   int worker_id = 0;                   // names this loader in telemetry (several loaders per process)
@@ -72,6 +74,8 @@ class LoaderOptions::Builder {
   Builder& readerMode(ReaderMode v) { o_.reader_mode = v; return *this; }
   Builder& partSize(std::int64_t v) { o_.part_size = v; return *this; }
   Builder& maxInflightParts(int v) { o_.max_inflight_parts = v; return *this; }
+  Builder& cacheDir(std::string v) { o_.cache_dir = std::move(v); return *this; }
+  Builder& cacheLimit(std::int64_t v) { o_.cache_limit = v; return *this; }
   Builder& shard(int rank, int worldSize) { o_.shard_rank = rank; o_.shard_world_size = worldSize; return *this; }
   Builder& workerId(int v) { o_.worker_id = v; return *this; }
   Builder& pinMemory(bool v) { o_.pin_memory = v; return *this; }

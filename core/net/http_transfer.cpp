@@ -321,7 +321,7 @@ void perform(Transfer& t, const HttpTarget& target, const std::string& what, con
     lastProblem = curl_easy_strerror(rc);
     if (!retryableCurl(rc)) throwBadInput(what, lastProblem);
   }
-  throw Error(ErrorKind::Io, what, lastProblem + ", after " + std::to_string(s.attempts) + " attempts (STOKER_HTTP_ATTEMPTS)");
+  throw Error(ErrorKind::Network, what, lastProblem + ", after " + std::to_string(s.attempts) + " attempts (STOKER_HTTP_ATTEMPTS)");
 }
 
 }  // namespace

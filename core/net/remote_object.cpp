@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "net/part_cache.h"
 #include "net/remote_url.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
@@ -35,6 +36,9 @@ std::shared_ptr<const RemoteObject> RemoteObject::open(const std::string& url, s
   o->head_.resize(r.got);
   o->size_ = r.objectSize;
   o->etag_ = r.etag;
+  // Where the object is without credentials: an S3 request URL carries none (the signature is a
+  // header), an HTTP one may (user:password@, a presigned query), so its redacted form.
+  o->cacheId_ = objectIdOf(o->target_.s3 ? o->target_.url : o->target_.display, r.etag, r.objectSize);
   if (r.got < headBytes && r.got < o->size_)
     throwBadInput(o->target_.display, "the server sent " + std::to_string(r.got) + " of the first " + std::to_string(headBytes) + " bytes");
   return o;
@@ -45,6 +49,7 @@ void RemoteObject::read(std::uint64_t offset, void* dst, std::size_t n, const Pa
     throwBadInput(target_.display, "bytes " + std::to_string(offset) + "+" + std::to_string(n) + " lie past its end (" +
                                        std::to_string(size_) + " bytes)");
   auto* out = static_cast<std::uint8_t*>(dst);
+  if (parts.cache && !cacheId_.empty()) return readCached(offset, out, n, parts);
   // What open() already holds costs no request.
   if (offset < head_.size()) {
     const std::size_t have = std::min<std::size_t>(n, head_.size() - offset);
@@ -64,6 +69,45 @@ void RemoteObject::read(std::uint64_t offset, void* dst, std::size_t n, const Pa
     const std::uint64_t at = static_cast<std::uint64_t>(p) * partSize;
     httpGetRange(target_, offset + at, static_cast<std::size_t>(std::min<std::uint64_t>(partSize, n - at)), out + at, etag_);
   });
+}
+
+RemoteObject::PartView RemoteObject::cachedPart(std::uint64_t index, std::uint64_t partSize, const PartOptions& parts) const {
+  const bool tabled = partSize == tablePartSize_;
+  if (tabled)
+    if (const MappedFile* hit = table_[index].load(std::memory_order_acquire)) return {hit, nullptr};
+  const std::uint64_t at = index * partSize;
+  const auto bytes = static_cast<std::size_t>(std::min<std::uint64_t>(partSize, size_ - at));
+  PartCache::Part p = parts.cache->part(cacheId_, partSize, index, bytes,
+                                        [&](std::uint8_t* into) { httpGetRange(target_, at, bytes, into, etag_); });
+  // A part held in memory (the disk was full) serves this read only: memory stays bounded by the
+  // parts in use. One on disk is kept for the object's life (a mapping costs pages only when read).
+  if (!p.onDisk) return {p.bytes.get(), p.bytes};
+  std::lock_guard<std::mutex> lock(partsMutex_);
+  tableOwned_.push_back(p.bytes);
+  if (tabled) table_[index].store(p.bytes.get(), std::memory_order_release);
+  return {p.bytes.get(), nullptr};
+}
+
+void RemoteObject::readCached(std::uint64_t offset, std::uint8_t* out, std::size_t n, const PartOptions& parts) const {
+  const std::uint64_t partSize = static_cast<std::uint64_t>(std::max<std::int64_t>(parts.partSize, 4096));
+  {
+    std::lock_guard<std::mutex> lock(partsMutex_);
+    if (!table_) {
+      const std::uint64_t count = (size_ + partSize - 1) / partSize;
+      table_.reset(new std::atomic<const MappedFile*>[count]());
+      tablePartSize_ = partSize;
+    }
+  }
+  const std::uint64_t first = offset / partSize, last = (offset + n - 1) / partSize;
+  const auto copyPart = [&](std::uint64_t index) {
+    const std::uint64_t from = std::max(offset, index * partSize);
+    const std::uint64_t to = std::min<std::uint64_t>(offset + n, (index + 1) * partSize);
+    const PartView part = cachedPart(index, partSize, parts);
+    std::copy_n(part.bytes->data() + (from - index * partSize), to - from, out + (from - offset));
+  };
+  if (first == last) return copyPart(first);
+  forEachInParallel(static_cast<std::int64_t>(last - first + 1), parts.maxInflight,
+                    [&](std::int64_t k) { copyPart(first + static_cast<std::uint64_t>(k)); });
 }
 
 std::shared_ptr<const MappedFile> mapOrFetch(const std::string& pathOrUrl, const PartOptions& parts) {

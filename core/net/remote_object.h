@@ -8,8 +8,10 @@
 // from the process's pool), every part checked against the ETag seen at open.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -17,9 +19,14 @@
 
 namespace stoker {
 
+class PartCache;
+class MappedFile;
+
 struct PartOptions {
   std::int64_t partSize = 8 << 20;
   int maxInflight = 4;
+  // cache_dir: reads go through whole aligned parts kept on local disk (net/part_cache.h).
+  std::shared_ptr<PartCache> cache;
 };
 
 class RemoteObject {
@@ -37,17 +44,31 @@ class RemoteObject {
   // The first bytes fetched by open() (fewer when the object is smaller).
   const std::vector<std::uint8_t>& head() const { return head_; }
 
-  // Exactly `n` bytes at `offset` (Error(BadInput) past the end), in parallel parts.
+  // Exactly `n` bytes at `offset` (Error(BadInput) past the end), in parallel parts. With a cache
+  // (and an ETag to key it), whole aligned parts are fetched, kept and served from local disk.
   void read(std::uint64_t offset, void* dst, std::size_t n, const PartOptions& parts = {}) const;
 
  private:
+  void readCached(std::uint64_t offset, std::uint8_t* out, std::size_t n, const PartOptions& parts) const;
+  struct PartView {
+    const MappedFile* bytes;
+    std::shared_ptr<const MappedFile> hold;  // set when the part is in memory only (not kept)
+  };
+  PartView cachedPart(std::uint64_t index, std::uint64_t partSize, const PartOptions& parts) const;
+
   HttpTarget target_;
   std::uint64_t size_ = 0;
   std::string etag_;
+  std::string cacheId_;  // objectIdOf: empty without an ETag
   std::vector<std::uint8_t> head_;
+  // The parts this object already mapped from the cache, by index (for the first part size used):
+  // a window read after the first costs one atomic load and a memcpy.
+  mutable std::mutex partsMutex_;
+  mutable std::uint64_t tablePartSize_ = 0;
+  mutable std::unique_ptr<std::atomic<const MappedFile*>[]> table_;
+  mutable std::vector<std::shared_ptr<const MappedFile>> tableOwned_;
 };
 
-class MappedFile;
 // A local path mapped, or an s3:// / http(s):// file fetched whole in parallel parts into memory
 // (tensor files: .safetensors and .npy datasets are held in memory anyway).
 std::shared_ptr<const MappedFile> mapOrFetch(const std::string& pathOrUrl, const PartOptions& parts = {});

@@ -152,10 +152,10 @@ void AtomicFile::copyFrom(int srcFd, std::uint64_t offset, std::uint64_t n) {
   startWriteback();
 }
 
-void AtomicFile::commit() {
+void AtomicFile::commit(bool durable) {
   if (committed_) return;
   flushBuffer();
-  if (::fsync(fd_) != 0) throwIo(finalPath_, "fsync failed", errno);
+  if (durable && ::fsync(fd_) != 0) throwIo(finalPath_, "fsync failed", errno);
   if (::close(fd_) != 0) {
     fd_ = -1;
     throwIo(finalPath_, "close failed", errno);
@@ -164,6 +164,7 @@ void AtomicFile::commit() {
   if (::rename(tempPath_.c_str(), finalPath_.c_str()) != 0)
     throwIo(finalPath_, "cannot rename temporary file into place", errno);
   committed_ = true;
+  if (!durable) return;
   // Make the rename itself durable.
   int dfd = ::open(directoryOf(finalPath_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {

@@ -26,8 +26,10 @@ class AtomicFile {
   void copyFrom(int srcFd, std::uint64_t offset, std::uint64_t n);
   std::uint64_t bytesWritten() const { return written_; }
 
-  // Flushes, fsyncs, renames to the final name and fsyncs the directory.
-  void commit();
+  // Flushes, fsyncs, renames to the final name and fsyncs the directory. `durable` false skips
+  // both fsyncs: still never a half file under the final name after a killed process, but not
+  // proof against a power cut (for copies that can be fetched again, such as cached parts).
+  void commit(bool durable = true);
 
   const std::string& finalPath() const { return finalPath_; }
   const std::string& tempPath() const { return tempPath_; }

@@ -14,6 +14,7 @@ enum class ErrorKind {
   Timeout,    // a stage did not finish within the time it was given
   OutOfMemory,  // a device (real or simulated) refused an allocation
   Internal,   // a bug in Stoker
+  Network,    // a server could not be reached, or kept failing, within the retry budget
 };
 
 class Error : public std::runtime_error {

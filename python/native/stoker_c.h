@@ -26,7 +26,7 @@ typedef struct StokerEpoch StokerEpoch;
 
 /* Error kinds (stoker::ErrorKind + 1; 0 = no error). */
 enum { STOKER_OK = 0, STOKER_BAD_INPUT = 1, STOKER_IO = 2, STOKER_CANCELLED = 3, STOKER_TIMEOUT = 4,
-       STOKER_OUT_OF_MEMORY = 5, STOKER_INTERNAL = 6 };
+       STOKER_OUT_OF_MEMORY = 5, STOKER_INTERNAL = 6, STOKER_NETWORK = 7 };
 STOKER_C_API const char* stoker_last_error(void);
 STOKER_C_API int stoker_last_error_kind(void);
 STOKER_C_API void stoker_free(char* text);

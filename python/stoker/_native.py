@@ -118,6 +118,8 @@ def raise_last_error():
         raise TimeoutError(message)
     if kind == 5:
         raise MemoryError(message)
+    if kind == 7:
+        raise ConnectionError(message)
     raise RuntimeError(message or "stoker: unknown error")
 
 

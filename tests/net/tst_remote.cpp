@@ -4,6 +4,7 @@
 // files give locally, and every bad reply must be retried or named, never read as data.
 #include <QDir>
 #include <QDirIterator>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QProcess>
 #include <QTemporaryDir>
@@ -23,6 +24,7 @@
 #include "data/datasets/image_folder_dataset.h"
 #include "data/datasets/web_dataset.h"
 #include "expect_error.h"
+#include "net/part_cache.h"
 #include "net/remote_object.h"
 #include "net/s3_config.h"
 #include "remote_servers.h"
@@ -68,6 +70,27 @@ bool sameTensors(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>
   for (std::size_t f = 0; f < a.size(); ++f)
     if (!at::equal(a[f], b[f])) return false;
   return true;
+}
+
+// `count` indices spread over [0, size) in a scrambled order.
+std::vector<std::int64_t> spreadIndices(std::int64_t size, std::int64_t count) {
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(std::min(size, count)));
+  for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = (static_cast<std::int64_t>(i) * 7919) % size;
+  return idx;
+}
+
+// The files in `dir`: {parts, temporary files, bytes of parts}.
+struct CacheFolder {
+  int parts = 0, temps = 0;
+  qint64 bytes = 0;
+};
+CacheFolder cacheFolder(const QString& dir) {
+  CacheFolder c;
+  for (const QFileInfo& f : QDir(dir).entryInfoList(QDir::Files | QDir::Hidden)) {
+    if (f.fileName().contains(".stoker-tmp-")) ++c.temps;
+    else if (f.fileName().endsWith(".part")) ++c.parts, c.bytes += f.size();
+  }
+  return c;
 }
 
 QByteArray randomBytes(int n, unsigned seed) {
@@ -363,11 +386,11 @@ print(len(remote), 'batches alike')
     auto o = RemoteObject::open(servers_.httpUrl("blob.bin").toStdString());
     QVERIFY(servers_.fault(true, "status:503", 100));
     QByteArray got(1000, '\0');
-    NAMED(expectError([&] { o->read(0, got.data(), 1000, {}); }, ErrorKind::Io,
+    NAMED(expectError([&] { o->read(0, got.data(), 1000, {}); }, ErrorKind::Network,
                         {servers_.httpUrl("blob.bin"), "HTTP 503", "SlowDown", "after 4 attempts"}));
     QVERIFY(servers_.fault(true, "", 0));
     // Nobody listening: the same, with curl's reason.
-    NAMED(expectError([&] { RemoteObject::open("http://127.0.0.1:" + std::to_string(freePort()) + "/x.bin"); }, ErrorKind::Io,
+    NAMED(expectError([&] { RemoteObject::open("http://127.0.0.1:" + std::to_string(freePort()) + "/x.bin"); }, ErrorKind::Network,
                         {"Couldn't connect", "after 4 attempts"}));
   }
 
@@ -521,6 +544,117 @@ with tarfile.open(sys.argv[1], 'w') as tf:
     qputenv("AWS_ENDPOINT_URL", QByteArray("http://127.0.0.1:") + QByteArray::number(servers_.s3ProxyPort()));
   }
 
+  // cache_dir: the first reads keep whole aligned parts on disk; the dataset opened again (the next
+  // epoch of a new process, another rank of the node) asks the server only for the open.
+  void theCacheServesLaterReads() {
+    const QString dir = tmp_.filePath("cache");
+    LoaderOptions o;
+    o.part_size = 64 << 10;
+    o.max_inflight_parts = 3;
+    o.cache_dir = dir.toStdString();
+    auto local = openDataset("tokens:" + (servers_.www() + "/tokens/tokens.bin").toStdString() + ",ctx=64", o);
+    const auto idx = spreadIndices(local->size(), 400);
+    const auto want = readAll(*local, idx);
+    const qint64 fileBytes = QFileInfo(servers_.www() + "/tokens/tokens.bin").size();
+    const int partsPerObject = static_cast<int>((fileBytes + o.part_size - 1) / o.part_size);
+    for (bool http : {true, false}) {
+      const std::string spec = "tokens:" + (http ? servers_.httpUrl("tokens/tokens.bin") : s3("tokens/tokens.bin")).toStdString() + ",ctx=64";
+      servers_.takeLog(http);
+      auto first = openDataset(spec, o);
+      QVERIFY(sameTensors(readAll(*first, idx), want));
+      const QJsonArray fetched = servers_.takeLog(http);
+      QVERIFY2(fetched.size() >= 2 && fetched.size() <= 1 + partsPerObject, qPrintable(QString::number(fetched.size())));
+      auto again = openDataset(spec, o);
+      QVERIFY(sameTensors(readAll(*again, idx), want));
+      const QJsonArray reread = servers_.takeLog(http);
+      QCOMPARE(reread.size(), 1);  // the open (size and ETag), no part
+    }
+    const CacheFolder c = cacheFolder(dir);
+    QCOMPARE(c.temps, 0);
+    QVERIFY2(c.parts >= 2 && c.parts <= 2 * partsPerObject, qPrintable(QString::number(c.parts)));
+    const PartCacheCounters n = PartCache::at(o.cache_dir, 0)->counters();
+    QVERIFY(n.misses >= 2 && n.hits >= 2);
+    QCOMPARE(n.writeFailures, std::uint64_t(0));
+    // A part whose file lost its bytes (a power cut before they reached the disk) is fetched again.
+    const QString damaged = QDir(dir).entryInfoList({"*.part"}, QDir::Files).first().filePath();
+    QVERIFY(writeFile(damaged, "short"));
+    auto healed = openDataset("tokens:" + servers_.httpUrl("tokens/tokens.bin").toStdString() + ",ctx=64", o);
+    auto healedS3 = openDataset("tokens:" + s3("tokens/tokens.bin").toStdString() + ",ctx=64", o);
+    QVERIFY(sameTensors(readAll(*healed, idx), want));
+    QVERIFY(sameTensors(readAll(*healedS3, idx), want));
+    QVERIFY(QFileInfo(damaged).size() > 5);
+    // An unusable folder is named.
+    LoaderOptions bad = o;
+    bad.cache_dir = (servers_.www() + "/blob.bin/cache").toStdString();
+    NAMED(expectError([&] { openDataset("tokens:" + servers_.httpUrl("tokens/tokens.bin").toStdString() + ",ctx=64", bad); },
+                      ErrorKind::Io, {"blob.bin/cache", "cache_dir cannot be created"}));
+  }
+
+  // cache_limit: the least recently used parts go, the folder stays under the limit, reads stay right.
+  void theCacheStaysUnderItsLimit() {
+    const QString dir = tmp_.filePath("small-cache");
+    LoaderOptions o;
+    o.part_size = 32 << 10;
+    o.cache_dir = dir.toStdString();
+    o.cache_limit = 100 << 10;  // three parts
+    auto local = openDataset("tokens:" + (servers_.www() + "/tokens/tokens.bin").toStdString() + ",ctx=64", o);
+    auto remote = openDataset("tokens:" + servers_.httpUrl("tokens/tokens.bin").toStdString() + ",ctx=64", o);
+    const auto idx = spreadIndices(local->size(), 600);
+    QVERIFY(sameTensors(readAll(*remote, idx), readAll(*local, idx)));
+    const CacheFolder c = cacheFolder(dir);
+    QVERIFY2(c.bytes <= o.cache_limit, qPrintable(QString::number(c.bytes)));
+    QVERIFY(c.parts >= 1);
+    QVERIFY(PartCache::at(o.cache_dir, static_cast<std::uint64_t>(o.cache_limit))->counters().evicted > 0);
+    NAMED(expectBadInput([] { LoaderOptions::builder().cacheLimit(-1).build(); }, {"cache_limit", "got -1"}));
+  }
+
+  // A full cache disk costs no sample (the parts that do not fit come from the network, said once),
+  // and a process killed while writing a part leaves nothing that a later run reads as a part.
+  void aFullOrKilledCacheCostsNoSample() {
+#ifndef STOKER_HAVE_PYTHON_PACKAGE
+    QSKIP("this build has no Python package (stoker_c)");
+#endif
+    const QString script = R"(
+import sys, torch, stoker
+def batches(spec, **kw):
+    return [b for b in stoker.Loader(spec, batch_size=16, shuffle=True, seed=5, num_workers=2, **kw)]
+local = batches('tokens:' + sys.argv[1] + ',ctx=64')
+remote = batches('tokens:' + sys.argv[2] + ',ctx=64', cache_dir=sys.argv[3], part_size=65536)
+assert len(local) == len(remote) > 10, (len(local), len(remote))
+for a, b in zip(local, remote):
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+print(len(remote), 'batches alike')
+)";
+    auto run = [&](const QString& dir, const char* hook, const QByteArray& bytes) {
+      QProcess p;
+      QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
+      e.insert("PYTHONPATH", QStringLiteral(STOKER_BUILD_PYTHON));
+      e.insert(hook, bytes);
+      p.setProcessEnvironment(e);
+      p.start(QStringLiteral(STOKER_PYTHON), {"-c", script, servers_.www() + "/tokens/tokens.bin", servers_.httpUrl("tokens/tokens.bin"), dir});
+      p.waitForFinished(120000);
+      return std::tuple{p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, QString(p.readAllStandardError())};
+    };
+    // ENOSPC after one part and a half: the second part is not kept, every batch is right.
+    const QString full = tmp_.filePath("full-cache");
+    auto [code, err] = run(full, "STOKER_FAULT_ENOSPC_AFTER", "100000");
+    QVERIFY2(code == 0, qPrintable(err));
+    QVERIFY2(err.contains("No space left on device") && err.count("cache_dir") == 1, qPrintable(err));
+    QCOMPARE(cacheFolder(full).parts, 1);
+    QCOMPARE(cacheFolder(full).temps, 0);
+    // SIGKILL in the middle of the second part: its temporary file stays, no part is half there,
+    // and the next run reads right and completes the cache.
+    const QString killed = tmp_.filePath("killed-cache");
+    std::tie(code, err) = run(killed, "STOKER_FAULT_CRASH_AFTER", "100000");
+    QCOMPARE(code, -1);
+    QVERIFY(cacheFolder(killed).parts <= 1);
+    QVERIFY(cacheFolder(killed).temps >= 1);
+    std::tie(code, err) = run(killed, "STOKER_NO_HOOK", "");
+    QVERIFY2(code == 0, qPrintable(err));
+    const qint64 fileBytes = QFileInfo(servers_.www() + "/tokens/tokens.bin").size();
+    QVERIFY(cacheFolder(killed).parts >= fileBytes / 65536);
+  }
+
   // The proxy killed mid-epoch and back a moment later: the epoch completes with every sample
   // once and as stored; a proxy that stays away fails the read with the named error.
   void aKilledProxyCostsNoSample() {
@@ -560,11 +694,11 @@ with tarfile.open(sys.argv[1], 'w') as tf:
     // Away for good: the named error after the budget.
     ScopedEnv few("STOKER_HTTP_ATTEMPTS", "3");
     servers_.killHttpProxy();
-    NAMED(expectError([&] { readAll(*remote, {1, 2, 3}); }, ErrorKind::Io, {"tokens.bin", "after 3 attempts"}));
+    NAMED(expectError([&] { readAll(*remote, {1, 2, 3}); }, ErrorKind::Network, {"tokens.bin", "after 3 attempts"}));
     LoaderOptions images;
     images.transforms = "Resize(40),CenterCrop(32)";
     NAMED(expectError([&] { openDataset("wds:" + servers_.httpUrl("shards/train-{000000..000001}.tar").toStdString(), images); },
-                      ErrorKind::Io, {"train-000000.tar", "Couldn't connect", "after 3 attempts"}));
+                      ErrorKind::Network, {"train-000000.tar", "Couldn't connect", "after 3 attempts"}));
     QVERIFY2(servers_.restartHttpProxy(&error), qPrintable(error));
   }
 };

@@ -3,18 +3,28 @@
 #include <cstring>
 
 #include "data/loader_options.h"
+#include "net/part_cache.h"
 #include "net/remote_url.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
 
 namespace stoker {
 
+PartOptions partOptionsOf(const LoaderOptions& options) {
+  PartOptions p{options.part_size, options.max_inflight_parts, nullptr};
+  if (!options.cache_dir.empty()) p.cache = PartCache::at(options.cache_dir, static_cast<std::uint64_t>(options.cache_limit));
+  return p;
+}
+
 ByteSource ByteSource::open(const std::string& pathOrUrl, const LoaderOptions& options) {
   ByteSource s;
   s.path_ = pathOrUrl;
-  s.parts_ = {options.part_size, options.max_inflight_parts};
-  if (isRemotePath(pathOrUrl)) s.remote_ = RemoteObject::open(pathOrUrl);
-  else s.map_ = MappedFile::open(pathOrUrl);
+  if (isRemotePath(pathOrUrl)) {
+    s.parts_ = partOptionsOf(options);
+    s.remote_ = RemoteObject::open(pathOrUrl);
+  } else {
+    s.map_ = MappedFile::open(pathOrUrl);
+  }
   return s;
 }
 

@@ -15,6 +15,10 @@ namespace stoker {
 class MappedFile;
 struct LoaderOptions;
 
+// How the loader's options read remote objects: part_size, max_inflight_parts and, with cache_dir,
+// the node's part cache.
+PartOptions partOptionsOf(const LoaderOptions& options);
+
 class ByteSource {
  public:
   static ByteSource open(const std::string& pathOrUrl, const LoaderOptions& options);

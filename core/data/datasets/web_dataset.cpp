@@ -14,6 +14,7 @@
 #include <random>
 #include <string_view>
 
+#include "data/datasets/byte_source.h"
 #include "data/datasets/dataset_spec.h"
 #include "net/remote_url.h"
 #include "util/error.h"
@@ -408,7 +409,7 @@ std::shared_ptr<Dataset> listWebDataset(const std::string& text, const LoaderOpt
     throwBadInput("sampler_type " + samplerTypeName(options.sampler_type),
                   "WebDataset shards are read in their own order (random, sequential or distributed)");
   return std::make_shared<WebDataset>(spec.path, expandShardPattern(spec.path), options.transforms, buffer,
-                                      options.skip_bad_samples, PartOptions{options.part_size, options.max_inflight_parts});
+                                      options.skip_bad_samples, partOptionsOf(options));
 }
 
 }  // namespace stoker

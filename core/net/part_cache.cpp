@@ -1,0 +1,198 @@
+#include "net/part_cache.h"
+
+#include <xxhash.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <vector>
+
+#include "util/atomic_file.h"
+#include "util/error.h"
+#include "util/mapped_file.h"
+
+namespace stoker {
+namespace {
+
+constexpr const char* kSuffix = ".part";
+constexpr int kStaleTempSeconds = 600;  // a temporary file this old belongs to a process that died
+
+bool endsWith(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+}  // namespace
+
+std::string objectIdOf(const std::string& locator, const std::string& etag, std::uint64_t size) {
+  if (etag.empty()) return {};
+  const std::string text = locator + '\n' + etag + '\n' + std::to_string(size);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(XXH3_64bits(text.data(), text.size())));
+  return hex;
+}
+
+std::shared_ptr<PartCache> PartCache::at(const std::string& dir, std::uint64_t limitBytes) {
+  static std::mutex registryMutex;
+  static std::unordered_map<std::string, std::shared_ptr<PartCache>> registry;  // for the process's life
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throwIo(dir, "cache_dir cannot be created", ec.value());
+  if (::access(dir.c_str(), W_OK) != 0) throwIo(dir, "cache_dir is not writable", errno);
+  const std::string key = std::filesystem::weakly_canonical(dir).string();
+  std::lock_guard<std::mutex> lock(registryMutex);
+  auto& cache = registry[key];
+  if (!cache || cache->limit_ != limitBytes) cache = std::make_shared<PartCache>(key, limitBytes);
+  return cache;
+}
+
+PartCache::PartCache(std::string dir, std::uint64_t limit) : dir_(std::move(dir)), limit_(limit) {
+  approxBytes_ = scan(false);
+}
+
+std::string PartCache::fileOf(const std::string& objectId, std::uint64_t partSize, std::uint64_t index) const {
+  return dir_ + "/" + objectId + "-" + std::to_string(partSize) + "-" + std::to_string(index) + kSuffix;
+}
+
+PartCacheCounters PartCache::counters() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return counters_;
+}
+
+std::shared_ptr<const MappedFile> PartCache::mapIfThere(const std::string& path, std::size_t bytes) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return nullptr;
+  if (static_cast<std::uint64_t>(st.st_size) != bytes) {
+    ::unlink(path.c_str());  // not this part (a power cut before the data reached the disk): fetch again
+    return nullptr;
+  }
+  try {
+    auto map = MappedFile::open(path);
+    if (map->size() != bytes) return nullptr;
+    ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // used now: the last to be evicted
+    return map;
+  } catch (const Error&) {
+    return nullptr;  // removed by another process's eviction in between: fetch it
+  }
+}
+
+bool PartCache::store(const std::string& path, const std::uint8_t* data, std::size_t n) {
+  if (limit_ != 0 && n > limit_) return false;  // would evict itself
+  try {
+    AtomicFile file(path);
+    file.write(data, n);
+    file.commit(false);
+  } catch (const Error& e) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++counters_.writeFailures;
+    if (!saidFull_) {
+      saidFull_ = true;
+      std::fprintf(stderr, "stoker: cache_dir %s: %s; parts that do not fit are read from the network, not kept\n",
+                   dir_.c_str(), e.what());
+    }
+    return false;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    counters_.bytesWritten += n;
+  }
+  if (limit_ != 0 && (approxBytes_ += n) > limit_) {
+    std::lock_guard<std::mutex> lock(evictMutex_);
+    if (approxBytes_.load() > limit_) approxBytes_ = scan(true);
+  }
+  return true;
+}
+
+// The parts in the folder, in bytes; with `evict`, after removing the least recently used ones down
+// to 90 % of the limit. Temporary files of processes that died long ago go too.
+std::uint64_t PartCache::scan(bool evict) {
+  struct Entry {
+    std::string path;
+    std::uint64_t bytes;
+    std::int64_t usedNs;
+  };
+  std::vector<Entry> parts;
+  std::uint64_t total = 0;
+  DIR* d = ::opendir(dir_.c_str());
+  if (!d) return 0;
+  const std::int64_t now = static_cast<std::int64_t>(::time(nullptr));
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    const std::string path = dir_ + "/" + name;
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (name.find(".stoker-tmp-") != std::string::npos) {
+      if (now - st.st_mtim.tv_sec > kStaleTempSeconds) ::unlink(path.c_str());
+      continue;
+    }
+    if (!endsWith(name, kSuffix)) continue;
+    total += static_cast<std::uint64_t>(st.st_size);
+    parts.push_back({path, static_cast<std::uint64_t>(st.st_size), st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec});
+  }
+  ::closedir(d);
+  if (!evict || limit_ == 0 || total <= limit_) return total;
+  std::sort(parts.begin(), parts.end(), [](const Entry& a, const Entry& b) { return a.usedNs < b.usedNs; });
+  const std::uint64_t target = limit_ / 10 * 9;
+  std::uint64_t removed = 0;
+  for (const Entry& p : parts) {
+    if (total <= target) break;
+    if (::unlink(p.path.c_str()) == 0 || errno == ENOENT) {
+      total -= p.bytes;
+      ++removed;
+    }
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  counters_.evicted += removed;
+  return total;
+}
+
+PartCache::Part PartCache::part(const std::string& objectId, std::uint64_t partSize, std::uint64_t index, std::size_t bytes,
+                                const std::function<void(std::uint8_t*)>& fetch) {
+  const std::string path = fileOf(objectId, partSize, index);
+  std::promise<Part> mine;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    auto it = inflight_.find(path);
+    if (it != inflight_.end()) {
+      std::shared_future<Part> other = it->second;
+      lock.unlock();
+      return other.get();  // the fetching thread's part, or its error
+    }
+    inflight_.emplace(path, mine.get_future().share());
+  }
+  const auto done = [&] {
+    std::lock_guard<std::mutex> lock(mutex_);
+    inflight_.erase(path);
+  };
+  try {
+    Part out;
+    if ((out.bytes = mapIfThere(path, bytes))) {
+      out.onDisk = true;
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++counters_.hits;
+    } else {
+      std::vector<std::uint8_t> data(bytes);
+      fetch(data.data());
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++counters_.misses;
+      }
+      if (store(path, data.data(), data.size()) && (out.bytes = mapIfThere(path, bytes))) out.onDisk = true;
+      else out.bytes = MappedFile::fromBytes(path, std::move(data));
+    }
+    mine.set_value(out);
+    done();
+    return out;
+  } catch (...) {
+    mine.set_exception(std::current_exception());
+    done();
+    throw;
+  }
+}
+
+}  // namespace stoker

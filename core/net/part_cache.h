@@ -1,0 +1,84 @@
+// net/part_cache: the local disk cache of remote objects' parts (cache_dir, cache_limit -- MosaicML
+// Streaming's names). A remote object is cut into aligned parts of part_size bytes; a part read once
+// is kept as one file and served from a read-only mapping on later reads, so a second epoch reads
+// local pages, not the network.
+//
+// Why it is safe:
+// - A part's file name is a hash of the object's URL, ETag and size plus the part size and index, so
+//   an object changed on the server never serves old bytes (an object without an ETag is not cached).
+// - A part is written under a temporary name and renamed into place (util/atomic_file, without
+//   fsync: the cache is not the data's only copy). A killed process leaves no half part under a
+//   part's name; a file whose size is not the part's is removed and fetched again.
+// - Several processes (ranks on one node) may share a folder: they write under their own temporary
+//   names, a rename replaces an equal file, and a part removed by another process's eviction stays
+//   readable through the mapping that already holds it.
+// - cache_limit: when the parts exceed it, the least recently used are removed (a part's
+//   modification time is set when a process first maps it) until they fill 90 % of it.
+// - A full disk (ENOSPC) costs no sample: the part is served from memory, the failure is counted
+//   and said once on stderr.
+#pragma once
+
+#include <cstdint>
+#include <atomic>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace stoker {
+
+class MappedFile;
+
+struct PartCacheCounters {
+  std::uint64_t hits = 0;           // parts mapped from the folder
+  std::uint64_t misses = 0;         // parts fetched
+  std::uint64_t bytesWritten = 0;   // into the folder
+  std::uint64_t evicted = 0;        // parts removed by this process for cache_limit
+  std::uint64_t writeFailures = 0;  // parts that could not be written (disk full...)
+};
+
+class PartCache {
+ public:
+  // The cache of `dir` in this process (one per folder; created when missing). `limitBytes` 0: no limit.
+  // Error(Io) when the folder cannot be created or written.
+  static std::shared_ptr<PartCache> at(const std::string& dir, std::uint64_t limitBytes);
+
+  struct Part {
+    std::shared_ptr<const MappedFile> bytes;
+    bool onDisk = false;  // false: the folder could not take it (disk full), the bytes are in memory
+  };
+  // The bytes of one part: mapped from the folder, or fetched by `fetch` (which fills `bytes` bytes)
+  // and stored. Threads asking for a part another thread is fetching wait for that fetch (and get
+  // its error). `objectId`: what identifies the object's content (objectIdOf).
+  Part part(const std::string& objectId, std::uint64_t partSize, std::uint64_t index,
+                                         std::size_t bytes, const std::function<void(std::uint8_t*)>& fetch);
+
+  const std::string& dir() const { return dir_; }
+  std::uint64_t limit() const { return limit_; }
+  PartCacheCounters counters() const;
+
+  PartCache(std::string dir, std::uint64_t limit);
+
+ private:
+  std::string fileOf(const std::string& objectId, std::uint64_t partSize, std::uint64_t index) const;
+  std::shared_ptr<const MappedFile> mapIfThere(const std::string& path, std::size_t bytes);
+  bool store(const std::string& path, const std::uint8_t* data, std::size_t n);
+  std::uint64_t scan(bool evict);
+
+  std::string dir_;
+  std::uint64_t limit_;
+  mutable std::mutex mutex_;
+  std::unordered_map<std::string, std::shared_future<Part>> inflight_;  // guarded by mutex_
+  PartCacheCounters counters_;                                          // guarded by mutex_
+  bool saidFull_ = false;                                               // guarded by mutex_
+  std::mutex evictMutex_;
+  std::atomic<std::uint64_t> approxBytes_{0};  // the folder's parts as last scanned, plus this process's writes
+};
+
+// The identity of an object's content for the cache: where it is (without credentials), its ETag
+// and its size, hashed. Empty when the object has no ETag (it cannot be cached safely).
+std::string objectIdOf(const std::string& locator, const std::string& etag, std::uint64_t size);
+
+}  // namespace stoker
