@@ -18,6 +18,8 @@
 namespace stoker {
 namespace {
 
+thread_local double tlsNetworkSeconds = 0;  // networkSecondsOnThisThread()
+
 constexpr const char* kEmptySha256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
 long envLong(const char* name, long fallback, long lo, long hi) {
@@ -299,8 +301,9 @@ void perform(Transfer& t, const HttpTarget& target, const std::string& what, con
         lastProblem = "the body ended after " + std::to_string(t.got) + " of " + std::to_string(t.want) + " bytes";
         continue;  // a clean close before the end: resume where it broke
       }
-      netCounters().nanoseconds += static_cast<std::uint64_t>(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count());
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count();
+      netCounters().nanoseconds += static_cast<std::uint64_t>(ns);
+      tlsNetworkSeconds += static_cast<double>(ns) * 1e-9;
       return;
     }
     if (rc == CURLE_OK) {
@@ -325,6 +328,8 @@ void perform(Transfer& t, const HttpTarget& target, const std::string& what, con
 }
 
 }  // namespace
+
+double networkSecondsOnThisThread() { return tlsNetworkSeconds; }
 
 NetCounters& netCounters() {
   static NetCounters counters;

@@ -52,5 +52,8 @@ struct NetCounters {
   std::atomic<std::uint64_t> requests{0}, bytes{0}, retries{0}, nanoseconds{0};
 };
 NetCounters& netCounters();
+// Seconds this thread has spent in requests that succeeded (a dataset's "read" stage without a
+// clock call per sample: read it before and after).
+double networkSecondsOnThisThread();
 
 }  // namespace stoker

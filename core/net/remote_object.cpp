@@ -88,16 +88,36 @@ RemoteObject::PartView RemoteObject::cachedPart(std::uint64_t index, std::uint64
   return {p.bytes.get(), nullptr};
 }
 
-void RemoteObject::readCached(std::uint64_t offset, std::uint8_t* out, std::size_t n, const PartOptions& parts) const {
+std::uint64_t RemoteObject::tableFor(const PartOptions& parts) const {
   const std::uint64_t partSize = static_cast<std::uint64_t>(std::max<std::int64_t>(parts.partSize, 4096));
-  {
-    std::lock_guard<std::mutex> lock(partsMutex_);
-    if (!table_) {
-      const std::uint64_t count = (size_ + partSize - 1) / partSize;
-      table_.reset(new std::atomic<const MappedFile*>[count]());
-      tablePartSize_ = partSize;
+  std::call_once(tableOnce_, [&] {  // the first part size read with is the one tabled
+    const std::uint64_t count = (size_ + partSize - 1) / partSize;
+    table_.reset(new std::atomic<const MappedFile*>[count]());
+    tablePartSize_ = partSize;
+  });
+  return partSize;
+}
+
+const std::uint8_t* RemoteObject::bytesAt(std::uint64_t offset, std::size_t n, const PartOptions& parts,
+                                          std::vector<std::uint8_t>& scratch) const {
+  if (parts.cache && !cacheId_.empty() && n > 0 && offset < size_ && n <= size_ - offset) {
+    const std::uint64_t partSize = tableFor(parts);
+    const std::uint64_t index = offset / partSize;
+    if (index == (offset + n - 1) / partSize) {
+      const PartView part = cachedPart(index, partSize, parts);
+      const std::uint8_t* at = part.bytes->data() + (offset - index * partSize);
+      if (!part.hold) return at;  // kept on disk: mapped for this object's life
+      scratch.assign(at, at + n);
+      return scratch.data();
     }
   }
+  scratch.resize(n);
+  read(offset, scratch.data(), n, parts);
+  return scratch.data();
+}
+
+void RemoteObject::readCached(std::uint64_t offset, std::uint8_t* out, std::size_t n, const PartOptions& parts) const {
+  const std::uint64_t partSize = tableFor(parts);
   const std::uint64_t first = offset / partSize, last = (offset + n - 1) / partSize;
   const auto copyPart = [&](std::uint64_t index) {
     const std::uint64_t from = std::max(offset, index * partSize);

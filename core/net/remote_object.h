@@ -47,8 +47,12 @@ class RemoteObject {
   // Exactly `n` bytes at `offset` (Error(BadInput) past the end), in parallel parts. With a cache
   // (and an ETag to key it), whole aligned parts are fetched, kept and served from local disk.
   void read(std::uint64_t offset, void* dst, std::size_t n, const PartOptions& parts = {}) const;
+  // The `n` bytes at `offset` without a copy where they lie in one part mapped from the cache;
+  // else read into `scratch`. The pointer stays valid while this object lives (or until scratch changes).
+  const std::uint8_t* bytesAt(std::uint64_t offset, std::size_t n, const PartOptions& parts, std::vector<std::uint8_t>& scratch) const;
 
  private:
+  std::uint64_t tableFor(const PartOptions& parts) const;  // the part size, the table made on first use
   void readCached(std::uint64_t offset, std::uint8_t* out, std::size_t n, const PartOptions& parts) const;
   struct PartView {
     const MappedFile* bytes;
@@ -64,6 +68,7 @@ class RemoteObject {
   // The parts this object already mapped from the cache, by index (for the first part size used):
   // a window read after the first costs one atomic load and a memcpy.
   mutable std::mutex partsMutex_;
+  mutable std::once_flag tableOnce_;
   mutable std::uint64_t tablePartSize_ = 0;
   mutable std::unique_ptr<std::atomic<const MappedFile*>[]> table_;
   mutable std::vector<std::shared_ptr<const MappedFile>> tableOwned_;

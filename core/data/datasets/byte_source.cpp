@@ -39,6 +39,13 @@ void ByteSource::read(std::uint64_t offset, void* dst, std::size_t n) const {
   std::memcpy(dst, map_->data() + offset, n);
 }
 
+const std::uint8_t* ByteSource::bytesAt(std::uint64_t offset, std::size_t n, std::vector<std::uint8_t>& scratch) const {
+  if (remote_) return remote_->bytesAt(offset, n, parts_, scratch);
+  if (offset > map_->size() || n > map_->size() - offset)
+    throwBadInput(path_, "bytes " + std::to_string(offset) + "+" + std::to_string(n) + " lie past its end");
+  return map_->data() + offset;
+}
+
 std::shared_ptr<const std::vector<std::uint8_t>> ByteSource::readWhole(std::uint64_t maxBytes) const {
   if (size() > maxBytes)
     throwBadInput(path_, std::to_string(size()) + " bytes: more than the " + std::to_string(maxBytes) + " read whole");

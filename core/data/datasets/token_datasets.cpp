@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "data/datasets/dataset_spec.h"
+#include "net/http_transfer.h"
 #include "util/error.h"
 #include "util/monotonic_seconds.h"
 #include "util/run_jobs.h"
@@ -61,13 +62,10 @@ void TokenWindowDataset::readItem(std::int64_t index, std::uint8_t* const* dst) 
     const std::uint64_t skip = pos - starts_[s];
     const std::uint64_t take = std::min(need - done, span.tokens - skip);
     const std::uint64_t at = span.offset + skip * static_cast<std::uint64_t>(tokenBytes_);
-    const std::uint8_t* src = file_.mapped() ? file_.mapped() + at : nullptr;
-    if (!src) {  // remote: this span's part of the window, one range read
-      thread_local std::vector<std::uint8_t> fetched;
-      fetched.resize(static_cast<std::size_t>(take) * static_cast<std::size_t>(tokenBytes_));
-      file_.read(at, fetched.data(), fetched.size());
-      src = fetched.data();
-    }
+    // Mapped (local, or a remote part in cache_dir): read in place; else one range read.
+    thread_local std::vector<std::uint8_t> fetched;
+    const std::uint8_t* src = file_.mapped() ? file_.mapped() + at
+                                             : file_.bytesAt(at, static_cast<std::size_t>(take) * static_cast<std::size_t>(tokenBytes_), fetched);
     std::int64_t* out = window.data() + done;
     switch (tokenBytes_ * (signed_ ? -1 : 1)) {
       case 1: widen<std::uint8_t>(src, take, out); break;
@@ -99,14 +97,21 @@ void TokenWindowDataset::readBatch(const std::int64_t* indices, std::int64_t cou
   });
 }
 
-// Remote: the whole read is the "read" stage (the network's time; widening is noise next to it).
+// Remote: the network's time is the "read" stage -- one sample's from the thread's request time
+// (no clock call for windows served from cache_dir), a parallel batch's as wall time.
 // Mapped windows leave the stages to the loader (their read is a page fault inside the copy).
 void TokenWindowDataset::readSamples(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst,
                                      const ReadContext& context) const {
-  const bool timed = context.stages && file_.remote();
-  const double t0 = timed ? monotonicSeconds() : 0;
+  if (!context.stages || !file_.remote()) return readBatch(indices, count, dst);
+  if (count == 1) {
+    const double before = networkSecondsOnThisThread();
+    readBatch(indices, count, dst);
+    context.stages->read += networkSecondsOnThisThread() - before;
+    return;
+  }
+  const double t0 = monotonicSeconds();
   readBatch(indices, count, dst);
-  if (timed) context.stages->read += monotonicSeconds() - t0;
+  context.stages->read += monotonicSeconds() - t0;
 }
 
 std::shared_ptr<Dataset> openTokensDataset(const std::string& text, const LoaderOptions& options) {

@@ -19,6 +19,7 @@
 #include "net/remote_url.h"
 #include "util/error.h"
 #include "util/read_file.h"
+#include "util/run_jobs.h"
 
 namespace stoker {
 namespace {
@@ -132,9 +133,23 @@ WebDataset::WebDataset(const std::string& spec, std::vector<std::string> shards,
   // pread each, cheaper than a thread).
   for (const std::string& shard : shards_)
     if (isRemotePath(shard)) parallelFetches_ = parts.maxInflight;
-  for (std::size_t s = 0; s < shards_.size(); ++s) {
+  // Remote shards are scanned max_inflight_parts at a time (each scan waits on the network); the
+  // samples still come in shard order, and an error names the first shard that failed.
+  std::vector<std::vector<Sample>> scanned(shards_.size());
+  std::vector<std::exception_ptr> failed(shards_.size());
+  shardSizes_.resize(shards_.size());
+  forEachInParallel(static_cast<std::int64_t>(shards_.size()), parallelFetches_ > 1 ? parallelFetches_ : 1, [&](std::int64_t s) {
+    try {
+      scan(s, keepBadSamples, scanned[static_cast<std::size_t>(s)], shardSizes_[static_cast<std::size_t>(s)]);
+    } catch (...) {
+      failed[static_cast<std::size_t>(s)] = std::current_exception();
+    }
+  });
+  for (const auto& f : failed)
+    if (f) std::rethrow_exception(f);
+  for (auto& shard : scanned) {
     shardBegin_.push_back(static_cast<std::int64_t>(samples_.size()));
-    scan(static_cast<std::int64_t>(s), keepBadSamples);
+    samples_.insert(samples_.end(), std::make_move_iterator(shard.begin()), std::make_move_iterator(shard.end()));
   }
   shardBegin_.push_back(static_cast<std::int64_t>(samples_.size()));
   if (samples_.empty()) throwBadInput(spec, "the shards hold no samples (<key>.jpg|jpeg|png|webp|tif|tiff|bmp with <key>.cls)");
@@ -184,7 +199,7 @@ struct WebDataset::RemoteStream {
 // A shard that does not parse as a tar is refused whole; a sample that does not make sense (no
 // image, no or a bad .cls, a member twice) is refused at once, or kept as a bad sample that fails
 // when read -- so skip_bad_samples skips and counts it like an undecodable image.
-void WebDataset::scan(std::int64_t shard, bool keepBadSamples) {
+void WebDataset::scan(std::int64_t shard, bool keepBadSamples, std::vector<Sample>& out, std::uint64_t& size) {
   const std::string& path = shards_[static_cast<std::size_t>(shard)];
   std::unique_ptr<archive, int (*)(archive*)> a(archive_read_new(), archive_read_free);
   archive_read_support_format_tar(a.get());
@@ -248,7 +263,7 @@ void WebDataset::scan(std::int64_t shard, bool keepBadSamples) {
     members.push_back(std::move(m));
   }
   if (stream) stream->rethrowIfFailed();  // the network failed, not the tar
-  shardSizes_.push_back(static_cast<std::uint64_t>(fileSize));
+  size = static_cast<std::uint64_t>(fileSize);
   if (rc != ARCHIVE_EOF) throwBadInput(path, std::string("corrupt tar: ") + archive_error_string(a.get()));
   const std::int64_t end = archive_read_header_position(a.get());
   // Group consecutive members by key, as webdataset does.
@@ -313,7 +328,7 @@ void WebDataset::scan(std::int64_t shard, bool keepBadSamples) {
       s.size = s.offset = 0;
       s.label = 0;
     }
-    samples_.push_back(std::move(s));
+    out.push_back(std::move(s));
     i = j;
   }
 }

@@ -56,7 +56,7 @@ class WebDataset : public EncodedImageDataset {
     std::string problem;  // a bad sample's reason (kept only under skip_bad_samples)
   };
   struct RemoteStream;
-  void scan(std::int64_t shard, bool keepBadSamples);
+  void scan(std::int64_t shard, bool keepBadSamples, std::vector<Sample>& out, std::uint64_t& size);
   std::vector<std::string> shards_;
   std::vector<std::shared_ptr<const RemoteObject>> remote_;  // per shard: null when local
   std::vector<std::uint64_t> shardSizes_;

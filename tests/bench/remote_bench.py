@@ -1,0 +1,230 @@
+#!/usr/bin/python3
+"""Remote dataset benchmark (issue 40), measured in one run against the same files read locally:
+nginx on loopback serves a token file and WebDataset shards, tests/net/fault_proxy.py in front of
+it adds 0, 10 or 50 ms to every request (the proxy itself, a Python process, caps one stream at
+about 0.5 GB/s). For each latency:
+
+- tokens (batches 64 x 1024 of a nanoGPT .bin, random windows) with cache_dir: the first epoch
+  (parts fetched from the network into a fresh cache) and the steady epochs after it (served from
+  the cache), against `stoker bench` on the local file; and the Python peer, a Dataset whose
+  __getitem__ reads its window with an urllib Range request, in a DataLoader (2 workers);
+- WebDataset shards (real photos, Resize(64),CenterCrop(56)) with cache_dir: the whole run (open
+  = the shard scan, then one epoch, process start included) against the same local run, and
+  against WebDataset's `pipe:curl` way: curl per shard piped into tarfile + PIL + torchvision in a
+  DataLoader with 2 workers (timed from its first batch request, imports excluded); plus `curl`
+  fetching the shards one by one, the download alone.
+
+    tests/bench/remote_bench.py [--tokens-bytes 1GiB] [--latencies 0,10,50] [--images 1000] [--json OUT]
+"""
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+PY = "/usr/bin/python3"
+
+NGINX_CONF = """daemon off; master_process off; worker_processes 1;
+pid {root}/nginx.pid; error_log {root}/error.log;
+events {{ worker_connections 1024; }}
+http {{ access_log off; sendfile on; keepalive_requests 100000;
+  client_body_temp_path {root}/tmp; proxy_temp_path {root}/tmp; fastcgi_temp_path {root}/tmp;
+  uwsgi_temp_path {root}/tmp; scgi_temp_path {root}/tmp;
+  server {{ listen 127.0.0.1:{port}; root {www}; }} }}
+"""
+
+PYTHON_PEER = r'''
+import sys, time, json, urllib.request, numpy as np, torch
+from torch.utils.data import Dataset, DataLoader
+url, size, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+ctx = 1024
+class RemoteTokens(Dataset):
+    def __len__(self):
+        return (size // 2 - 1) // ctx
+    def __getitem__(self, i):
+        start = i * ctx * 2
+        req = urllib.request.Request(url, headers={"Range": f"bytes={start}-{start + (ctx + 1) * 2 - 1}"})
+        w = torch.from_numpy(np.frombuffer(urllib.request.urlopen(req).read(), dtype=np.uint16).astype(np.int64))
+        return w[:-1], w[1:]
+loader = DataLoader(RemoteTokens(), batch_size=64, shuffle=True, num_workers=2, drop_last=True)
+n, start = 0, time.perf_counter()
+for x, y in loader:
+    n += x.shape[0]
+    if time.perf_counter() - start > seconds:
+        break
+print(json.dumps({"samples_per_s": n / (time.perf_counter() - start)}))
+'''
+
+
+# WebDataset's `pipe:curl`: each shard a curl process piped into a tar stream, decoded and
+# transformed with PIL and torchvision in a DataLoader's worker processes (shards split by worker).
+PIPE_CURL_PEER = r'''
+import io, sys, time, json, tarfile, subprocess, torch
+from PIL import Image
+from torch.utils.data import IterableDataset, DataLoader, get_worker_info
+import torchvision.transforms as T
+urls = sys.argv[1:]
+transform = T.Compose([T.Resize(64), T.CenterCrop(56), T.ToTensor()])
+class PipeCurl(IterableDataset):
+    def __iter__(self):
+        w = get_worker_info()
+        for url in urls[w.id::w.num_workers] if w else urls:
+            curl = subprocess.Popen(["curl", "-s", url], stdout=subprocess.PIPE)
+            image = None
+            with tarfile.open(fileobj=curl.stdout, mode="r|") as tar:
+                for m in tar:
+                    data = tar.extractfile(m).read()
+                    if m.name.endswith((".jpg", ".png")):
+                        image = transform(Image.open(io.BytesIO(data)).convert("RGB"))
+                    elif m.name.endswith(".cls"):
+                        yield image, int(data)
+            curl.wait()
+start, n = time.perf_counter(), 0
+for x, y in DataLoader(PipeCurl(), batch_size=64, num_workers=2):
+    n += x.shape[0]
+print(json.dumps({"images": n, "images_per_s": n / (time.perf_counter() - start)}))
+'''
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, seconds=10):
+    end = time.time() + seconds
+    while time.time() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    sys.exit(f"nothing listens on {port}")
+
+
+def bench(stoker, spec, options, epochs, extra=()):
+    """`stoker bench --json`; returns (document, wall seconds of the whole process)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(options, f)
+    start = time.perf_counter()
+    p = subprocess.run([stoker, "bench", "--dataset", spec, "--options", f.name, "--epochs", str(epochs), "--json", "--quiet", *extra],
+                       capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    os.unlink(f.name)
+    if p.returncode != 0:
+        sys.exit(f"stoker bench {spec} failed: {p.stderr}")
+    return json.loads(p.stdout), wall
+
+
+def epoch_rates(doc):
+    return [e["samples_per_s"] for e in doc["per_device"][0]["epochs"]]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tokens-bytes", default="1GiB")
+    ap.add_argument("--latencies", default="0,10,50")
+    ap.add_argument("--images", type=int, default=1000)
+    ap.add_argument("--peer-seconds", type=float, default=6)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--data", default=os.path.join(ROOT, "build", "bench-data", "remote"))
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    stoker = os.path.join(a.build, "bin", "stoker")
+    www = os.path.join(a.data, "www")
+    tokens = os.path.join(www, "tokens-" + a.tokens_bytes)
+    if not os.path.exists(os.path.join(tokens, "tokens.bin")):
+        subprocess.run([PY, os.path.join(ROOT, "tests", "datasets", "make_token_files.py"), tokens, "--tokens-bytes", a.tokens_bytes],
+                       check=True, stdout=subprocess.DEVNULL)
+    shards = os.path.join(www, f"shards-{a.images}")
+    if not os.path.isdir(shards):
+        photos = os.path.join(a.data, "photos")
+        per_class = a.images // 10
+        subprocess.run([PY, os.path.join(ROOT, "tests", "datasets", "make_photo_folder.py"), photos, "--classes", "10",
+                        "--per-class", str(per_class), "--seed", "4"], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([PY, os.path.join(ROOT, "tests", "datasets", "make_wds_shards.py"), photos, shards, "--per-shard", "50"],
+                       check=True, stdout=subprocess.DEVNULL)
+    shard_names = sorted(n for n in os.listdir(shards) if n.endswith(".tar"))
+    images = a.images // 10 * 10
+    token_file = os.path.join(tokens, "tokens.bin")
+    token_bytes = os.path.getsize(token_file)
+    subprocess.run(["cat", token_file, *[os.path.join(shards, n) for n in shard_names]], stdout=subprocess.DEVNULL, check=True)
+
+    run = os.path.join(a.data, "run")
+    shutil.rmtree(run, ignore_errors=True)
+    os.makedirs(os.path.join(run, "tmp"))
+    nginx_port, proxy_port = free_port(), free_port()
+    with open(os.path.join(run, "nginx.conf"), "w") as f:
+        f.write(NGINX_CONF.format(root=run, port=nginx_port, www=www))
+    servers = [subprocess.Popen(["/usr/sbin/nginx", "-c", os.path.join(run, "nginx.conf"), "-p", run], stderr=subprocess.DEVNULL),
+               subprocess.Popen([PY, os.path.join(ROOT, "tests", "net", "fault_proxy.py"), str(proxy_port), str(nginx_port)],
+                                stdout=subprocess.DEVNULL)]
+    try:
+        wait_port(nginx_port)
+        wait_port(proxy_port)
+        base = f"http://127.0.0.1:{proxy_port}/"
+        rel_tokens = os.path.relpath(token_file, www)
+        pattern = f"{os.path.basename(shards)}/{shard_names[0][:-10]}{{{shard_names[0][-10:-4]}..{shard_names[-1][-10:-4]}}}.tar"
+        token_opts = {"batch_size": 64}
+        image_opts = {"batch_size": 64, "transforms": "Resize(64),CenterCrop(56)"}
+        local_tokens, _ = bench(stoker, f"tokens:{token_file},ctx=1024", token_opts, 3)
+        local_wds, local_wds_wall = bench(stoker, f"wds:{www}/{pattern}", image_opts, 1)
+        rows = []
+        for latency in [int(x) for x in a.latencies.split(",")]:
+            urllib.request.urlopen(urllib.request.Request(base + "__fault", data=json.dumps({"latency_ms": latency}).encode())).read()
+            cache = os.path.join(run, f"cache-{latency}")
+            remote_tokens, _ = bench(stoker, f"tokens:{base}{rel_tokens},ctx=1024", {**token_opts, "cache_dir": cache}, 3)
+            shutil.rmtree(cache)
+            remote_wds, remote_wds_wall = bench(stoker, f"wds:{base}{pattern}", {**image_opts, "cache_dir": cache}, 1)
+            shutil.rmtree(cache)
+            start = time.perf_counter()
+            fetch = []
+            for n in shard_names:  # one after another on one connection, as `pipe:curl` shard by shard
+                fetch += ["-o", "/dev/null", f"{base}{os.path.basename(shards)}/{n}"]
+            subprocess.run(["curl", "-s", *fetch], check=True)
+            curl_wall = time.perf_counter() - start
+            pipe = subprocess.run([PY, "-c", PIPE_CURL_PEER, *[f"{base}{os.path.basename(shards)}/{n}" for n in shard_names]],
+                                  capture_output=True, text=True, check=True)
+            pipe_doc = json.loads(pipe.stdout)
+            if pipe_doc["images"] != images:
+                sys.exit(f"pipe:curl peer read {pipe_doc['images']} images, not {images}")
+            peer = subprocess.run([PY, "-c", PYTHON_PEER, base + rel_tokens, str(token_bytes), str(a.peer_seconds)],
+                                  capture_output=True, text=True, check=True)
+            local_rates, remote_rates = epoch_rates(local_tokens), epoch_rates(remote_tokens)
+            rows.append({
+                "latency_ms": latency,
+                "tokens_local_first": local_rates[0], "tokens_local_steady": local_tokens["samples_per_s"],
+                "tokens_remote_first": remote_rates[0], "tokens_remote_steady": remote_tokens["samples_per_s"],
+                "tokens_python_peer": json.loads(peer.stdout)["samples_per_s"],
+                "wds_local_img_s": images / local_wds_wall, "wds_remote_img_s": images / remote_wds_wall,
+                "wds_curl_img_s": images / curl_wall, "wds_pipe_curl_img_s": pipe_doc["images_per_s"],
+            })
+            r = rows[-1]
+            print(f"{latency:>3} ms  tokens: first epoch {r['tokens_remote_first'] / r['tokens_local_first']:.2f}x local, "
+                  f"steady {r['tokens_remote_steady'] / r['tokens_local_steady']:.2f}x local "
+                  f"({r['tokens_remote_steady']:,.0f} vs {r['tokens_local_steady']:,.0f} windows/s); "
+                  f"Python urllib+DataLoader {r['tokens_python_peer']:,.0f}/s = {r['tokens_remote_first'] / r['tokens_python_peer']:,.0f}x slower "
+                  f"than Stoker's first epoch", flush=True)
+            print(f"        wds: {r['wds_remote_img_s']:,.0f} img/s = {r['wds_remote_img_s'] / r['wds_local_img_s']:.2f}x local "
+                  f"({r['wds_local_img_s']:,.0f}); {r['wds_remote_img_s'] / r['wds_pipe_curl_img_s']:.2f}x pipe:curl + PIL/torchvision "
+                  f"in a DataLoader ({r['wds_pipe_curl_img_s']:,.0f} img/s); curl's download alone {r['wds_curl_img_s']:,.0f} img/s",
+                  flush=True)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"token_file_bytes": token_bytes, "images": images, "rows": rows}, f, indent=1)
+    finally:
+        for p in servers:
+            p.terminate()
+            p.wait()
+
+
+if __name__ == "__main__":
+    main()
