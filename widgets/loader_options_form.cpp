@@ -20,7 +20,10 @@ namespace stoker {
 namespace {
 
 // Knobs whose values do not fit an int spin box, or are free text.
-bool isTextKnob(const QString& k) { return k == "seed" || k == "generator_seed" || k == "weights" || k == "num_samples" || k == "part_size"; }
+bool isTextKnob(const QString& k) {
+  return k == "seed" || k == "generator_seed" || k == "weights" || k == "num_samples" || k == "part_size" || k == "cache_dir" ||
+         k == "cache_limit";
+}
 
 QString jsonScalarText(const QJsonValue& v) {
   if (v.isArray()) {
@@ -81,6 +84,7 @@ LoaderOptionsForm::LoaderOptionsForm(QWidget* parent) : QWidget(parent) {
     } else if (isTextKnob(name)) {
       auto* line = new QLineEdit(this);
       if (name == "weights") line->setPlaceholderText(tr("w0,w1,... one per sample"));
+      if (name == "cache_dir") line->setPlaceholderText(tr("a local folder (none: every read goes to the network)"));
       connect(line, &QLineEdit::textChanged, this, &LoaderOptionsForm::revalidate);
       editor = line;
     } else if (name == "vram_max_usage" || name == "timeout") {
@@ -157,6 +161,8 @@ QString LoaderOptionsForm::formJson() const {
           a.append(ok ? QJsonValue(w) : QJsonValue(part.trimmed()));
         }
         o.insert(name, a);
+      } else if (name == "cache_dir") {
+        o.insert(name, text);  // a folder, even one named by digits
       } else {
         bool ok = false;
         const qlonglong n = text.toLongLong(&ok);

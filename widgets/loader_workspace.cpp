@@ -60,7 +60,9 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
                              .arg(kinds.join('\n')));
   }
   connect(dataset_, &QComboBox::editTextChanged, this, [this] {
-    if (form_) form_->setRemoteDataset(datasetIsRemote(dataset_->spec().toStdString()));
+    const bool remote = datasetIsRemote(dataset_->spec().toStdString());
+    if (form_) form_->setRemoteDataset(remote);
+    if (stages_) stages_->setReadIsNetwork(remote);
     updateApplyState();
   });
   connect(dataset_, &DatasetPicker::browsed, this, [this](const QString& spec, bool images) {

@@ -113,7 +113,7 @@ class LoaderWorkspace : public QWidget {
   LoaderOptionsForm* form_ = nullptr;
   LoaderRunner* runner_;
   TelemetryPlots* plots_;
-  StageBreakdownView* stages_;
+  StageBreakdownView* stages_ = nullptr;
   DatasetPicker* dataset_;
   QLineEdit* devices_;
   QSpinBox* epochs_;

@@ -81,6 +81,15 @@ void StageBreakdownView::addRecords(const std::vector<TelemetryRecord>& records)
   if (changed) redraw();
 }
 
+void StageBreakdownView::setReadIsNetwork(bool network) {
+  for (int s = 0; s < kStages; ++s)
+    if (std::string(kTelemetryStages[s]) == "read")
+      bars_[static_cast<std::size_t>(s)]->setName(network ? tr("read (network)") : QString(kTelemetryStages[s]));
+  plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+QString StageBreakdownView::stageLegend(int stage) const { return bars_.at(static_cast<std::size_t>(stage))->name(); }
+
 void StageBreakdownView::clear() {
   latest_.clear();
   namer_.clear();

@@ -26,6 +26,9 @@ class StageBreakdownView : public QWidget {
   explicit StageBreakdownView(QWidget* parent = nullptr);
   // Series are "cpu", or "rank 1 cuda:0" with labelByRank.
   void setLabelByRank(bool byRank) { labelByRank_ = byRank; }
+  // A remote dataset's read stage is its time waiting on the network: the legend says so.
+  void setReadIsNetwork(bool network);
+  QString stageLegend(int stage) const;  // the legend text of kTelemetryStages[stage]
   void addRecords(const std::vector<TelemetryRecord>& records);
   void clear();
 

@@ -14,7 +14,8 @@ about 0.5 GB/s). For each latency:
   DataLoader with 2 workers (timed from its first batch request, imports excluded); plus `curl`
   fetching the shards one by one, the download alone.
 
-    tests/bench/remote_bench.py [--tokens-bytes 1GiB] [--latencies 0,10,50] [--images 1000] [--json OUT]
+    tests/bench/remote_bench.py [--tokens-bytes 1GiB] [--latencies direct,0,10,50] [--images 1000]
+                                [--max-inflight-parts N] [--json OUT]
 """
 import argparse
 import json
@@ -131,8 +132,9 @@ def epoch_rates(doc):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokens-bytes", default="1GiB")
-    ap.add_argument("--latencies", default="0,10,50")
+    ap.add_argument("--latencies", default="direct,0,10,50", help="ms the proxy adds per request; direct = nginx without the proxy")
     ap.add_argument("--images", type=int, default=1000)
+    ap.add_argument("--max-inflight-parts", type=int, default=4, help="the remote runs' max_inflight_parts")
     ap.add_argument("--peer-seconds", type=float, default=6)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--data", default=os.path.join(ROOT, "build", "bench-data", "remote"))
@@ -178,12 +180,16 @@ def main():
         local_tokens, _ = bench(stoker, f"tokens:{token_file},ctx=1024", token_opts, 3)
         local_wds, local_wds_wall = bench(stoker, f"wds:{www}/{pattern}", image_opts, 1)
         rows = []
-        for latency in [int(x) for x in a.latencies.split(",")]:
-            urllib.request.urlopen(urllib.request.Request(base + "__fault", data=json.dumps({"latency_ms": latency}).encode())).read()
+        for latency in a.latencies.split(","):
+            if latency == "direct":  # nginx itself, no proxy: what the network path costs without the Python proxy's copy
+                base = f"http://127.0.0.1:{nginx_port}/"
+            else:
+                base = f"http://127.0.0.1:{proxy_port}/"
+                urllib.request.urlopen(urllib.request.Request(base + "__fault", data=json.dumps({"latency_ms": int(latency)}).encode())).read()
             cache = os.path.join(run, f"cache-{latency}")
-            remote_tokens, _ = bench(stoker, f"tokens:{base}{rel_tokens},ctx=1024", {**token_opts, "cache_dir": cache}, 3)
+            remote_tokens, _ = bench(stoker, f"tokens:{base}{rel_tokens},ctx=1024", {**token_opts, "cache_dir": cache, "max_inflight_parts": a.max_inflight_parts}, 3)
             shutil.rmtree(cache)
-            remote_wds, remote_wds_wall = bench(stoker, f"wds:{base}{pattern}", {**image_opts, "cache_dir": cache}, 1)
+            remote_wds, remote_wds_wall = bench(stoker, f"wds:{base}{pattern}", {**image_opts, "cache_dir": cache, "max_inflight_parts": a.max_inflight_parts}, 1)
             shutil.rmtree(cache)
             start = time.perf_counter()
             fetch = []
@@ -208,12 +214,12 @@ def main():
                 "wds_curl_img_s": images / curl_wall, "wds_pipe_curl_img_s": pipe_doc["images_per_s"],
             })
             r = rows[-1]
-            print(f"{latency:>3} ms  tokens: first epoch {r['tokens_remote_first'] / r['tokens_local_first']:.2f}x local, "
+            print(f"{latency:>6}{' ms' if latency != 'direct' else ''}  tokens: first epoch {r['tokens_remote_first'] / r['tokens_local_first']:.2f}x local, "
                   f"steady {r['tokens_remote_steady'] / r['tokens_local_steady']:.2f}x local "
                   f"({r['tokens_remote_steady']:,.0f} vs {r['tokens_local_steady']:,.0f} windows/s); "
                   f"Python urllib+DataLoader {r['tokens_python_peer']:,.0f}/s = {r['tokens_remote_first'] / r['tokens_python_peer']:,.0f}x slower "
                   f"than Stoker's first epoch", flush=True)
-            print(f"        wds: {r['wds_remote_img_s']:,.0f} img/s = {r['wds_remote_img_s'] / r['wds_local_img_s']:.2f}x local "
+            print(f"           wds: {r['wds_remote_img_s']:,.0f} img/s = {r['wds_remote_img_s'] / r['wds_local_img_s']:.2f}x local "
                   f"({r['wds_local_img_s']:,.0f}); {r['wds_remote_img_s'] / r['wds_pipe_curl_img_s']:.2f}x pipe:curl + PIL/torchvision "
                   f"in a DataLoader ({r['wds_pipe_curl_img_s']:,.0f} img/s); curl's download alone {r['wds_curl_img_s']:,.0f} img/s",
                   flush=True)

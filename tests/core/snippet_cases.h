@@ -19,6 +19,7 @@
   X(tuned, R"({"batch_size": 6, "num_workers": 3, "prefetch": 9, "drop_last": false, )"                     \
            R"("seed": 18446744073709551615, "loading_mode": "streaming", "reader_mode": "read", )"          \
            R"("part_size": 65536, "max_inflight_parts": 2, "pin_memory": false, )"                          \
+           R"("cache_dir": "stoker-parts", "cache_limit": 1000000, )"                                       \
            R"("persistent_workers": false, "timeout": 2.5, "memory_format": "nhwc", "non_blocking": false, )" \
            R"("generator_seed": 7, "enable_transforms": true, "collate_buffer_size": 5, )"                  \
            R"("vram_max_usage": 0.55, "reuse_buffers": true, "telemetry_interval_ms": 100, "worker_id": 3, )" \

@@ -115,6 +115,8 @@ class TestLoaderOptions : public QObject {
     QTest::newRow("zero weights") << R"({"sampler_type": "weighted", "weights": [0, 0]})" << QStringList{"weights", "all be zero"};
     QTest::newRow("mp context") << R"({"multiprocessing_context": "thread"})" << QStringList{"multiprocessing_context", "spawn"};
     QTest::newRow("part size") << R"({"part_size": 10})" << QStringList{"part_size", "4096"};
+    QTest::newRow("cache limit") << R"({"cache_limit": -1})" << QStringList{"cache_limit", "no limit"};
+    QTest::newRow("cache dir") << R"({"cache_dir": 5})" << QStringList{"cache_dir", "a string"};
     QTest::newRow("telemetry") << R"({"telemetry_interval_ms": 1})" << QStringList{"telemetry_interval_ms", "at least 10"};
     QTest::newRow("not json") << "{batch_size: 3" << QStringList{"not valid JSON"};
     QTest::newRow("not an object") << "[1, 2]" << QStringList{"JSON object"};

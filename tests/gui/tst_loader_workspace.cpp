@@ -794,6 +794,12 @@ class TestLoaderWorkspace : public QObject {
     QCOMPARE(w.dataset(), QString("wds:s3://bucket/train-{000..009}.tar"));
     QVERIFY(!w.form()->options().transforms.empty());  // an image dataset: transforms offered
     QVERIFY(w.findChild<QWidget*>("max_inflight_parts")->isEnabled());  // live for a remote dataset
+    QVERIFY(w.findChild<QWidget*>("cache_dir")->isEnabled());
+    // The Stages tab names the read stage for what it is with a remote dataset.
+    QCOMPARE(w.stages()->stageLegend(0), QString("read (network)"));
+    w.setDataset("synthetic:64,3x8x8");
+    QCOMPARE(w.stages()->stageLegend(0), QString("read"));
+    QVERIFY(!w.findChild<QWidget*>("cache_dir")->isEnabled());
   }
 
   void datasetPickerOffersTheWaysToFindData() {
