@@ -103,7 +103,13 @@ bool PartCache::store(const std::string& path, const std::uint8_t* data, std::si
   }
   if (limit_ != 0 && (approxBytes_ += n) > limit_) {
     std::lock_guard<std::mutex> lock(evictMutex_);
-    if (approxBytes_.load() > limit_) approxBytes_ = scan(true);
+    const std::uint64_t before = approxBytes_.load();
+    if (before > limit_) {
+      // Stores finishing during the scan add after it began: keep their bytes (counted twice at
+      // worst, which only brings the next scan sooner), never overwrite them.
+      const std::uint64_t total = scan(true);
+      approxBytes_ += total - before;  // modular: a decrease when the scan removed parts
+    }
   }
   return true;
 }

@@ -88,6 +88,29 @@ RemoteObject::PartView RemoteObject::cachedPart(std::uint64_t index, std::uint64
   return {p.bytes.get(), nullptr};
 }
 
+RemoteObject::~RemoteObject() {
+  stopWarming_ = true;
+  for (auto& t : warmers_) t.join();  // each finishes the part it is fetching
+}
+
+void RemoteObject::warmCache(const PartOptions& parts) const {
+  if (!parts.cache || cacheId_.empty() || size_ == 0) return;
+  const std::uint64_t partSize = tableFor(parts);
+  const std::uint64_t count = (size_ + partSize - 1) / partSize;
+  std::lock_guard<std::mutex> lock(partsMutex_);
+  if (!warmers_.empty()) return;
+  const int threads = static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(std::max(parts.maxInflight, 1)), count));
+  for (int t = 0; t < threads; ++t)
+    warmers_.emplace_back([this, parts, partSize, count] {
+      try {
+        for (std::uint64_t k; !stopWarming_ && (k = nextWarm_++) < count;)
+          if (cachedPart(k, partSize, parts).hold) break;  // the folder takes no more (disk full): warming would only download
+      } catch (...) {
+        stopWarming_ = true;  // the server failed: the reads that need these parts will say how
+      }
+    });
+}
+
 std::uint64_t RemoteObject::tableFor(const PartOptions& parts) const {
   const std::uint64_t partSize = static_cast<std::uint64_t>(std::max<std::int64_t>(parts.partSize, 4096));
   std::call_once(tableOnce_, [&] {  // the first part size read with is the one tabled

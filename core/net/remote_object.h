@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "net/http_transfer.h"
@@ -50,6 +51,12 @@ class RemoteObject {
   // The `n` bytes at `offset` without a copy where they lie in one part mapped from the cache;
   // else read into `scratch`. The pointer stays valid while this object lives (or until scratch changes).
   const std::uint8_t* bytesAt(std::uint64_t offset, std::size_t n, const PartOptions& parts, std::vector<std::uint8_t>& scratch) const;
+  // With a cache: fetch every part not kept yet in the background, max_inflight_parts at a time and
+  // in order, so a first epoch of random reads waits on the network's bandwidth, not on one
+  // request per worker at a time. Reads of a part being warmed wait for it; a warm-up that fails
+  // stops quietly (the read that needs the part gets the error). Stopped and joined on destruction.
+  void warmCache(const PartOptions& parts) const;
+  ~RemoteObject();
 
  private:
   std::uint64_t tableFor(const PartOptions& parts) const;  // the part size, the table made on first use
@@ -72,6 +79,9 @@ class RemoteObject {
   mutable std::uint64_t tablePartSize_ = 0;
   mutable std::unique_ptr<std::atomic<const MappedFile*>[]> table_;
   mutable std::vector<std::shared_ptr<const MappedFile>> tableOwned_;
+  mutable std::vector<std::thread> warmers_;  // guarded by partsMutex_
+  mutable std::atomic<bool> stopWarming_{false};
+  mutable std::atomic<std::uint64_t> nextWarm_{0};
 };
 
 // A local path mapped, or an s3:// / http(s):// file fetched whole in parallel parts into memory

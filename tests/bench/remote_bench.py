@@ -94,6 +94,33 @@ print(json.dumps({"images": n, "images_per_s": n / (time.perf_counter() - start)
 '''
 
 
+def peak_anon(cmd):
+    """Runs cmd; returns (stdout, peak RssAnon in bytes, sampled every 20 ms): mapped cache parts
+    are page cache, not the program's memory."""
+    import threading
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak = [0]
+
+    def watch():
+        while p.poll() is None:
+            try:
+                with open(f"/proc/{p.pid}/status") as f:
+                    for line in f:
+                        if line.startswith("RssAnon:"):
+                            peak[0] = max(peak[0], int(line.split()[1]) * 1024)
+            except OSError:
+                pass
+            time.sleep(0.02)
+
+    t = threading.Thread(target=watch)
+    t.start()
+    out, err = p.communicate()
+    t.join()
+    if p.returncode != 0:
+        sys.exit(f"{cmd[0]} failed: {err}")
+    return out, peak[0]
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -138,6 +165,7 @@ def main():
     ap.add_argument("--peer-seconds", type=float, default=6)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--data", default=os.path.join(ROOT, "build", "bench-data", "remote"))
+    ap.add_argument("--memory-file", default="", help="also: peak memory reading a token file of this size (4GiB) without and with a cache")
     ap.add_argument("--json")
     a = ap.parse_args()
     stoker = os.path.join(a.build, "bin", "stoker")
@@ -177,8 +205,6 @@ def main():
         pattern = f"{os.path.basename(shards)}/{shard_names[0][:-10]}{{{shard_names[0][-10:-4]}..{shard_names[-1][-10:-4]}}}.tar"
         token_opts = {"batch_size": 64}
         image_opts = {"batch_size": 64, "transforms": "Resize(64),CenterCrop(56)"}
-        local_tokens, _ = bench(stoker, f"tokens:{token_file},ctx=1024", token_opts, 3)
-        local_wds, local_wds_wall = bench(stoker, f"wds:{www}/{pattern}", image_opts, 1)
         rows = []
         for latency in a.latencies.split(","):
             if latency == "direct":  # nginx itself, no proxy: what the network path costs without the Python proxy's copy
@@ -186,6 +212,9 @@ def main():
             else:
                 base = f"http://127.0.0.1:{proxy_port}/"
                 urllib.request.urlopen(urllib.request.Request(base + "__fault", data=json.dumps({"latency_ms": int(latency)}).encode())).read()
+            # The local runs beside each remote one: this VM's speed drifts, ratios are taken in one window.
+            local_tokens, _ = bench(stoker, f"tokens:{token_file},ctx=1024", token_opts, 3)
+            local_wds, local_wds_wall = bench(stoker, f"wds:{www}/{pattern}", image_opts, 1)
             cache = os.path.join(run, f"cache-{latency}")
             remote_tokens, _ = bench(stoker, f"tokens:{base}{rel_tokens},ctx=1024", {**token_opts, "cache_dir": cache, "max_inflight_parts": a.max_inflight_parts}, 3)
             shutil.rmtree(cache)
@@ -223,9 +252,25 @@ def main():
                   f"({r['wds_local_img_s']:,.0f}); {r['wds_remote_img_s'] / r['wds_pipe_curl_img_s']:.2f}x pipe:curl + PIL/torchvision "
                   f"in a DataLoader ({r['wds_pipe_curl_img_s']:,.0f} img/s); curl's download alone {r['wds_curl_img_s']:,.0f} img/s",
                   flush=True)
+        memory = []
+        if a.memory_file:
+            big = os.path.join(www, "tokens-" + a.memory_file)
+            if not os.path.exists(os.path.join(big, "tokens.bin")):
+                subprocess.run([PY, os.path.join(ROOT, "tests", "datasets", "make_token_files.py"), big, "--tokens-bytes", a.memory_file],
+                               check=True, stdout=subprocess.DEVNULL)
+            spec = f"tokens:http://127.0.0.1:{nginx_port}/{os.path.relpath(big, www)}/tokens.bin,ctx=1024"
+            for label, extra in (("no cache, 6,400 windows", {"num_samples": 6400}),
+                                 ("cache_limit 1 GiB, 64,000 windows", {"num_samples": 64000, "cache_dir": os.path.join(run, "cache-big"),
+                                                                        "cache_limit": 1 << 30})):
+                opts = os.path.join(run, "memory.json")
+                with open(opts, "w") as f:
+                    json.dump({"batch_size": 64, "sampler_type": "random_with_replacement", **extra}, f)
+                _, anon = peak_anon([stoker, "bench", "--dataset", spec, "--options", opts, "--epochs", "1", "--json", "--quiet"])
+                memory.append({"run": label, "peak_anon_bytes": anon})
+                print(f"{a.memory_file} token file over HTTP, {label}: peak anonymous memory {anon / 2**20:.0f} MiB", flush=True)
         if a.json:
             with open(a.json, "w") as f:
-                json.dump({"token_file_bytes": token_bytes, "images": images, "rows": rows}, f, indent=1)
+                json.dump({"token_file_bytes": token_bytes, "images": images, "rows": rows, "memory": memory}, f, indent=1)
     finally:
         for p in servers:
             p.terminate()

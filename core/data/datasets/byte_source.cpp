@@ -22,6 +22,10 @@ ByteSource ByteSource::open(const std::string& pathOrUrl, const LoaderOptions& o
   if (isRemotePath(pathOrUrl)) {
     s.parts_ = partOptionsOf(options);
     s.remote_ = RemoteObject::open(pathOrUrl);
+    // A file the cache can hold whole is fetched ahead in the background (a token file's random
+    // windows need every part anyway); a larger one part by part, as reads ask.
+    if (s.parts_.cache && (s.parts_.cache->limit() == 0 || s.remote_->size() <= s.parts_.cache->limit() / 2))
+      s.remote_->warmCache(s.parts_);
   } else {
     s.map_ = MappedFile::open(pathOrUrl);
   }
