@@ -57,6 +57,10 @@ class Dataset {
   // default ignores them; datasets with random transforms or stages of their own override it.
   virtual void readSamples(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst,
                            const ReadContext& context) const;
+  // How many samples one readSamples call fetches at once (a remote dataset: max_inflight_parts).
+  // Above 1, the loader's workers read a batch in one call rather than sample by sample, so a
+  // batch waits on the network about once, not once per sample.
+  virtual int parallelReads() const { return 1; }
   // Every field as one contiguous CPU tensor [N, ...] when the dataset is in
   // host memory already; empty when samples are produced on demand.
   virtual std::vector<at::Tensor> hostFields() const { return {}; }

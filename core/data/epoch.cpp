@@ -246,8 +246,11 @@ Produced produceBatch(EpochState& s, std::int64_t b, WorkerStatus& status, Clock
     std::shared_ptr<BufferLease> staging = c.device->isHost() ? out : c.stagingPool->acquire();
     status.stage.store(static_cast<int>(Stage::Reading));
     // Datasets that produce samples on demand are read one sample at a time
-    // so a stall or an error can name its sample; in-memory ones in one go.
-    const std::int64_t step = c.datasetInMemory ? count : 1;
+    // so a stall or an error can name its sample; in-memory ones in one go, and so are remote
+    // ones that fetch a batch's samples in parallel (their errors still name the sample), unless
+    // skip_bad_samples needs each sample on its own.
+    const bool wholeBatch = c.datasetInMemory || (c.parallelReads > 1 && !c.options.skip_bad_samples);
+    const std::int64_t step = wholeBatch ? count : 1;
     const bool skipBad = c.options.skip_bad_samples && step == 1;
     std::vector<std::uint8_t*> dst(c.fields.size());
     StageSeconds stages;

@@ -222,6 +222,7 @@ Loader::Loader(std::shared_ptr<Dataset> dataset, LoaderOptions options, std::sha
   c.preplaced = std::move(residentOnDevice);
   c.fields = c.dataset->fields();
   c.datasetInMemory = !c.dataset->hostFields().empty();
+  c.parallelReads = c.dataset->parallelReads();
   c.rank = c.options.shard_rank;
   char host[256] = {};
   gethostname(host, sizeof host - 1);

@@ -25,6 +25,7 @@ struct LoaderCore {
   std::shared_ptr<DeviceBackend> device;
   std::vector<FieldSpec> fields;
   bool datasetInMemory = false;            // hostFields() is not empty
+  int parallelReads = 1;                   // dataset->parallelReads()
   std::vector<std::int64_t> fieldOffsets;  // of each field in a batch block
   std::int64_t blockBytes = 0;             // one full batch, all fields
   LoadingMode mode = LoadingMode::Streaming;

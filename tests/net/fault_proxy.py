@@ -11,8 +11,8 @@ next N GETs that carry a body get fault M, and every request waits L ms first (0
   short          a clean reply whose Content-Length says half of what Content-Range says
   ignore_range   forward without the Range header (the server answers 200 with the whole object)
   stall          send the headers and half the body, then stop sending for 60 s
-GET /__log returns the forwarded requests as JSON lines [method, path, range, status, body bytes]
-and empties the log.
+GET /__log returns the forwarded requests as JSON lines [method, path, range, status, body bytes,
+requests in flight when it came (itself included)] and empties the log.
 """
 import http.client
 import http.server
@@ -25,6 +25,7 @@ import time
 UPSTREAM = ("127.0.0.1", int(sys.argv[2]))
 state = {"mode": "", "count": 0, "latency_ms": 0}
 log = []
+active = [0]  # requests being forwarded now
 lock = threading.Lock()
 
 
@@ -75,13 +76,32 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.forward(None)
 
     def forward(self, body):
+        with lock:
+            active[0] += 1
+            concurrent = active[0]
+        self.counted = True
+        try:
+            self.forward_counted(body, concurrent)
+        finally:
+            self.uncount()
+
+    def uncount(self):
+        # Before the reply goes out: a client's next request can only come after it, so requests
+        # sent one after another never count as in flight together.
+        if self.counted:
+            self.counted = False
+            with lock:
+                active[0] -= 1
+
+    def forward_counted(self, body, concurrent):
         time.sleep(state["latency_ms"] / 1000.0)
         fault = take_fault() if self.command == "GET" else ""
         if fault.startswith("status:"):
             code = int(fault.split(":")[1])
             xml = b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
             with lock:
-                log.append([self.command, self.path, self.headers.get("Range", ""), code, 0])
+                log.append([self.command, self.path, self.headers.get("Range", ""), code, 0, concurrent])
+            self.uncount()
             return self.reply(code, xml, [("Content-Type", "application/xml")])
         headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection", "keep-alive")}
         if fault == "ignore_range":
@@ -92,7 +112,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         data = resp.read()
         conn.close()
         with lock:
-            log.append([self.command, self.path, self.headers.get("Range", ""), resp.status, len(data)])
+            log.append([self.command, self.path, self.headers.get("Range", ""), resp.status, len(data), concurrent])
+        self.uncount()
         self.send_response(resp.status)
         for k, v in resp.getheaders():
             if k.lower() in ("connection", "keep-alive", "transfer-encoding", "content-length"):

@@ -31,7 +31,8 @@ class RemoteServers {
   bool upload(const QString& file, const QString& key, QString* error);
   // POST /__fault to a proxy (http: the HTTP one, else the S3 one).
   bool fault(bool http, const QString& mode, int count, int latencyMs = 0);
-  // The requests a proxy forwarded since the last call: [method, path, range, status, bytes] each.
+  // The requests a proxy forwarded since the last call: [method, path, range, status, bytes,
+  // requests in flight when it came] each.
   QJsonArray takeLog(bool http);
   // Kills the HTTP proxy (its port then refuses connections) and starts it again on that port.
   void killHttpProxy();

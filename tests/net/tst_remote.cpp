@@ -6,6 +6,7 @@
 #include <QDirIterator>
 #include <QFileInfo>
 #include <QJsonArray>
+#include <QJsonDocument>
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
@@ -542,6 +543,48 @@ with tarfile.open(sys.argv[1], 'w') as tf:
     }
     qputenv("AWS_ACCESS_KEY_ID", "S3RVER");
     qputenv("AWS_ENDPOINT_URL", QByteArray("http://127.0.0.1:") + QByteArray::number(servers_.s3ProxyPort()));
+  }
+
+  // An epoch reads a remote dataset's batch in one call, max_inflight_parts requests at once (the
+  // proxy sees them overlap), even with no worker thread; skip_bad_samples reads sample by sample.
+  void epochsFetchABatchInParallel() {
+    LoaderOptions o;
+    o.batch_size = 8;
+    o.num_workers = 0;
+    o.max_inflight_parts = 4;
+    o.sampler_type = SamplerType::Sequential;
+    o.shuffle = false;
+    auto local = openDataset("tokens:" + (servers_.www() + "/tokens/tokens.bin").toStdString() + ",ctx=64", o);
+    auto remote = openDataset("tokens:" + servers_.httpUrl("tokens/tokens.bin").toStdString() + ",ctx=64", o);
+    QCOMPARE(remote->parallelReads(), 4);
+    QCOMPARE(local->parallelReads(), 1);
+    auto overlap = [&](const LoaderOptions& options, int& most) {
+      QVERIFY(servers_.fault(true, "", 0, 30));  // 30 ms a request: parallel ones overlap for sure
+      servers_.takeLog(true);
+      Loader loader(remote, options, DeviceSpec::parse("cpu"));
+      auto epoch = loader.epoch(0);
+      std::vector<at::Tensor> inputs;
+      for (int b = 0; b < 3; ++b) {
+        auto batch = epoch.next();
+        QVERIFY(batch.has_value());
+        inputs.push_back(batch->tensors[0].clone());
+      }
+      epoch.stop();
+      const std::vector<std::int64_t> first{0, 1, 2, 3, 4, 5, 6, 7};
+      QVERIFY(at::equal(inputs[0], readAll(*local, first)[0]));
+      most = 0;
+      const QJsonArray log = servers_.takeLog(true);
+      for (const auto& e : log) most = std::max(most, e.toArray()[5].toInt());
+      if (qEnvironmentVariableIsSet("STOKER_TEST_DEBUG")) qInfo("%s", QJsonDocument(log).toJson(QJsonDocument::Compact).constData());
+      QVERIFY(servers_.fault(true, "", 0, 0));
+    };
+    int most = 0;
+    overlap(o, most);
+    QVERIFY2(most >= 2, qPrintable(QString::number(most)));
+    LoaderOptions skip = o;
+    skip.skip_bad_samples = true;
+    overlap(skip, most);
+    QCOMPARE(most, 1);  // one sample at a time, so a bad one can be named and skipped
   }
 
   // cache_dir: the first reads keep whole aligned parts on disk; the dataset opened again (the next

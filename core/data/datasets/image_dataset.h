@@ -25,6 +25,7 @@ class EncodedImageDataset : public Dataset {
   bool listOnly() const { return listOnly_; }
   const std::vector<FieldSpec>& fields() const override { return specs_; }
   void readItem(std::int64_t index, std::uint8_t* const* dst) const override;
+  int parallelReads() const override { return parallelFetches_; }
   void readSamples(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst,
                    const ReadContext& context) const override;
   ResidentAdvice residentAdvice() const override;

@@ -29,6 +29,7 @@ class TokenWindowDataset : public Dataset {
   const std::vector<FieldSpec>& fields() const override { return specs_; }
   void readItem(std::int64_t index, std::uint8_t* const* dst) const override;
   void readBatch(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst) const override;
+  int parallelReads() const override { return file_.remote() ? inflight_ : 1; }
   void readSamples(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst,
                    const ReadContext& context) const override;
   ResidentAdvice residentAdvice() const override {
