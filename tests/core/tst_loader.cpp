@@ -15,6 +15,7 @@
 #include <cstring>
 #include <mutex>
 #include <fstream>
+#include <chrono>
 #include <thread>
 
 #include "io/host_tensor_torch.h"
@@ -154,6 +155,19 @@ int threadCount() {
     }
   }
   return -1;
+}
+
+// The thread count once threads of earlier tests (a loader's workers finishing their exit) are
+// gone: the same count for 100 ms, waiting at most 3 s.
+int settledThreadCount() {
+  int last = threadCount();
+  for (int stable = 0, waited = 0; stable < 10 && waited < 300; ++waited) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const int now = threadCount();
+    stable = now == last ? stable + 1 : 0;
+    last = now;
+  }
+  return last;
 }
 
 // AnonHugePages (KiB) of the mapping that holds `p`, from /proc/self/smaps; -1 if none holds it.
@@ -932,7 +946,7 @@ class TestLoader : public QObject {
   }
 
   void noLeaksOverAThousandShortEpochs() {
-    const int threadsBefore = threadCount();
+    const int threadsBefore = settledThreadCount();
     auto ds = numbered(64);
     LoaderOptions o = LoaderOptions::builder().batchSize(16).numWorkers(2).build();
     auto device = std::make_shared<SimDevice>(0, SimDeviceConfig{});

@@ -25,6 +25,7 @@ class ByteSource {
   const std::string& path() const { return path_; }
   std::uint64_t size() const;
   bool remote() const { return remote_ != nullptr; }
+  bool cached() const { return parts_.cache != nullptr; }  // remote, read through cache_dir
   // The bytes themselves when mapped; null when remote.
   const std::uint8_t* mapped() const;
   // Exactly n bytes at offset (Error(BadInput) past the end).

@@ -86,7 +86,7 @@ void TokenWindowDataset::readItem(std::int64_t index, std::uint8_t* const* dst) 
 
 // Remote windows are latency-bound: a batch's are fetched by max_inflight_parts threads at once.
 void TokenWindowDataset::readBatch(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst) const {
-  if (!file_.remote() || inflight_ <= 1 || count <= 1) return Dataset::readBatch(indices, count, dst);
+  if (parallelReads() <= 1 || count <= 1) return Dataset::readBatch(indices, count, dst);
   forEachInParallel(count, inflight_, [&](std::int64_t i) {
     std::uint8_t* slot[2] = {dst[0] + i * specs_[0].sampleBytes, dst[1] + i * specs_[1].sampleBytes};
     try {

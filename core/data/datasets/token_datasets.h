@@ -29,7 +29,10 @@ class TokenWindowDataset : public Dataset {
   const std::vector<FieldSpec>& fields() const override { return specs_; }
   void readItem(std::int64_t index, std::uint8_t* const* dst) const override;
   void readBatch(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst) const override;
-  int parallelReads() const override { return file_.remote() ? inflight_ : 1; }
+  // Uncached remote windows are one request each: a batch's go max_inflight_parts at a time. Cached
+  // ones are memory reads once their part is there (the part cache fetches ahead), where threads
+  // per batch would only cost.
+  int parallelReads() const override { return file_.remote() && !file_.cached() ? inflight_ : 1; }
   void readSamples(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst,
                    const ReadContext& context) const override;
   ResidentAdvice residentAdvice() const override {
