@@ -29,6 +29,8 @@ import time
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from peak_memory import peak_anon  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(HERE))
 PY = "/usr/bin/python3"
 
@@ -92,33 +94,6 @@ for x, y in DataLoader(PipeCurl(), batch_size=64, num_workers=2):
     n += x.shape[0]
 print(json.dumps({"images": n, "images_per_s": n / (time.perf_counter() - start)}))
 '''
-
-
-def peak_anon(cmd):
-    """Runs cmd; returns (stdout, peak RssAnon in bytes, sampled every 20 ms): mapped cache parts
-    are page cache, not the program's memory."""
-    import threading
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak = [0]
-
-    def watch():
-        while p.poll() is None:
-            try:
-                with open(f"/proc/{p.pid}/status") as f:
-                    for line in f:
-                        if line.startswith("RssAnon:"):
-                            peak[0] = max(peak[0], int(line.split()[1]) * 1024)
-            except OSError:
-                pass
-            time.sleep(0.02)
-
-    t = threading.Thread(target=watch)
-    t.start()
-    out, err = p.communicate()
-    t.join()
-    if p.returncode != 0:
-        sys.exit(f"{cmd[0]} failed: {err}")
-    return out, peak[0]
 
 
 def free_port():
