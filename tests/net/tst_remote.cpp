@@ -738,6 +738,22 @@ print(len(remote), 'batches alike')
     ScopedEnv few("STOKER_HTTP_ATTEMPTS", "3");
     servers_.killHttpProxy();
     NAMED(expectError([&] { readAll(*remote, {1, 2, 3}); }, ErrorKind::Network, {"tokens.bin", "after 3 attempts"}));
+    // skip_bad_samples skips a sample that cannot be read, not a network that is gone: every later
+    // sample would be lost the same way. The epoch fails with the named error instead.
+    {
+      LoaderOptions skip;
+      skip.skip_bad_samples = true;
+      skip.num_workers = 0;
+      skip.batch_size = 4;
+      Loader loader(remote, skip, DeviceSpec::parse("cpu"));
+      NAMED(expectError(
+          [&] {
+            auto epoch = loader.epoch(0);
+            while (epoch.next()) {
+            }
+          },
+          ErrorKind::Network, {"tokens.bin", "after 3 attempts"}));
+    }
     LoaderOptions images;
     images.transforms = "Resize(40),CenterCrop(32)";
     NAMED(expectError([&] { openDataset("wds:" + servers_.httpUrl("shards/train-{000000..000001}.tar").toStdString(), images); },
