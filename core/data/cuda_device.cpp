@@ -18,9 +18,14 @@
 #include <cuda_runtime_api.h>
 #include <torch/version.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <optional>
 
+#include "data/cuda_gather.h"
 #include "data/device.h"
 #include "util/byte_size.h"
 #include "util/error.h"
@@ -65,9 +70,85 @@ class CudaFence : public DeviceFence {
   mutable at::cuda::CUDAEvent event_;  // query/block are not const in every libtorch release
 };
 
+#if defined(STOKER_CUDA_GATHER_KERNEL)
+constexpr bool kGatherKernelBuilt = true;
+#else
+constexpr bool kGatherKernelBuilt = false;  // nvcc was not found when this was built: index_select
+#endif
+
+// STOKER_CUDA_GATHER=index_select gathers with a torch op per field, as before the kernel (kept
+// to measure the kernel against it, and as the path of builds without nvcc).
+bool gatherKernelWanted() {
+  const char* v = std::getenv("STOKER_CUDA_GATHER");
+  return kGatherKernelBuilt && !(v && std::strcmp(v, "index_select") == 0);
+}
+
+// Host memory registered with CUDA by loaders, counted: two loaders over the same tensors (one per
+// device, or a loader made again) share one registration, and the last to go undoes it.
+class HostRegistry {
+ public:
+  static HostRegistry& instance() {
+    static HostRegistry* registry = new HostRegistry;  // never destroyed: loaders may outlive statics
+    return *registry;
+  }
+  // cudaSuccess, or the error; `owned` says whether the registry must undo it (memory pinned by
+  // someone else -- torch's pin_memory, cudaHostAlloc -- is usable as it is and left alone).
+  cudaError_t acquire(void* ptr, std::size_t bytes, unsigned flags, bool& owned) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    owned = false;
+    auto it = refs_.find(ptr);
+    if (it != refs_.end()) {
+      ++it->second;
+      owned = true;
+      return cudaSuccess;
+    }
+    cudaError_t err = cudaHostRegister(ptr, bytes, flags);
+    if (err == cudaErrorHostMemoryAlreadyRegistered) {
+      (void)cudaGetLastError();
+      return cudaSuccess;
+    }
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      return err;
+    }
+    refs_[ptr] = 1;
+    owned = true;
+    return cudaSuccess;
+  }
+  void release(void* ptr) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = refs_.find(ptr);
+    if (it == refs_.end() || --it->second > 0) return;
+    refs_.erase(it);
+    // Gathers still queued may read it: they are done before the pages are unpinned.
+    (void)cudaDeviceSynchronize();
+    (void)cudaHostUnregister(ptr);
+    (void)cudaGetLastError();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<void*, int> refs_;
+};
+
+// What mapHostFields hands out: the tensors (kept alive) and the registrations to undo.
+struct HostMapping {
+  std::vector<at::Tensor> tensors;
+  std::vector<void*> owned;
+  c10::DeviceIndex device = 0;
+  ~HostMapping() {
+    c10::cuda::CUDAGuard guard(device);
+    for (void* p : owned) HostRegistry::instance().release(p);
+  }
+};
+
 class CudaDevice : public DeviceBackend {
  public:
-  explicit CudaDevice(int index) : index_(static_cast<c10::DeviceIndex>(index)) {}
+  explicit CudaDevice(int index) : index_(static_cast<c10::DeviceIndex>(index)), kernel_(gatherKernelWanted()) {
+    int sms = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, index) != cudaSuccess) (void)cudaGetLastError();
+    blocksCap_ = std::max(1, sms) * 8;  // 8 blocks of 256 threads fill an SM
+  }
   std::string name() const override { return "cuda:" + std::to_string(index_); }
   DeviceKind kind() const override { return DeviceKind::Cuda; }
   c10::Device torchDevice() const override { return c10::Device(c10::kCUDA, index_); }
@@ -141,6 +222,90 @@ class CudaDevice : public DeviceBackend {
     at::index_select_out(dst, field, 0, idx);
   }
 
+  // One launch of data/cuda_gather per kMaxFields fields and kMaxRows rows, on this thread's
+  // stream, the indices inside the launch's parameters: no allocation, upload or pointer query.
+  void gatherBatch(const std::vector<at::Tensor>& fields, const std::int64_t* indices, std::int64_t count,
+                   const std::vector<std::uint8_t*>& outs) override {
+    if (!kernel_) {
+      for (const auto& f : fields)
+        if (!f.is_cuda()) throwBadInput("gather", "a host field needs the gather kernel (this build has none)");
+      DeviceBackend::gatherBatch(fields, indices, count, outs);
+      return;
+    }
+    if (count <= 0) return;
+    c10::cuda::CUDAGuard guard(index_);
+    void* stream = threadStream().stream();
+    cuda_gather::Launch a;
+    for (std::size_t f0 = 0; f0 < fields.size(); f0 += cuda_gather::kMaxFields) {
+      const std::size_t nf = std::min<std::size_t>(cuda_gather::kMaxFields, fields.size() - f0);
+      for (std::int64_t r0 = 0; r0 < count; r0 += cuda_gather::kMaxRows) {
+        const std::int64_t rows = std::min<std::int64_t>(cuda_gather::kMaxRows, count - r0);
+        a.fieldCount = static_cast<std::int32_t>(nf);
+        a.rows = static_cast<std::int32_t>(rows);
+        std::memcpy(a.idx, indices + r0, static_cast<std::size_t>(rows) * sizeof(std::int64_t));
+        for (std::size_t k = 0; k < nf; ++k) {
+          const at::Tensor& t = fields[f0 + k];
+          cuda_gather::Field& fd = a.fields[k];
+          fd.rowBytes = t.size(0) > 0 ? static_cast<std::int64_t>(t.nbytes()) / t.size(0) : 0;
+          fd.src = static_cast<const unsigned char*>(t.data_ptr());
+          fd.dst = outs[f0 + k] + r0 * fd.rowBytes;
+          fd.width = cuda_gather::elementWidth(fd.src, fd.dst, fd.rowBytes);
+          if (fd.rowBytes == 0) fd.width = 1;
+        }
+        const int err = cuda_gather::launch(a, cuda_gather::blocksFor(a, 256, blocksCap_), stream);
+        if (err != 0) C10_CUDA_CHECK(static_cast<cudaError_t>(err));
+      }
+    }
+  }
+
+  // Registered mapped (and read-only where the device allows): the kernel reads the rows over the
+  // bus. It needs the host pointer to be the device pointer (true on 64-bit Linux since unified
+  // addressing; checked).
+  std::shared_ptr<void> mapHostFields(const std::vector<at::Tensor>& host, std::string& why) override {
+    if (!kernel_) {
+      why = kGatherKernelBuilt ? "STOKER_CUDA_GATHER=index_select" : "this build has no gather kernel (nvcc was not found)";
+      return nullptr;
+    }
+    initCudaOnce();
+    c10::cuda::CUDAGuard guard(index_);
+    int hostPointers = 0, readOnly = 0;
+    if (cudaDeviceGetAttribute(&hostPointers, cudaDevAttrCanUseHostPointerForRegisteredMem, index_) != cudaSuccess ||
+        cudaDeviceGetAttribute(&readOnly, cudaDevAttrHostRegisterReadOnlySupported, index_) != cudaSuccess) {
+      (void)cudaGetLastError();
+      hostPointers = 0;
+    }
+    if (!hostPointers) {
+      why = name() + " cannot read registered host memory at its host address";
+      return nullptr;
+    }
+    const unsigned flags = cudaHostRegisterMapped | cudaHostRegisterPortable | (readOnly ? cudaHostRegisterReadOnly : 0u);
+    auto mapping = std::make_shared<HostMapping>();
+    mapping->device = index_;
+    for (const at::Tensor& t : host) {
+      if (!t.is_cpu() || !t.is_contiguous()) {
+        why = "a field is not contiguous host memory";
+        return nullptr;
+      }
+      mapping->tensors.push_back(t);
+      if (t.nbytes() == 0) continue;
+      bool owned = false;
+      const cudaError_t err = HostRegistry::instance().acquire(t.data_ptr(), t.nbytes(), flags, owned);
+      if (err != cudaSuccess) {
+        why = std::string("registering ") + formatMiB(static_cast<std::int64_t>(t.nbytes())) +
+              " of host memory with CUDA failed: " + cudaGetErrorString(err);
+        return nullptr;  // what was registered is undone with the mapping
+      }
+      if (owned) mapping->owned.push_back(t.data_ptr());
+      void* onDevice = nullptr;
+      if (cudaHostGetDevicePointer(&onDevice, t.data_ptr(), 0) != cudaSuccess || onDevice != t.data_ptr()) {
+        (void)cudaGetLastError();
+        why = name() + " maps host memory at another address";
+        return nullptr;
+      }
+    }
+    return mapping;
+  }
+
   std::shared_ptr<DeviceFence> fenceQueuedWork() override {
     c10::cuda::CUDAGuard guard(index_);
     return std::make_shared<CudaFence>(threadStream());
@@ -172,6 +337,8 @@ class CudaDevice : public DeviceBackend {
   }
 
   c10::DeviceIndex index_;
+  bool kernel_;        // gather with data/cuda_gather (else index_select per field)
+  int blocksCap_ = 8;  // thread blocks per gather launch at most
 };
 
 }  // namespace

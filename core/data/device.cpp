@@ -112,6 +112,16 @@ std::shared_ptr<DeviceBackend> DeviceBackend::create(const DeviceSpec& spec, con
 
 at::Tensor DeviceBackend::allocateHostBytes(std::int64_t bytes, bool /*pinned*/) { return emptyHostBytes(bytes); }
 
+void DeviceBackend::gatherBatch(const std::vector<at::Tensor>& fields, const std::int64_t* indices, std::int64_t count,
+                                const std::vector<std::uint8_t*>& outs) {
+  for (std::size_t f = 0; f < fields.size(); ++f) gatherRows(fields[f], indices, count, outs[f]);
+}
+
+std::shared_ptr<void> DeviceBackend::mapHostFields(const std::vector<at::Tensor>& /*host*/, std::string& why) {
+  why.clear();  // host memory is where this device's batches are made already
+  return nullptr;
+}
+
 at::Tensor emptyHostBytes(std::int64_t bytes) {
   constexpr auto kHuge = static_cast<std::int64_t>(kHugePageBytes);
   if (bytes < 2 * kHuge || !hugePagesWanted()) return at::empty({bytes}, at::kByte);

@@ -80,6 +80,17 @@ class DeviceBackend {
   // the device, `out` room for `count` rows of it there. Indices are host
   // values already checked against N. Queued like copyToDevice.
   virtual void gatherRows(const at::Tensor& field, const std::int64_t* indices, std::int64_t count, void* out) = 0;
+  // gatherRows for every field of a batch at once: outs[f][i] = fields[f][indices[i]] (CUDA: one
+  // kernel launch for all fields, data/cuda_gather). A field may also be host memory this device
+  // mapped (mapHostFields). The default gathers field by field.
+  virtual void gatherBatch(const std::vector<at::Tensor>& fields, const std::int64_t* indices, std::int64_t count,
+                           const std::vector<std::uint8_t*>& outs);
+  // Makes a dataset's host-memory fields readable by this device's gatherBatch, so a streaming
+  // batch is gathered from them straight into device memory, with no staging copy (CUDA: the
+  // memory registered with the driver, mapped and read-only; a registration shared by loaders of
+  // the same tensors). Returns what keeps the mapping (dropping it undoes it, after the device's
+  // queued work), or null with `why` where this device cannot (cpu and sim: nothing to map).
+  virtual std::shared_ptr<void> mapHostFields(const std::vector<at::Tensor>& host, std::string& why);
   // A fence after the copies and gathers this thread has queued so far; null
   // where they were done on return (cpu, sim).
   virtual std::shared_ptr<DeviceFence> fenceQueuedWork() { return nullptr; }

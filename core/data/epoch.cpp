@@ -231,14 +231,18 @@ Produced produceBatch(EpochState& s, std::int64_t b, WorkerStatus& status, Clock
   std::copy(idx, idx + count, batch.indices.data_ptr<std::int64_t>());
   std::shared_ptr<BufferLease> out = c.outputPool->acquire();
 
-  if (c.mode == LoadingMode::Resident) {
-    status.stage.store(static_cast<int>(Stage::Gathering));
+  // Resident fields on the device, or an in-memory dataset the device reads in host memory
+  // (streaming, mapped): either way the device gathers the batch itself, all fields in one call.
+  const bool mapped = c.mode != LoadingMode::Resident && !c.mappedFields.empty();
+  if (c.mode == LoadingMode::Resident || mapped) {
+    status.stage.store(static_cast<int>(mapped ? Stage::Copying : Stage::Gathering));
     const std::int64_t n = c.dataset->size();
     for (std::int64_t i = 0; i < count; ++i)
       if (idx[i] < 0 || idx[i] >= n)
         throwBadInput("sample " + std::to_string(idx[i]), "out of range for " + std::to_string(n) + " samples");
-    for (std::size_t f = 0; f < c.fields.size(); ++f)
-      c.device->gatherRows(c.resident[f], idx, count, out->data() + c.fieldOffsets[f]);
+    std::vector<std::uint8_t*> outs(c.fields.size());
+    for (std::size_t f = 0; f < c.fields.size(); ++f) outs[f] = out->data() + c.fieldOffsets[f];
+    c.device->gatherBatch(mapped ? c.mappedFields : c.resident, idx, count, outs);
     p.ready = c.device->fenceQueuedWork();
     out->fenceRelease(p.ready);  // a batch dropped unseen: its block waits for the gather
     checkDeadline();

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <thread>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 
 #include "data/datasets/tensor_dataset.h"
@@ -91,6 +92,26 @@ void loadResident(LoaderCore& c) {
   c.residentDeviceBytes = bytes;
 }
 
+// Streaming an in-memory dataset with pin_memory to a device that can read host memory (CUDA):
+// the device gathers each batch from the dataset's own pages, pinned once, instead of a worker
+// copying rows into pinned staging and the copy engine moving the staging (DRAM carried the bytes
+// three times). STOKER_CUDA_MAP_HOST=0 keeps the staging path (to measure one against the other).
+void mapHostDataset(LoaderCore& c) {
+  if (!c.datasetInMemory || c.device->isHost() || !c.options.pin_memory) return;
+  const char* env = std::getenv("STOKER_CUDA_MAP_HOST");
+  if (env && std::string(env) == "0") return;
+  std::vector<at::Tensor> host = c.dataset->hostFields();
+  std::string why;
+  c.hostMapping = c.device->mapHostFields(host, why);
+  if (c.hostMapping) {
+    c.mappedFields = std::move(host);
+    c.note("streaming: " + c.device->name() + " gathers each batch straight from the dataset in host memory (" +
+           formatMiB(c.dataset->totalBytes()) + " pinned once, no staging copy)");
+  } else if (!why.empty()) {
+    c.note("streaming through pinned staging: " + why);
+  }
+}
+
 void chooseModeAndLoad(LoaderCore& c) {
   const LoaderOptions& o = c.options;
   LoadingMode mode = o.loading_mode;
@@ -141,6 +162,7 @@ void chooseModeAndLoad(LoaderCore& c) {
     }
   }
   c.mode = mode;
+  if (mode == LoadingMode::Streaming) mapHostDataset(c);
 }
 
 int chooseDepth(LoaderCore& c) {
@@ -236,7 +258,7 @@ Loader::Loader(std::shared_ptr<Dataset> dataset, LoaderOptions options, std::sha
   auto dev = c.device;
   c.outputPool = BufferPool::create([dev](std::int64_t n) { return dev->allocateBytes(n); }, c.blockBytes, keep);
   chooseModeAndLoad(c);
-  if (c.mode == LoadingMode::Streaming && !c.device->isHost()) {
+  if (c.mode == LoadingMode::Streaming && !c.device->isHost() && !c.hostMapping) {
     const bool pinned = c.options.pin_memory;
     c.stagingPool = BufferPool::create([dev, pinned](std::int64_t n) { return dev->allocateHostBytes(n, pinned); },
                                        c.blockBytes, keep);

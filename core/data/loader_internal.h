@@ -32,6 +32,11 @@ struct LoaderCore {
   std::vector<at::Tensor> resident;        // resident mode: the fields on the device
   std::int64_t residentDeviceBytes = 0;    // what resident fields cost the device (0 when zero-copy)
   std::vector<at::Tensor> preplaced;       // fields another loader broadcast onto this device
+  // Streaming an in-memory dataset to a device that maps host memory (CUDA, pin_memory): the
+  // dataset's fields, gathered by the device straight from host memory (no staging), and what keeps
+  // them mapped. Declared before the pools and workers, so it is undone after them.
+  std::vector<at::Tensor> mappedFields;
+  std::shared_ptr<void> hostMapping;
   std::string collectives;                 // telemetry: the job's c10d backend (setTelemetryCollectives)
   // The length of a dataset's own epoch order (WebDataset), counted once: building the order
   // shuffles every sample, and progress asks for it often. Under `mutex`.

@@ -10,6 +10,7 @@
 #include <numeric>
 #include <set>
 
+#include "data/cuda_gather.h"
 #include "data/multi_device_loader.h"
 #include "data/sampler.h"
 #include "expect_error.h"
@@ -204,6 +205,81 @@ class TestMultiDevice : public QObject {
     const ResidentReplicas none = broadcastResident(ds->hostFields(), sims({64 << 20}));
     QVERIFY(none.perTarget.empty());
     QVERIFY2(!none.why.empty(), "a declined broadcast says why");
+  }
+
+  // The CUDA gather kernel's work, run on the host in the kernel's own indexing (no GPU here):
+  // every field of every row lands where gatherHostRows puts it, at every element width the
+  // alignments allow, across launches split at kMaxRows.
+  void gatherKernelIndexingOnTheHost() {
+    using namespace stoker::cuda_gather;
+    alignas(16) static unsigned char probe[64];
+    QCOMPARE(elementWidth(probe, probe + 16, 4096), 16);
+    QCOMPARE(elementWidth(probe, probe + 8, 4096), 8);
+    QCOMPARE(elementWidth(probe, probe, 12), 4);
+    QCOMPARE(elementWidth(probe + 2, probe, 6), 2);
+    QCOMPARE(elementWidth(probe, probe + 1, 4096), 1);
+    QCOMPARE(elementWidth(probe, probe, 3), 1);
+
+    const std::int64_t n = 3000, count = 2500;  // 2500 rows: three launches of at most 1024
+    std::vector<std::int64_t> idx(static_cast<std::size_t>(count));
+    for (std::int64_t i = 0; i < count; ++i) idx[static_cast<std::size_t>(i)] = (i * 7919 + 13) % n;  // repeats, any order
+    idx[0] = n - 1;
+    for (const std::int64_t rowBytes : {std::int64_t{1}, std::int64_t{3}, std::int64_t{8}, std::int64_t{12},
+                                        std::int64_t{4100}, std::int64_t{4096}}) {
+      for (const std::int64_t dstShift : {std::int64_t{0}, std::int64_t{1}}) {
+        const at::Tensor field = at::randint(0, 256, {n, rowBytes}, at::kByte);
+        const at::Tensor labels = at::arange(n, at::kLong);
+        at::Tensor expectedX = at::empty({count, rowBytes}, at::kByte), expectedY = at::empty({count}, at::kLong);
+        gatherHostRows(field, idx.data(), count, expectedX.data_ptr());
+        gatherHostRows(labels, idx.data(), count, expectedY.data_ptr());
+        at::Tensor outX = at::zeros({count * rowBytes + 16}, at::kByte), outY = at::zeros({count}, at::kLong);
+        auto* dstX = outX.data_ptr<std::uint8_t>() + dstShift;
+        std::int32_t widest = 0;
+        for (std::int64_t r0 = 0; r0 < count; r0 += kMaxRows) {  // as CudaDevice::gatherBatch splits a batch
+          Launch a;
+          a.fieldCount = 2;
+          a.rows = static_cast<std::int32_t>(std::min<std::int64_t>(kMaxRows, count - r0));
+          std::copy(idx.begin() + r0, idx.begin() + r0 + a.rows, a.idx);
+          a.fields[0] = {field.data_ptr<std::uint8_t>(), dstX + r0 * rowBytes, rowBytes,
+                         elementWidth(field.data_ptr(), dstX + r0 * rowBytes, rowBytes)};
+          auto* dstY = reinterpret_cast<unsigned char*>(outY.data_ptr<std::int64_t>() + r0);
+          a.fields[1] = {reinterpret_cast<const unsigned char*>(labels.data_ptr<std::int64_t>()), dstY, 8,
+                         elementWidth(labels.data_ptr(), dstY, 8)};
+          widest = std::max(widest, a.fields[0].width);
+          QVERIFY(blocksFor(a, 256, 64) >= 1 && blocksFor(a, 256, 64) <= 64);
+          runOnHost(a);
+        }
+        QVERIFY2(at::equal(outX.narrow(0, dstShift, count * rowBytes).view({count, rowBytes}), expectedX),
+                 qPrintable(QString("row bytes %1, shift %2, width %3").arg(rowBytes).arg(dstShift).arg(widest)));
+        QVERIFY(at::equal(outY, expectedY));
+        QVERIFY(dstShift == 1 || rowBytes % 16 != 0 || widest == 16);  // the aligned case takes the wide path
+      }
+    }
+    Launch tiny;
+    tiny.fieldCount = 1;
+    tiny.rows = 1;
+    tiny.fields[0].rowBytes = 16;
+    tiny.fields[0].width = 16;
+    QCOMPARE(blocksFor(tiny, 256, 1056), 1);
+  }
+
+  // Host memory is where cpu and sim batches are made: streaming an in-memory dataset to them
+  // maps nothing, says nothing of it, and still stages each batch.
+  void devicesWithoutMappingStageStreamingBatches() {
+    auto sim = sims({1LL << 30})[0];
+    std::string why = "untouched";
+    QVERIFY(!sim->mapHostFields({at::zeros({4, 4})}, why));
+    QVERIFY(why.empty());
+    LoaderOptions o = LoaderOptions::builder().batchSize(16).numWorkers(2).loadingMode(LoadingMode::Streaming)
+                          .pinMemory(true).build();
+    Loader loader(numbered(256), o, sim);
+    for (const auto& note : loader.notes()) QVERIFY2(note.find("host memory") == std::string::npos, note.c_str());
+    std::int64_t rows = 0;
+    for (const Batch& b : loader.epoch(0)) {
+      QVERIFY(rowsMatch(b));
+      rows += b.size();
+    }
+    QCOMPARE(rows, std::int64_t{256});
   }
 
   void badSetupsAndFeedMisuseAreRefused() {
