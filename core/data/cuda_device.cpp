@@ -44,30 +44,72 @@ void initCudaOnce() {
 #endif
 }
 
+// Events outlive the fences that record them: a fence takes one from its device's pool and gives it
+// back when it goes, so a batch costs no cudaEventCreate/Destroy (two a batch before: one per
+// worker fence, one per release fence). Reuse is safe: a stream that waits on an event waits for
+// the record it saw when it was told to, and only the fence that owns an event queries it.
+class EventPool {
+ public:
+  static cudaEvent_t take(c10::DeviceIndex device) {
+    EventPool& p = instance();
+    {
+      std::lock_guard<std::mutex> lock(p.mutex_);
+      if (static_cast<std::size_t>(device) < p.free_.size() && !p.free_[device].empty()) {
+        cudaEvent_t e = p.free_[device].back();
+        p.free_[device].pop_back();
+        return e;
+      }
+    }
+    c10::cuda::CUDAGuard guard(device);
+    cudaEvent_t e = nullptr;
+    C10_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    return e;
+  }
+  static void give(c10::DeviceIndex device, cudaEvent_t e) {
+    EventPool& p = instance();
+    std::lock_guard<std::mutex> lock(p.mutex_);
+    if (p.free_.size() <= static_cast<std::size_t>(device)) p.free_.resize(static_cast<std::size_t>(device) + 1);
+    p.free_[device].push_back(e);
+  }
+
+ private:
+  static EventPool& instance() {
+    static EventPool* pool = new EventPool;  // never destroyed: fences may go after statics
+    return *pool;
+  }
+  std::mutex mutex_;
+  std::vector<std::vector<cudaEvent_t>> free_;
+};
+
 // Fences are queried and waited on in destructors and pool bookkeeping, which must not throw: after
 // a sticky CUDA error (or at exit, with the runtime unloading) a fence counts as passed -- the
 // device does no more work -- and the error surfaces from the next CUDA call that reports it.
 class CudaFence : public DeviceFence {
  public:
-  explicit CudaFence(const c10::cuda::CUDAStream& stream) { event_.record(stream); }
-  bool done() const override {
-    try {
-      return event_.query();
-    } catch (const std::exception&) {
-      return true;
+  explicit CudaFence(const c10::cuda::CUDAStream& stream)
+      : device_(stream.device_index()), event_(EventPool::take(device_)) {
+    const cudaError_t err = cudaEventRecord(event_, stream.stream());
+    if (err != cudaSuccess) {
+      EventPool::give(device_, event_);
+      C10_CUDA_CHECK(err);
     }
+  }
+  ~CudaFence() override { EventPool::give(device_, event_); }
+  bool done() const override {
+    const cudaError_t err = cudaEventQuery(event_);
+    if (err == cudaSuccess) return true;
+    (void)cudaGetLastError();  // not ready (not an error), or failed: counts as passed
+    return err != cudaErrorNotReady;
   }
   void wait() const override {
-    try {
-      event_.synchronize();
-    } catch (const std::exception&) {
-    }
+    if (cudaEventSynchronize(event_) != cudaSuccess) (void)cudaGetLastError();
   }
   // The work queued on `stream` from now on starts after the fence.
-  void order(const c10::cuda::CUDAStream& stream) const { event_.block(stream); }
+  void order(const c10::cuda::CUDAStream& stream) const { C10_CUDA_CHECK(cudaStreamWaitEvent(stream.stream(), event_, 0)); }
 
  private:
-  mutable at::cuda::CUDAEvent event_;  // query/block are not const in every libtorch release
+  c10::DeviceIndex device_;
+  cudaEvent_t event_;
 };
 
 #if defined(STOKER_CUDA_GATHER_KERNEL)
@@ -235,26 +277,12 @@ class CudaDevice : public DeviceBackend {
     if (count <= 0) return;
     c10::cuda::CUDAGuard guard(index_);
     void* stream = threadStream().stream();
-    cuda_gather::Launch a;
-    for (std::size_t f0 = 0; f0 < fields.size(); f0 += cuda_gather::kMaxFields) {
-      const std::size_t nf = std::min<std::size_t>(cuda_gather::kMaxFields, fields.size() - f0);
-      for (std::int64_t r0 = 0; r0 < count; r0 += cuda_gather::kMaxRows) {
-        const std::int64_t rows = std::min<std::int64_t>(cuda_gather::kMaxRows, count - r0);
-        a.fieldCount = static_cast<std::int32_t>(nf);
-        a.rows = static_cast<std::int32_t>(rows);
-        std::memcpy(a.idx, indices + r0, static_cast<std::size_t>(rows) * sizeof(std::int64_t));
-        for (std::size_t k = 0; k < nf; ++k) {
-          const at::Tensor& t = fields[f0 + k];
-          cuda_gather::Field& fd = a.fields[k];
-          fd.rowBytes = t.size(0) > 0 ? static_cast<std::int64_t>(t.nbytes()) / t.size(0) : 0;
-          fd.src = static_cast<const unsigned char*>(t.data_ptr());
-          fd.dst = outs[f0 + k] + r0 * fd.rowBytes;
-          fd.width = cuda_gather::elementWidth(fd.src, fd.dst, fd.rowBytes);
-          if (fd.rowBytes == 0) fd.width = 1;
-        }
-        const int err = cuda_gather::launch(a, cuda_gather::blocksFor(a, 256, blocksCap_), stream);
-        if (err != 0) C10_CUDA_CHECK(static_cast<cudaError_t>(err));
-      }
+    if (count <= cuda_gather::kSmallRows) {
+      cuda_gather::SmallLaunch a;
+      launchAll(a, fields, indices, count, outs, stream);
+    } else {
+      cuda_gather::Launch a;
+      launchAll(a, fields, indices, count, outs, stream);
     }
   }
 
@@ -334,6 +362,30 @@ class CudaDevice : public DeviceBackend {
     auto& s = streams[static_cast<std::size_t>(index_)];
     if (!s) s = c10::cuda::getStreamFromPool(false, index_);
     return *s;
+  }
+
+  template <class L>
+  void launchAll(L& a, const std::vector<at::Tensor>& fields, const std::int64_t* indices, std::int64_t count,
+                 const std::vector<std::uint8_t*>& outs, void* stream) {
+    for (std::size_t f0 = 0; f0 < fields.size(); f0 += cuda_gather::kMaxFields) {
+      const std::size_t nf = std::min<std::size_t>(cuda_gather::kMaxFields, fields.size() - f0);
+      for (std::int64_t r0 = 0; r0 < count; r0 += L::kRows) {
+        const std::int64_t rows = std::min<std::int64_t>(L::kRows, count - r0);
+        a.fieldCount = static_cast<std::int32_t>(nf);
+        a.rows = static_cast<std::int32_t>(rows);
+        std::memcpy(a.idx, indices + r0, static_cast<std::size_t>(rows) * sizeof(std::int64_t));
+        for (std::size_t k = 0; k < nf; ++k) {
+          const at::Tensor& t = fields[f0 + k];
+          cuda_gather::Field& fd = a.fields[k];
+          fd.rowBytes = t.size(0) > 0 ? static_cast<std::int64_t>(t.nbytes()) / t.size(0) : 0;
+          fd.src = static_cast<const unsigned char*>(t.data_ptr());
+          fd.dst = outs[f0 + k] + r0 * fd.rowBytes;
+          fd.width = fd.rowBytes == 0 ? 1 : cuda_gather::elementWidth(fd.src, fd.dst, fd.rowBytes);
+        }
+        const int err = cuda_gather::launch(a, cuda_gather::blocksFor(a, 256, blocksCap_), stream);
+        if (err != 0) C10_CUDA_CHECK(static_cast<cudaError_t>(err));
+      }
+    }
   }
 
   c10::DeviceIndex index_;

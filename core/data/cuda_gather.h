@@ -28,7 +28,10 @@ namespace stoker {
 namespace cuda_gather {
 
 constexpr int kMaxFields = 4;
-constexpr int kMaxRows = 1024;  // indices per launch: 8 KiB of the parameters
+// Indices per launch. The parameters are copied whole by every launch, so small batches take the
+// small launch (2 KiB of indices) and large ones the large (16 KiB; the limit is 32 KiB).
+constexpr int kSmallRows = 256;
+constexpr int kMaxRows = 2048;
 
 struct Field {
   const unsigned char* src = nullptr;  // row 0 of the field (device memory or mapped host memory)
@@ -37,14 +40,18 @@ struct Field {
   std::int32_t width = 1;  // bytes moved per element: 16, 8, 4, 2 or 1 (the alignment all three allow)
 };
 
-// One launch: up to kMaxFields fields and kMaxRows rows of the batch (rows [0, rows) of the launch
-// are the batch's rows [firstRow, firstRow + rows); dst already points at firstRow).
-struct Launch {
+// One launch: up to kMaxFields fields and Rows rows of the batch (rows [0, rows) of the launch are
+// the batch's rows [firstRow, firstRow + rows); dst already points at firstRow).
+template <int Rows>
+struct LaunchOf {
+  static constexpr int kRows = Rows;
   Field fields[kMaxFields];
   std::int32_t fieldCount = 0;
   std::int32_t rows = 0;
-  std::int64_t idx[kMaxRows];
+  std::int64_t idx[Rows];
 };
+using SmallLaunch = LaunchOf<kSmallRows>;
+using Launch = LaunchOf<kMaxRows>;
 
 // The widest element that keeps every row of src and dst aligned.
 inline std::int32_t elementWidth(const void* src, const void* dst, std::int64_t rowBytes) {
@@ -55,18 +62,21 @@ inline std::int32_t elementWidth(const void* src, const void* dst, std::int64_t 
 }
 
 // Elements of field f in the launch.
-STOKER_HOST_DEVICE inline std::uint64_t elementsOf(const Launch& a, int f) {
+template <class L>
+STOKER_HOST_DEVICE inline std::uint64_t elementsOf(const L& a, int f) {
   return static_cast<std::uint64_t>(a.rows) * static_cast<std::uint64_t>(a.fields[f].rowBytes / a.fields[f].width);
 }
 
-// Copies element v (row-major over the launch's rows) of field f: what each GPU thread does.
-STOKER_HOST_DEVICE inline void copyElement(const Launch& a, int f, std::uint64_t v) {
+// Copies element v (row-major over the launch's rows) of field f: what each GPU thread does. The
+// index type is 32 bits wherever the launch's elements fit (a 64-bit division costs the GPU ~4x).
+template <class Index, class L>
+STOKER_HOST_DEVICE inline void copyElement(const L& a, int f, Index v) {
   const Field& fd = a.fields[f];
-  const auto perRow = static_cast<std::uint64_t>(fd.rowBytes / fd.width);
-  const std::uint64_t r = v / perRow;
-  const std::uint64_t c = v - r * perRow;
-  const unsigned char* s = fd.src + a.idx[r] * fd.rowBytes + c * fd.width;
-  unsigned char* d = fd.dst + static_cast<std::int64_t>(r) * fd.rowBytes + c * fd.width;
+  const auto perRow = static_cast<Index>(fd.rowBytes / fd.width);
+  const Index r = v / perRow;
+  const Index c = v - r * perRow;
+  const unsigned char* s = fd.src + a.idx[r] * fd.rowBytes + static_cast<std::int64_t>(c) * fd.width;
+  unsigned char* d = fd.dst + static_cast<std::int64_t>(r) * fd.rowBytes + static_cast<std::int64_t>(c) * fd.width;
 #if defined(__CUDA_ARCH__)
   switch (fd.width) {
     case 16: *reinterpret_cast<uint4*>(d) = *reinterpret_cast<const uint4*>(s); break;
@@ -80,15 +90,29 @@ STOKER_HOST_DEVICE inline void copyElement(const Launch& a, int f, std::uint64_t
 #endif
 }
 
-// Every element of the launch on the host, in the kernel's own indexing: the CPU's test of it.
-inline void runOnHost(const Launch& a) {
+// Whether every field's elements in the launch fit 32-bit indexing.
+template <class L>
+STOKER_HOST_DEVICE inline bool fits32(const L& a) {
   for (int f = 0; f < a.fieldCount; ++f)
-    for (std::uint64_t v = 0; v < elementsOf(a, f); ++v) copyElement(a, f, v);
+    if (elementsOf(a, f) >= (1ull << 32)) return false;
+  return true;
+}
+
+// Every element of the launch on the host, in the kernel's own indexing: the CPU's test of it.
+template <class L>
+inline void runOnHost(const L& a) {
+  const bool narrow = fits32(a);
+  for (int f = 0; f < a.fieldCount; ++f)
+    for (std::uint64_t v = 0; v < elementsOf(a, f); ++v) {
+      if (narrow) copyElement<std::uint32_t>(a, f, static_cast<std::uint32_t>(v));
+      else copyElement<std::uint64_t>(a, f, v);
+    }
 }
 
 // Thread blocks for a launch: enough for every element once, at most `blocksCap` (a few per SM;
 // the kernel strides over the rest).
-inline int blocksFor(const Launch& a, int threadsPerBlock, int blocksCap) {
+template <class L>
+inline int blocksFor(const L& a, int threadsPerBlock, int blocksCap) {
   std::uint64_t most = 0;
   for (int f = 0; f < a.fieldCount; ++f) most = elementsOf(a, f) > most ? elementsOf(a, f) : most;
   const std::uint64_t need = (most + static_cast<std::uint64_t>(threadsPerBlock) - 1) / static_cast<std::uint64_t>(threadsPerBlock);
@@ -97,6 +121,7 @@ inline int blocksFor(const Launch& a, int threadsPerBlock, int blocksCap) {
 
 // Queues the launch on `stream` (a cudaStream_t); returns the cudaError_t of the launch (0: queued).
 // Defined in cuda_gather.cu; only builds with that object call it.
+int launch(const SmallLaunch& a, int blocks, void* stream);
 int launch(const Launch& a, int blocks, void* stream);
 
 }  // namespace cuda_gather

@@ -119,9 +119,10 @@ void emit(EpochState& s, Clock::time_point now, bool epochEnd) {
     r.mem_reserved = m.reserved;
     r.mem_allocated = m.allocated;
     r.mem_total = m.total;
-    // Page-locked staging: only a CUDA backend pins (the others have no use for it).
+    // Page-locked staging, and a dataset's host memory mapped for the device to gather from: only
+    // a CUDA backend pins (the others have no use for it).
     const bool pins = c.options.pin_memory && c.device->kind() == DeviceKind::Cuda;
-    r.pinned_bytes = pins && c.stagingPool ? c.stagingPool->reservedBytes() : 0;
+    r.pinned_bytes = pins ? (c.stagingPool ? c.stagingPool->reservedBytes() : 0) + c.mappedBytes : 0;
     r.epoch_end = epochEnd;
     if (w.stagedBatches > 0)
       for (std::size_t k = 0; k < w.stages.size(); ++k)

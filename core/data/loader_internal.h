@@ -37,6 +37,7 @@ struct LoaderCore {
   // them mapped. Declared before the pools and workers, so it is undone after them.
   std::vector<at::Tensor> mappedFields;
   std::shared_ptr<void> hostMapping;
+  std::int64_t mappedBytes = 0;  // of mappedFields: page-locked, reported as pinned_bytes
   std::string collectives;                 // telemetry: the job's c10d backend (setTelemetryCollectives)
   // The length of a dataset's own epoch order (WebDataset), counted once: building the order
   // shuffles every sample, and progress asks for it often. Under `mutex`.

@@ -220,41 +220,50 @@ class TestMultiDevice : public QObject {
     QCOMPARE(elementWidth(probe, probe + 1, 4096), 1);
     QCOMPARE(elementWidth(probe, probe, 3), 1);
 
-    const std::int64_t n = 3000, count = 2500;  // 2500 rows: three launches of at most 1024
-    std::vector<std::int64_t> idx(static_cast<std::size_t>(count));
-    for (std::int64_t i = 0; i < count; ++i) idx[static_cast<std::size_t>(i)] = (i * 7919 + 13) % n;  // repeats, any order
-    idx[0] = n - 1;
-    for (const std::int64_t rowBytes : {std::int64_t{1}, std::int64_t{3}, std::int64_t{8}, std::int64_t{12},
-                                        std::int64_t{4100}, std::int64_t{4096}}) {
-      for (const std::int64_t dstShift : {std::int64_t{0}, std::int64_t{1}}) {
-        const at::Tensor field = at::randint(0, 256, {n, rowBytes}, at::kByte);
-        const at::Tensor labels = at::arange(n, at::kLong);
-        at::Tensor expectedX = at::empty({count, rowBytes}, at::kByte), expectedY = at::empty({count}, at::kLong);
-        gatherHostRows(field, idx.data(), count, expectedX.data_ptr());
-        gatherHostRows(labels, idx.data(), count, expectedY.data_ptr());
-        at::Tensor outX = at::zeros({count * rowBytes + 16}, at::kByte), outY = at::zeros({count}, at::kLong);
-        auto* dstX = outX.data_ptr<std::uint8_t>() + dstShift;
-        std::int32_t widest = 0;
-        for (std::int64_t r0 = 0; r0 < count; r0 += kMaxRows) {  // as CudaDevice::gatherBatch splits a batch
-          Launch a;
-          a.fieldCount = 2;
-          a.rows = static_cast<std::int32_t>(std::min<std::int64_t>(kMaxRows, count - r0));
-          std::copy(idx.begin() + r0, idx.begin() + r0 + a.rows, a.idx);
-          a.fields[0] = {field.data_ptr<std::uint8_t>(), dstX + r0 * rowBytes, rowBytes,
-                         elementWidth(field.data_ptr(), dstX + r0 * rowBytes, rowBytes)};
-          auto* dstY = reinterpret_cast<unsigned char*>(outY.data_ptr<std::int64_t>() + r0);
-          a.fields[1] = {reinterpret_cast<const unsigned char*>(labels.data_ptr<std::int64_t>()), dstY, 8,
-                         elementWidth(labels.data_ptr(), dstY, 8)};
-          widest = std::max(widest, a.fields[0].width);
-          QVERIFY(blocksFor(a, 256, 64) >= 1 && blocksFor(a, 256, 64) <= 64);
-          runOnHost(a);
-        }
-        QVERIFY2(at::equal(outX.narrow(0, dstShift, count * rowBytes).view({count, rowBytes}), expectedX),
-                 qPrintable(QString("row bytes %1, shift %2, width %3").arg(rowBytes).arg(dstShift).arg(widest)));
-        QVERIFY(at::equal(outY, expectedY));
-        QVERIFY(dstShift == 1 || rowBytes % 16 != 0 || widest == 16);  // the aligned case takes the wide path
+    const std::int64_t n = 3000;
+    std::vector<std::int64_t> all(2500);
+    for (std::int64_t i = 0; i < 2500; ++i) all[static_cast<std::size_t>(i)] = (i * 7919 + 13) % n;  // repeats, any order
+    all[0] = n - 1;
+    // As CudaDevice::gatherBatch splits a batch: launches of L::kRows rows at most.
+    auto gather = [&](auto launch, std::int64_t count, std::int64_t rowBytes, std::int64_t dstShift) {
+      using L = decltype(launch);
+      const at::Tensor field = at::randint(0, 256, {n, rowBytes}, at::kByte);
+      const at::Tensor labels = at::arange(n, at::kLong);
+      at::Tensor expectedX = at::empty({count, rowBytes}, at::kByte), expectedY = at::empty({count}, at::kLong);
+      gatherHostRows(field, all.data(), count, expectedX.data_ptr());
+      gatherHostRows(labels, all.data(), count, expectedY.data_ptr());
+      at::Tensor outX = at::zeros({count * rowBytes + 16}, at::kByte), outY = at::zeros({count}, at::kLong);
+      auto* dstX = outX.data_ptr<std::uint8_t>() + dstShift;
+      std::int32_t widest = 0;
+      int launches = 0;
+      for (std::int64_t r0 = 0; r0 < count; r0 += L::kRows, ++launches) {
+        auto a = std::make_unique<L>();
+        a->fieldCount = 2;
+        a->rows = static_cast<std::int32_t>(std::min<std::int64_t>(L::kRows, count - r0));
+        std::copy(all.begin() + r0, all.begin() + r0 + a->rows, a->idx);
+        a->fields[0] = {field.data_ptr<std::uint8_t>(), dstX + r0 * rowBytes, rowBytes,
+                        elementWidth(field.data_ptr(), dstX + r0 * rowBytes, rowBytes)};
+        auto* dstY = reinterpret_cast<unsigned char*>(outY.data_ptr<std::int64_t>() + r0);
+        a->fields[1] = {reinterpret_cast<const unsigned char*>(labels.data_ptr<std::int64_t>()), dstY, 8,
+                        elementWidth(labels.data_ptr(), dstY, 8)};
+        widest = std::max(widest, a->fields[0].width);
+        QVERIFY(fits32(*a));
+        QVERIFY(blocksFor(*a, 256, 64) >= 1 && blocksFor(*a, 256, 64) <= 64);
+        runOnHost(*a);
       }
-    }
+      QCOMPARE(launches, static_cast<int>((count + L::kRows - 1) / L::kRows));
+      QVERIFY2(at::equal(outX.narrow(0, dstShift, count * rowBytes).view({count, rowBytes}), expectedX),
+               qPrintable(QString("row bytes %1, shift %2, width %3").arg(rowBytes).arg(dstShift).arg(widest)));
+      QVERIFY(at::equal(outY, expectedY));
+      QVERIFY(dstShift == 1 || rowBytes % 16 != 0 || widest == 16);  // the aligned case takes the wide path
+    };
+    for (const std::int64_t rowBytes : {std::int64_t{1}, std::int64_t{3}, std::int64_t{8}, std::int64_t{12},
+                                        std::int64_t{4100}, std::int64_t{4096}})
+      for (const std::int64_t dstShift : {std::int64_t{0}, std::int64_t{1}}) {
+        gather(Launch{}, 2500, rowBytes, dstShift);  // two launches
+        gather(SmallLaunch{}, 200, rowBytes, dstShift);  // one small launch
+        gather(SmallLaunch{}, 600, rowBytes, dstShift);  // three
+      }
     Launch tiny;
     tiny.fieldCount = 1;
     tiny.rows = 1;

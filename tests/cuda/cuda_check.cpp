@@ -136,12 +136,33 @@ void firstUseAutoMode() {
              std::to_string(loader.memory().total) + " bytes");
 }
 
-void memoryFigures() {
+// Sets an environment knob for the loaders made while it lives (read when they are made).
+struct EnvFor {
+  std::string name;
+  EnvFor(const std::string& n, const std::string& v) : name(n) { ::setenv(n.c_str(), v.c_str(), 1); }
+  ~EnvFor() { ::unsetenv(name.c_str()); }
+};
+
+// pinned_bytes: the staging blocks the loader holds, or, streaming from mapped host memory, the
+// dataset's own bytes (page-locked once).
+std::int64_t pinnedSeen(bool mapped) {
   auto observer = std::make_shared<PinnedSeen>();
   LoaderOptions o = LoaderOptions::builder().batchSize(256).numWorkers(2).loadingMode(LoadingMode::Streaming)
                         .pinMemory(true).nonBlocking(true).build();
+  std::unique_ptr<EnvFor> staged;
+  if (!mapped) staged = std::make_unique<EnvFor>("STOKER_CUDA_MAP_HOST", "0");
   Loader loader(numbered(8192, {1024}), o, DeviceSpec::parse("cuda:0"));
   loader.addObserver(observer);
+  for (const Batch& b : loader.epoch(0)) (void)b;
+  return observer->pinned;
+}
+
+void memoryFigures() {
+  const std::int64_t mapped = pinnedSeen(true), staged = pinnedSeen(false);
+  const std::int64_t datasetBytes = 8192 * (1024 * 4 + 8);
+  LoaderOptions o = LoaderOptions::builder().batchSize(256).numWorkers(2).loadingMode(LoadingMode::Streaming)
+                        .pinMemory(true).nonBlocking(true).build();
+  Loader loader(numbered(8192, {1024}), o, DeviceSpec::parse("cuda:0"));
   for (const Batch& b : loader.epoch(0)) (void)b;
   std::size_t freeBytes = 0, totalBytes = 0;
   cudaMemGetInfo(&freeBytes, &totalBytes);
@@ -151,7 +172,9 @@ void memoryFigures() {
   report("memory_figures", m.total == static_cast<std::int64_t>(totalBytes) && m.reserved == reserved,
          "total " + std::to_string(m.total) + " (cudaMemGetInfo " + std::to_string(totalBytes) + "), reserved " +
              std::to_string(m.reserved) + " (caching allocator " + std::to_string(reserved) + ")");
-  report("pinned_in_telemetry", observer->pinned > 0, "pinned_bytes " + std::to_string(observer->pinned));
+  report("pinned_in_telemetry", mapped == datasetBytes && staged > 0,
+         "pinned_bytes " + std::to_string(mapped) + " mapped (the dataset: " + std::to_string(datasetBytes) + "), " +
+             std::to_string(staged) + " staged");
 }
 
 // Auto mode with most of the GPU taken by another tenant: the dataset no longer fits, the loader
@@ -287,13 +310,6 @@ double epochsSeconds(Loader& loader, int epochs, int repeats) {
   return best;
 }
 
-// Sets an environment knob for the loaders made while it lives (read when they are made).
-struct EnvFor {
-  std::string name;
-  EnvFor(const std::string& n, const std::string& v) : name(n) { ::setenv(n.c_str(), v.c_str(), 1); }
-  ~EnvFor() { ::unsetenv(name.c_str()); }
-};
-
 void bench() {
   constexpr int kEpochs = 8, kRepeats = 3;
   const std::int64_t batchBytes = 16LL << 20;
@@ -314,6 +330,7 @@ void bench() {
     figure("streaming_h2d_bytes_per_s" + suffix, run(LoadingMode::Streaming, nullptr, nullptr), "B/s");
     figure("streaming_staged_h2d_bytes_per_s" + suffix, run(LoadingMode::Streaming, "STOKER_CUDA_MAP_HOST", "0"), "B/s");
     figure("resident_gather_bytes_per_s" + suffix, run(LoadingMode::Resident, nullptr, nullptr), "B/s");
+    figure("resident_gather_workers_bytes_per_s" + suffix, run(LoadingMode::Resident, "STOKER_RESIDENT_WORKERS", "1"), "B/s");
     figure("resident_index_select_bytes_per_s" + suffix, run(LoadingMode::Resident, "STOKER_CUDA_GATHER", "index_select"), "B/s");
   }
   // Host cost per batch: small resident batches (64 rows of 1 KiB) made on the consumer's thread,
@@ -328,6 +345,60 @@ void bench() {
       const double s = epochsSeconds(loader, 2, kRepeats);
       figure(std::string("resident_host_us_per_batch_") + path, 1e6 * s / (2.0 * 65536 / 64), "us");
     }
+  }
+  // The resident kernel alone (gatherBatch on one thread's stream, no loader), index_select with
+  // the indices already on the device beside it: 8 epochs of 64 KiB rows, 256 rows a batch.
+  {
+    const std::int64_t rows = 16384, rowBytes = 65536, batch = 256;
+    auto device = DeviceBackend::create(DeviceSpec::parse("cuda:0"));
+    at::Tensor field = at::empty({rows, rowBytes / 4}, at::TensorOptions().dtype(at::kFloat).device(at::kCUDA));
+    at::Tensor out = at::empty({4, batch, rowBytes / 4}, field.options());
+    at::Tensor order = at::randperm(rows, at::kLong);
+    at::Tensor orderOnDevice = order.to(at::kCUDA);
+    const std::int64_t* idx = order.data_ptr<std::int64_t>();
+    auto timed = [&](const std::function<void(std::int64_t, std::int64_t)>& gather) {
+      double best = 1e30;
+      for (int r = 0; r <= kRepeats; ++r) {  // the first is the warm-up
+        cudaDeviceSynchronize();
+        const auto t0 = Clock::now();
+        for (int e = 0; e < kEpochs; ++e)
+          for (std::int64_t b = 0; b < rows / batch; ++b) gather(b, b % 4);
+        cudaDeviceSynchronize();
+        if (r > 0) best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+      return static_cast<double>(rows * rowBytes) * kEpochs / best;
+    };
+    figure("resident_kernel_alone_bytes_per_s", timed([&](std::int64_t b, std::int64_t slot) {
+             device->gatherBatch({field}, idx + b * batch, batch, {static_cast<std::uint8_t*>(out[slot].data_ptr())});
+           }), "B/s");
+    figure("index_select_alone_bytes_per_s", timed([&](std::int64_t b, std::int64_t slot) {
+             at::Tensor dst = out[slot];
+             at::index_select_out(dst, field, 0, orderOnDevice.narrow(0, b * batch, batch));
+           }), "B/s");
+  }
+  // Epoch boundaries of a resident loader (64 KiB rows, 16 MiB batches): from epoch() to its first
+  // batch, and from the last batch to the epoch's end.
+  {
+    const auto ds = numbered(16384, {16384});
+    LoaderOptions o = LoaderOptions::builder().batchSize(256).numWorkers(4).prefetch(8).loadingMode(LoadingMode::Resident).build();
+    Loader loader(ds, o, DeviceSpec::parse("cuda:0"));
+    for (const Batch& b : loader.epoch(0)) (void)b;
+    double first = 0, last = 0;
+    for (int e = 1; e <= kEpochs; ++e) {
+      auto t0 = Clock::now();
+      {
+        Epoch epoch = loader.epoch(e);
+        auto b = epoch.next();
+        first += std::chrono::duration<double>(Clock::now() - t0).count();
+        while (b) {
+          t0 = Clock::now();
+          b = epoch.next();
+        }
+      }
+      last += std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+    figure("resident_epoch_to_first_batch_us", 1e6 * first / kEpochs, "us");
+    figure("resident_last_batch_to_epoch_end_us", 1e6 * last / kEpochs, "us");
   }
   // The peers: the same bytes by the copy engines alone, in batch-sized pieces, 8 times over.
   const std::int64_t piece = batchBytes;
