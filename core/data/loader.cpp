@@ -284,6 +284,8 @@ void Loader::retune(const LoaderOptions& next) {
     }
   }
   const LoaderOptions old = c.options;
+  c.orderAhead = {};  // drawn with the old knobs (waits for the draw)
+  c.orderAheadEpoch = -1;
   c.options = next;
   // Worker threads and pools are sized by these knobs: rebuild what changed.
   if (next.num_workers != old.num_workers || next.persistent_workers != old.persistent_workers) {
@@ -325,17 +327,44 @@ std::shared_ptr<EpochState> adoptPending(LoaderCore& c, std::int64_t e, const st
                                          const std::vector<std::int64_t>* begins);
 }  // namespace
 
+namespace {
+
+// Datasets of at least this many samples get their next epoch's order drawn ahead: below it the
+// draw takes under a millisecond.
+constexpr std::int64_t kDrawAheadSamples = 32768;
+
+// Epoch e's order: the one drawn ahead when it was for e (the same draw: the sampler depends only
+// on the options, the dataset's size and e), else drawn now.
+std::vector<std::int64_t> orderFor(LoaderCore& c, std::int64_t e) {
+  if (c.orderAhead.valid()) {
+    const bool mine = c.orderAheadEpoch == e;
+    std::future<std::vector<std::int64_t>> ahead = std::move(c.orderAhead);
+    c.orderAheadEpoch = -1;
+    if (mine) return ahead.get();  // a draw that failed throws here, as drawing now would
+  }  // another epoch's: dropped (its destructor waits for the draw)
+  return epochIndicesFor(*c.dataset, c.options, e);
+}
+
+}  // namespace
+
 Epoch Loader::epoch(std::int64_t e, Lookahead lookahead) {
   if (e < 0) throwBadInput("epoch " + std::to_string(e), "must be non-negative");
   LoaderCore& c = *core_;
   std::shared_ptr<EpochState> adopted = adoptPending(c, e, nullptr, nullptr);
-  Epoch started = adopted ? Epoch(std::move(adopted)) : epochOver(e, epochIndicesFor(*c.dataset, c.options, e));
+  Epoch started = adopted ? Epoch(std::move(adopted)) : epochOver(e, orderFor(c, e));
   // The workers go on into epoch e + 1 before this one ends (its order is drawn meanwhile); the
   // next epoch(e + 1) serves what they made. Workers that stop at each epoch's end do not.
-  if (lookahead == Lookahead::NextEpoch && c.options.persistent_workers && c.options.num_workers > 0) {
+  if (lookahead == Lookahead::NextEpoch && c.options.persistent_workers && c.options.num_workers > 0 &&
+      started.state_->workerCount > 0) {
     EpochState& s = *started.state_;
     s.nextOrderEpoch = e + 1;
     s.nextOrder = std::async(std::launch::async, [dataset = c.dataset, options = c.options, next = e + 1] {
+      return epochIndicesFor(*dataset, options, next);
+    });
+  } else if (c.dataset->size() >= kDrawAheadSamples && !c.dataset->hasOwnEpochOrder()) {
+    // Else the next epoch's order alone is drawn while this epoch runs, for the next epoch(e + 1).
+    c.orderAheadEpoch = e + 1;
+    c.orderAhead = std::async(std::launch::async, [dataset = c.dataset, options = c.options, next = e + 1] {
       return epochIndicesFor(*dataset, options, next);
     });
   }

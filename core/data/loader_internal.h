@@ -38,6 +38,10 @@ struct LoaderCore {
   std::vector<at::Tensor> mappedFields;
   std::shared_ptr<void> hostMapping;
   std::int64_t mappedBytes = 0;  // of mappedFields: page-locked, reported as pinned_bytes
+  // The next epoch's order, drawn while this one runs (Loader::epoch): for large datasets the draw
+  // (PyTorch's randperm) costs more than a fast epoch's gathers. Touched by epoch() and retune().
+  std::future<std::vector<std::int64_t>> orderAhead;
+  std::int64_t orderAheadEpoch = -1;
   std::string collectives;                 // telemetry: the job's c10d backend (setTelemetryCollectives)
   // The length of a dataset's own epoch order (WebDataset), counted once: building the order
   // shuffles every sample, and progress asks for it often. Under `mutex`.

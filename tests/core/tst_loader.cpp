@@ -312,6 +312,34 @@ class TestLoader : public QObject {
     QVERIFY2(e.isEmpty(), qPrintable(e));
   }
 
+  // A large dataset's next order is drawn while an epoch runs: epoch after epoch, a skipped
+  // epoch, a retune between epochs and a loader without workers still serve exactly the sampler's
+  // order for the epoch asked.
+  void nextOrderDrawnAheadIsTheSamplersOrder() {
+    const std::int64_t n = 40000;  // above the draw-ahead threshold
+    for (const int workers : {0, 2}) {
+      const LoaderOptions o =
+          LoaderOptions::builder().batchSize(4096).numWorkers(workers).shuffle(true).seed(7).dropLast(false).build();
+      Loader loader(numbered(n), o);
+      auto orderOf = [&](std::int64_t e) {
+        std::vector<std::int64_t> got;
+        for (const Batch& b : loader.epoch(e)) {
+          const auto* idx = b.indices.data_ptr<std::int64_t>();
+          got.insert(got.end(), idx, idx + b.size());
+        }
+        return got;
+      };
+      for (const std::int64_t e : {0, 1, 2, 5, 6}) {  // 1, 2 and 6 drawn ahead; 5 not (3 was)
+        if (e == 6) {
+          LoaderOptions retuned = o;
+          retuned.prefetch = o.prefetch + 1;  // a batch-boundary knob: the order drawn ahead is dropped
+          loader.retune(retuned);
+        }
+        QCOMPARE(orderOf(e), epochIndicesFor(loader.dataset(), o, e));
+      }
+    }
+  }
+
   // Epoch::queueNext: workers run on into the next epoch before this one ends; the next epoch's
   // start over the same order serves those batches (each sample read once, with its own epoch
   // for transforms); any other start, or the loader's end, drops them.

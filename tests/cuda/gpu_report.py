@@ -89,10 +89,23 @@ def main():
     for name, ours, peer, goal in (("streaming_h2d_vs_pinned_memcpy", "streaming_h2d_bytes_per_s",
                                     "pinned_memcpy_h2d_bytes_per_s", 0.90),
                                    ("resident_gather_vs_device_copy", "resident_gather_bytes_per_s",
-                                    "device_to_device_bytes_per_s", 0.70)):
+                                    "device_to_device_bytes_per_s", 0.70),
+                                   # Beside the goals: the paths they replaced, and the kernel alone.
+                                   ("streaming_staged_vs_pinned_memcpy", "streaming_staged_h2d_bytes_per_s",
+                                    "pinned_memcpy_h2d_bytes_per_s", None),
+                                   ("resident_through_workers_vs_device_copy", "resident_gather_workers_bytes_per_s",
+                                    "device_to_device_bytes_per_s", None),
+                                   ("resident_index_select_vs_device_copy", "resident_index_select_bytes_per_s",
+                                    "device_to_device_bytes_per_s", None),
+                                   ("gather_kernel_alone_vs_device_copy", "resident_kernel_alone_bytes_per_s",
+                                    "device_to_device_bytes_per_s", None)):
         if ours in figures and peer in figures and figures[peer] > 0:
             r = figures[ours] / figures[peer]
-            ratios[name] = {"ratio": r, "goal": goal, "met": r >= goal}
+            ratios[name] = {"ratio": r, "goal": goal, "met": goal is None or r >= goal}
+    # Host cost of a resident batch (goal: at most 10 us), as "peer over ours" so the table reads alike.
+    if figures.get("resident_host_us_per_batch_kernel", 0) > 0:
+        us = figures["resident_host_us_per_batch_kernel"]
+        ratios["resident_host_10us_over_us_per_batch"] = {"ratio": 10.0 / us, "goal": 1.0, "met": us <= 10.0}
 
     train = lines(a.train)
     warm = {}
@@ -136,7 +149,8 @@ def main():
         md += ["| (none) | not run | STOKER_GPU_STEPS left the checks out |" if a.checks_not_run else
                "| (none) | FAILED | no check ran: see cuda-check.err |"]
     md += ["", "| figure | Stoker / peer | goal |", "| --- | ---: | ---: |"]
-    md += [f"| {n} | {r['ratio'] * 100:.0f} % | {r['goal'] * 100:.0f} % {'met' if r['met'] else 'MISSED'} |"
+    md += [f"| {n} | {r['ratio'] * 100:.0f} % | "
+           f"{'—' if r['goal'] is None else str(round(r['goal'] * 100)) + ' % ' + ('met' if r['met'] else 'MISSED')} |"
            for n, r in ratios.items()]
     md += ["", "| feeder (CNN on Fashion-MNIST, warm epoch) | samples/s | data wait | vs best DataLoader |",
            "| --- | ---: | ---: | ---: |"]
