@@ -333,6 +333,17 @@ namespace {
 // draw takes under a millisecond.
 constexpr std::int64_t kDrawAheadSamples = 32768;
 
+// Where the host would wait on the device anyway: resident batches on a device (on CUDA, launched
+// by next() with the workers idle), whose epochs of small rows were bound by the draw (PyTorch's
+// randperm: 8 ms for 262,144 rows on the 2-core VM against 0.8 ms of gathers on an H200). On the
+// host the draw's thread competes with the workers, and the OpenMP team torch starts in each new
+// thread spins on the cores they need: resident Fashion-MNIST on the 2-core VM fell from 0.81-0.92x
+// to 0.53-0.64x the randperm + index_select loop. There the order is drawn in epoch().
+bool drawsOrderAhead(const LoaderCore& c) {
+  return c.mode == LoadingMode::Resident && !c.device->isHost() && c.dataset->size() >= kDrawAheadSamples &&
+         !c.dataset->hasOwnEpochOrder();
+}
+
 // Epoch e's order: the one drawn ahead when it was for e (the same draw: the sampler depends only
 // on the options, the dataset's size and e), else drawn now.
 std::vector<std::int64_t> orderFor(LoaderCore& c, std::int64_t e) {
@@ -361,7 +372,7 @@ Epoch Loader::epoch(std::int64_t e, Lookahead lookahead) {
     s.nextOrder = std::async(std::launch::async, [dataset = c.dataset, options = c.options, next = e + 1] {
       return epochIndicesFor(*dataset, options, next);
     });
-  } else if (c.dataset->size() >= kDrawAheadSamples && !c.dataset->hasOwnEpochOrder()) {
+  } else if (drawsOrderAhead(c)) {
     // Else the next epoch's order alone is drawn while this epoch runs, for the next epoch(e + 1).
     c.orderAheadEpoch = e + 1;
     c.orderAhead = std::async(std::launch::async, [dataset = c.dataset, options = c.options, next = e + 1] {

@@ -38,8 +38,9 @@ struct LoaderCore {
   std::vector<at::Tensor> mappedFields;
   std::shared_ptr<void> hostMapping;
   std::int64_t mappedBytes = 0;  // of mappedFields: page-locked, reported as pinned_bytes
-  // The next epoch's order, drawn while this one runs (Loader::epoch): for large datasets the draw
-  // (PyTorch's randperm) costs more than a fast epoch's gathers. Touched by epoch() and retune().
+  // The next epoch's order, drawn while this one runs (Loader::epoch, resident on a device): for
+  // large datasets the draw (PyTorch's randperm) costs more than a fast epoch's gathers. Touched
+  // by epoch() and retune().
   std::future<std::vector<std::int64_t>> orderAhead;
   std::int64_t orderAheadEpoch = -1;
   std::string collectives;                 // telemetry: the job's c10d backend (setTelemetryCollectives)

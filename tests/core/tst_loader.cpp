@@ -312,15 +312,15 @@ class TestLoader : public QObject {
     QVERIFY2(e.isEmpty(), qPrintable(e));
   }
 
-  // A large dataset's next order is drawn while an epoch runs: epoch after epoch, a skipped
-  // epoch, a retune between epochs and a loader without workers still serve exactly the sampler's
-  // order for the epoch asked.
+  // A large resident dataset's next order is drawn while an epoch runs on a device: epoch after
+  // epoch, a skipped epoch, a retune between epochs and a loader without workers still serve
+  // exactly the sampler's order for the epoch asked.
   void nextOrderDrawnAheadIsTheSamplersOrder() {
     const std::int64_t n = 40000;  // above the draw-ahead threshold
     for (const int workers : {0, 2}) {
-      const LoaderOptions o =
-          LoaderOptions::builder().batchSize(4096).numWorkers(workers).shuffle(true).seed(7).dropLast(false).build();
-      Loader loader(numbered(n), o);
+      const LoaderOptions o = LoaderOptions::builder().batchSize(4096).numWorkers(workers).shuffle(true).seed(7)
+                                  .dropLast(false).loadingMode(LoadingMode::Resident).build();
+      Loader loader(numbered(n), o, DeviceSpec::parse("sim:0"));
       auto orderOf = [&](std::int64_t e) {
         std::vector<std::int64_t> got;
         for (const Batch& b : loader.epoch(e)) {
