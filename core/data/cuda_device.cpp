@@ -382,7 +382,12 @@ class CudaDevice : public DeviceBackend {
           fd.dst = outs[f0 + k] + r0 * fd.rowBytes;
           fd.width = fd.rowBytes == 0 ? 1 : cuda_gather::elementWidth(fd.src, fd.dst, fd.rowBytes);
         }
+#if defined(STOKER_CUDA_GATHER_KERNEL)
         const int err = cuda_gather::launch(a, cuda_gather::blocksFor(a, 256, blocksCap_), stream);
+#else
+        (void)stream;  // not reached: without the kernel kernel_ is false (and launch() is not linked)
+        const int err = static_cast<int>(cudaErrorNotSupported);
+#endif
         if (err != 0) C10_CUDA_CHECK(static_cast<cudaError_t>(err));
       }
     }
