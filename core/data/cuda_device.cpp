@@ -189,7 +189,7 @@ class CudaDevice : public DeviceBackend {
   explicit CudaDevice(int index) : index_(static_cast<c10::DeviceIndex>(index)), kernel_(gatherKernelWanted()) {
     int sms = 0;
     if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, index) != cudaSuccess) (void)cudaGetLastError();
-    blocksCap_ = std::max(1, sms) * 8;  // 8 blocks of 256 threads fill an SM
+    blocksCap_ = std::max(1, sms) * 8;  // 8 blocks of kThreadsPerBlock (256) threads fill an SM
   }
   std::string name() const override { return "cuda:" + std::to_string(index_); }
   DeviceKind kind() const override { return DeviceKind::Cuda; }
@@ -380,10 +380,10 @@ class CudaDevice : public DeviceBackend {
           fd.rowBytes = t.size(0) > 0 ? static_cast<std::int64_t>(t.nbytes()) / t.size(0) : 0;
           fd.src = static_cast<const unsigned char*>(t.data_ptr());
           fd.dst = outs[f0 + k] + r0 * fd.rowBytes;
-          fd.width = fd.rowBytes == 0 ? 1 : cuda_gather::elementWidth(fd.src, fd.dst, fd.rowBytes);
+          fd.width = cuda_gather::elementWidth(fd.src, fd.dst, fd.rowBytes);  // empty rows: no elements
         }
 #if defined(STOKER_CUDA_GATHER_KERNEL)
-        const int err = cuda_gather::launch(a, cuda_gather::blocksFor(a, 256, blocksCap_), stream);
+        const int err = cuda_gather::launch(a, cuda_gather::blocksFor(a, cuda_gather::kThreadsPerBlock, blocksCap_), stream);
 #else
         (void)stream;  // not reached: without the kernel kernel_ is false (and launch() is not linked)
         const int err = static_cast<int>(cudaErrorNotSupported);

@@ -47,14 +47,14 @@ __device__ void gatherFields(const L& a) {
 // __grid_constant__: the parameters are read in place (the indices are indexed at run time; without
 // it each thread would copy the whole struct to local memory first).
 template <class L>
-__global__ void __launch_bounds__(256) gatherKernel(const __grid_constant__ L a) {
+__global__ void __launch_bounds__(kThreadsPerBlock) gatherKernel(const __grid_constant__ L a) {
   if (fits32(a)) gatherFields<std::uint32_t>(a);
   else gatherFields<std::uint64_t>(a);
 }
 
 template <class L>
 int launchOf(const L& a, int blocks, void* stream) {
-  gatherKernel<L><<<blocks, 256, 0, static_cast<cudaStream_t>(stream)>>>(a);
+  gatherKernel<L><<<blocks, kThreadsPerBlock, 0, static_cast<cudaStream_t>(stream)>>>(a);
   return static_cast<int>(cudaGetLastError());
 }
 

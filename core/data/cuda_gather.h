@@ -28,6 +28,7 @@ namespace stoker {
 namespace cuda_gather {
 
 constexpr int kMaxFields = 4;
+constexpr int kThreadsPerBlock = 256;
 // Indices per launch. The parameters are copied whole by every launch, so small batches take the
 // small launch (2 KiB of indices) and large ones the large (16 KiB; the limit is 32 KiB).
 constexpr int kSmallRows = 256;

@@ -344,6 +344,13 @@ bool drawsOrderAhead(const LoaderCore& c) {
          !c.dataset->hasOwnEpochOrder();
 }
 
+// Epoch e's order drawn on a thread of its own.
+std::future<std::vector<std::int64_t>> drawOrderLater(const LoaderCore& c, std::int64_t e) {
+  return std::async(std::launch::async, [dataset = c.dataset, options = c.options, e] {
+    return epochIndicesFor(*dataset, options, e);
+  });
+}
+
 // Epoch e's order: the one drawn ahead when it was for e (the same draw: the sampler depends only
 // on the options, the dataset's size and e), else drawn now.
 std::vector<std::int64_t> orderFor(LoaderCore& c, std::int64_t e) {
@@ -369,15 +376,11 @@ Epoch Loader::epoch(std::int64_t e, Lookahead lookahead) {
       started.state_->workerCount > 0) {
     EpochState& s = *started.state_;
     s.nextOrderEpoch = e + 1;
-    s.nextOrder = std::async(std::launch::async, [dataset = c.dataset, options = c.options, next = e + 1] {
-      return epochIndicesFor(*dataset, options, next);
-    });
+    s.nextOrder = drawOrderLater(c, e + 1);
   } else if (drawsOrderAhead(c)) {
     // Else the next epoch's order alone is drawn while this epoch runs, for the next epoch(e + 1).
     c.orderAheadEpoch = e + 1;
-    c.orderAhead = std::async(std::launch::async, [dataset = c.dataset, options = c.options, next = e + 1] {
-      return epochIndicesFor(*dataset, options, next);
-    });
+    c.orderAhead = drawOrderLater(c, e + 1);
   }
   return started;
 }
