@@ -147,7 +147,10 @@ fi
 if step checks; then
   log "CUDA checks and figures (ctest -L cuda, then the figures)"
   ctest --test-dir "$BUILD" -L cuda --output-on-failure >"$OUT/ctest.log" 2>&1 || true
-  "$BUILD/bin/stoker_cuda_check" --bench >"$OUT/cuda-check.jsonl" 2>"$OUT/cuda-check.err" || true
+  # The u8-over-PCIe check and the image pipeline's figures read the photo folder.
+  CHECK_PHOTOS=""
+  photos_ready && CHECK_PHOTOS="$PHOTOS"
+  STOKER_CHECK_PHOTOS="$CHECK_PHOTOS" "$BUILD/bin/stoker_cuda_check" --bench >"$OUT/cuda-check.jsonl" 2>"$OUT/cuda-check.err" || true
   cat "$OUT/cuda-check.jsonl" >&2
 
   # Two ranks sharing the one GPU talk through Gloo (NCCL refuses two ranks on one device).

@@ -25,6 +25,7 @@
 #include <mutex>
 #include <optional>
 
+#include "data/cuda_expand.h"
 #include "data/cuda_gather.h"
 #include "data/device.h"
 #include "util/byte_size.h"
@@ -284,6 +285,28 @@ class CudaDevice : public DeviceBackend {
       cuda_gather::Launch a;
       launchAll(a, fields, indices, count, outs, stream);
     }
+  }
+
+  // One launch of data/cuda_expand on this thread's stream, after the copy of the bytes it widens.
+  void expandBytes(const ByteExpansion& e, const std::uint8_t* in, std::int64_t samples, bool channelsLast,
+                   void* out) override {
+    if (samples <= 0 || e.plane <= 0) return;
+    c10::cuda::CUDAGuard guard(index_);
+    void* stream = threadStream().stream();
+    const cuda_expand::Launch a = cuda_expand::launchFor(e, in, samples, channelsLast, out);
+#if defined(STOKER_CUDA_GATHER_KERNEL)
+    const int err = cuda_expand::launch(a, cuda_expand::blocksFor(a, blocksCap_), stream);
+#else
+    (void)a;
+    (void)stream;  // not reached: expandsBytes() says no, and launch() is not linked
+    const int err = static_cast<int>(cudaErrorNotSupported);
+#endif
+    if (err != 0) C10_CUDA_CHECK(static_cast<cudaError_t>(err));
+  }
+
+  bool expandsBytes(std::string& why) const override {
+    why = kGatherKernelBuilt ? "" : "this build has no CUDA kernels (nvcc was not found)";
+    return kGatherKernelBuilt;
   }
 
   // Registered mapped (and read-only where the device allows): the kernel reads the rows over the

@@ -18,10 +18,12 @@
 #include <cstdint>
 #include <cstring>
 
+#if !defined(STOKER_HOST_DEVICE)
 #if defined(__CUDACC__)
 #define STOKER_HOST_DEVICE __host__ __device__
 #else
 #define STOKER_HOST_DEVICE
+#endif
 #endif
 
 namespace stoker {

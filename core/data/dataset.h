@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "data/loader_options.h"
+#include "image/byte_expansion.h"
 
 namespace stoker {
 
@@ -39,6 +40,9 @@ struct ReadContext {
   std::uint64_t seed = 0;   // generator_seed: transforms draw from (seed, epoch, sample)
   std::int64_t epoch = 0;
   StageSeconds* stages = nullptr;  // where the dataset adds its stage times; may be null
+  // Fields the dataset offers as bytes (byteExpansions) are written as bytes, for the device to
+  // widen (normalize_on: device), at ByteExpansion::bytesPerSample() a sample.
+  bool bytesForDevice = false;
 };
 
 class Dataset {
@@ -61,6 +65,10 @@ class Dataset {
   // Above 1, the loader's workers read a batch in one call rather than sample by sample, so a
   // batch waits on the network about once, not once per sample.
   virtual int parallelReads() const { return 1; }
+  // Per field, how the dataset can write it as bytes that the device widens into the field
+  // (image/byte_expansion): an image field's u8 planes and its ToTensor + Normalize tables. Empty,
+  // or nullopt for a field, where it cannot.
+  virtual std::vector<std::optional<ByteExpansion>> byteExpansions() const { return {}; }
   // Every field as one contiguous CPU tensor [N, ...] when the dataset is in
   // host memory already; empty when samples are produced on demand.
   virtual std::vector<at::Tensor> hostFields() const { return {}; }

@@ -117,6 +117,11 @@ void DeviceBackend::gatherBatch(const std::vector<at::Tensor>& fields, const std
   for (std::size_t f = 0; f < fields.size(); ++f) gatherRows(fields[f], indices, count, outs[f]);
 }
 
+void DeviceBackend::expandBytes(const ByteExpansion& e, const std::uint8_t* in, std::int64_t samples, bool channelsLast,
+                                void* out) {
+  expandBytesOnHost(e, in, samples, channelsLast, out);  // cpu and sim: device memory is host memory
+}
+
 std::shared_ptr<void> DeviceBackend::mapHostFields(const std::vector<at::Tensor>& /*host*/, std::string& why) {
   why.clear();  // host memory is where this device's batches are made already
   return nullptr;

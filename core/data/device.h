@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "data/device_fence.h"
+#include "image/byte_expansion.h"
 
 namespace stoker {
 
@@ -91,6 +92,15 @@ class DeviceBackend {
   // the same tensors). Returns what keeps the mapping (dropping it undoes it, after the device's
   // queued work), or null with `why` where this device cannot (cpu and sim: nothing to map).
   virtual std::shared_ptr<void> mapHostFields(const std::vector<at::Tensor>& host, std::string& why);
+  // Widens `samples` samples of bytes at `in` (device memory) into `out` (there too) through the
+  // expansion's tables, NCHW or channels-last (normalize_on: device). Queued like copyToDevice
+  // (CUDA: one kernel, data/cuda_expand); the default runs on the host (cpu, sim).
+  virtual void expandBytes(const ByteExpansion& e, const std::uint8_t* in, std::int64_t samples, bool channelsLast, void* out);
+  // Whether expandBytes can run here; false with `why` where it cannot (a CUDA build without nvcc).
+  virtual bool expandsBytes(std::string& why) const {
+    why.clear();
+    return true;
+  }
   // A fence after the copies and gathers this thread has queued so far; null
   // where they were done on return (cpu, sim).
   virtual std::shared_ptr<DeviceFence> fenceQueuedWork() { return nullptr; }

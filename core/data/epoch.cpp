@@ -42,20 +42,39 @@ void flipSamples(at::Tensor& t, const std::int64_t* indices, std::int64_t count,
   }
 }
 
+// Whether 4-d fields go channels-last (finishOnDevice), read when a batch is made and handed over.
+bool channelsLast(const LoaderCore& c) {
+  const MemoryFormat fmt = c.options.memory_format;
+  return fmt == MemoryFormat::Nhwc || (fmt == MemoryFormat::Auto && c.device->kind() == DeviceKind::Cuda);
+}
+
+const ByteExpansion* expansionOf(const LoaderCore& c, std::size_t f) {
+  return f < c.expansions.size() && c.expansions[f] ? &*c.expansions[f] : nullptr;
+}
+
 at::Tensor viewField(LoaderCore& c, std::size_t f, std::uint8_t* data, std::int64_t count,
                      const std::shared_ptr<BufferLease>& lease, bool keepLease) {
   std::vector<std::int64_t> shape{count};
   shape.insert(shape.end(), c.fields[f].sampleShape.begin(), c.fields[f].sampleShape.end());
   auto options = at::TensorOptions().dtype(c.fields[f].dtype).device(c.device->torchDevice());
-  if (keepLease) return at::from_blob(data, shape, [lease](void*) {}, options);
-  return at::from_blob(data, shape, [](void*) {}, options);  // reuse mode: the epoch holds the lease
+  // A field widened on the device was written channels-last already when the batch goes so.
+  std::vector<std::int64_t> strides(shape.size(), 1);
+  for (std::size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * std::max<std::int64_t>(shape[d], 1);
+  if (expansionOf(c, f) && shape.size() == 4 && channelsLast(c)) strides = c10::get_channels_last_strides_2d(shape);
+  if (keepLease) return at::from_blob(data, shape, strides, [lease](void*) {}, options);
+  return at::from_blob(data, shape, strides, [](void*) {}, options);  // reuse mode: the epoch holds the lease
 }
 
+// The staged fields to the device (each as the dataset wrote it), then the expanded ones widened
+// there from their bytes: both queued on the device in that order.
 void copyBlock(LoaderCore& c, std::uint8_t* dst, const std::uint8_t* src, std::int64_t count) {
   for (std::size_t f = 0; f < c.fields.size(); ++f) {
-    const std::int64_t off = c.fieldOffsets[f];
-    c.device->copyToDevice(dst + off, src + off, count * c.fields[f].sampleBytes, c.options.pin_memory);
+    const std::int64_t to = expansionOf(c, f) ? c.bytesOffsets[f] : c.fieldOffsets[f];
+    c.device->copyToDevice(dst + to, src + c.readOffsets[f], count * c.readBytes[f], c.options.pin_memory);
   }
+  for (std::size_t f = 0; f < c.fields.size(); ++f)
+    if (const ByteExpansion* e = expansionOf(c, f))
+      c.device->expandBytes(*e, dst + c.bytesOffsets[f], count, channelsLast(c), dst + c.fieldOffsets[f]);
 }
 
 std::string describeStall(EpochState& s, std::int64_t b) {
@@ -259,7 +278,7 @@ Produced produceBatch(EpochState& s, std::int64_t b, WorkerStatus& status, Clock
     const bool skipBad = c.options.skip_bad_samples && step == 1;
     std::vector<std::uint8_t*> dst(c.fields.size());
     StageSeconds stages;
-    const ReadContext context{c.options.generator_seed, epoch, &stages};
+    const ReadContext context{c.options.generator_seed, epoch, &stages, !c.expansions.empty()};
     std::int64_t kept = 0;  // samples in the block so far (skip_bad_samples leaves bad ones out)
     std::int64_t* keptIndices = batch.indices.data_ptr<std::int64_t>();
     const auto readStart = Clock::now();
@@ -267,7 +286,7 @@ Produced produceBatch(EpochState& s, std::int64_t b, WorkerStatus& status, Clock
       if (step == 1 && stopRequested(s)) throw EpochStopped{};
       status.sample.store(idx[i]);
       for (std::size_t f = 0; f < c.fields.size(); ++f)
-        dst[f] = staging->data() + c.fieldOffsets[f] + kept * c.fields[f].sampleBytes;
+        dst[f] = staging->data() + c.readOffsets[f] + kept * c.readBytes[f];
       const std::int64_t n = std::min(step, count - i);
       try {
         c.dataset->readSamples(idx + i, n, dst.data(), context);
@@ -292,6 +311,14 @@ Produced produceBatch(EpochState& s, std::int64_t b, WorkerStatus& status, Clock
       count = kept;
     }
     status.sample.store(-1);
+    if (c.device->isHost() && !c.expansions.empty()) {  // normalize_on device, and the device is the host
+      status.stage.store(static_cast<int>(Stage::Transforming));
+      const auto widenStart = Clock::now();
+      for (std::size_t f = 0; f < c.fields.size(); ++f)
+        if (const ByteExpansion* e = expansionOf(c, f))
+          c.device->expandBytes(*e, out->data() + c.bytesOffsets[f], count, channelsLast(c), out->data() + c.fieldOffsets[f]);
+      p.stages[2] += seconds(Clock::now() - widenStart);
+    }
     if (!c.device->isHost()) {
       if (c.options.non_blocking) {
         status.stage.store(static_cast<int>(Stage::Copying));
@@ -323,8 +350,7 @@ Produced produceBatch(EpochState& s, std::int64_t b, WorkerStatus& status, Clock
 // Applied on the consumer's side once the batch is on the device: channels-
 // last layout and transforms produce new tensors, so they follow the copy.
 void finishOnDevice(LoaderCore& c, Batch& batch, std::int64_t epoch) {
-  const MemoryFormat fmt = c.options.memory_format;
-  const bool nhwc = fmt == MemoryFormat::Nhwc || (fmt == MemoryFormat::Auto && c.device->kind() == DeviceKind::Cuda);
+  const bool nhwc = channelsLast(c);
   for (auto& t : batch.tensors) {
     if (t.dim() != 4) continue;
     // enable_transforms flips tensor datasets' samples; an image dataset's `transforms` say what

@@ -180,13 +180,68 @@ int chooseDepth(LoaderCore& c) {
   return depth;
 }
 
+// normalize_on: whether the dataset's image fields cross as bytes and are widened on the device.
+void chooseByteExpansion(LoaderCore& c) {
+  const NormalizeOn where = c.options.normalize_on;
+  if (where == NormalizeOn::Host || (where == NormalizeOn::Auto && c.device->isHost())) return;
+  std::vector<std::optional<ByteExpansion>> offered = c.dataset->byteExpansions();
+  if (std::none_of(offered.begin(), offered.end(), [](const auto& e) { return e.has_value(); })) {
+    if (where == NormalizeOn::Device && !c.options.transforms.empty())
+      c.note("normalize_on device: nothing to widen (the transforms' output is already u8)");
+    return;
+  }
+  if (c.datasetInMemory || c.options.loading_mode == LoadingMode::Resident) {
+    if (where == NormalizeOn::Device) c.note("normalize_on device: a resident dataset is normalised once, on the host");
+    return;
+  }
+  std::string why;
+  if (!c.device->expandsBytes(why)) {
+    if (where == NormalizeOn::Device) throwBadInput("normalize_on device", why);
+    c.note("normalize_on auto: on the host (" + why + ")");
+    return;
+  }
+  offered.resize(c.fields.size());
+  std::int64_t bytes = 0, values = 0;
+  for (std::size_t f = 0; f < c.fields.size(); ++f)
+    if (offered[f]) {
+      bytes += offered[f]->bytesPerSample();
+      values += c.fields[f].sampleBytes;
+    }
+  c.expansions = std::move(offered);
+  c.note("normalize_on " + std::string(where == NormalizeOn::Device ? "device" : "auto") + ": images cross to " +
+         c.device->name() + " as u8, " + formatMiB(bytes * c.options.batch_size) + " a batch instead of " +
+         formatMiB(values * c.options.batch_size) + ", and are widened there");
+}
+
 void layOutBlock(LoaderCore& c) {
+  const auto aligned = [&c](std::int64_t perSample) { return (c.options.batch_size * perSample + kAlign - 1) / kAlign * kAlign; };
+  const auto expanded = [&c](std::size_t f) -> const ByteExpansion* {
+    return f < c.expansions.size() && c.expansions[f] ? &*c.expansions[f] : nullptr;
+  };
   std::int64_t offset = 0;
   for (const auto& f : c.fields) {
     c.fieldOffsets.push_back(offset);
-    offset += (c.options.batch_size * f.sampleBytes + kAlign - 1) / kAlign * kAlign;
+    offset += aligned(f.sampleBytes);
   }
+  c.bytesOffsets.assign(c.fields.size(), -1);
+  for (std::size_t f = 0; f < c.fields.size(); ++f)
+    if (const ByteExpansion* e = expanded(f)) {
+      c.bytesOffsets[f] = offset;
+      offset += aligned(e->bytesPerSample());
+    }
   c.blockBytes = std::max<std::int64_t>(offset, kAlign);
+  std::int64_t staged = 0;
+  for (std::size_t f = 0; f < c.fields.size(); ++f) {
+    const ByteExpansion* e = expanded(f);
+    c.readBytes.push_back(e ? e->bytesPerSample() : c.fields[f].sampleBytes);
+    if (c.device->isHost()) {
+      c.readOffsets.push_back(e ? c.bytesOffsets[f] : c.fieldOffsets[f]);
+    } else {
+      c.readOffsets.push_back(staged);
+      staged += aligned(c.readBytes.back());
+    }
+  }
+  c.stagingBytes = std::max<std::int64_t>(staged, kAlign);
 }
 
 }  // namespace
@@ -253,6 +308,7 @@ Loader::Loader(std::shared_ptr<Dataset> dataset, LoaderOptions options, std::sha
   c.pid = getpid();
   checkSamplerFits(c.options, c.dataset->size());  // at construction, not at the first epoch
   hugePagesWanted();  // a bad STOKER_HUGE_PAGES is refused here, not at the first block
+  chooseByteExpansion(c);
   layOutBlock(c);
   const int keep = c.options.collate_buffer_size > 0 ? c.options.collate_buffer_size
                                                       : c.options.num_workers + c.options.prefetch + 1;
@@ -262,7 +318,7 @@ Loader::Loader(std::shared_ptr<Dataset> dataset, LoaderOptions options, std::sha
   if (c.mode == LoadingMode::Streaming && !c.device->isHost() && !c.hostMapping) {
     const bool pinned = c.options.pin_memory;
     c.stagingPool = BufferPool::create([dev, pinned](std::int64_t n) { return dev->allocateHostBytes(n, pinned); },
-                                       c.blockBytes, keep);
+                                       c.stagingBytes, keep);
   }
   if (c.options.num_workers > 0)
     c.workers = std::make_unique<WorkerPool>(c.options.num_workers, c.options.persistent_workers);
@@ -302,7 +358,7 @@ void Loader::retune(const LoaderOptions& next) {
   if (c.stagingPool && (keepChanged || next.pin_memory != old.pin_memory)) {
     const bool pinned = next.pin_memory;
     c.stagingPool = BufferPool::create([dev, pinned](std::int64_t n) { return dev->allocateHostBytes(n, pinned); },
-                                       c.blockBytes, keepOf(next));
+                                       c.stagingBytes, keepOf(next));
   }
   const std::string change = describeChange(old, next);
   if (!change.empty()) c.note("retuned: " + change);

@@ -323,6 +323,9 @@ std::string exportCppSnippet(const LoaderOptions& o, const std::string& device, 
   if (o.generator_seed != d.generator_seed) line("generatorSeed(" + std::to_string(o.generator_seed) + "u)");
   if (o.enable_transforms != d.enable_transforms) line("enableTransforms(" + b(o.enable_transforms) + ")");
   if (!o.transforms.empty()) line("transforms(" + pyString(o.transforms) + ")");  // JSON escaping is valid C++ here
+  static const char* normalizeOn[] = {"Auto", "Host", "Device"};
+  if (o.normalize_on != d.normalize_on)
+    line(std::string("normalizeOn(stoker::NormalizeOn::") + normalizeOn[static_cast<int>(o.normalize_on)] + ")");
   if (o.skip_bad_samples != d.skip_bad_samples) line("skipBadSamples(" + b(o.skip_bad_samples) + ")");
   if (o.collate_buffer_size != d.collate_buffer_size) line("collateBufferSize(" + std::to_string(o.collate_buffer_size) + ")");
   if (o.vram_max_usage != d.vram_max_usage) line("vramMaxUsage(" + num(o.vram_max_usage) + ")");

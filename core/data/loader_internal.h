@@ -27,7 +27,15 @@ struct LoaderCore {
   bool datasetInMemory = false;            // hostFields() is not empty
   int parallelReads = 1;                   // dataset->parallelReads()
   std::vector<std::int64_t> fieldOffsets;  // of each field in a batch block
-  std::int64_t blockBytes = 0;             // one full batch, all fields
+  std::int64_t blockBytes = 0;             // one full batch, all fields (and the bytes of expanded ones)
+  // normalize_on device: per field, the bytes the dataset writes instead and the tables that widen
+  // them on the device (image/byte_expansion); empty where every field is read as it is.
+  std::vector<std::optional<ByteExpansion>> expansions;
+  std::vector<std::int64_t> bytesOffsets;  // an expanded field's bytes in the batch's block, after the fields
+  // Where a streaming read writes each field (in the batch's block on host devices, else in a
+  // staging block) and how many bytes a sample: the field's own, or its bytes when expanded.
+  std::vector<std::int64_t> readOffsets, readBytes;
+  std::int64_t stagingBytes = 0;  // one staging block
   LoadingMode mode = LoadingMode::Streaming;
   std::vector<at::Tensor> resident;        // resident mode: the fields on the device
   std::int64_t residentDeviceBytes = 0;    // what resident fields cost the device (0 when zero-copy)

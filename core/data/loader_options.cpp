@@ -28,6 +28,8 @@ const std::vector<std::pair<SamplerType, const char*>> kSamplers = {
 const std::vector<std::pair<ReaderMode, const char*>> kReaders = {{ReaderMode::Mmap, "mmap"}, {ReaderMode::Read, "read"}};
 const std::vector<std::pair<MemoryFormat, const char*>> kFormats = {
     {MemoryFormat::Auto, "auto"}, {MemoryFormat::Nchw, "nchw"}, {MemoryFormat::Nhwc, "nhwc"}};
+const std::vector<std::pair<NormalizeOn, const char*>> kNormalizeOn = {
+    {NormalizeOn::Auto, "auto"}, {NormalizeOn::Host, "host"}, {NormalizeOn::Device, "device"}};
 
 template <typename E>
 std::string enumName(const std::vector<std::pair<E, const char*>>& table, E v) {
@@ -119,6 +121,7 @@ const std::vector<FieldCodec>& codecs() {
       plain("generator_seed", &LoaderOptions::generator_seed),
       plain("enable_transforms", &LoaderOptions::enable_transforms),
       plain("transforms", &LoaderOptions::transforms),
+      enumerated("normalize_on", &LoaderOptions::normalize_on, kNormalizeOn),
       plain("skip_bad_samples", &LoaderOptions::skip_bad_samples),
       plain("collate_buffer_size", &LoaderOptions::collate_buffer_size),
       plain("vram_max_usage", &LoaderOptions::vram_max_usage),
@@ -282,6 +285,7 @@ std::vector<std::string> knobChoices(const std::string& knob) {
   if (knob == "sampler_type") return enumNames(kSamplers);
   if (knob == "reader_mode") return enumNames(kReaders);
   if (knob == "memory_format") return enumNames(kFormats);
+  if (knob == "normalize_on") return enumNames(kNormalizeOn);
   return {};
 }
 
@@ -338,6 +342,8 @@ std::vector<InactiveKnob> inactiveKnobs(const LoaderOptions& o, bool hostDevice,
   if (o.sampler_type == SamplerType::Sequential || o.sampler_type == SamplerType::Weighted ||
       o.sampler_type == SamplerType::RandomWithReplacement)
     add("shuffle", "the " + samplerTypeName(o.sampler_type) + " sampler decides the order itself");
+  if (o.transforms.empty())
+    add("normalize_on", "used only by image datasets with transforms (their ToTensor + Normalize)");
   if (!o.transforms.empty())
     add("enable_transforms", "transforms decide what runs (add RandomHorizontalFlip(0.5) there for a flip)");
   if (o.reader_mode != ReaderMode::Read && !remoteDataset) {
@@ -379,6 +385,7 @@ const std::vector<KnobInfo>& knobTable() {
       {"generator_seed", false, "seed of per-sample transform randomness", "Transforms", "DataLoader(generator=) seeding the transforms"},
       {"enable_transforms", false, "a random horizontal flip of each sample's 4-d float fields (tensor datasets such as Fashion-MNIST; with transforms set, they decide)", "Transforms", "a collate_fn flipping each sample with p = 0.5 (in the export)"},
       {"transforms", false, "image datasets: torchvision-named pipeline, e.g. RandomResizedCrop(224),RandomHorizontalFlip(),Normalize(imagenet)", "Transforms", "torchvision.transforms.Compose([...]) (the same names and arguments)"},
+      {"normalize_on", false, "image datasets: where ToTensor + Normalize run; device = images cross as u8 (a quarter of float32's bytes) and are widened there, bit-equal to the host's values; auto = device unless on cpu", "Transforms", "none (DALI/FFCV-style normalisation on the GPU after .to(device))"},
       {"skip_bad_samples", false, "skip and count undecodable samples (a batch comes out shorter) instead of stopping", "Transforms", "none (a try/except in Dataset.__getitem__ plus a collate_fn that drops None)"},
       {"collate_buffer_size", false, "staging buffers kept pooled; 0 = workers + prefetch", "Workers", "none (Stoker's staging-buffer pool)"},
       {"vram_max_usage", false, "share of device memory the loader may use (mode choice, depth)", "Memory", "none (flodl's vram_max_usage)"},

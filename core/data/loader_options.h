@@ -16,6 +16,7 @@ enum class LoadingMode { Auto, Resident, Streaming };
 enum class SamplerType { Sequential, Random, RandomWithReplacement, Distributed, Weighted };
 enum class ReaderMode { Mmap, Read };
 enum class MemoryFormat { Auto, Nchw, Nhwc };
+enum class NormalizeOn { Auto, Host, Device };
 
 std::string loadingModeName(LoadingMode m);
 std::string samplerTypeName(SamplerType s);
@@ -49,6 +50,10 @@ struct LoaderOptions {
   std::uint64_t generator_seed = 0;    // per-sample randomness of transforms
   bool enable_transforms = false;      // random horizontal flip of 4-d float fields
   std::string transforms;              // image datasets: torchvision-named pipeline (image/image_transforms.h)
+  // Where an image pipeline's ToDtype + Normalize run: device = images cross as u8 and are widened
+  // there (image/byte_expansion); host = the workers write the final values; auto = device when
+  // batches go to a device (not cpu).
+  NormalizeOn normalize_on = NormalizeOn::Auto;
   bool skip_bad_samples = false;       // an undecodable sample is skipped and counted instead of stopping
   int collate_buffer_size = 0;         // staging buffers kept in the pool; 0 = workers + prefetch
   double vram_max_usage = 0.9;         // share of device memory the loader may fill (0.50-0.99)
@@ -90,6 +95,7 @@ class LoaderOptions::Builder {
   Builder& generatorSeed(std::uint64_t v) { o_.generator_seed = v; return *this; }
   Builder& enableTransforms(bool v) { o_.enable_transforms = v; return *this; }
   Builder& transforms(std::string v) { o_.transforms = std::move(v); return *this; }
+  Builder& normalizeOn(NormalizeOn v) { o_.normalize_on = v; return *this; }
   Builder& skipBadSamples(bool v) { o_.skip_bad_samples = v; return *this; }
   Builder& collateBufferSize(int v) { o_.collate_buffer_size = v; return *this; }
   Builder& vramMaxUsage(double v) { o_.vram_max_usage = v; return *this; }

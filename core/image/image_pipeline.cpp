@@ -66,6 +66,20 @@ ImagePipeline::ImagePipeline(ImageTransforms transforms) : t_(std::move(transfor
   }
 }
 
+ByteExpansion ImagePipeline::byteExpansion() const {
+  ByteExpansion e;
+  e.plane = static_cast<std::int64_t>(t_.outHeight) * t_.outWidth;
+  e.valueBytes = t_.dtype == ImageDtype::F32 ? 4 : 2;
+  e.table.resize(static_cast<std::size_t>(kExpandChannels) * 256 * static_cast<std::size_t>(e.valueBytes));
+  for (std::size_t c = 0; c < 3; ++c)
+    for (std::size_t v = 0; v < 256; ++v) {
+      std::uint8_t* at = e.table.data() + (c * 256 + v) * static_cast<std::size_t>(e.valueBytes);
+      if (t_.dtype == ImageDtype::F32) std::memcpy(at, &toFloat_[c].table()[v], 4);
+      else std::memcpy(at, &lut16_[c][v], 2);
+    }
+  return e;
+}
+
 ImagePlan ImagePipeline::plan(int width, int height, const SampleSeed& seed) const {
   ImagePlan p;
   SampleRandom random(seed);
@@ -127,7 +141,7 @@ ImagePlan ImagePipeline::plan(int width, int height, const SampleSeed& seed) con
 }
 
 ImagePlan ImagePipeline::run(const std::uint8_t* data, std::size_t size, const std::string& name, const SampleSeed& seed,
-                        std::uint8_t* dst, ImageStageSeconds* seconds, JpegIndexSlot index) const {
+                        std::uint8_t* dst, ImageStageSeconds* seconds, JpegIndexSlot index, bool planarBytes) const {
   Scratch& s = scratch();
   const double t0 = seconds ? monotonicSeconds() : 0;  // the clock only when timing is asked for
   const ImageSize image = s.decoder.open(data, size, name);
@@ -181,7 +195,9 @@ ImagePlan ImagePipeline::run(const std::uint8_t* data, std::size_t size, const s
   // image was resized as one plane: it is R, G and B.
   const std::uint8_t* win = s.window.data();
   const std::size_t planeOf[3] = {0, region.channels == 1 ? 0 : plane, region.channels == 1 ? 0 : 2 * plane};
-  if (t_.dtype == ImageDtype::U8) {
+  if (planarBytes) {  // the planes as they are, for the device to widen (image/byte_expansion)
+    for (std::size_t c = 0; c < 3; ++c) std::memcpy(dst + c * plane, win + planeOf[c], plane);
+  } else if (t_.dtype == ImageDtype::U8) {
     for (std::size_t i = 0; i < plane; ++i)
       for (std::size_t c = 0; c < 3; ++c) dst[i * 3 + c] = win[planeOf[c] + i];
   } else if (t_.dtype == ImageDtype::F32) {

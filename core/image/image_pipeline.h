@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "image/byte_expansion.h"
 #include "image/image_decoder.h"
 #include "image/image_transforms.h"
 #include "image/to_tensor.h"
@@ -51,11 +52,16 @@ class ImagePipeline {
 
   // The plan for an image of `width` x `height` (scaleDenom left at 1: the decoder decides it).
   ImagePlan plan(int width, int height, const SampleSeed& seed) const;
-  // Decodes `data` (named `name` in errors) and writes transforms().sampleBytes() to `dst`.
-  // Returns the plan it followed, with the DCT scale it decoded at. `index`: where the image's JPEG
-  // scan index is kept between epochs (image/jpeg_scan_index), if anywhere.
+  // Decodes `data` (named `name` in errors) and writes transforms().sampleBytes() to `dst`, or with
+  // `planarBytes` the image before ToDtype / Normalize as three u8 planes (CHW,
+  // byteExpansion().bytesPerSample()) for the device to widen. Returns the plan it followed, with
+  // the DCT scale it decoded at. `index`: where the image's JPEG scan index is kept between epochs
+  // (image/jpeg_scan_index), if anywhere.
   ImagePlan run(const std::uint8_t* data, std::size_t size, const std::string& name, const SampleSeed& seed, std::uint8_t* dst,
-           ImageStageSeconds* seconds = nullptr, JpegIndexSlot index = {}) const;
+           ImageStageSeconds* seconds = nullptr, JpegIndexSlot index = {}, bool planarBytes = false) const;
+  // The tables that widen planarBytes output into what run() writes otherwise (float dtypes only:
+  // a u8 output has nothing to widen).
+  ByteExpansion byteExpansion() const;
 
  private:
   ImageTransforms t_;

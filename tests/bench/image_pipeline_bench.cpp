@@ -8,7 +8,10 @@
 // drifts by several per cent from run to run; the best of many short passes here tells a change
 // of a few per cent in one stage from that drift.
 //
-//   stoker_image_pipeline_bench DIR [--transforms T] [--limit N] [--passes P] [--no-index] [--huge-pages]
+// --bytes writes what a worker writes with normalize_on device: the u8 planes the device widens,
+// not the float32 values (the CPU's share of the u8-over-PCIe path).
+//
+//   stoker_image_pipeline_bench DIR [--transforms T] [--limit N] [--passes P] [--no-index] [--huge-pages] [--bytes]
 #include <algorithm>
 #include <chrono>
 #include <exception>
@@ -30,13 +33,14 @@ namespace {
 
 int run(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s DIR [--transforms T] [--limit N] [--passes P] [--no-index] [--huge-pages]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s DIR [--transforms T] [--limit N] [--passes P] [--no-index] [--huge-pages] [--bytes]\n",
+                 argv[0]);
     return 2;
   }
   std::string transforms = "RandomResizedCrop(224),RandomHorizontalFlip(),Normalize(imagenet)";
   std::size_t limit = 1000;
   int passes = 10;
-  bool index = true, hugePages = false;
+  bool index = true, hugePages = false, bytes = false;
   for (int i = 2; i < argc; ++i) {
     const bool more = i + 1 < argc;
     if (std::strcmp(argv[i], "--transforms") == 0 && more) transforms = argv[++i];
@@ -44,6 +48,7 @@ int run(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--passes") == 0 && more) passes = std::stoi(argv[++i]);
     else if (std::strcmp(argv[i], "--no-index") == 0) index = false;
     else if (std::strcmp(argv[i], "--huge-pages") == 0) hugePages = true;
+    else if (std::strcmp(argv[i], "--bytes") == 0) bytes = true;
     else {
       std::fprintf(stderr, "unknown argument %s\n", argv[i]);
       return 2;
@@ -68,7 +73,8 @@ int run(int argc, char** argv) {
   }
 
   stoker::ImagePipeline pipeline(stoker::parseImageTransforms(transforms));
-  const auto sampleBytes = static_cast<std::size_t>(pipeline.transforms().sampleBytes());
+  const auto sampleBytes = static_cast<std::size_t>(bytes ? pipeline.byteExpansion().bytesPerSample()
+                                                         : pipeline.transforms().sampleBytes());
   constexpr std::size_t kBatch = 64;
   constexpr std::size_t kHuge = std::size_t{2} << 20;
   const std::size_t batchBytes = (sampleBytes * kBatch + kHuge - 1) / kHuge * kHuge;
@@ -83,14 +89,14 @@ int run(int argc, char** argv) {
     for (std::size_t i = 0; i < files.size(); ++i) {
       const stoker::SampleSeed seed{0, pass + 1, static_cast<std::int64_t>(i)};  // a new crop every pass
       pipeline.run(files[i].data(), files[i].size(), kept[i], seed, slot0 + (i % kBatch) * sampleBytes, &stages,
-                   index ? stoker::JpegIndexSlot{&cache, static_cast<std::int64_t>(i)} : stoker::JpegIndexSlot{});
+                   index ? stoker::JpegIndexSlot{&cache, static_cast<std::int64_t>(i)} : stoker::JpegIndexSlot{}, bytes);
     }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (pass >= 0 && s < best) best = s, bestDecode = stages.decode, bestTransform = stages.transform;
   }
   const double n = static_cast<double>(files.size());
-  std::printf("{\"images\": %zu, \"index\": %s, \"us_per_image\": %.1f, \"decode_us\": %.1f, \"transform_us\": %.1f}\n",
-              files.size(), index ? "true" : "false", best / n * 1e6, bestDecode / n * 1e6, bestTransform / n * 1e6);
+  std::printf("{\"images\": %zu, \"index\": %s, \"bytes\": %s, \"us_per_image\": %.1f, \"decode_us\": %.1f, \"transform_us\": %.1f}\n",
+              files.size(), index ? "true" : "false", bytes ? "true" : "false", best / n * 1e6, bestDecode / n * 1e6, bestTransform / n * 1e6);
   std::free(slot0);
   return 0;
 }

@@ -24,7 +24,7 @@
            R"("generator_seed": 7, "enable_transforms": true, "collate_buffer_size": 5, )"                  \
            R"("vram_max_usage": 0.55, "reuse_buffers": true, "telemetry_interval_ms": 100, "worker_id": 3, )" \
            R"("auto_tune": false, "multiprocessing_context": "spawn", )"                                    \
-           R"("transforms": "Resize((8, 8)), ToDtype(u8) ", "skip_bad_samples": true})")                                     \
+           R"("transforms": "Resize((8, 8)), ToDtype(u8) ", "normalize_on": "device", "skip_bad_samples": true})")           \
   X(distributed, R"({"batch_size": 4, "sampler_type": "distributed", "shard_rank": 1, )"                    \
                  R"("shard_world_size": 3, "shuffle": false})")                                              \
   X(weighted, R"({"batch_size": 5, "sampler_type": "weighted", "num_samples": 33, "num_workers": 0})")

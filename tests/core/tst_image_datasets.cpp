@@ -18,7 +18,9 @@
 
 #include "data/dataset.h"
 #include "data/datasets/image_folder_dataset.h"
+#include "data/cuda_expand.h"
 #include "data/datasets/web_dataset.h"
+#include "data/device.h"
 #include "data/loader.h"
 #include "image/image_pipeline.h"
 #include "image/resample.h"
@@ -88,6 +90,23 @@ class TestImageDatasets : public QObject {
   QTemporaryDir tmp_;
   QString photos_;  // a small folder of real photos (make_photo_folder.py)
   QString jpeg_;    // one of its JPEGs
+
+  // The photos as they are ("photos"), or every one converted by PIL (once): to RGB PNGs ("png"),
+  // or to gray (mode L) JPEGs at quality 90 ("gray"). Empty when the conversion failed.
+  QString photosAs(const QString& files) {
+    if (files == "photos") return photos_;
+    const QString root = tmp_.filePath("photos-" + files);
+    if (QDir(root).exists()) return root;
+    const bool png = files == "png";
+    const QString save = png ? "convert('RGB').save(o)" : "convert('L').save(o, quality=90)";
+    const auto r = runPythonArgs({"-c", "import sys, os, glob; from PIL import Image; "
+                                  "[(os.makedirs(os.path.dirname(o), exist_ok=True), Image.open(f)." + save + ") "
+                                  "for f in sorted(glob.glob(sys.argv[1] + '/*/*.*')) if not f.endswith('.txt') "
+                                  "for o in [sys.argv[2] + f[len(sys.argv[1]):].rsplit('.', 1)[0] + sys.argv[3]]]",
+                                  photos_, root, png ? ".png" : ".jpg"});
+    if (r.exitCode != 0) qWarning("%s", r.err.constData());
+    return r.exitCode == 0 ? root : QString();
+  }
 
  private Q_SLOTS:
   void initTestCase() {
@@ -244,19 +263,8 @@ class TestImageDatasets : public QObject {
     if (!pythonTorchAvailable()) QSKIP("Debian's python3-torch is not installed");
     QFETCH(QString, files);
     QFETCH(QString, transforms);
-    const bool png = files == "png";
-    QString root = photos_;
-    if (files != "photos") {
-      // Every photo converted by PIL: to RGB PNGs, or to gray (mode L) JPEGs at quality 90.
-      root = tmp_.filePath("photos-" + files);
-      const QString save = png ? "convert('RGB').save(o)" : "convert('L').save(o, quality=90)";
-      const auto r = runPythonArgs({"-c", "import sys, os, glob; from PIL import Image; "
-                                    "[(os.makedirs(os.path.dirname(o), exist_ok=True), Image.open(f)." + save + ") "
-                                    "for f in sorted(glob.glob(sys.argv[1] + '/*/*.*')) if not f.endswith('.txt') "
-                                    "for o in [sys.argv[2] + f[len(sys.argv[1]):].rsplit('.', 1)[0] + sys.argv[3]]]",
-                                    photos_, root, png ? ".png" : ".jpg"});
-      QVERIFY2(r.exitCode == 0, r.err.constData());
-    }
+    const QString root = photosAs(files);
+    QVERIFY(!root.isEmpty());
     const std::uint64_t seed = 11;
     auto ds = openDataset("imagefolder:" + root.toStdString(), withTransforms(transforms.toStdString()));
     const auto* folder = dynamic_cast<const ImageFolderDataset*>(ds.get());
@@ -278,7 +286,7 @@ class TestImageDatasets : public QObject {
       if (files == "gray") QCOMPARE(decoder.decode({0, 0, 8, 8}, 1, {}, /*keepGray=*/true).channels, 1);
     }
     QVERIFY(flipped > 0 && flipped < ds->size());
-    if (png) QVERIFY(farReduced > 0);
+    if (files == "png") QVERIFY(farReduced > 0);
     const QString cropsFile = tmp_.filePath("crops.json"), ref = tmp_.filePath("ref-train");
     QVERIFY(writeFile(cropsFile, QJsonDocument(crops).toJson()));
     const auto r = runPythonArgs({kScripts + "torchvision_reference.py", root, ref, "--transforms", transforms, "--crops", cropsFile});
@@ -354,6 +362,123 @@ class TestImageDatasets : public QObject {
     const ImagePlan fb = narrow.plan(1000, 10, SampleSeed{0, 0, 0});
     QCOMPARE(fb.box[2] - fb.box[0], 10.0);
     QCOMPARE(fb.box[0], 495.0);
+  }
+
+  // normalize_on device: the workers write u8 planes, the device widens them through the
+  // ToTensor + Normalize tables. The batches are the host path's bit for bit (every dtype, with
+  // and without Normalize, CenterCrop's zero padding, gray JPEGs, NCHW and channels-last, workers
+  // or none, a blocking copy), and a simulated device is sent a quarter of the image bytes.
+  void normalizeOnDeviceIsBitEqualToTheHost_data() {
+    QTest::addColumn<QString>("transforms");
+    QTest::addColumn<QString>("device");
+    QTest::addColumn<int>("workers");
+    QTest::addColumn<QString>("format");
+    QTest::addColumn<bool>("blocking");
+    const QString train = "RandomResizedCrop(40),RandomHorizontalFlip(),Normalize(imagenet)";
+    QTest::newRow("train cpu") << train << "cpu" << 2 << "nchw" << false;
+    QTest::newRow("train cpu nhwc") << train << "cpu" << 0 << "nhwc" << false;
+    QTest::newRow("train sim") << train << "sim:0" << 2 << "nchw" << false;
+    QTest::newRow("train sim nhwc") << train << "sim:0" << 1 << "nhwc" << false;
+    QTest::newRow("train sim blocking") << train << "sim:0" << 2 << "nchw" << true;
+    QTest::newRow("padded eval f16") << "Resize(24),CenterCrop((36, 28)),ToDtype(f16),Normalize(imagenet)" << "sim:0" << 2 << "nhwc" << false;
+    QTest::newRow("bf16 no normalize") << "Resize((30, 26)),ToDtype(bf16)" << "cpu" << 2 << "nchw" << false;
+    QTest::newRow("to tensor only") << "Resize((30, 26))" << "sim:0" << 0 << "nchw" << false;
+    QTest::newRow("gray JPEGs") << "gray:" + train << "sim:0" << 2 << "nhwc" << false;
+  }
+  void normalizeOnDeviceIsBitEqualToTheHost() {
+    QFETCH(QString, transforms);
+    QFETCH(QString, device);
+    QFETCH(int, workers);
+    QFETCH(QString, format);
+    QFETCH(bool, blocking);
+    const bool gray = transforms.startsWith("gray:");  // the photos as gray JPEGs (one plane each)
+    if (gray) transforms.remove(0, 5);
+    const QString root = photosAs(gray ? "gray" : "photos");
+    QVERIFY(!root.isEmpty());
+    const std::string spec = "imagefolder:" + root.toStdString();
+    const auto optionsFor = [&](NormalizeOn where) {
+      LoaderOptions o = withTransforms(transforms.toStdString());
+      o.batch_size = 7;
+      o.drop_last = false;
+      o.num_workers = workers;
+      o.seed = 4;
+      o.generator_seed = 9;
+      o.memory_format = format == "nhwc" ? MemoryFormat::Nhwc : MemoryFormat::Nchw;
+      o.non_blocking = !blocking;
+      o.normalize_on = where;
+      return o;
+    };
+    struct Run {
+      std::vector<std::vector<at::Tensor>> batches;
+      std::vector<std::string> notes;
+      std::int64_t copied = 0;
+    };
+    const auto run = [&](NormalizeOn where) {
+      Run r;
+      const LoaderOptions o = optionsFor(where);
+      auto ds = openDataset(spec, o);
+      std::shared_ptr<DeviceBackend> dev = DeviceBackend::create(DeviceSpec::parse(device.toStdString()));
+      Loader loader(ds, o, dev);
+      for (std::int64_t e = 0; e < 2; ++e)
+        for (const Batch& b : loader.epoch(e)) r.batches.push_back({b["images"], b["labels"], b.indices});
+      r.notes = loader.notes();
+      if (auto* sim = dynamic_cast<SimDevice*>(dev.get())) r.copied = sim->bytesCopied();
+      return r;
+    };
+    const Run host = run(NormalizeOn::Host), widened = run(NormalizeOn::Device);
+    QCOMPARE(widened.batches.size(), host.batches.size());
+    QVERIFY(host.batches.size() >= 8);
+    for (std::size_t b = 0; b < host.batches.size(); ++b) {
+      const at::Tensor& h = host.batches[b][0];
+      const at::Tensor& d = widened.batches[b][0];
+      QCOMPARE(d.scalar_type(), h.scalar_type());
+      QCOMPARE(d.sizes().vec(), h.sizes().vec());
+      QCOMPARE(d.strides().vec(), h.strides().vec());  // channels-last written as such, not converted after
+      QVERIFY2(std::memcmp(d.data_ptr(), h.data_ptr(), h.nbytes()) == 0, qPrintable(QString("batch %1").arg(b)));
+      QVERIFY(at::equal(widened.batches[b][1], host.batches[b][1]));
+      QVERIFY(at::equal(widened.batches[b][2], host.batches[b][2]));
+    }
+    const auto says = [](const std::vector<std::string>& notes, const char* what) {
+      return std::any_of(notes.begin(), notes.end(), [what](const std::string& n) { return n.find(what) != std::string::npos; });
+    };
+    QVERIFY(says(widened.notes, "images cross to " ) && says(widened.notes, "as u8"));
+    QVERIFY(!says(host.notes, "as u8"));
+    if (device.startsWith("sim")) {
+      // What crossed: labels (8 bytes) and images, as floats or as one byte a value.
+      const ImageTransforms t = parseImageTransforms(transforms.toStdString());
+      const std::int64_t values = 3LL * t.outHeight * t.outWidth, samples = 2 * openDataset(spec, optionsFor(NormalizeOn::Host))->size();
+      const std::int64_t valueBytes = t.dtype == ImageDtype::F32 ? 4 : 2;
+      QCOMPARE(host.copied, samples * (values * valueBytes + 8));
+      QCOMPARE(widened.copied, samples * (values + 8));
+    }
+  }
+
+  // The kernel's indexing (data/cuda_expand, run on the host) widens as the host path does: the
+  // tables packed into the launch, NCHW and channels-last, float32 and 16-bit values.
+  void expandKernelIndexingOnTheHost() {
+    for (const char* text : {"Resize((5, 7)),Normalize(imagenet)", "Resize((3, 4)),ToDtype(bf16),Normalize(imagenet)",
+                             "Resize((6, 2)),ToDtype(f16)"}) {
+      const ImagePipeline p(parseImageTransforms(text));
+      const ByteExpansion e = p.byteExpansion();
+      const std::int64_t samples = 3, n = samples * e.bytesPerSample();
+      std::vector<std::uint8_t> in(static_cast<std::size_t>(n));
+      for (std::int64_t i = 0; i < n; ++i) in[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(i * 37 + 11);
+      for (bool last : {false, true}) {
+        std::vector<std::uint8_t> host(static_cast<std::size_t>(n * e.valueBytes)), kernel(host.size(), 0xEE);
+        expandBytesOnHost(e, in.data(), samples, last, host.data());
+        cuda_expand::runOnHost(cuda_expand::launchFor(e, in.data(), samples, last, kernel.data()));
+        QVERIFY2(host == kernel, text);
+        // Against the tables themselves: value (s, c, pixel) is table[c][byte], where the layout says.
+        for (std::int64_t s = 0; s < samples; ++s)
+          for (int c = 0; c < 3; ++c)
+            for (std::int64_t px = 0; px < e.plane; ++px) {
+              const std::int64_t i = (s * 3 + c) * e.plane + px;
+              const std::int64_t o = last ? (s * e.plane + px) * 3 + c : i;
+              QVERIFY(std::memcmp(host.data() + o * e.valueBytes, e.table.data() + (c * 256 + in[static_cast<std::size_t>(i)]) * e.valueBytes,
+                                  static_cast<std::size_t>(e.valueBytes)) == 0);
+            }
+      }
+    }
   }
 
   // Decoding only the region and scale a crop needs: a large JPEG decodes at a DCT scale, and the

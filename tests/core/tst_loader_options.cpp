@@ -104,6 +104,7 @@ class TestLoaderOptions : public QObject {
     QTest::newRow("unknown sampler") << R"({"sampler_type": "fancy"})"
                                      << QStringList{"sampler_type", "fancy", "sequential, random"};
     QTest::newRow("unknown mode") << R"({"loading_mode": "vram"})" << QStringList{"loading_mode", "auto, resident, streaming"};
+    QTest::newRow("unknown normalize_on") << R"({"normalize_on": "gpu"})" << QStringList{"normalize_on", "gpu", "auto, host, device"};
     QTest::newRow("unknown key") << R"({"batchsize": 3})" << QStringList{"batchsize", "unknown option"};
     QTest::newRow("wrong type") << R"({"batch_size": "big"})" << QStringList{"batch_size", "an integer"};
     QTest::newRow("bool type") << R"({"shuffle": 1})" << QStringList{"shuffle", "a boolean"};

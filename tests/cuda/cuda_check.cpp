@@ -7,7 +7,9 @@
 //
 //   stoker_cuda_check            the checks
 //   stoker_cuda_check --bench    the figures too: streaming H2D vs a pinned cudaMemcpyAsync loop,
-//                                resident gather vs a device-to-device copy of the same bytes
+//                                resident gather vs a device-to-device copy of the same bytes, and
+//                                with STOKER_CHECK_PHOTOS (a photo folder), the image pipeline's u8
+//                                and float32 paths
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
@@ -289,6 +291,45 @@ void gatherKernelFields() {
   }
 }
 
+// The photo folder gpu-check made (STOKER_CHECK_PHOTOS), or "" where none was given.
+std::string checkPhotos() {
+  const char* dir = std::getenv("STOKER_CHECK_PHOTOS");
+  return dir && *dir ? dir : "";
+}
+
+LoaderOptions imageOptions(NormalizeOn where, int workers) {
+  return LoaderOptions::builder().batchSize(64).numWorkers(workers).prefetch(2 * workers).shuffle(true).seed(3)
+      .generatorSeed(5).pinMemory(true).nonBlocking(true).memoryFormat(MemoryFormat::Nhwc)
+      .transforms("RandomResizedCrop(224),RandomHorizontalFlip(),Normalize(imagenet)").normalizeOn(where).build();
+}
+
+// normalize_on device: the images cross as u8 and the expand kernel widens them; every batch's
+// bytes equal the CPU path's (a table lookup on both sides), channels-last as the CPU makes it.
+void u8DeviceNormalize() {
+  const std::string photos = checkPhotos();
+  if (photos.empty()) {
+    report("u8_device_normalize", true, "STOKER_CHECK_PHOTOS is not set (gpu-check sets it)", true);
+    return;
+  }
+  LoaderOptions o = imageOptions(NormalizeOn::Device, 4);
+  auto ds = openDataset("imagefolder:" + photos, o);
+  Loader gpu(ds, o, DeviceSpec::parse("cuda:0"));
+  Loader cpu(ds, imageOptions(NormalizeOn::Host, 4), DeviceSpec::parse("cpu"));
+  const bool widened = notesSay(gpu, "as u8");
+  std::int64_t batches = 0, wrong = 0;
+  auto g = gpu.epoch(0), c = cpu.epoch(0);
+  auto gi = g.begin(), ci = c.begin();
+  for (; gi != g.end() && ci != c.end() && batches < 20; ++gi, ++ci, ++batches) {
+    const at::Tensor a = (*gi)["images"].cpu(), b = (*ci)["images"];
+    const bool same = a.strides() == b.strides() && a.sizes() == b.sizes() &&
+                      std::memcmp(a.data_ptr(), b.data_ptr(), b.nbytes()) == 0;
+    wrong += same ? 0 : 1;
+  }
+  report("u8_device_normalize", widened && wrong == 0 && batches > 0,
+         std::to_string(batches) + " batches of 64 photos (RandomResizedCrop(224), flip, Normalize, channels-last): " +
+             std::to_string(wrong) + " differ from the CPU path" + (widened ? "" : "; the loader did NOT widen on the device"));
+}
+
 double secondsOf(const std::function<void()>& work) {
   at::cuda::getCurrentCUDAStream().synchronize();
   const auto t0 = Clock::now();
@@ -425,6 +466,21 @@ void bench() {
   }
   figure("pinned_memcpy_h2d_bytes_per_s", static_cast<double>(total) * kEpochs / h2d, "B/s");
   figure("device_to_device_bytes_per_s", static_cast<double>(total) * kEpochs / d2d, "B/s");
+  // An image train pipeline into the GPU on all cores: u8 over PCIe and widened there, against
+  // float32 over PCIe (normalize_on host), the same photos, 2 epochs timed after a warm one.
+  if (!checkPhotos().empty()) {
+    const int workers = static_cast<int>(std::max(2L, sysconf(_SC_NPROCESSORS_ONLN) - 1));
+    for (NormalizeOn where : {NormalizeOn::Device, NormalizeOn::Host}) {
+      const LoaderOptions o = imageOptions(where, workers);
+      auto ds = openDataset("imagefolder:" + checkPhotos(), o);
+      Loader loader(ds, o, DeviceSpec::parse("cuda:0"));
+      const double seconds = epochsSeconds(loader, 2, 1);
+      const double images = 2.0 * static_cast<double>(ds->size() / 64 * 64);
+      const std::string name = where == NormalizeOn::Device ? "image_u8_device_normalize" : "image_f32_host_normalize";
+      figure(name + "_images_per_s", images / seconds, "img/s");
+      figure(name + "_pcie_bytes_per_s", images * 3 * 224 * 224 * (where == NormalizeOn::Device ? 1 : 4) / seconds, "B/s");
+    }
+  }
 }
 
 }  // namespace
@@ -450,6 +506,7 @@ int main(int argc, char** argv) {
     streamRace("reuse_buffers", base().loadingMode(LoadingMode::Streaming).nonBlocking(true).reuseBuffers(true).build(),
                {4096});
     gatherKernelFields();
+    u8DeviceNormalize();
     {
       EnvFor staged("STOKER_CUDA_MAP_HOST", "0");  // the staging path, kept for builds and memory that cannot map
       streamRace("streaming_staged", base().loadingMode(LoadingMode::Streaming).pinMemory(true).nonBlocking(true).build(),

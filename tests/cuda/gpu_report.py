@@ -98,7 +98,10 @@ def main():
                                    ("resident_index_select_vs_device_copy", "resident_index_select_bytes_per_s",
                                     "device_to_device_bytes_per_s", None),
                                    ("gather_kernel_alone_vs_device_copy", "resident_kernel_alone_bytes_per_s",
-                                    "device_to_device_bytes_per_s", None)):
+                                    "device_to_device_bytes_per_s", None),
+                                   # The image pipeline: u8 over PCIe and widened on the GPU, against float32.
+                                   ("image_u8_device_vs_f32_host_normalize", "image_u8_device_normalize_images_per_s",
+                                    "image_f32_host_normalize_images_per_s", None)):
         if ours in figures and peer in figures and figures[peer] > 0:
             r = figures[ours] / figures[peer]
             ratios[name] = {"ratio": r, "goal": goal, "met": goal is None or r >= goal}

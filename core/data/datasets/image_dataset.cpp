@@ -47,6 +47,11 @@ Dataset::ResidentAdvice EncodedImageDataset::residentAdvice() const {
   return {true, false, "images are decoded as they are read; resident would decode the whole dataset first"};
 }
 
+std::vector<std::optional<ByteExpansion>> EncodedImageDataset::byteExpansions() const {
+  if (listOnly_ || pipeline_.transforms().dtype == ImageDtype::U8) return {};
+  return {pipeline_.byteExpansion(), std::nullopt};
+}
+
 void EncodedImageDataset::readItem(std::int64_t index, std::uint8_t* const* dst) const {
   readSamples(&index, 1, dst, ReadContext{});
 }
@@ -60,7 +65,10 @@ void EncodedImageDataset::readSamples(const std::int64_t* indices, std::int64_t 
   });
   thread_local std::vector<std::uint8_t> bytes;
   thread_local std::string name;
-  const std::int64_t imageBytes = specs_[0].sampleBytes;
+  const ImageTransforms& t = pipeline_.transforms();
+  const bool asBytes = context.bytesForDevice && t.dtype != ImageDtype::U8;  // byteExpansions()' planes
+  const std::int64_t imageBytes =
+      asBytes ? std::int64_t{kExpandChannels} * t.outHeight * t.outWidth : specs_[0].sampleBytes;
   for (std::int64_t i = 0; i < count; ++i)
     if (indices[i] < 0 || indices[i] >= size())
       throwBadInput("sample " + std::to_string(indices[i]), "out of range for " + std::to_string(size()) + " samples");
@@ -109,7 +117,7 @@ void EncodedImageDataset::readSamples(const std::int64_t* indices, std::int64_t 
       }
       pipeline_.run(data, n, *sampleName, SampleSeed{context.seed, context.epoch, indices[i]},
                     dst[0] + i * imageBytes, context.stages ? &seconds : nullptr,
-                    JpegIndexSlot{index_.get(), indices[i]});
+                    JpegIndexSlot{index_.get(), indices[i]}, asBytes);
     } catch (...) {
       rethrowForSample(indices[i]);
     }

@@ -29,6 +29,8 @@ class EncodedImageDataset : public Dataset {
   void readSamples(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst,
                    const ReadContext& context) const override;
   ResidentAdvice residentAdvice() const override;
+  // The images field when its dtype is a float: the pipeline's u8 planes and tables.
+  std::vector<std::optional<ByteExpansion>> byteExpansions() const override;
   const ImagePipeline& pipeline() const { return pipeline_; }
   // The JPEG scan index's budget (read from STOKER_JPEG_SCAN_INDEX_MB when the dataset opens) and
   // the bytes its indexes hold now.
