@@ -15,10 +15,18 @@ void BufferLease::fenceRelease(FenceMaker maker) {
   fenceMaker_ = std::move(maker);
 }
 
+void BufferLease::alsoFenceRelease(FenceMaker maker) {
+  if (!maker) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  alsoMakers_.push_back(std::move(maker));
+}
+
 BufferLease::~BufferLease() {
   std::shared_ptr<DeviceFence> fence;
   try {
-    fence = fenceMaker_ ? fenceMaker_() : std::move(fence_);
+    std::vector<std::shared_ptr<DeviceFence>> fences{fenceMaker_ ? fenceMaker_() : std::move(fence_)};
+    for (const FenceMaker& also : alsoMakers_) fences.push_back(also());
+    fence = allOf(std::move(fences));
   } catch (const std::exception&) {
     // No fence can be made (a broken device context): the block is never handed out by the pool
     // again, only freed, and the pool stops counting it so its memory figures stay true.

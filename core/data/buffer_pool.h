@@ -38,6 +38,9 @@ class BufferLease {
   // The block is reusable once the fence `maker` makes at release time is done (the consumer's
   // stream, bound at hand-over). Takes precedence over a fence set before; an empty maker does not.
   void fenceRelease(FenceMaker maker);
+  // Also wait, before reuse, for the fence `maker` makes at release time (another stream the
+  // consumer reads the batch on: Batch::recordStream). Kept beside the fences above, not instead.
+  void alsoFenceRelease(FenceMaker maker);
 
  private:
   std::weak_ptr<BufferPool> pool_;
@@ -45,6 +48,7 @@ class BufferLease {
   std::mutex mutex_;  // the fence is set on one thread, the lease may die on another
   std::shared_ptr<DeviceFence> fence_;
   FenceMaker fenceMaker_;
+  std::vector<FenceMaker> alsoMakers_;
 };
 
 class BufferPool : public std::enable_shared_from_this<BufferPool> {

@@ -368,6 +368,31 @@ class CudaDevice : public DeviceBackend {
     else fence.wait();
   }
 
+  FenceMaker streamUseFence(const c10::Stream& stream) override {
+    if (stream.device_type() != c10::kCUDA || stream.device_index() != index_)
+      throwBadInput("record_stream", "a stream on " + stream.device().str() + " for a batch on " + name());
+    const c10::cuda::CUDAStream used(stream);
+    const c10::DeviceIndex index = index_;
+    return [used, index]() -> std::shared_ptr<DeviceFence> {
+      c10::cuda::CUDAGuard guard(index);
+      return std::make_shared<CudaFence>(used);
+    };
+  }
+
+  // A stream capturing a graph would record the hand-over's wait into the graph (replayed later
+  // against events long reused) and the batch would be read at replay, not now.
+  void refuseCapture() override {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(c10::cuda::getCurrentCUDAStream(index_).stream(), &status) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return;
+    }
+    if (status != cudaStreamCaptureStatusNone)
+      throw Error(ErrorKind::BadInput, "next()",
+                  "the current stream on " + name() + " is capturing a CUDA graph: take the batch before the capture "
+                  "and copy it into the graph's static inputs (batches cannot be handed over inside a graph)");
+  }
+
   FenceMaker consumerUseFence() override {
     const c10::cuda::CUDAStream consumer = c10::cuda::getCurrentCUDAStream(index_);
     const c10::DeviceIndex index = index_;

@@ -122,6 +122,12 @@ void DeviceBackend::expandBytes(const ByteExpansion& e, const std::uint8_t* in, 
   expandBytesOnHost(e, in, samples, channelsLast, out);  // cpu and sim: device memory is host memory
 }
 
+FenceMaker DeviceBackend::streamUseFence(const c10::Stream& stream) {
+  if (stream.device_type() != c10::kCPU)
+    throwBadInput("record_stream", "a stream on " + stream.device().str() + " for a batch on " + name());
+  return {};  // host devices finish their work before returning
+}
+
 std::shared_ptr<void> DeviceBackend::mapHostFields(const std::vector<at::Tensor>& /*host*/, std::string& why) {
   why.clear();  // host memory is where this device's batches are made already
   return nullptr;

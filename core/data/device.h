@@ -114,6 +114,13 @@ class DeviceBackend {
   // queued on it (CUDA: an event on the consumer's current stream). Empty
   // where the consumer's work is done when it drops the block.
   virtual FenceMaker consumerUseFence() { return {}; }
+  // Batch::recordStream: what makes, when the batch's block is released, the fence after the work
+  // queued on `stream` (CUDA: an event on it). Empty on host devices; Error(BadInput) naming
+  // record_stream for a stream of another device.
+  virtual FenceMaker streamUseFence(const c10::Stream& stream);
+  // Called by next() before it takes a batch: Error(BadInput) where the consumer's stream cannot
+  // take one (CUDA: it is capturing a CUDA graph, which the hand-over's wait cannot join).
+  virtual void refuseCapture() {}
   // The libtorch device batches are created on.
   virtual c10::Device torchDevice() const = 0;
 };

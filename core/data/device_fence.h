@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <vector>
 
 namespace stoker {
 
@@ -22,5 +23,32 @@ class DeviceFence {
 // Makes a fence when called: bound at a batch's hand-over to the stream its consumer uses, called
 // when the batch's block is released, so the fence follows everything queued on it until then.
 using FenceMaker = std::function<std::shared_ptr<DeviceFence>()>;
+
+// Past all of its fences (a batch read on several streams: Batch::recordStream).
+class FenceSet : public DeviceFence {
+ public:
+  explicit FenceSet(std::vector<std::shared_ptr<DeviceFence>> fences) : fences_(std::move(fences)) {}
+  bool done() const override {
+    for (const auto& f : fences_)
+      if (!f->done()) return false;
+    return true;
+  }
+  void wait() const override {
+    for (const auto& f : fences_) f->wait();
+  }
+
+ private:
+  std::vector<std::shared_ptr<DeviceFence>> fences_;
+};
+
+// The fences that are not null as one: null for none, the fence itself for one.
+inline std::shared_ptr<DeviceFence> allOf(std::vector<std::shared_ptr<DeviceFence>> fences) {
+  std::vector<std::shared_ptr<DeviceFence>> kept;
+  for (auto& f : fences)
+    if (f) kept.push_back(std::move(f));
+  if (kept.empty()) return nullptr;
+  if (kept.size() == 1) return kept.front();
+  return std::make_shared<FenceSet>(std::move(kept));
+}
 
 }  // namespace stoker

@@ -515,6 +515,7 @@ std::optional<Batch> Epoch::next() {
   if (!live()) return std::nullopt;
   EpochState& s = *state_;
   LoaderCore& c = *s.core;
+  c.device->refuseCapture();  // before a batch is taken: a refused next() loses none
   std::int64_t end;
   bool open;
   {
@@ -657,6 +658,7 @@ std::optional<Batch> Epoch::next() {
   // past what it queued on the batch. Channels-last and flips below run on that stream.
   if (p.ready) c.device->orderAfter(*p.ready);
   p.output->fenceRelease(c.device->consumerUseFence());
+  if (!c.device->isHost()) p.batch->streams = std::make_shared<BatchStreams>(BatchStreams{p.output, c.device});
   finishOnDevice(c, *p.batch, p.batch->epoch);
   if (c.options.reuse_buffers) {
     std::lock_guard<std::mutex> lock(s.mutex);

@@ -268,6 +268,16 @@ std::int64_t Batch::nbytes() const {
   return n;
 }
 
+void Batch::recordStream(const c10::Stream& stream) const {
+  if (!streams) {  // a host device's batch, or one made by hand: nothing to order, only the device to check
+    if (stream.device_type() != c10::kCPU && !tensors.empty() && tensors[0].is_cpu())
+      throwBadInput("record_stream", "a stream on " + stream.device().str() + " for a batch in host memory");
+    return;
+  }
+  FenceMaker maker = streams->device->streamUseFence(stream);  // refuses another device's stream
+  if (auto block = streams->block.lock()) block->alsoFenceRelease(std::move(maker));
+}
+
 const at::Tensor& Batch::operator[](std::string_view name) const {
   for (std::size_t i = 0; i < names.size(); ++i)
     if (names[i] == name) return tensors[i];

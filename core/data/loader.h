@@ -50,6 +50,13 @@ struct Batch {
   // longer (the Python binding: a script may keep any batch) locks it before that. Empty
   // otherwise: the tensors hold the block themselves.
   std::weak_ptr<void> buffers;
+  // The stream rule (CUDA). A batch is ready on the stream current when next() returned it, and its
+  // memory is reused only after the work queued there on it. Work on another stream must first wait
+  // for the current one (as for any tensor), and the batch must be recorded on that stream, once it
+  // is queued there and before the batch is dropped: recordStream(s), like Tensor.record_stream(s).
+  // Host devices have nothing to order (it returns at once); a stream of another device is refused.
+  void recordStream(const c10::Stream& stream) const;
+  std::shared_ptr<struct BatchStreams> streams;  // set by next() on a device (data/loader_internal.h)
 
   std::int64_t size() const { return tensors.empty() ? 0 : tensors[0].size(0); }
   std::int64_t nbytes() const;

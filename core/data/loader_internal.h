@@ -78,6 +78,12 @@ struct LoaderCore {
   DeviceMemory memory() const;
 };
 
+// What Batch::recordStream needs: the batch's block (while anything holds it) and its device.
+struct BatchStreams {
+  std::weak_ptr<BufferLease> block;
+  std::shared_ptr<DeviceBackend> device;
+};
+
 enum class Stage : int { Idle, Reading, Gathering, Copying, Transforming };
 const char* stageName(Stage s);
 

@@ -1,7 +1,7 @@
 // The batch-block pool's release fences, with fences whose completion the test controls (a CUDA
 // event's stand-in): a block the device still uses is never handed out again, a pool full of
 // such blocks waits for the oldest instead of growing, a fence maker bound at hand-over is called
-// at release and wins over the producer's fence, and blocks over the pool's size are freed only
+// at release and wins over the producer's fence, a stream recorded beside it is waited for too, and blocks over the pool's size are freed only
 // once their fence is done. The CUDA events themselves are exercised by the GPU check.
 #include <QtTest>
 
@@ -121,6 +121,29 @@ class TestBufferPool : public QObject {
     auto next = p->acquire();
     QCOMPARE(consumer->waits.load(), 1);  // the pool is full of it: waited for, then reused
     QCOMPARE(next->data(), block);
+  }
+
+  // Batch::recordStream: a block read on a second stream is reused only once that stream, and the
+  // consumer's, got past it; either alone is not enough.
+  void everyStreamRecordedIsWaitedFor() {
+    auto p = pool(2);
+    auto consumer = std::make_shared<TestFence>(), side = std::make_shared<TestFence>();
+    auto lease = p->acquire();
+    std::uint8_t* block = lease->data();
+    lease->fenceRelease([&]() -> std::shared_ptr<DeviceFence> { return consumer; });
+    lease->alsoFenceRelease(FenceMaker{});  // a host device's stream: nothing to wait for
+    lease->alsoFenceRelease([&]() -> std::shared_ptr<DeviceFence> { return side; });
+    lease.reset();
+    consumer->finished = true;
+    auto other = p->acquire();  // the side stream still reads the block: a new one
+    QVERIFY(other->data() != block);
+    other.reset();
+    side->finished = true;
+    auto third = p->acquire();
+    auto fourth = p->acquire();
+    QVERIFY(third->data() == block || fourth->data() == block);  // past both: reused
+    QCOMPARE(p->allocations(), std::int64_t(2));
+    QCOMPARE(consumer->waits.load() + side->waits.load(), 0);
   }
 
   // A fence that cannot be made (a broken device context) must not throw from the lease's

@@ -1058,6 +1058,26 @@ class TestLoader : public QObject {
     }
   }
 
+  // The stream rule's API where no GPU is: batches on host devices have no stream to order, so
+  // recording one returns at once, kept batches stay intact; a CUDA stream for a batch in host
+  // memory (cpu) or on a simulated device is refused naming record_stream, before anything changes.
+  void recordStreamOnHostDevices() {
+    const c10::Stream host(c10::Stream::DEFAULT, c10::Device(c10::kCPU));
+    const c10::Stream gpu(c10::Stream::UNSAFE, c10::Device(c10::kCUDA, 0), 3);
+    for (const char* device : {"cpu", "sim:0"}) {
+      LoaderOptions o = LoaderOptions::builder().batchSize(50).numWorkers(2).loadingMode(LoadingMode::Streaming).build();
+      Loader loader(numbered(), o, DeviceSpec::parse(device));
+      std::vector<Batch> kept;
+      for (const Batch& b : loader.epoch(0)) {
+        b.recordStream(host);
+        QCOMPARE(test::expectBadInput([&] { b.recordStream(gpu); }, {"record_stream", "cuda:0"}), QString());
+        kept.push_back(b);
+      }
+      QCOMPARE(static_cast<int>(kept.size()), 20);
+      for (const Batch& b : kept) QVERIFY(at::equal(b.tensors[1], b.indices));  // y = the sample's index
+    }
+  }
+
   void cudaDevice() {
 #ifndef STOKER_WITH_CUDA
     QSKIP("this build's libtorch has no CUDA");
