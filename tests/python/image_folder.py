@@ -1,7 +1,7 @@
 """stoker.Loader on a folder of real photos (python3-skimage's, cut by make_photo_folder.py): eval
 batches equal `stoker dataset export`'s bit for bit and stay within 1/255 of torchvision's
 ImageFolder + the same transforms; train batches (random crops and flips drawn from generator_seed)
-equal the export's for the same seed; torchvision's resnet18(num_classes=10) takes 20 steps on them."""
+equal the export's for the same seed, also widened after the workers (normalize_on="device"); torchvision's resnet18(num_classes=10) takes 20 steps on them."""
 
 import os
 import subprocess
@@ -57,6 +57,19 @@ with tempfile.TemporaryDirectory() as tmp:
     order = torch.cat(ys)
     ref = exported(TRAIN, seed=9)
     assert torch.equal(torch.cat(xs), ref["images"][order]), "train batches differ from the export for the same seed"
+    # normalize_on="device": u8 planes from the workers, widened afterwards (on cpu by the host):
+    # the same bytes, and the loader says where the work went.
+    widened = stoker.Loader(spec, batch_size=8, transforms=TRAIN, generator_seed=9, num_workers=2, drop_last=True,
+                            normalize_on="device")
+    it = iter(widened)
+    for b, (x, _) in enumerate(it):
+        assert torch.equal(x.view(torch.int32), xs[b].view(torch.int32)), f"normalize_on device: batch {b} differs"
+    assert any("as u8" in n for n in widened.describe()["notes"]), widened.describe()["notes"]
+    try:
+        stoker.Loader(spec, transforms=TRAIN, normalize_on="gpu")
+        raise AssertionError("normalize_on='gpu' was accepted")
+    except ValueError as e:
+        assert "normalize_on" in str(e) and "device" in str(e), e
 
     # A small torchvision model trains on the batches.
     torch.manual_seed(0)
