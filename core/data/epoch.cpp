@@ -48,7 +48,10 @@ bool channelsLast(const LoaderCore& c) {
   return fmt == MemoryFormat::Nhwc || (fmt == MemoryFormat::Auto && c.device->kind() == DeviceKind::Cuda);
 }
 
+// How field f crosses as bytes (normalize_on device); null when as it is. Resident batches are
+// gathered as the fields are stored, whatever was chosen before the mode.
 const ByteExpansion* expansionOf(const LoaderCore& c, std::size_t f) {
+  if (c.mode == LoadingMode::Resident) return nullptr;
   return f < c.expansions.size() && c.expansions[f] ? &*c.expansions[f] : nullptr;
 }
 
@@ -278,7 +281,7 @@ Produced produceBatch(EpochState& s, std::int64_t b, WorkerStatus& status, Clock
     const bool skipBad = c.options.skip_bad_samples && step == 1;
     std::vector<std::uint8_t*> dst(c.fields.size());
     StageSeconds stages;
-    const ReadContext context{c.options.generator_seed, epoch, &stages, !c.expansions.empty()};
+    const ReadContext context{c.options.generator_seed, epoch, &stages, !c.expansions.empty()};  // streaming only
     std::int64_t kept = 0;  // samples in the block so far (skip_bad_samples leaves bad ones out)
     std::int64_t* keptIndices = batch.indices.data_ptr<std::int64_t>();
     const auto readStart = Clock::now();

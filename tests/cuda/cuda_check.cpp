@@ -35,6 +35,7 @@
 #include "data/loader.h"
 #include "data/multi_device_loader.h"
 #include "dist/dist_group.h"
+#include "util/error.h"
 #include "telemetry/telemetry_record.h"
 
 using namespace stoker;
@@ -117,6 +118,65 @@ void streamRace(const std::string& name, LoaderOptions options, std::vector<std:
     report("async_" + name, cpuAhead,
            cpuAhead ? "next() returned while the consumer's stream still slept"
                     : "the consumer's stream was idle at the epoch's end: next() waited for the GPU");
+}
+
+// The stream rule: each batch is read on a side stream that first sleeps, and recorded there
+// (Batch::recordStream) before it is dropped. Without the record the workers would refill the
+// block while the side stream still sleeps; with it every row read is its own.
+void recordStreamSide() {
+  const std::int64_t n = 4096;
+  LoaderOptions o = LoaderOptions::builder().batchSize(64).numWorkers(3).prefetch(4).loadingMode(LoadingMode::Streaming)
+                        .pinMemory(true).nonBlocking(true).build();
+  Loader loader(numbered(n, {4096}), o, DeviceSpec::parse("cuda:0"));
+  const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, 0);
+  at::Tensor bad = at::zeros({}, at::TensorOptions().dtype(at::kLong).device(at::kCUDA));
+  std::int64_t batches = 0;
+  for (const Batch& batch : loader.epoch(0)) {
+    at::cuda::CUDAEvent handed;
+    handed.record(at::cuda::getCurrentCUDAStream());
+    handed.block(side);  // the side stream starts after the hand-over, as for any tensor
+    {
+      c10::cuda::CUDAStreamGuard onSide(side);  // `bad` is used on the side stream only after this
+      at::cuda::sleep(cyclesFor(2.0));
+      const at::Tensor x = batch["x"].flatten(1), y = batch["y"].to(at::kFloat);
+      bad += (x.amin(1) != y).sum() + (x.amax(1) != y).sum();
+    }
+    batch.recordStream(side);
+    ++batches;
+  }
+  side.synchronize();
+  at::cuda::getCurrentCUDAStream().synchronize();
+  const std::int64_t wrong = bad.item<std::int64_t>();
+  report("record_stream_side", wrong == 0 && batches == n / 64,
+         std::to_string(batches) + " batches read on a sleeping side stream: " + std::to_string(wrong) + " wrong rows");
+}
+
+// next() on a stream that is capturing a CUDA graph is refused before it takes a batch; after the
+// capture the same epoch serves its first batch.
+void graphCaptureRefused() {
+  LoaderOptions o = LoaderOptions::builder().batchSize(64).numWorkers(2).loadingMode(LoadingMode::Streaming).build();
+  Loader loader(numbered(1024, {256}), o, DeviceSpec::parse("cuda:0"));
+  Epoch epoch = loader.epoch(0);
+  const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, 0);
+  std::string message;
+  bool refused = false;
+  {
+    c10::cuda::CUDAStreamGuard onSide(side);
+    cudaGraph_t graph = nullptr;
+    const bool capturing = cudaStreamBeginCapture(side.stream(), cudaStreamCaptureModeRelaxed) == cudaSuccess;
+    try {
+      epoch.next();
+    } catch (const Error& e) {
+      refused = e.kind() == ErrorKind::BadInput;
+      message = e.what();
+    }
+    if (capturing && cudaStreamEndCapture(side.stream(), &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
+    (void)cudaGetLastError();
+  }
+  const auto first = epoch.next();
+  const bool served = first && first->index == 0;
+  report("graph_capture_refused", refused && served,
+         (refused ? "refused: " + message : std::string("NOT refused")) + (served ? "; batch 0 served after the capture" : "; batch 0 LOST"));
 }
 
 struct PinnedSeen : TelemetryObserver {
@@ -507,6 +567,8 @@ int main(int argc, char** argv) {
                {4096});
     gatherKernelFields();
     u8DeviceNormalize();
+    recordStreamSide();
+    graphCaptureRefused();
     {
       EnvFor staged("STOKER_CUDA_MAP_HOST", "0");  // the staging path, kept for builds and memory that cannot map
       streamRace("streaming_staged", base().loadingMode(LoadingMode::Streaming).pinMemory(true).nonBlocking(true).build(),
