@@ -18,13 +18,7 @@
 #include <cstdint>
 #include <cstring>
 
-#if !defined(STOKER_HOST_DEVICE)
-#if defined(__CUDACC__)
-#define STOKER_HOST_DEVICE __host__ __device__
-#else
-#define STOKER_HOST_DEVICE
-#endif
-#endif
+#include "util/host_device.h"
 
 namespace stoker {
 namespace cuda_gather {

@@ -13,13 +13,7 @@
 #include <cstdint>
 #include <vector>
 
-#if !defined(STOKER_HOST_DEVICE)
-#if defined(__CUDACC__)
-#define STOKER_HOST_DEVICE __host__ __device__
-#else
-#define STOKER_HOST_DEVICE
-#endif
-#endif
+#include "util/host_device.h"
 
 namespace stoker {
 
