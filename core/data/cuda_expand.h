@@ -4,7 +4,7 @@
 // (3 KiB) and each thread block loads them into shared memory once.
 //
 // Plain C++ like cuda_gather.h: the launch's packing and the element loop the kernel runs are
-// tested on the CPU (tst_multi_device).
+// tested on the CPU (tst_image_datasets expandKernelIndexingOnTheHost).
 #pragma once
 
 #include <cstdint>

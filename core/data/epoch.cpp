@@ -51,8 +51,15 @@ bool channelsLast(const LoaderCore& c) {
 // How field f crosses as bytes (normalize_on device); null when as it is. Resident batches are
 // gathered as the fields are stored, whatever was chosen before the mode.
 const ByteExpansion* expansionOf(const LoaderCore& c, std::size_t f) {
-  if (c.mode == LoadingMode::Resident) return nullptr;
-  return f < c.expansions.size() && c.expansions[f] ? &*c.expansions[f] : nullptr;
+  return c.mode == LoadingMode::Resident ? nullptr : c.expansion(f);
+}
+
+// The expanded fields of `count` samples widened from their bytes in the batch's block (queued on
+// the device after what this thread queued before; done on return on host devices).
+void widenFields(LoaderCore& c, std::uint8_t* block, std::int64_t count) {
+  for (std::size_t f = 0; f < c.fields.size(); ++f)
+    if (const ByteExpansion* e = expansionOf(c, f))
+      c.device->expandBytes(*e, block + c.bytesOffsets[f], count, channelsLast(c), block + c.fieldOffsets[f]);
 }
 
 at::Tensor viewField(LoaderCore& c, std::size_t f, std::uint8_t* data, std::int64_t count,
@@ -75,9 +82,7 @@ void copyBlock(LoaderCore& c, std::uint8_t* dst, const std::uint8_t* src, std::i
     const std::int64_t to = expansionOf(c, f) ? c.bytesOffsets[f] : c.fieldOffsets[f];
     c.device->copyToDevice(dst + to, src + c.readOffsets[f], count * c.readBytes[f], c.options.pin_memory);
   }
-  for (std::size_t f = 0; f < c.fields.size(); ++f)
-    if (const ByteExpansion* e = expansionOf(c, f))
-      c.device->expandBytes(*e, dst + c.bytesOffsets[f], count, channelsLast(c), dst + c.fieldOffsets[f]);
+  widenFields(c, dst, count);
 }
 
 std::string describeStall(EpochState& s, std::int64_t b) {
@@ -317,9 +322,7 @@ Produced produceBatch(EpochState& s, std::int64_t b, WorkerStatus& status, Clock
     if (c.device->isHost() && !c.expansions.empty()) {  // normalize_on device, and the device is the host
       status.stage.store(static_cast<int>(Stage::Transforming));
       const auto widenStart = Clock::now();
-      for (std::size_t f = 0; f < c.fields.size(); ++f)
-        if (const ByteExpansion* e = expansionOf(c, f))
-          c.device->expandBytes(*e, out->data() + c.bytesOffsets[f], count, channelsLast(c), out->data() + c.fieldOffsets[f]);
+      widenFields(c, out->data(), count);
       p.stages[2] += seconds(Clock::now() - widenStart);
     }
     if (!c.device->isHost()) {

@@ -215,9 +215,6 @@ void chooseByteExpansion(LoaderCore& c) {
 
 void layOutBlock(LoaderCore& c) {
   const auto aligned = [&c](std::int64_t perSample) { return (c.options.batch_size * perSample + kAlign - 1) / kAlign * kAlign; };
-  const auto expanded = [&c](std::size_t f) -> const ByteExpansion* {
-    return f < c.expansions.size() && c.expansions[f] ? &*c.expansions[f] : nullptr;
-  };
   std::int64_t offset = 0;
   for (const auto& f : c.fields) {
     c.fieldOffsets.push_back(offset);
@@ -225,14 +222,14 @@ void layOutBlock(LoaderCore& c) {
   }
   c.bytesOffsets.assign(c.fields.size(), -1);
   for (std::size_t f = 0; f < c.fields.size(); ++f)
-    if (const ByteExpansion* e = expanded(f)) {
+    if (const ByteExpansion* e = c.expansion(f)) {
       c.bytesOffsets[f] = offset;
       offset += aligned(e->bytesPerSample());
     }
   c.blockBytes = std::max<std::int64_t>(offset, kAlign);
   std::int64_t staged = 0;
   for (std::size_t f = 0; f < c.fields.size(); ++f) {
-    const ByteExpansion* e = expanded(f);
+    const ByteExpansion* e = c.expansion(f);
     c.readBytes.push_back(e ? e->bytesPerSample() : c.fields[f].sampleBytes);
     if (c.device->isHost()) {
       c.readOffsets.push_back(e ? c.bytesOffsets[f] : c.fieldOffsets[f]);

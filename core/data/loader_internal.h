@@ -31,6 +31,9 @@ struct LoaderCore {
   // normalize_on device: per field, the bytes the dataset writes instead and the tables that widen
   // them on the device (image/byte_expansion); empty where every field is read as it is.
   std::vector<std::optional<ByteExpansion>> expansions;
+  const ByteExpansion* expansion(std::size_t f) const {
+    return f < expansions.size() && expansions[f] ? &*expansions[f] : nullptr;
+  }
   std::vector<std::int64_t> bytesOffsets;  // an expanded field's bytes in the batch's block, after the fields
   // Where a streaming read writes each field (in the batch's block on host devices, else in a
   // staging block) and how many bytes a sample: the field's own, or its bytes when expanded.
