@@ -12,10 +12,13 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QCryptographicHash>
+#include <QMap>
 
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <cstring>
 
 #include "ckpt/convert.h"
 #include "ckpt/inspect.h"
@@ -43,6 +46,57 @@ std::optional<std::uint64_t> bytesReadByThisProcess() {
 const char* kFixtures = STOKER_SOURCE_DIR "/tests/ckpt/dcp_fixtures.py";
 const char* kTorchLoad = STOKER_SOURCE_DIR "/tests/ckpt/dcp_load.py";
 const char* kPtTorch2 = STOKER_SOURCE_DIR "/tests/ckpt/pt_torch2_fixture.py";
+// Checkpoints written by PyTorch 2.11's own writers (dcp.save, FSDP2 on one rank, torch.save,
+// safetensors), committed with expected.json: tests/fixtures/torch2/make_fixtures.py.
+const QString kRealTorch2 = QStringLiteral(STOKER_SOURCE_DIR "/tests/fixtures/torch2");
+
+// expected.json's torch dtype names as safetensors spells them.
+QString safetensorsDtype(const QString& torchName) {
+  static const QMap<QString, QString> names{{"float32", "F32"}, {"float16", "F16"}, {"bfloat16", "BF16"},
+                                            {"int64", "I64"},   {"int32", "I32"}, {"uint8", "U8"},
+                                            {"float64", "F64"}, {"bool", "BOOL"}};
+  return names.value(torchName, "?" + torchName);
+}
+
+// Every tensor of a .safetensors file as "DTYPE [shape] sha256", by name: what expected.json says
+// of each tensor, read independently of Stoker's reader.
+QMap<QString, QString> safetensorsDigests(const QString& path) {
+  QFile f(path);
+  QMap<QString, QString> out;
+  if (!f.open(QIODevice::ReadOnly)) return out;
+  const QByteArray all = f.readAll();
+  if (all.size() < 8) return out;
+  quint64 headerBytes = 0;
+  std::memcpy(&headerBytes, all.constData(), 8);
+  const QJsonObject header = QJsonDocument::fromJson(all.mid(8, static_cast<qsizetype>(headerBytes))).object();
+  const qsizetype base = 8 + static_cast<qsizetype>(headerBytes);
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") continue;
+    const QJsonObject t = it.value().toObject();
+    const QJsonArray range = t["data_offsets"].toArray();
+    QStringList shape;
+    for (const auto& d : t["shape"].toArray()) shape << QString::number(d.toInteger());
+    const QByteArray bytes = all.mid(base + range[0].toInteger(), range[1].toInteger() - range[0].toInteger());
+    out[it.key()] = t["dtype"].toString() + " [" + shape.join(',') + "] " +
+                    QCryptographicHash::hash(bytes, QCryptographicHash::Sha256).toHex();
+  }
+  return out;
+}
+
+// expected.json's record of one fixture, in safetensorsDigests' form.
+QMap<QString, QString> expectedDigests(const QString& fixture) {
+  QFile f(kRealTorch2 + "/expected.json");
+  QMap<QString, QString> out;
+  if (!f.open(QIODevice::ReadOnly)) return out;
+  const QJsonObject tensors = QJsonDocument::fromJson(f.readAll()).object()["fixtures"].toObject()[fixture].toObject();
+  for (auto it = tensors.begin(); it != tensors.end(); ++it) {
+    const QJsonObject t = it.value().toObject();
+    QStringList shape;
+    for (const auto& d : t["shape"].toArray()) shape << QString::number(d.toInteger());
+    out[it.key()] = safetensorsDtype(t["dtype"].toString()) + " [" + shape.join(',') + "] " + t["sha256"].toString();
+  }
+  return out;
+}
 }
 
 class TestCkptDcp : public QObject {
@@ -330,6 +384,48 @@ print(a); assert a == b == {'step': 42, 'config': {'lr': 0.001, 'name': 'run-7'}
 
   // Hostile sizes found in review: a few bytes of pickle that copy one memoised dict into object
   // after object (gigabytes before STOP), and a .pt storage whose byte size wraps around 2^64.
+  // Real torch 2.11 checkpoints (not re-pickled 1.13 ones): inspected with every tensor's name, dtype
+  // and shape as torch wrote it, converted to every target and back to one safetensors file, each
+  // tensor's bytes equal to the SHA-256 torch's process recorded. torch 2.11 loads these outputs
+  // too (check_stoker_outputs.py, on the GPU machines).
+  void convertsRealTorch2Checkpoints_data() {
+    QTest::addColumn<QString>("fixture");
+    QTest::addColumn<QString>("target");
+    for (const char* fixture : {"dcp", "dcp_fsdp", "model.pt", "model.safetensors"})
+      for (const char* to : {"single", "ranks:2", "hf:64KB", "pt", "dcp:2"})
+        QTest::newRow((QString(fixture) + " -> " + to).toUtf8()) << QString(fixture) << QString(to);
+  }
+  void convertsRealTorch2Checkpoints() {
+    QFETCH(QString, fixture);
+    QFETCH(QString, target);
+    const QMap<QString, QString> expected = expectedDigests(fixture);
+    QVERIFY2(expected.size() >= 18, qPrintable(kRealTorch2 + "/expected.json has no tensors for " + fixture));
+    auto inspect = runStoker({"ckpt", "inspect", kRealTorch2 + "/" + fixture, "--json"});
+    QVERIFY2(inspect.exitCode == 0, inspect.err.constData());
+    QStringList named;
+    for (const auto& v : QJsonDocument::fromJson(inspect.out).object()["tensors"].toArray())
+      named << v.toObject()["name"].toString();
+    named.sort();
+    QCOMPARE(named, QStringList(expected.keys()));
+
+    const QString tag = QString(fixture + "-" + target).replace(':', '_');
+    const QString dst = tmp("real-" + tag);
+    auto c = runStoker({"ckpt", "convert", kRealTorch2 + "/" + fixture, dst, "--to", target});
+    QVERIFY2(c.exitCode == 0, c.err.constData());
+    QVERIFY2(!QFileInfo::exists(dst + "/.stoker-journal"), "the journal goes when the conversion is complete");
+    QString single = dst + "/model.safetensors";
+    if (target != "single") {  // back to one file: the bytes every target carried
+      auto back = runStoker({"ckpt", "convert", dst, tmp("back-" + tag), "--to", "single"});
+      QVERIFY2(back.exitCode == 0, back.err.constData());
+      single = tmp("back-" + tag) + "/model.safetensors";
+    }
+    const QMap<QString, QString> got = safetensorsDigests(single);
+    for (auto it = expected.begin(); it != expected.end(); ++it)
+      QVERIFY2(got.value(it.key()) == it.value(),
+               qPrintable(it.key() + ": " + got.value(it.key(), "missing") + " for " + it.value()));
+    QCOMPARE(got.size(), expected.size());
+  }
+
   void refusesAmplifyingAndOverflowingInput() {
     using namespace std::string_literals;  // the pickle holds NUL bytes
     std::string p = "\x80\x02" "ctorch.distributed.checkpoint.metadata\nMetadata\nq\x00"s;
