@@ -13,11 +13,14 @@
 #  4. runs the image pipeline (issue 14) into the GPU: Stoker on an image folder cut from real photos
 #     against torchvision's ImageFolder + DataLoader and a plain libjpeg-turbo decode loop
 #     (tests/cuda/image_feed.py);
-#  5. writes OUTDIR/gpu-report.json and OUTDIR/gpu-report.md (tests/cuda/gpu_report.py) and exits
+#  5. converts the real torch 2.x checkpoints of tests/fixtures/torch2 to every target and loads
+#     each output with this machine's torch (tests/fixtures/torch2/check_stoker_outputs.py);
+#  6. writes OUTDIR/gpu-report.json and OUTDIR/gpu-report.md (tests/cuda/gpu_report.py) and exits
 #     non-zero when a check or a run of the image step failed.
-# Without a GPU it says so in one line and exits 2. STOKER_GPU_STEPS picks steps 2-4 (default
-# "checks,train,images"; "python" runs the Python package's checks of step 2 alone); STOKER_GPU_PER_CLASS sizes the photo folder (default 500 a class, 10
-# classes: on 16 cores, batches of 64 and 5,000 images leave a tail in every epoch).
+# Without a GPU it says so in one line and exits 2. STOKER_GPU_STEPS picks steps 2-5 (default
+# "checks,train,images,ckpt"; "python" runs the Python package's checks of step 2 alone);
+# STOKER_GPU_PER_CLASS sizes the photo folder (default 500 a class, 10 classes: on 16 cores,
+# batches of 64 and 5,000 images leave a tail in every epoch).
 #
 # Build dependencies other than PyTorch (JSON, CLI, hashing, image and archive libraries) come from
 # the system; on a machine without them or a package manager, STOKER_GPU_DEPS=DIR names a folder of
@@ -55,7 +58,7 @@ PREFIXES="$TORCH_PREFIX"
 # Python runs with the machine's own library path: the carried Debian libraries are for Stoker's
 # programs, and must not stand in for the ones PyTorch was built against.
 ORIG_LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}"
-STEPS=",${STOKER_GPU_STEPS:-checks,train,images},"
+STEPS=",${STOKER_GPU_STEPS:-checks,train,images,ckpt},"
 step() { [[ "$STEPS" == *",$1,"* ]]; }
 py() { LD_LIBRARY_PATH="$ORIG_LD_LIBRARY_PATH" "$PY" "$@"; }
 # Python importing stoker: the machine's libraries first (PyTorch's), the carried ones after, for
@@ -201,6 +204,16 @@ if step checks || step python; then
   fi
 fi
 
+# Real torch 2.x checkpoints (tests/fixtures/torch2, written by torch 2.11) converted by this
+# build's stoker to every target, and each output loaded by this machine's torch (dcp.load,
+# torch.load(weights_only=True), safetensors) against the digests torch recorded.
+if step ckpt; then
+  log "checkpoints: stoker ckpt convert of torch 2.x fixtures, loaded by torch $(py -c 'import torch; print(torch.__version__)')"
+  py "$ROOT/tests/fixtures/torch2/check_stoker_outputs.py" --stoker "$BUILD/bin/stoker" --fixtures "$ROOT/tests/fixtures/torch2" \
+    --work "$BUILD/ckpt-check" --lib-path "${LD_LIBRARY_PATH:-}" >>"$OUT/cuda-check.jsonl" 2>"$OUT/ckpt-check.err" ||
+    log "a conversion or a load by torch failed (see the report and $OUT/ckpt-check.err)"
+fi
+
 if step train; then
   log "training step fed by Stoker and by PyTorch's DataLoader (data: $DATA)"
   : >"$OUT/train-feed.jsonl"
@@ -235,4 +248,4 @@ fi
 
 py "$ROOT/tests/cuda/gpu_report.py" --out "$OUT" --ctest-log "$OUT/ctest.log" --checks "$OUT/cuda-check.jsonl" \
   --train "$OUT/train-feed.jsonl" --images "$OUT/image-feed.jsonl" --seconds "$((SECONDS - START))" \
-  $(step checks || step python || echo --checks-not-run)
+  $(step checks || step python || step ckpt || echo --checks-not-run)

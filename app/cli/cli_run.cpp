@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <new>
 
+#include "crash_report.h"
 #include "util/error.h"
 
 namespace stoker {
@@ -17,6 +18,7 @@ int failLine(const std::string& message) {
 
 int runCommandLine(CLI::App& app, int argc, char** argv, const int& exitCode,
                    const std::function<int(std::exception_ptr)>& more) {
+  installCrashReport();  // never expected, but a crash on a machine we cannot reach must say where
   try {
     app.parse(argc, argv);
     return exitCode;
