@@ -8,6 +8,9 @@
 #include <QJsonObject>
 #include <QProcess>
 
+#include <csignal>
+#include <sys/resource.h>
+
 #include "test_support.h"
 
 using stoker::test::runStoker;
@@ -63,6 +66,11 @@ class TestCliBench : public QObject {
     QVERIFY(stoker::test::readFile(deep).contains("\"prefetch\": 3"));
     QCOMPARE(runStoker({"bench", "--options", saved, "--workers", "12", "--export-cpp", "--save-options", deep}).exitCode, 0);
     QVERIFY(stoker::test::readFile(deep).contains("\"prefetch\": 1"));  // debug_mode's, from the file
+    // A file that does not name prefetch (one knob written by hand) leaves the depth to --workers.
+    const QString oneKnob = dir_.filePath("one_knob.json");
+    QVERIFY(stoker::test::writeFile(oneKnob, R"({"normalize_on": "host"})"));
+    QCOMPARE(runStoker({"bench", "--options", oneKnob, "--workers", "12", "--export-cpp", "--save-options", deep}).exitCode, 0);
+    QVERIFY2(stoker::test::readFile(deep).contains("\"prefetch\": 24"), stoker::test::readFile(deep).constData());
 
     // A weighted sampler's export writes the weights file its snippets load.
     const QString weighted = dir_.filePath("weighted.json"), weights = dir_.filePath("w.json");
@@ -244,6 +252,31 @@ class TestCliBench : public QObject {
       ++records;
     }
     QVERIFY2(records >= 2, out.constData());
+  }
+
+  // A crash (here a SIGSEGV sent to a running `stoker monitor`, which runs in stoker-torch after the
+  // front end's exec) says where on stderr, naming the real program, then ends as the signal would.
+  void aCrashSaysWhere() {
+    QProcess monitor;
+    monitor.setChildProcessModifier([] {  // no core file left in the test's folder
+      const rlimit none{0, 0};
+      setrlimit(RLIMIT_CORE, &none);
+    });
+    monitor.start(STOKER_CLI_PATH, {"monitor", "127.0.0.1:0", "--duration", "20"});
+    QVERIFY(monitor.waitForStarted());
+    QByteArray err;
+    for (int i = 0; i < 100 && !err.contains("listening on port"); ++i) {
+      monitor.waitForReadyRead(100);
+      err += monitor.readAllStandardError();
+    }
+    QVERIFY2(err.contains("listening on port"), err.constData());
+    ::kill(static_cast<pid_t>(monitor.processId()), SIGSEGV);
+    QVERIFY(monitor.waitForFinished(10000));
+    err += monitor.readAllStandardError();
+    QCOMPARE(monitor.exitStatus(), QProcess::CrashExit);
+    QVERIFY2(err.contains("stoker: crashed with signal 11 (Segmentation fault)"), err.constData());
+    QVERIFY2(err.contains("backtrace (the program is ") && err.contains("stoker-torch):"), err.constData());
+    QVERIFY2(err.contains("(+0x"), err.constData());  // frames as offsets addr2line resolves
   }
 
   void monitorRefusesBadAddress() {
