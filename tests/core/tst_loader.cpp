@@ -996,9 +996,12 @@ class TestLoader : public QObject {
       QVERIFY(allocations >= 1);
       QVERIFY2(loader.poolAllocations() <= o.prefetch + 1,
                qPrintable(QString("%1 blocks for a ring of %2").arg(loader.poolAllocations()).arg(o.prefetch)));
-      QCOMPARE(threadCount(), threadsBefore + 2);        // the two persistent workers
+      QCOMPARE(settledThreadCount(), threadsBefore + 2);  // the two persistent workers
     }
-    QCOMPARE(threadCount(), threadsBefore);
+    // Settled: a joined thread is still counted in /proc until the kernel has reaped it (pthread_join
+    // returns when the thread left its memory, before that), so an unsettled count failed once in CI
+    // with 3 for 2. A thread that leaked stays; one exiting does not.
+    QCOMPARE(settledThreadCount(), threadsBefore);
     QCOMPARE(device->memory().used, 0);  // every device buffer returned
   }
 
