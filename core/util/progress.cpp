@@ -11,7 +11,10 @@ void CancelToken::throwIfCancelled(const std::string& subject) const {
 ProgressMeter::ProgressMeter(ProgressSink* sink, std::uint64_t total, std::uint64_t alreadyDone,
                              std::chrono::milliseconds interval)
     : sink_(sink), total_(total), startDone_(alreadyDone), interval_(interval), done_(alreadyDone),
-      start_(std::chrono::steady_clock::now()), lastEmit_(start_) {}
+      // The first add() reports at once (a progress bar from the first chunk, and a cancel from the
+      // sink is seen then: a conversion shorter than the interval could not be cancelled), the
+      // later ones at most once per interval.
+      start_(std::chrono::steady_clock::now()), lastEmit_() {}
 
 void ProgressMeter::add(std::uint64_t n, const std::string& item) {
   done_ += n;

@@ -45,7 +45,7 @@ class CancelToken {
 // Aggregates progress from many threads and forwards it to a sink, throttled.
 class ProgressMeter {
  public:
-  // Forwards at most one update per `interval` (plus the final one).
+  // Forwards the first update, then at most one per `interval` (plus the final one).
   ProgressMeter(ProgressSink* sink, std::uint64_t total, std::uint64_t alreadyDone = 0,
                 std::chrono::milliseconds interval = std::chrono::milliseconds(50));
   void add(std::uint64_t n, const std::string& item);
