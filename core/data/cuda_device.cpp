@@ -19,6 +19,7 @@
 #include <torch/version.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -30,6 +31,7 @@
 #include "data/device.h"
 #include "util/byte_size.h"
 #include "util/error.h"
+#include "util/huge_pages.h"
 
 namespace stoker {
 namespace {
@@ -118,6 +120,15 @@ constexpr bool kGatherKernelBuilt = true;
 #else
 constexpr bool kGatherKernelBuilt = false;  // nvcc was not found when this was built: index_select
 #endif
+
+// STOKER_PINNED_STAGING: registered (default: staging locked in place on huge pages, its exact
+// size) or torch (PyTorch's caching host allocator); anything else is refused.
+bool registeredStagingWanted() {
+  const char* v = std::getenv("STOKER_PINNED_STAGING");
+  if (!v || !*v || std::strcmp(v, "registered") == 0) return true;
+  if (std::strcmp(v, "torch") == 0) return false;
+  throwBadInput("STOKER_PINNED_STAGING=" + std::string(v), "must be registered or torch");
+}
 
 // STOKER_CUDA_GATHER=index_select gathers with a torch op per field, as before the kernel (kept
 // to measure the kernel against it, and as the path of builds without nvcc).
@@ -236,9 +247,38 @@ class CudaDevice : public DeviceBackend {
     return block;
   }
 
+  // Pinned staging of 4 MiB and more is locked in place on huge pages, its exact size
+  // (pinnedHostBytesInPlace); smaller blocks, and any the driver refuses to register, come from
+  // PyTorch's caching host allocator. STOKER_PINNED_STAGING=torch takes the allocator for all (to
+  // measure one against the other).
   at::Tensor allocateHostBytes(std::int64_t bytes, bool pinned) override {
     if (!pinned) return emptyHostBytes(bytes);
+    if (registeredStagingWanted() && !registerRefused_.load()) {
+      const c10::DeviceIndex device = index_;
+      at::Tensor block = pinnedHostBytesInPlace(
+          bytes,
+          [this, device](void* p, std::size_t n) {
+            c10::cuda::CUDAGuard guard(device);
+            const cudaError_t err = cudaHostRegister(p, n, cudaHostRegisterPortable);
+            if (err == cudaSuccess) return true;
+            (void)cudaGetLastError();
+            registerRefused_.store(true);  // the rest, too, from the allocator (and counted so)
+            return false;
+          },
+          [](void* p) {
+            // The pool frees a block only once the copies that read it are done (its fence).
+            (void)cudaHostUnregister(p);
+            (void)cudaGetLastError();
+          });
+      if (block.defined()) return block;
+    }
     return at::empty({bytes}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
+  }
+
+  std::int64_t heldHostBytes(std::int64_t bytes, bool pinned) const override {
+    const bool inPlace = registeredStagingWanted() && !registerRefused_.load() && hugePagesWanted() &&
+                         bytes >= 2 * static_cast<std::int64_t>(kHugePageBytes);
+    return !pinned || inPlace ? bytes : cachingHostAllocatorBytes(bytes);
   }
 
   // From pageable memory cudaMemcpyAsync returns once the source is staged (reusable), from
@@ -444,6 +484,9 @@ class CudaDevice : public DeviceBackend {
   c10::DeviceIndex index_;
   bool kernel_;        // gather with data/cuda_gather (else index_select per field)
   int blocksCap_ = 8;  // thread blocks per gather launch at most
+  // The driver refused to register a staging block once: the later ones come from the caching
+  // allocator (and heldHostBytes counts them so).
+  mutable std::atomic<bool> registerRefused_{false};
 };
 
 }  // namespace

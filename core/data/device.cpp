@@ -145,6 +145,24 @@ at::Tensor emptyHostBytes(std::int64_t bytes) {
   return raw.narrow(0, offset, bytes);
 }
 
+at::Tensor pinnedHostBytesInPlace(std::int64_t bytes, const PinHostMemory& pin, UnpinHostMemory unpin) {
+  at::Tensor raw = emptyHostBytes(bytes);
+  void* p = raw.data_ptr();
+  if (reinterpret_cast<std::uintptr_t>(p) % kHugePageBytes != 0) return {};  // below 4 MiB, or no huge pages
+  if (!pin(p, static_cast<std::size_t>(bytes))) return {};
+  // The deleter holds the memory (`raw`) and unlocks it before letting it go.
+  return at::from_blob(p, {bytes}, [raw, unpin = std::move(unpin)](void* q) mutable {
+    unpin(q);
+    raw = at::Tensor();
+  }, at::TensorOptions().dtype(at::kByte));
+}
+
+std::int64_t cachingHostAllocatorBytes(std::int64_t bytes) {
+  std::int64_t held = 1;
+  while (held < bytes) held <<= 1;
+  return held;
+}
+
 DeviceMemory hostMemory() {
   DeviceMemory m;
   std::ifstream in("/proc/meminfo");

@@ -14,6 +14,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -72,6 +73,8 @@ class DeviceBackend {
   virtual at::Tensor allocateBytes(std::int64_t bytes) = 0;
   // Host staging memory, page-locked when `pinned` and the device has a use for it.
   virtual at::Tensor allocateHostBytes(std::int64_t bytes, bool pinned);
+  // The host memory a block of allocateHostBytes(bytes, pinned) really holds (pinned_bytes).
+  virtual std::int64_t heldHostBytes(std::int64_t bytes, bool /*pinned*/) const { return bytes; }
   // Copies `bytes` from host `src` to device `dst`. Host devices (cpu, sim)
   // return with the copy done; CUDA queues it on this thread's copy stream
   // and returns at once: fenceQueuedWork() says when it is done, and `src`
@@ -155,6 +158,18 @@ DeviceMemory hostMemory();
 // and asks for huge pages (util/huge_pages), unless STOKER_HUGE_PAGES=0: the workers write each
 // batch block once, and on 4 KiB pages its TLB misses cost the image pipeline ~5 % on the 2-core VM.
 at::Tensor emptyHostBytes(std::int64_t bytes);
+// Page-locked staging without PyTorch's caching host allocator, which rounds every block up to a
+// power of two (a float32 image batch of 36.8 MiB held 64 MiB) and hands out 4 KiB pages: a block
+// of `bytes` from emptyHostBytes (2 MiB-aligned huge pages from 4 MiB up), locked in place by
+// `pin` (cudaHostRegister on CUDA) and unlocked by `unpin` before its memory goes with the last
+// reference. An undefined tensor where `pin` refused or the block is not on 2 MiB pages (smaller
+// than 4 MiB, or STOKER_HUGE_PAGES=0): the caller falls back to the caching allocator.
+using PinHostMemory = std::function<bool(void* p, std::size_t bytes)>;
+using UnpinHostMemory = std::function<void(void* p)>;
+at::Tensor pinnedHostBytesInPlace(std::int64_t bytes, const PinHostMemory& pin, UnpinHostMemory unpin);
+// What PyTorch's caching host allocator holds for a block of `bytes`: the next power of two.
+std::int64_t cachingHostAllocatorBytes(std::int64_t bytes);
+
 // A resident dataset's fields copied to other devices: perTarget[t][f], or empty with `why`.
 struct ResidentReplicas {
   std::vector<std::vector<at::Tensor>> perTarget;

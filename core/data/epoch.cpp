@@ -149,7 +149,12 @@ void emit(EpochState& s, Clock::time_point now, bool epochEnd) {
     // Page-locked staging, and a dataset's host memory mapped for the device to gather from: only
     // a CUDA backend pins (the others have no use for it).
     const bool pins = c.options.pin_memory && c.device->kind() == DeviceKind::Cuda;
-    r.pinned_bytes = pins ? (c.stagingPool ? c.stagingPool->reservedBytes() : 0) + c.mappedBytes : 0;
+    // Staging blocks as the allocator holds them (PyTorch's caching allocator rounds each up to a
+    // power of two; blocks locked in place are their own size).
+    const std::int64_t staged = c.stagingPool ? c.stagingPool->reservedBytes() / std::max<std::int64_t>(1, c.stagingPool->blockBytes()) *
+                                                    c.device->heldHostBytes(c.stagingPool->blockBytes(), true)
+                                              : 0;
+    r.pinned_bytes = pins ? staged + c.mappedBytes : 0;
     r.epoch_end = epochEnd;
     if (w.stagedBatches > 0)
       for (std::size_t k = 0; k < w.stages.size(); ++k)

@@ -2,15 +2,20 @@
 // event's stand-in): a block the device still uses is never handed out again, a pool full of
 // such blocks waits for the oldest instead of growing, a fence maker bound at hand-over is called
 // at release and wins over the producer's fence, a stream recorded beside it is waited for too, and blocks over the pool's size are freed only
-// once their fence is done. The CUDA events themselves are exercised by the GPU check.
+// once their fence is done; pinned staging locked in place, exact size, unlocked last. The CUDA
+// events and cudaHostRegister themselves are exercised by the GPU check.
 #include <QtTest>
 
 #include <ATen/ops/empty.h>
 
 #include <atomic>
+#include <cstring>
+#include <vector>
 #include <stdexcept>
 
 #include "data/buffer_pool.h"
+#include "data/device.h"
+#include "util/huge_pages.h"
 
 using namespace stoker;
 
@@ -174,6 +179,41 @@ class TestBufferPool : public QObject {
     fence->finished = true;
     p->acquire();  // any later acquire or release frees what is done
     QCOMPARE(p->reservedBytes(), std::int64_t(1024));
+  }
+
+  // Pinned staging locked in place (CUDA: cudaHostRegister on the block itself) instead of PyTorch's
+  // caching host allocator: the exact size on 2 MiB pages, unlocked before its memory goes; where
+  // the lock is refused or the block is small, nothing (the caller takes the allocator) -- and
+  // pinned_bytes counts the allocator's power-of-two blocks as it holds them.
+  void pinnedStagingIsLockedInPlace() {
+    if (!stoker::hugePagesWanted()) QSKIP("STOKER_HUGE_PAGES=0: blocks are not on 2 MiB pages");
+    std::vector<std::pair<void*, std::size_t>> pinned;
+    std::vector<void*> unpinned;
+    auto pin = [&](void* p, std::size_t n) {
+      pinned.emplace_back(p, n);
+      return true;
+    };
+    auto unpin = [&](void* p) { unpinned.push_back(p); };
+    const std::int64_t bytes = 64 * 3 * 224 * 224 * 4;  // a float32 image batch: 36.8 MiB
+    {
+      at::Tensor block = stoker::pinnedHostBytesInPlace(bytes, pin, unpin);
+      QVERIFY(block.defined());
+      QCOMPARE(block.numel(), bytes);
+      QCOMPARE(pinned.size(), std::size_t{1});
+      QCOMPARE(pinned[0].first, block.data_ptr());
+      QCOMPARE(pinned[0].second, static_cast<std::size_t>(bytes));  // not rounded up
+      QCOMPARE(reinterpret_cast<std::uintptr_t>(block.data_ptr()) % stoker::kHugePageBytes, std::uintptr_t{0});
+      std::memset(block.data_ptr(), 7, static_cast<std::size_t>(bytes));  // all of it is the block's
+      QVERIFY(unpinned.empty());
+    }
+    QCOMPARE(unpinned, std::vector<void*>{pinned[0].first});  // unlocked when the last reference went
+    QVERIFY(!stoker::pinnedHostBytesInPlace(bytes, [](void*, std::size_t) { return false; }, unpin).defined());
+    QCOMPARE(unpinned.size(), std::size_t{1});  // refused: nothing to undo
+    QVERIFY(!stoker::pinnedHostBytesInPlace(1 << 20, pin, unpin).defined());  // 1 MiB: the allocator's
+    QCOMPARE(pinned.size(), std::size_t{1});                                    // not even tried
+    QCOMPARE(stoker::cachingHostAllocatorBytes(bytes), std::int64_t{64} << 20);
+    QCOMPARE(stoker::cachingHostAllocatorBytes(1 << 20), std::int64_t{1} << 20);
+    QCOMPARE(stoker::cachingHostAllocatorBytes((1 << 20) + 1), std::int64_t{2} << 20);
   }
 };
 
