@@ -75,6 +75,7 @@ RemoteDatasetDialog::RemoteDatasetDialog(QWidget* parent) : QDialog(parent) {
     const Outcome o = watcher_.result();
     result_->setText(o.text);
     result_->setStyleSheet(o.ok ? QString() : QString("color: #b00020"));
+    checking_ = false;
     adjustSize();  // room for the answer's lines: the help text above must not lose its last one
   });
 }
@@ -86,7 +87,8 @@ QString RemoteDatasetDialog::spec() const {
 QString RemoteDatasetDialog::resultText() const { return result_->text(); }
 
 void RemoteDatasetDialog::check() {
-  if (watcher_.isRunning()) return;
+  if (checking_) return;
+  checking_ = true;
   checkButton_->setEnabled(false);
   result_->setStyleSheet({});
   result_->setText(tr("Checking %1 …").arg(spec()));

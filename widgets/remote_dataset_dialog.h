@@ -22,7 +22,8 @@ class RemoteDatasetDialog : public QDialog {
   QString spec() const;
   // Runs the check now (what the button does); the result lands in resultText() when done.
   void check();
-  bool checking() const { return watcher_.isRunning(); }
+  // Until the result is shown: the future ends on its thread before `finished` reaches this one.
+  bool checking() const { return checking_; }
   QString resultText() const;
 
   // What a check finds for `spec`, in words ("20 samples in 4 shards (1.2 MiB)"); throws the
@@ -39,6 +40,7 @@ class RemoteDatasetDialog : public QDialog {
     QString text;  // what was found, or the error
   };
   QFutureWatcher<Outcome> watcher_;
+  bool checking_ = false;
 };
 
 }  // namespace stoker
