@@ -75,10 +75,10 @@ extern "C" void onCrash(int sig, siginfo_t* info, void* context) {
 }  // namespace
 
 void installCrashReport() {
-#if defined(__SANITIZE_ADDRESS__)
-  return;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return;  // the sanitizer's runtime reports fatal signals itself, with more
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
   return;
 #endif
 #endif

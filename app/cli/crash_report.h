@@ -8,8 +8,8 @@ namespace stoker {
 
 // SIGSEGV, SIGBUS, SIGILL and SIGFPE print the signal, the faulting address, the program counter,
 // the caller when the program counter is 0 (a null function pointer called) and a backtrace, then
-// the signal's default action (a core dump where enabled) follows. Not under AddressSanitizer,
-// whose own report is better.
+// the signal's default action (a core dump where enabled) follows. Not under AddressSanitizer or
+// ThreadSanitizer, whose own reports are better.
 void installCrashReport();
 
 }  // namespace stoker
