@@ -107,9 +107,9 @@ void BufferPool::dropRetired() {
                   retiring_.end());
 }
 
-std::int64_t BufferPool::reservedBytes() const {
+std::int64_t BufferPool::reservedBlocks() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return (leased_ + static_cast<std::int64_t>(idle_.size() + retiring_.size())) * blockBytes_;
+  return leased_ + static_cast<std::int64_t>(idle_.size() + retiring_.size());
 }
 
 std::int64_t BufferPool::allocatedBytes() const {

@@ -66,7 +66,8 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   // instead of growing the pool.
   std::shared_ptr<BufferLease> acquire();
   std::int64_t blockBytes() const { return blockBytes_; }
-  std::int64_t reservedBytes() const;   // idle + leased + retiring
+  std::int64_t reservedBlocks() const;  // idle + leased + retiring
+  std::int64_t reservedBytes() const { return reservedBlocks() * blockBytes_; }
   std::int64_t allocatedBytes() const;  // leased
   std::int64_t allocations() const;     // blocks ever allocated
   std::int64_t fenceWaits() const;      // acquires that waited for the device

@@ -31,7 +31,6 @@
 #include "data/device.h"
 #include "util/byte_size.h"
 #include "util/error.h"
-#include "util/huge_pages.h"
 
 namespace stoker {
 namespace {
@@ -198,7 +197,8 @@ struct HostMapping {
 
 class CudaDevice : public DeviceBackend {
  public:
-  explicit CudaDevice(int index) : index_(static_cast<c10::DeviceIndex>(index)), kernel_(gatherKernelWanted()) {
+  explicit CudaDevice(int index) : index_(static_cast<c10::DeviceIndex>(index)), kernel_(gatherKernelWanted()),
+        registerStaging_(registeredStagingWanted()) {
     int sms = 0;
     if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, index) != cudaSuccess) (void)cudaGetLastError();
     blocksCap_ = std::max(1, sms) * 8;  // 8 blocks of kThreadsPerBlock (256) threads fill an SM
@@ -253,7 +253,7 @@ class CudaDevice : public DeviceBackend {
   // measure one against the other).
   at::Tensor allocateHostBytes(std::int64_t bytes, bool pinned) override {
     if (!pinned) return emptyHostBytes(bytes);
-    if (registeredStagingWanted() && !registerRefused_.load()) {
+    if (stagesInPlace(bytes)) {
       const c10::DeviceIndex device = index_;
       at::Tensor block = pinnedHostBytesInPlace(
           bytes,
@@ -276,9 +276,7 @@ class CudaDevice : public DeviceBackend {
   }
 
   std::int64_t heldHostBytes(std::int64_t bytes, bool pinned) const override {
-    const bool inPlace = registeredStagingWanted() && !registerRefused_.load() && hugePagesWanted() &&
-                         bytes >= 2 * static_cast<std::int64_t>(kHugePageBytes);
-    return !pinned || inPlace ? bytes : cachingHostAllocatorBytes(bytes);
+    return !pinned || stagesInPlace(bytes) ? bytes : cachingHostAllocatorBytes(bytes);
   }
 
   // From pageable memory cudaMemcpyAsync returns once the source is staged (reusable), from
@@ -484,9 +482,16 @@ class CudaDevice : public DeviceBackend {
   c10::DeviceIndex index_;
   bool kernel_;        // gather with data/cuda_gather (else index_select per field)
   int blocksCap_ = 8;  // thread blocks per gather launch at most
+  bool registerStaging_;  // STOKER_PINNED_STAGING: pinned staging locked in place (else the allocator)
   // The driver refused to register a staging block once: the later ones come from the caching
   // allocator (and heldHostBytes counts them so).
   mutable std::atomic<bool> registerRefused_{false};
+
+  // Whether a pinned staging block of `bytes` is locked in place (pinnedHostBytesInPlace), not
+  // taken from the caching allocator.
+  bool stagesInPlace(std::int64_t bytes) const {
+    return registerStaging_ && !registerRefused_.load() && hostBlockOnHugePages(bytes);
+  }
 };
 
 }  // namespace

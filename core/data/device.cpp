@@ -133,9 +133,13 @@ std::shared_ptr<void> DeviceBackend::mapHostFields(const std::vector<at::Tensor>
   return nullptr;
 }
 
+bool hostBlockOnHugePages(std::int64_t bytes) {
+  return bytes >= 2 * static_cast<std::int64_t>(kHugePageBytes) && hugePagesWanted();
+}
+
 at::Tensor emptyHostBytes(std::int64_t bytes) {
   constexpr auto kHuge = static_cast<std::int64_t>(kHugePageBytes);
-  if (bytes < 2 * kHuge || !hugePagesWanted()) return at::empty({bytes}, at::kByte);
+  if (!hostBlockOnHugePages(bytes)) return at::empty({bytes}, at::kByte);
   // One huge page more than asked, to start on a boundary: the slack before it is never touched,
   // so it costs address space, not memory.
   at::Tensor raw = at::empty({bytes + kHuge}, at::kByte);
@@ -146,9 +150,9 @@ at::Tensor emptyHostBytes(std::int64_t bytes) {
 }
 
 at::Tensor pinnedHostBytesInPlace(std::int64_t bytes, const PinHostMemory& pin, UnpinHostMemory unpin) {
+  if (!hostBlockOnHugePages(bytes)) return {};  // below 4 MiB, or no huge pages: not even allocated
   at::Tensor raw = emptyHostBytes(bytes);
   void* p = raw.data_ptr();
-  if (reinterpret_cast<std::uintptr_t>(p) % kHugePageBytes != 0) return {};  // below 4 MiB, or no huge pages
   if (!pin(p, static_cast<std::size_t>(bytes))) return {};
   // The deleter holds the memory (`raw`) and unlocks it before letting it go.
   return at::from_blob(p, {bytes}, [raw, unpin = std::move(unpin)](void* q) mutable {

@@ -158,6 +158,8 @@ DeviceMemory hostMemory();
 // and asks for huge pages (util/huge_pages), unless STOKER_HUGE_PAGES=0: the workers write each
 // batch block once, and on 4 KiB pages its TLB misses cost the image pipeline ~5 % on the 2-core VM.
 at::Tensor emptyHostBytes(std::int64_t bytes);
+// Whether emptyHostBytes puts a block of `bytes` on 2 MiB pages (4 MiB and more, huge pages wanted).
+bool hostBlockOnHugePages(std::int64_t bytes);
 // Page-locked staging without PyTorch's caching host allocator, which rounds every block up to a
 // power of two (a float32 image batch of 36.8 MiB held 64 MiB) and hands out 4 KiB pages: a block
 // of `bytes` from emptyHostBytes (2 MiB-aligned huge pages from 4 MiB up), locked in place by

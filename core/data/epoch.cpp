@@ -151,9 +151,8 @@ void emit(EpochState& s, Clock::time_point now, bool epochEnd) {
     const bool pins = c.options.pin_memory && c.device->kind() == DeviceKind::Cuda;
     // Staging blocks as the allocator holds them (PyTorch's caching allocator rounds each up to a
     // power of two; blocks locked in place are their own size).
-    const std::int64_t staged = c.stagingPool ? c.stagingPool->reservedBytes() / std::max<std::int64_t>(1, c.stagingPool->blockBytes()) *
-                                                    c.device->heldHostBytes(c.stagingPool->blockBytes(), true)
-                                              : 0;
+    const std::int64_t staged =
+        c.stagingPool ? c.stagingPool->reservedBlocks() * c.device->heldHostBytes(c.stagingPool->blockBytes(), true) : 0;
     r.pinned_bytes = pins ? staged + c.mappedBytes : 0;
     r.epoch_end = epochEnd;
     if (w.stagedBatches > 0)
