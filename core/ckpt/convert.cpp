@@ -18,6 +18,7 @@
 #include "ckpt/torch_ops.h"
 #include "io/pt_file.h"
 #include "io/safetensors_writer.h"
+#include "net/remote_url.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/progress.h"
@@ -206,6 +207,7 @@ void prepareDestination(const CheckpointInfo& source, const std::string& dst, co
   std::error_code ec;
   const fs::path dstPath = fs::weakly_canonical(fs::absolute(dst), ec);
   for (const auto& file : source.files) {
+    if (isRemotePath(file)) continue;
     const fs::path src = fs::weakly_canonical(fs::absolute(file), ec);
     if (isInside(src, dstPath))
       throwBadInput(dst, "contains the source file " + file + "; choose a directory of its own");
@@ -297,7 +299,6 @@ std::uint64_t perJobBufferBytes(const ConvertOptions& o) {
 ConvertReport convertCheckpoint(const CheckpointInfo& source, const ReshardPlan& plan, const std::string& dst,
                                 const ConvertOptions& o) {
   const auto started = std::chrono::steady_clock::now();
-  requireLocalFiles(source, "convert");
   requireConsistent(source);
   validateConvertOptions(plan, o);
   const std::string fingerprint = conversionFingerprint(source, plan);
@@ -316,7 +317,7 @@ ConvertReport convertCheckpoint(const CheckpointInfo& source, const ReshardPlan&
     return done;
   }
   prepareDestination(source, dst, fingerprint, o, journal);
-  journal.start(fingerprint, source.path + " -> " + targetName(plan.target));
+  journal.start(fingerprint, redactedUrl(source.path) + " -> " + targetName(plan.target));
 
   ConvertReport report;
   const auto finished = journal.finishedFiles();

@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "net/remote_object.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 
@@ -23,7 +24,13 @@ constexpr const char* kFinishedXattr = "user.stoker.conversion";
 std::string conversionFingerprint(const CheckpointInfo& source, const ReshardPlan& plan) {
   std::ostringstream s;
   s << "stoker-convert-v1\n" << targetName(plan.target) << "\n";
-  for (const auto& path : source.files) {
+  for (std::size_t i = 0; i < source.files.size(); ++i) {
+    const std::string& path = source.files[i];
+    if (i < source.remote.size() && source.remote[i]) {  // a remote file is its URL, size and ETag
+      const RemoteObject& o = *source.remote[i];
+      s << path << ' ' << o.size() << ' ' << o.etag() << "\n";
+      continue;
+    }
     std::error_code ec;
     auto canonical = fs::weakly_canonical(path, ec);
     auto size = fs::file_size(path, ec);

@@ -7,10 +7,12 @@
 #include "ckpt/layout_readers.h"
 #include "io/pt_file.h"
 #include "io/safetensors_file.h"
+#include "net/http_transfer.h"
 #include "net/remote_object.h"
 #include "net/remote_url.h"
 #include "util/error.h"
 #include "util/file_exists.h"
+#include "util/run_jobs.h"
 
 namespace stoker {
 namespace fs = std::filesystem;
@@ -47,15 +49,17 @@ LogicalTensor logicalTensor(std::string name, Dtype dtype, std::vector<std::int6
   return t;
 }
 
-int addFile(CheckpointInfo& info, const std::string& path) {
+int addFile(CheckpointInfo& info, const std::string& path, std::shared_ptr<const RemoteObject> remote) {
   info.files.push_back(path);
+  info.remote.resize(info.files.size());
+  info.remote.back() = std::move(remote);
   return static_cast<int>(info.files.size() - 1);
 }
 
-TensorPiece wholeTensorPiece(int file, const SafetensorsFile& f, const SafetensorsEntry& e) {
+TensorPiece wholeTensorPiece(int file, const SafetensorsHeader& h, const SafetensorsEntry& e) {
   TensorPiece p;
   p.file = file;
-  p.dataOffset = f.header().dataStart() + e.begin;
+  p.dataOffset = h.dataStart() + e.begin;
   p.start.assign(e.shape.size(), 0);
   p.shape = e.shape;
   return p;
@@ -76,7 +80,7 @@ void readSafetensorsFile(const std::string& path, CheckpointInfo& info) {
   int file = addFile(info, path);
   for (const auto& e : f.tensors()) {
     LogicalTensor t = logicalTensor(e.name, e.dtype, e.shape, e.nbytes());
-    t.pieces.push_back(wholeTensorPiece(file, f, e));
+    t.pieces.push_back(wholeTensorPiece(file, f.header(), e));
     info.tensors.push_back(std::move(t));
   }
   std::sort(info.tensors.begin(), info.tensors.end(),
@@ -107,35 +111,96 @@ void readPtFile(const std::string& path, CheckpointInfo& info) {
   info.metadata = info.pt->extras();
 }
 
+bool endsWith(const std::string& s, std::string_view tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
 // A safetensors file in S3 or behind HTTP(S): its header alone, with one range request when it
 // fits in the first 64 KiB (most do) and a second one otherwise -- never the tensors' bytes.
-void readRemoteSafetensors(const std::string& url, CheckpointInfo& info) {
+HfShard remoteSafetensorsHeader(const std::string& url) {
   constexpr std::size_t kFirst = 64 << 10;
-  constexpr std::uint64_t kMaxHeader = 100ull << 20;  // safetensors' own limit
   auto object = RemoteObject::open(url, kFirst);
   const std::vector<std::uint8_t>& head = object->head();
   if (head.size() < 8) throwBadInput(url, "too short for a safetensors file (" + std::to_string(object->size()) + " bytes)");
   std::uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | head[static_cast<std::size_t>(i)];
-  if (n > kMaxHeader || 8 + n > object->size())
-    throwBadInput(url, "not a safetensors file: its header length (" + std::to_string(n) + ") is past 100 MiB or its end");
-  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(8 + n));
-  object->read(0, bytes.data(), bytes.size());
+  if (n > kSafetensorsMaxHeaderBytes || 8 + n > object->size())
+    throwBadInput(url, "not a safetensors file: its header length (" + std::to_string(n) + ") is past 100 MB or its end");
+  std::vector<std::uint8_t> bytes;
+  const std::uint8_t* at = head.data();
+  if (8 + n > head.size()) {
+    bytes.resize(static_cast<std::size_t>(8 + n));
+    object->read(0, bytes.data(), bytes.size());
+    at = bytes.data();
+  }
+  HfShard shard{url, parseSafetensorsHeader(at, 8 + n, object->size(), url), object};
+  return shard;
+}
+
+void readRemoteSafetensors(const std::string& url, CheckpointInfo& info) {
+  HfShard shard = remoteSafetensorsHeader(url);
   info.format = CheckpointFormat::Safetensors;
-  const SafetensorsHeader header = parseSafetensorsHeader(bytes.data(), bytes.size(), object->size(), url);
-  const int file = addFile(info, url);
-  for (const auto& e : header.tensors) {
+  const int file = addFile(info, url, shard.remote);
+  for (const auto& e : shard.header.tensors) {
     LogicalTensor t = logicalTensor(e.name, e.dtype, e.shape, e.nbytes());
-    TensorPiece p;
-    p.file = file;
-    p.dataOffset = header.dataStart() + e.begin;
-    p.start.assign(e.shape.size(), 0);
-    p.shape = e.shape;
-    t.pieces.push_back(std::move(p));
+    t.pieces.push_back(wholeTensorPiece(file, shard.header, e));
     info.tensors.push_back(std::move(t));
   }
   std::sort(info.tensors.begin(), info.tensors.end(), [](const LogicalTensor& a, const LogicalTensor& b) { return a.name < b.name; });
-  info.metadata = header.metadata;
+  info.metadata = shard.header.metadata;
+}
+
+// An HF index in S3 or behind HTTP(S): the index fetched whole, then every shard's header, a few
+// shards at a time (a 30-shard model costs about 31 requests, none of them for tensor bytes).
+void readRemoteHfIndex(const std::string& url, std::shared_ptr<const RemoteObject> index, CheckpointInfo& info) {
+  constexpr std::uint64_t kMaxIndex = 64ull << 20;
+  if (index->size() > kMaxIndex) throwBadInput(url, "is larger than 64 MiB; not an HF index");
+  std::string text(static_cast<std::size_t>(index->size()), '\0');
+  if (text.size() <= index->head().size())
+    std::copy(index->head().begin(), index->head().begin() + static_cast<std::ptrdiff_t>(text.size()), text.begin());
+  else
+    index->read(0, text.data(), text.size());
+  const std::string folder = url.substr(0, url.rfind('/') + 1);
+  readHfIndexText(text, url, [&](const std::vector<std::string>& names) {
+    std::vector<std::optional<HfShard>> shards(names.size());
+    const bool http = RemoteUrl::parse(url).scheme != RemoteUrl::Scheme::S3;
+    forEachInParallel(static_cast<std::int64_t>(names.size()), 8, [&](std::int64_t i) {
+      // An s3:// key is encoded when the request is made; an http(s) path is a URL already.
+      const std::string& name = names[static_cast<std::size_t>(i)];
+      const std::string shardUrl = folder + (http ? percentEncode(name, true) : name);
+      try {
+        shards[static_cast<std::size_t>(i)] = remoteSafetensorsHeader(shardUrl);
+      } catch (const Error& e) {
+        if (!isNotFound(e)) throw;  // a shard the server does not have is a problem of the index
+      }
+    });
+    return shards;
+  }, info);
+}
+
+// What a remote path names: a .safetensors file, an *.index.json, or a folder URL ending in '/'
+// (model.safetensors.index.json there, else model.safetensors).
+void readRemoteCheckpoint(const std::string& url, CheckpointInfo& info) {
+  constexpr std::size_t kIndexHead = 1 << 20;
+  if (endsWith(url, ".safetensors")) return readRemoteSafetensors(url, info);
+  if (endsWith(url, ".index.json")) return readRemoteHfIndex(url, RemoteObject::open(url, kIndexHead), info);
+  if (endsWith(url, "/")) {
+    try {
+      return readRemoteHfIndex(url + "model.safetensors.index.json",
+                               RemoteObject::open(url + "model.safetensors.index.json", kIndexHead), info);
+    } catch (const Error& e) {
+      if (!isNotFound(e)) throw;
+    }
+    try {
+      return readRemoteSafetensors(url + "model.safetensors", info);
+    } catch (const Error& e) {
+      if (!isNotFound(e)) throw;
+    }
+    throwBadInput(url, "holds neither model.safetensors.index.json nor model.safetensors (a remote .pt, DCP or "
+                       "ranks checkpoint is not read yet: download it first, e.g. aws s3 cp --recursive)");
+  }
+  throwBadInput(url, "a remote checkpoint is a .safetensors file, an HF *.index.json or a folder URL ending in '/' that "
+                     "holds one (a remote .pt, DCP or ranks checkpoint is not read yet: download it first)");
 }
 
 // A directory: which layout is it?
@@ -175,12 +240,9 @@ void readDirectory(const std::string& dir, CheckpointInfo& info) {
 
 CheckpointInfo inspectCheckpoint(const std::string& path) {
   if (isRemotePath(path)) {
-    if (path.size() < 12 || path.compare(path.size() - 12, 12, ".safetensors") != 0)
-      throwBadInput(path, "a remote checkpoint is read as one .safetensors file (HF index, .pt, DCP and rank layouts are "
-                          "read from local folders: download them first)");
     CheckpointInfo info;
     info.path = path;
-    readRemoteSafetensors(path, info);
+    readRemoteCheckpoint(path, info);
     return info;
   }
   std::error_code ec;
@@ -213,13 +275,6 @@ CheckpointInfo inspectCheckpoint(const std::string& path) {
   else
     readSafetensorsFile(path, info);
   return info;
-}
-
-void requireLocalFiles(const CheckpointInfo& info, const std::string& what) {
-  for (const std::string& f : info.files)
-    if (isRemotePath(f))
-      throwBadInput(redactedUrl(f), what + " reads every tensor from local files; a remote checkpoint is inspected by its header "
-                                           "only (download it first, e.g. curl -O or aws s3 cp)");
 }
 
 void requireConsistent(const CheckpointInfo& info) {

@@ -19,6 +19,7 @@
 namespace stoker {
 
 class PtFile;
+class RemoteObject;
 
 enum class CheckpointFormat { Safetensors, Pt, Ranks, Hf, Dcp };
 
@@ -63,7 +64,10 @@ struct CheckpointInfo {
   std::string path;
   CheckpointFormat format = CheckpointFormat::Safetensors;
   std::optional<int> worldSize;         // ranks layouts only
-  std::vector<std::string> files;       // the data files, as paths
+  std::vector<std::string> files;       // the data files, as paths or s3:// / http(s):// URLs
+  // By file: the object opened at inspect for a remote file (its size and ETag: a conversion reads
+  // through it, so an object replaced since is refused, never read), null for a local one.
+  std::vector<std::shared_ptr<const RemoteObject>> remote;
   std::vector<LogicalTensor> tensors;   // name order (.pt: the state dict's order)
   std::map<std::string, std::string> metadata;
   std::vector<std::string> problems;    // contradictions between metadata and files
@@ -90,12 +94,11 @@ std::string formatName(CheckpointFormat f);
 // Detects the format by content and layout, validates every file (throws
 // Error(BadInput) naming the file for malformed ones) and records
 // contradictions between metadata and files in `problems`.
+// s3:// and http(s):// paths: a .safetensors file, an HF *.index.json with its shards, or a folder
+// URL ending in '/' that holds one of them -- read by their headers alone (range requests).
 CheckpointInfo inspectCheckpoint(const std::string& path);
 
 // Throws Error(BadInput) with the first problem (and how many more) if any.
 void requireConsistent(const CheckpointInfo& info);
-// Throws Error(BadInput) when `info` was read from s3:// or http(s):// (only its header was):
-// `what` ("convert", "verify") reads every tensor's bytes, from local files.
-void requireLocalFiles(const CheckpointInfo& info, const std::string& what);
 
 }  // namespace stoker

@@ -1,6 +1,8 @@
 // The Hugging Face sharded layout: model.safetensors.index.json
 // ({"metadata": {"total_size": N}, "weight_map": {tensor: file}}) and the
-// shard files it names. Each tensor lives whole in one shard.
+// shard files it names. Each tensor lives whole in one shard. The index and
+// the shards' headers come from local files or, for a remote index, from
+// range requests (inspect.cpp opens those).
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -29,13 +31,28 @@ bool staysInside(const std::string& file) {
 }  // namespace
 
 void readHfIndex(const std::string& indexPath, CheckpointInfo& info) {
-  info.format = CheckpointFormat::Hf;
   const fs::path dir = fs::path(indexPath).parent_path();
   std::ifstream in(indexPath);
   if (!in) throwIo(indexPath, "cannot open", errno);
   std::stringstream text;
   text << in.rdbuf();
+  readHfIndexText(text.str(), indexPath, [&](const std::vector<std::string>& names) {
+    std::vector<std::optional<HfShard>> shards;
+    for (const auto& f : names) {
+      const std::string path = (dir / f).string();
+      if (!fileExists(path)) {
+        shards.emplace_back();
+        continue;
+      }
+      shards.push_back(HfShard{path, SafetensorsFile::open(path).header(), nullptr});
+    }
+    return shards;
+  }, info);
+}
 
+void readHfIndexText(const std::string& text, const std::string& indexPath, const HfShardOpener& openShards,
+                     CheckpointInfo& info) {
+  info.format = CheckpointFormat::Hf;
   // nlohmann keeps the last of duplicate keys silently; a tensor listed twice
   // in weight_map is a contradiction, so watch the keys while parsing.
   std::set<std::string> keys;
@@ -50,7 +67,7 @@ void readHfIndex(const std::string& indexPath, CheckpointInfo& info) {
   };
   json index;
   try {
-    index = json::parse(text.str(), watch);
+    index = json::parse(text, watch);
   } catch (const json::exception& e) {
     throwBadInput(indexPath, std::string("is not valid JSON: ") + e.what());
   }
@@ -81,19 +98,21 @@ void readHfIndex(const std::string& indexPath, CheckpointInfo& info) {
 
   std::set<std::string> fileNames;
   for (const auto& [name, f] : weightMap) fileNames.insert(f);
-  std::map<std::string, SafetensorsFile> files;
+  const std::vector<std::string> names(fileNames.begin(), fileNames.end());
+  std::vector<std::optional<HfShard>> opened = openShards(names);
+  std::map<std::string, const SafetensorsHeader*> files;
   std::map<std::string, int> fileIndex;
-  for (const auto& f : fileNames) {
-    const std::string path = (dir / f).string();
-    if (!fileExists(path)) {
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::string& f = names[i];
+    if (!opened[i]) {
       info.problems.push_back(f + " is named by the index but missing");
       continue;
     }
-    files.emplace(f, SafetensorsFile::open(path));
-    fileIndex[f] = addFile(info, path);
+    files.emplace(f, &opened[i]->header);
+    fileIndex[f] = addFile(info, opened[i]->path, opened[i]->remote);
   }
-  for (const auto& [f, file] : files)
-    for (const auto& e : file.tensors()) {
+  for (const auto& [f, header] : files)
+    for (const auto& e : header->tensors) {
       auto it = weightMap.find(e.name);
       if (it == weightMap.end())
         info.problems.push_back("tensor \"" + e.name + "\" in " + f + " is not listed in the index");
@@ -101,17 +120,20 @@ void readHfIndex(const std::string& indexPath, CheckpointInfo& info) {
         info.problems.push_back("tensor \"" + e.name + "\" appears in both " + it->second + " and " + f);
     }
 
+  std::map<std::string, std::map<std::string, const SafetensorsEntry*>> entries;  // file -> name -> entry
+  for (const auto& [f, header] : files)
+    for (const auto& e : header->tensors) entries[f][e.name] = &e;
   std::uint64_t sum = 0;
   for (const auto& [name, f] : weightMap) {
     auto file = files.find(f);
     if (file == files.end()) continue;  // reported as missing
-    const SafetensorsEntry* e = file->second.find(name);
-    if (!e) {
+    auto e = entries[f].find(name);
+    if (e == entries[f].end()) {
       info.problems.push_back("tensor \"" + name + "\": the index says " + f + ", which does not contain it");
       continue;
     }
-    LogicalTensor t = logicalTensor(name, e->dtype, e->shape, e->nbytes());
-    t.pieces.push_back(wholeTensorPiece(fileIndex[f], file->second, *e));
+    LogicalTensor t = logicalTensor(name, e->second->dtype, e->second->shape, e->second->nbytes());
+    t.pieces.push_back(wholeTensorPiece(fileIndex[f], *file->second, *e->second));
     sum += t.nbytes;
     info.tensors.push_back(std::move(t));
   }

@@ -168,12 +168,12 @@ void readRanksDirectory(const std::string& dir, CheckpointInfo& info) {
       }
       if (!ok || !sizesUsable) continue;
       if (spec.shardDim) {
-        TensorPiece p = wholeTensorPiece(fileIndex[r], *ranks[r], *e);
+        TensorPiece p = wholeTensorPiece(fileIndex[r], ranks[r]->header(), *e);
         p.start[*spec.shardDim] = offset;
         offset += spec.shardSizes[r];
         t.pieces.push_back(std::move(p));
       } else if (t.pieces.empty()) {
-        t.pieces.push_back(wholeTensorPiece(fileIndex[r], *ranks[r], *e));  // every rank holds it whole
+        t.pieces.push_back(wholeTensorPiece(fileIndex[r], ranks[r]->header(), *e));  // every rank holds it whole
       }
     }
     const bool sumOk = !spec.shardDim || offset == spec.fullShape[*spec.shardDim];

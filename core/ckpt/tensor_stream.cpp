@@ -10,6 +10,7 @@
 #include "io/pt_file.h"
 #include "io/strided_gather.h"
 #include "io/zstd_item.h"
+#include "net/remote_object.h"
 #include "util/error.h"
 #include "util/pread_full.h"
 #include "util/progress.h"
@@ -19,6 +20,10 @@ namespace {
 
 constexpr std::uint64_t kKernelCopyMin = 64 << 10;   // shorter runs are batched through memory
 constexpr std::uint64_t kProgressStep = 64ull << 20;  // long runs are split to report and cancel
+// A remote run is read 16 MiB at a time as four 4 MiB parts in flight: each conversion job keeps a
+// few connections busy and the jobs together fill the link, within the job's buffer budget.
+constexpr std::uint64_t kRemoteChunk = 16ull << 20;
+constexpr std::int64_t kRemotePart = 4 << 20;
 
 void preadAll(int fd, void* dst, std::uint64_t n, std::uint64_t offset, const std::string& path) {
   const long long r = preadFull(fd, dst, static_cast<std::size_t>(n), offset);
@@ -43,7 +48,24 @@ SourceFiles::~SourceFiles() {
     if (fd >= 0) ::close(fd);
 }
 
+bool SourceFiles::isRemote(int file) const {
+  return static_cast<std::size_t>(file) < info_.remote.size() && info_.remote[static_cast<std::size_t>(file)];
+}
+
+void SourceFiles::read(int file, void* dst, std::uint64_t n, std::uint64_t offset) {
+  if (isRemote(file)) {
+    // The object refuses a part whose ETag changed since inspect read the header.
+    PartOptions parts;
+    parts.partSize = kRemotePart;
+    info_.remote[static_cast<std::size_t>(file)]->read(offset, dst, static_cast<std::size_t>(n), parts);
+    return;
+  }
+  preadAll(fd(file), dst, n, offset, info_.files[static_cast<std::size_t>(file)]);
+}
+
 int SourceFiles::fd(int file) {
+  if (isRemote(file))
+    throw Error(ErrorKind::Internal, info_.files[static_cast<std::size_t>(file)], "a remote file has no descriptor");
   std::lock_guard<std::mutex> lock(mutex_);
   int& fd = fds_.at(static_cast<std::size_t>(file));
   if (fd < 0) {
@@ -101,7 +123,7 @@ HostTensor TensorStreamer::gatherStrided(const TensorPiece& piece) {
     base = storage.data() + s.storageAt;
   } else {
     storage.resize(static_cast<std::size_t>(s.storageBytes));
-    preadAll(files_.fd(piece.file), storage.data(), s.storageBytes, s.storageAt, path);
+    files_.read(piece.file, storage.data(), s.storageBytes, s.storageAt);
     base = storage.data();
   }
   std::uint64_t count = 1;
@@ -124,8 +146,7 @@ void TensorStreamer::readRun(const CopyRun& run, std::uint8_t* dst) {
   }
   const std::uint64_t windowBytes = std::min<std::uint64_t>(1 << 20, bufferBytes_ / 4);
   if (run.length * 8 > windowBytes) {  // long enough to read directly
-    preadAll(files_.fd(run.piece->file), dst, run.length, run.piece->dataOffset + run.pieceOffset,
-             files_.info().files[run.piece->file]);
+    files_.read(run.piece->file, dst, run.length, run.piece->dataOffset + run.pieceOffset);
     return;
   }
   for (auto& w : windows_) {
@@ -148,8 +169,7 @@ void TensorStreamer::readRun(const CopyRun& run, std::uint8_t* dst) {
     w.bytes.reset(new std::uint8_t[w.size]);
     w.capacity = w.size;
   }
-  preadAll(files_.fd(run.piece->file), w.bytes.get(), w.size, run.piece->dataOffset + w.begin,
-           files_.info().files[run.piece->file]);
+  files_.read(run.piece->file, w.bytes.get(), w.size, run.piece->dataOffset + w.begin);
   std::memcpy(dst, w.bytes.get(), run.length);
 }
 
@@ -169,6 +189,19 @@ void TensorStreamer::emit(const CopyRun& run, ByteSink& sink) {
     for (std::uint64_t done = 0; done < run.length;) {
       const std::uint64_t n = std::min<std::uint64_t>(run.length - done, kProgressStep);
       sink.append(data + done, static_cast<std::size_t>(n));
+      done += n;
+      if (meter_) meter_->add(n, item_);
+      check();
+    }
+    return;
+  }
+  if ((run.length >= kKernelCopyMin || run.length > bufferBytes_) && files_.isRemote(run.piece->file)) {
+    flushSmall(sink);
+    for (std::uint64_t done = 0; done < run.length;) {  // fetched in parallel parts, a chunk at a time
+      const std::uint64_t n = std::min<std::uint64_t>(run.length - done, kRemoteChunk);
+      remoteChunk_.resize(static_cast<std::size_t>(std::max<std::uint64_t>(n, remoteChunk_.size())));
+      files_.read(run.piece->file, remoteChunk_.data(), n, run.piece->dataOffset + run.pieceOffset + done);
+      sink.append(remoteChunk_.data(), static_cast<std::size_t>(n));
       done += n;
       if (meter_) meter_->add(n, item_);
       check();

@@ -20,15 +20,19 @@ namespace stoker {
 class CancelToken;
 class ProgressMeter;
 
-// File descriptors of a checkpoint's data files, opened on first use and
-// shared by all threads (pread needs no lock).
+// A checkpoint's data files: local ones by file descriptors, opened on first use and shared by
+// all threads (pread needs no lock); remote ones through the objects inspect opened, by range
+// requests in parallel parts.
 class SourceFiles {
  public:
   explicit SourceFiles(const CheckpointInfo& info);
   ~SourceFiles();
   SourceFiles(const SourceFiles&) = delete;
   SourceFiles& operator=(const SourceFiles&) = delete;
-  int fd(int file);
+  bool isRemote(int file) const;
+  // Exactly `n` bytes at `offset` of `file`; Error(Io) naming the file if it ended early.
+  void read(int file, void* dst, std::uint64_t n, std::uint64_t offset);
+  int fd(int file);  // local files only
   const CheckpointInfo& info() const { return info_; }
 
  private:
@@ -74,6 +78,7 @@ class TensorStreamer {
   const CancelToken* cancel_;
   ProgressMeter* meter_;
   std::string item_;
+  std::vector<std::uint8_t> remoteChunk_;  // a long run of a remote file, on its way to the sink
   // Bytes read before they go to the sink: allocated once per streamer and never zero-filled
   // (zeroing 16 MiB per job showed up as a third of a small conversion's time).
   std::unique_ptr<std::uint8_t[]> buffer_;

@@ -93,8 +93,6 @@ std::vector<TensorDigest> digestCheckpoint(const CheckpointInfo& info, const Ver
 }
 
 VerifyResult verifyCheckpoints(const CheckpointInfo& a, const CheckpointInfo& b, const VerifyOptions& options) {
-  requireLocalFiles(a, "verify");
-  requireLocalFiles(b, "verify");
   requireConsistent(a);
   requireConsistent(b);
   VerifyResult result;

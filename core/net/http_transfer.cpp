@@ -260,8 +260,10 @@ void prepare(Transfer& t, const HttpTarget& target, const Settings& s, curl_slis
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
 }
 
+constexpr std::string_view kNotFoundWords = "HTTP 404";
+
 std::string statusWords(long status, const Transfer& t, const HttpTarget& target) {
-  std::string out = "HTTP " + std::to_string(status);
+  std::string out = status == 404 ? std::string(kNotFoundWords) : "HTTP " + std::to_string(status);
   if (const std::string detail = errorDetail(t.errorBody); !detail.empty()) out += " (" + detail + ")";
   if (status == 403 && target.s3)
     out += target.s3->anonymous() ? "; the request was unsigned: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE"
@@ -328,6 +330,10 @@ void perform(Transfer& t, const HttpTarget& target, const std::string& what, con
 }
 
 }  // namespace
+
+bool isNotFound(const Error& e) {
+  return e.kind() == ErrorKind::BadInput && e.reason().rfind(kNotFoundWords, 0) == 0;
+}
 
 double networkSecondsOnThisThread() { return tlsNetworkSeconds; }
 

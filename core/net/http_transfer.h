@@ -25,6 +25,8 @@
 
 namespace stoker {
 
+class Error;
+
 // Where a request goes and how it is signed.
 struct HttpTarget {
   std::string url;      // the http(s) URL requested
@@ -46,6 +48,10 @@ RangeReply httpGetRange(const HttpTarget& target, std::uint64_t offset, std::siz
 
 // GET a whole small response (an S3 listing) of at most maxBytes.
 std::string httpGetText(const HttpTarget& target, std::size_t maxBytes);
+
+// True for the error a 404 reply becomes: the object (or bucket) is not there. Callers that probe
+// for one of several names (a folder URL's index, else its model file) go on to the next.
+bool isNotFound(const Error& e);
 
 // What this process has asked the network for (the Stages tab's network line, tests, benchmarks).
 struct NetCounters {

@@ -19,7 +19,9 @@
 #include <random>
 #include <thread>
 
+#include "ckpt/convert.h"
 #include "ckpt/inspect.h"
+#include "ckpt/reshard_plan.h"
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/datasets/image_folder_dataset.h"
@@ -349,13 +351,86 @@ print(len(remote), 'batches alike')
     }
     const CheckpointInfo info = inspectCheckpoint(s3("ckpt/wide.safetensors").toStdString());
     QCOMPARE(info.tensors.size(), std::size_t(3000));
-    // Converting or verifying reads every tensor: refused for a remote file, with what to do.
-    const auto convert = runStoker({"ckpt", "convert", servers_.httpUrl("small.safetensors"), tmp_.filePath("out"), "--to", "single"});
-    QVERIFY2(convert.exitCode != 0 && convert.err.contains("download it first"), convert.err.constData());
-    const auto verify = runStoker({"ckpt", "verify", servers_.httpUrl("small.safetensors"), servers_.www() + "/small.safetensors"});
-    QVERIFY2(verify.exitCode != 0 && verify.err.contains("download it first"), verify.err.constData());
-    NAMED(expectBadInput([&] { inspectCheckpoint(servers_.httpUrl("blob.bin").toStdString()); }, {"one .safetensors file"}));
+    NAMED(expectBadInput([&] { inspectCheckpoint(servers_.httpUrl("blob.bin").toStdString()); }, {".safetensors file", "download it first"}));
     NAMED(expectBadInput([&] { inspectCheckpoint(servers_.httpUrl("blob.safetensors").toStdString()); }, {"HTTP 404"}));
+  }
+
+  // A remote checkpoint is converted and verified by range reads of its tensors -- one file, an HF
+  // index with its shards, or a folder URL -- and gives what the local files give. Inspecting an
+  // index reads the index and each shard's header, never the tensors.
+  void remoteCheckpointsConvertAndVerify() {
+    const QString local = servers_.www() + "/small.safetensors";  // inspectReadsOnlyTheHeader's: 4 x 1 MiB
+    QVERIFY(QFileInfo::exists(local));
+    const auto sharded = runStoker({"ckpt", "convert", local, servers_.www() + "/hf", "--to", "hf:1500KB"});
+    QVERIFY2(sharded.exitCode == 0, sharded.err.constData());
+    QStringList shardNames = QDir(servers_.www() + "/hf").entryList({"*.safetensors"}, QDir::Files);
+    QVERIFY2(shardNames.size() >= 3, qPrintable(shardNames.join(' ')));
+    for (const QString& f : QDir(servers_.www() + "/hf").entryList(QDir::Files)) upload(servers_.www() + "/hf/" + f, "hf/" + f);
+    upload(local, "ckpt/small.safetensors");
+
+    // The index and each shard's header: one request each, a few KiB in all.
+    servers_.takeLog(true);
+    const auto inspected = runStoker({"ckpt", "inspect", servers_.httpUrl("hf/model.safetensors.index.json")});
+    QVERIFY2(inspected.exitCode == 0, inspected.err.constData());
+    QVERIFY2(inspected.out.contains("hf") && inspected.out.contains("layer.3.weight"), inspected.out.constData());
+    const QJsonArray log = servers_.takeLog(true);
+    QCOMPARE(log.size(), 1 + shardNames.size());
+    qint64 bytes = 0;
+    for (const auto& e : log) bytes += e.toArray()[4].toInteger();
+    QVERIFY2(bytes < 300000, qPrintable(QString::number(bytes)));
+
+    // Every way of naming it converts to the same single file as the local one, and verifies.
+    const QString expected = tmp_.filePath("ckpt-local");
+    const auto base = runStoker({"ckpt", "convert", local, expected, "--to", "single"});
+    QVERIFY2(base.exitCode == 0, base.err.constData());
+    const QStringList sources{servers_.httpUrl("small.safetensors"), servers_.httpUrl("hf/model.safetensors.index.json"),
+                              servers_.httpUrl("hf/"), s3("hf/"), s3("ckpt/small.safetensors")};
+    for (int i = 0; i < sources.size(); ++i) {
+      const QString out = tmp_.filePath(QString("ckpt-remote-%1").arg(i));
+      const auto convert = runStoker({"ckpt", "convert", sources[i], out, "--to", "single"});
+      QVERIFY2(convert.exitCode == 0, qPrintable(sources[i] + ": " + convert.err));
+      QCOMPARE(readFile(out + "/model.safetensors"), readFile(expected + "/model.safetensors"));
+      const auto verify = runStoker({"ckpt", "verify", sources[i], local});
+      QVERIFY2(verify.exitCode == 0, qPrintable(sources[i] + ": " + verify.out + verify.err));
+    }
+    // Resharded from S3 straight into another layout, and resumed as a finished conversion.
+    const QString ranks = tmp_.filePath("ckpt-ranks");
+    for (int pass = 0; pass < 2; ++pass) {
+      const auto convert = runStoker(pass == 0 ? QStringList{"ckpt", "convert", s3("hf/"), ranks, "--to", "ranks:2"}
+                                               : QStringList{"ckpt", "convert", s3("hf/"), ranks, "--to", "ranks:2", "--resume"});
+      QVERIFY2(convert.exitCode == 0, convert.err.constData());
+    }
+    QVERIFY(runStoker({"ckpt", "verify", ranks, local}).exitCode == 0);
+    // Two remote sources against each other.
+    const auto both = runStoker({"ckpt", "verify", servers_.httpUrl("hf/"), s3("ckpt/small.safetensors")});
+    QVERIFY2(both.exitCode == 0, both.err.constData());
+
+    // A shard the server does not have is a problem of the index: shown, and refused by convert.
+    QByteArray index = readFile(servers_.www() + "/hf/model.safetensors.index.json");
+    index.replace(shardNames.last().toUtf8(), "model-gone.safetensors");
+    QVERIFY(QDir().mkpath(servers_.www() + "/broken"));
+    QVERIFY(writeFile(servers_.www() + "/broken/model.safetensors.index.json", index));
+    for (const QString& f : shardNames) QVERIFY(QFile::copy(servers_.www() + "/hf/" + f, servers_.www() + "/broken/" + f));
+    const auto broken = runStoker({"ckpt", "inspect", servers_.httpUrl("broken/")});
+    QVERIFY2(broken.out.contains("model-gone.safetensors is named by the index but missing"), broken.out.constData());
+    const auto refused = runStoker({"ckpt", "convert", servers_.httpUrl("broken/"), tmp_.filePath("ckpt-broken"), "--to", "single"});
+    QVERIFY2(refused.exitCode != 0 && refused.err.contains("named by the index but missing"), refused.err.constData());
+    // A folder URL with neither file, and a file that is no index.
+    NAMED(expectBadInput([&] { inspectCheckpoint(servers_.httpUrl("tokens/").toStdString()); },
+                         {"neither model.safetensors.index.json nor model.safetensors", "download it first"}));
+    NAMED(expectBadInput([&] { inspectCheckpoint(servers_.httpUrl("broken/model.safetensors.index.json").toStdString() + "x"); },
+                         {".safetensors file"}));
+
+    // Replaced on the server between inspect and convert: refused, nothing of two versions written.
+    QVERIFY(QFile::copy(local, servers_.www() + "/moving.safetensors"));
+    const CheckpointInfo info = inspectCheckpoint(servers_.httpUrl("moving.safetensors").toStdString());
+    QByteArray changed = readFile(local);
+    changed.append(QByteArray(4096, '\0'));  // another size: another ETag, whatever the clock
+    QVERIFY(writeFile(servers_.www() + "/moving.safetensors", changed));
+    const ReshardPlan plan = planReshard(info, parseTargetSpec("single", "keep"));
+    NAMED(expectBadInput([&] { convertCheckpoint(info, plan, tmp_.filePath("ckpt-moving").toStdString(), {}); },
+                         {"moving.safetensors", "changed since it was opened"}));
+    QVERIFY(!QFileInfo::exists(tmp_.filePath("ckpt-moving") + "/model.safetensors"));
   }
 
   // Transient failures are retried -- resuming a broken body at the byte where it broke -- and
