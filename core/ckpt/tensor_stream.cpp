@@ -10,7 +10,7 @@
 #include "io/pt_file.h"
 #include "io/strided_gather.h"
 #include "io/zstd_item.h"
-#include "net/remote_object.h"
+#include "net/remote_readahead.h"
 #include "util/error.h"
 #include "util/pread_full.h"
 #include "util/progress.h"
@@ -20,10 +20,7 @@ namespace {
 
 constexpr std::uint64_t kKernelCopyMin = 64 << 10;   // shorter runs are batched through memory
 constexpr std::uint64_t kProgressStep = 64ull << 20;  // long runs are split to report and cancel
-// A remote run is read 16 MiB at a time as four 4 MiB parts in flight: each conversion job keeps a
-// few connections busy and the jobs together fill the link, within the job's buffer budget.
-constexpr std::uint64_t kRemoteChunk = 16ull << 20;
-constexpr std::int64_t kRemotePart = 4 << 20;
+constexpr std::uint64_t kRemoteChunk = 4ull << 20;  // a remote run goes to the sink this much at a time
 
 void preadAll(int fd, void* dst, std::uint64_t n, std::uint64_t offset, const std::string& path) {
   const long long r = preadFull(fd, dst, static_cast<std::size_t>(n), offset);
@@ -54,10 +51,9 @@ bool SourceFiles::isRemote(int file) const {
 
 void SourceFiles::read(int file, void* dst, std::uint64_t n, std::uint64_t offset) {
   if (isRemote(file)) {
-    // The object refuses a part whose ETag changed since inspect read the header.
-    PartOptions parts;
-    parts.partSize = kRemotePart;
-    info_.remote[static_cast<std::size_t>(file)]->read(offset, dst, static_cast<std::size_t>(n), parts);
+    // Through blocks fetched ahead (the object refuses one whose ETag changed since inspect).
+    std::call_once(readaheadOnce_, [&] { readahead_ = std::make_unique<RemoteReadahead>(); });
+    readahead_->read(info_.remote[static_cast<std::size_t>(file)], dst, n, offset);
     return;
   }
   preadAll(fd(file), dst, n, offset, info_.files[static_cast<std::size_t>(file)]);
@@ -197,16 +193,7 @@ void TensorStreamer::emit(const CopyRun& run, ByteSink& sink) {
   }
   if ((run.length >= kKernelCopyMin || run.length > bufferBytes_) && files_.isRemote(run.piece->file)) {
     flushSmall(sink);
-    for (std::uint64_t done = 0; done < run.length;) {  // fetched in parallel parts, a chunk at a time
-      const std::uint64_t n = std::min<std::uint64_t>(run.length - done, kRemoteChunk);
-      remoteChunk_.resize(static_cast<std::size_t>(std::max<std::uint64_t>(n, remoteChunk_.size())));
-      files_.read(run.piece->file, remoteChunk_.data(), n, run.piece->dataOffset + run.pieceOffset + done);
-      sink.append(remoteChunk_.data(), static_cast<std::size_t>(n));
-      done += n;
-      if (meter_) meter_->add(n, item_);
-      check();
-    }
-    return;
+    return emitRemote(run, sink);
   }
   if (run.length >= kKernelCopyMin || run.length > bufferBytes_) {
     flushSmall(sink);
@@ -223,6 +210,19 @@ void TensorStreamer::emit(const CopyRun& run, ByteSink& sink) {
   if (used_ + run.length > bufferBytes_) flushSmall(sink);
   readRun(run, buffer() + used_);
   used_ += run.length;
+}
+
+// A long run of a remote file, a chunk at a time: the source's readahead has fetched it already.
+void TensorStreamer::emitRemote(const CopyRun& run, ByteSink& sink) {
+  remoteChunk_.resize(static_cast<std::size_t>(std::min<std::uint64_t>(run.length, kRemoteChunk)));
+  for (std::uint64_t done = 0; done < run.length;) {
+    const std::uint64_t n = std::min<std::uint64_t>(run.length - done, remoteChunk_.size());
+    files_.read(run.piece->file, remoteChunk_.data(), n, run.piece->dataOffset + run.pieceOffset + done);
+    sink.append(remoteChunk_.data(), static_cast<std::size_t>(n));
+    done += n;
+    if (meter_) meter_->add(n, item_);
+    check();
+  }
 }
 
 void TensorStreamer::flushConvert(const PlannedTensor& t, ByteSink& sink, F16Overflow* overflow) {

@@ -19,6 +19,7 @@ namespace stoker {
 
 class CancelToken;
 class ProgressMeter;
+class RemoteReadahead;
 
 // A checkpoint's data files: local ones by file descriptors, opened on first use and shared by
 // all threads (pread needs no lock); remote ones through the objects inspect opened, by range
@@ -39,6 +40,9 @@ class SourceFiles {
   const CheckpointInfo& info_;
   std::vector<int> fds_;
   std::mutex mutex_;
+  // Remote files: blocks fetched ahead of the jobs, up to 160 MiB (net/remote_readahead.h).
+  std::once_flag readaheadOnce_;
+  std::unique_ptr<RemoteReadahead> readahead_;
 };
 
 class ByteSink {
@@ -65,6 +69,7 @@ class TensorStreamer {
 
  private:
   void emit(const CopyRun& run, ByteSink& sink);
+  void emitRemote(const CopyRun& run, ByteSink& sink);
   void flushSmall(ByteSink& sink);
   void flushConvert(const PlannedTensor& t, ByteSink& sink, F16Overflow* overflow);
   const std::uint8_t* loadedPiece(const TensorPiece& piece);

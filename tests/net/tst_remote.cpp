@@ -29,6 +29,7 @@
 #include "expect_error.h"
 #include "net/part_cache.h"
 #include "net/remote_object.h"
+#include "net/remote_readahead.h"
 #include "net/s3_config.h"
 #include "remote_servers.h"
 #include "test_support.h"
@@ -131,6 +132,18 @@ class TestRemote : public QObject {
   QString shards_;   // local WebDataset shards (www/shards and s3://stoker-test/shards)
 
   QString s3(const QString& key) const { return "s3://" + RemoteServers::bucket() + "/" + key; }
+
+  // www/NAME: a .safetensors of `tensors` F32 tensors layer.I.weight of `bytesEach` random bytes.
+  void writeModel(const QString& name, int tensors, int bytesEach) {
+    QByteArray header = "{";
+    for (int i = 0; i < tensors; ++i) {
+      if (i) header += ",";
+      header += QString("\"layer.%1.weight\":{\"dtype\":\"F32\",\"shape\":[%2],\"data_offsets\":[%3,%4]}")
+                    .arg(i).arg(bytesEach / 4).arg(qint64(i) * bytesEach).arg(qint64(i + 1) * bytesEach).toUtf8();
+    }
+    header += "}";
+    QVERIFY(writeFile(servers_.www() + "/" + name, safetensorsBytes(header, randomBytes(tensors * bytesEach, 2))));
+  }
 
   void upload(const QString& file, const QString& key) {
     QString error;
@@ -324,18 +337,8 @@ print(len(remote), 'batches alike')
   // two when it does not, and lists what the local file lists.
   void inspectReadsOnlyTheHeader() {
     // A small header over 4 MiB of data, and a header of 3000 tensors (~150 KiB).
-    auto make = [&](const QString& name, int tensors, int bytesEach) {
-      QByteArray header = "{";
-      for (int i = 0; i < tensors; ++i) {
-        if (i) header += ",";
-        header += QString("\"layer.%1.weight\":{\"dtype\":\"F32\",\"shape\":[%2],\"data_offsets\":[%3,%4]}")
-                      .arg(i).arg(bytesEach / 4).arg(qint64(i) * bytesEach).arg(qint64(i + 1) * bytesEach).toUtf8();
-      }
-      header += "}";
-      QVERIFY(writeFile(servers_.www() + "/" + name, safetensorsBytes(header, randomBytes(tensors * bytesEach, 2))));
-    };
-    make("small.safetensors", 4, 1 << 20);
-    make("wide.safetensors", 3000, 8);
+    writeModel("small.safetensors", 4, 1 << 20);
+    writeModel("wide.safetensors", 3000, 8);
     upload(servers_.www() + "/wide.safetensors", "ckpt/wide.safetensors");
     for (const auto& [name, requests] : {std::pair{QString("small.safetensors"), 1}, std::pair{QString("wide.safetensors"), 2}}) {
       servers_.takeLog(true);
@@ -359,8 +362,8 @@ print(len(remote), 'batches alike')
   // index with its shards, or a folder URL -- and gives what the local files give. Inspecting an
   // index reads the index and each shard's header, never the tensors.
   void remoteCheckpointsConvertAndVerify() {
-    const QString local = servers_.www() + "/small.safetensors";  // inspectReadsOnlyTheHeader's: 4 x 1 MiB
-    QVERIFY(QFileInfo::exists(local));
+    writeModel("small.safetensors", 4, 1 << 20);
+    const QString local = servers_.www() + "/small.safetensors";
     const auto sharded = runStoker({"ckpt", "convert", local, servers_.www() + "/hf", "--to", "hf:1500KB"});
     QVERIFY2(sharded.exitCode == 0, sharded.err.constData());
     QStringList shardNames = QDir(servers_.www() + "/hf").entryList({"*.safetensors"}, QDir::Files);
@@ -431,6 +434,54 @@ print(len(remote), 'batches alike')
     NAMED(expectBadInput([&] { convertCheckpoint(info, plan, tmp_.filePath("ckpt-moving").toStdString(), {}); },
                          {"moving.safetensors", "changed since it was opened"}));
     QVERIFY(!QFileInfo::exists(tmp_.filePath("ckpt-moving") + "/model.safetensors"));
+  }
+
+  // The readahead a remote conversion reads through: every read gives the object's bytes, in
+  // order or not; each block is fetched once while it stays held; blocks ahead are fetched
+  // concurrently (counted at the proxy); no more blocks are held than allowed; a fetch that failed
+  // reaches the reader that needed the block.
+  void readaheadServesEveryRead() {
+    auto object = RemoteObject::open(servers_.httpUrl("blob.bin").toStdString());
+    ReadaheadOptions o;
+    o.blockBytes = 64 << 10;  // 16 blocks
+    o.ahead = 6;
+    o.maxBlocks = 8;
+    o.threads = 3;
+    {
+      RemoteReadahead readahead(o);
+      QVERIFY(servers_.fault(true, "", 0, 20));  // every request waits 20 ms: fetches overlap
+      servers_.takeLog(true);
+      QByteArray got(blob_.size(), '\0');
+      for (qsizetype at = 0; at < got.size(); at += 10000)
+        readahead.read(object, got.data() + at, static_cast<std::uint64_t>(std::min<qsizetype>(10000, got.size() - at)),
+                       static_cast<std::uint64_t>(at));
+      QVERIFY(got == blob_);
+      QCOMPARE(readahead.counters().fetched, std::uint64_t(16));  // in order: each block once
+      QVERIFY(servers_.fault(true, "", 0));
+      int most = 0;
+      for (const auto& e : servers_.takeLog(true)) most = std::max(most, e.toArray()[5].toInt());
+      QVERIFY2(most >= 2, qPrintable(QString::number(most)));
+      QVERIFY2(readahead.counters().waited < 16, qPrintable(QString::number(readahead.counters().waited)));
+      // Out of order, across block edges: the bytes, with at most maxBlocks held (+1 being copied).
+      std::mt19937 rng(5);
+      for (int i = 0; i < 300; ++i) {
+        const auto at = static_cast<std::uint64_t>(rng() % static_cast<unsigned>(blob_.size()));
+        const auto n = std::min<std::uint64_t>(1 + rng() % 200000, static_cast<std::uint64_t>(blob_.size()) - at);
+        QByteArray part(static_cast<qsizetype>(n), '\0');
+        readahead.read(object, part.data(), n, at);
+        QVERIFY(part == blob_.mid(static_cast<qsizetype>(at), static_cast<qsizetype>(n)));
+        QVERIFY(readahead.counters().held <= std::uint64_t(o.maxBlocks + 1));
+      }
+    }
+    // A server that keeps failing: the reader gets the named error after the retry budget.
+    RemoteReadahead failing(o);
+    QVERIFY(servers_.fault(true, "status:503", 100));
+    QByteArray got(1000, '\0');
+    NAMED(expectError([&] { failing.read(object, got.data(), 1000, 300000); }, ErrorKind::Network,
+                      {servers_.httpUrl("blob.bin"), "HTTP 503", "after 4 attempts"}));
+    QVERIFY(servers_.fault(true, "", 0));
+    failing.read(object, got.data(), 1000, 300000);  // asked again once the server is back
+    QVERIFY(got == blob_.mid(300000, 1000));
   }
 
   // Transient failures are retried -- resuming a broken body at the byte where it broke -- and
