@@ -46,6 +46,7 @@ PACKAGES=(
   python3-torchvision prometheus  # the probe's real DDP job (torchvision FashionMNIST), a real Prometheus scrape
   libcurl4-openssl-dev libpugixml-dev libinih-dev  # remote datasets: HTTP(S) + S3 SigV4, S3 listings, ~/.aws files
   nginx-light curl openssl  # tst_remote's HTTP(S) server, its uploads to s3rver, its self-signed certificate
+  python3-botocore  # tst_remote's fault proxy checks S3 signatures as S3 does (s3rver does not)
 )
 
 # s3rver (npm), tst_remote's S3-compatible server, goes into .test-tools/ of the source tree

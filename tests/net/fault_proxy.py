@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A loopback HTTP proxy that puts faults between Stoker and a real server (nginx, s3rver).
 
-    fault_proxy.py LISTEN_PORT UPSTREAM_PORT
+    fault_proxy.py LISTEN_PORT UPSTREAM_PORT [--sigv4 KEYID:SECRET[,...]]
 
 Forwards every request to 127.0.0.1:UPSTREAM_PORT (headers, Host included, so S3 signatures hold)
 and logs it. The test steers it with POST /__fault {"mode": M, "count": N, "latency_ms": L}: the
@@ -11,6 +11,9 @@ next N GETs that carry a body get fault M, and every request waits L ms first (0
   short          a clean reply whose Content-Length says half of what Content-Range says
   ignore_range   forward without the Range header (the server answers 200 with the whole object)
   stall          send the headers and half the body, then stop sending for 60 s
+With --sigv4, every request signed with one of those key ids must carry the SigV4 signature S3
+would compute (sigv4_check.py); one that does not is answered 403 (SignatureDoesNotMatch and the
+other codes S3 uses) and logged, never forwarded.
 GET /__log returns the forwarded requests as JSON lines [method, path, range, status, body bytes,
 requests in flight when it came (itself included)] and empties the log.
 """
@@ -23,6 +26,10 @@ import threading
 import time
 
 UPSTREAM = ("127.0.0.1", int(sys.argv[2]))
+SIGV4_KEYS = {}
+if len(sys.argv) > 4 and sys.argv[3] == "--sigv4":
+    import sigv4_check  # botocore: only the S3 proxy needs it
+    SIGV4_KEYS = sigv4_check.parse_keys(sys.argv[4])
 state = {"mode": "", "count": 0, "latency_ms": 0}
 log = []
 active = [0]  # requests being forwarded now
@@ -95,6 +102,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def forward_counted(self, body, concurrent):
         time.sleep(state["latency_ms"] / 1000.0)
+        refused = SIGV4_KEYS and sigv4_check.check(self.command, self.path, self.headers, body, SIGV4_KEYS)
+        if refused:
+            code, message = refused
+            xml = (f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{code}</Code><Message>{message}</Message></Error>").encode()
+            with lock:
+                log.append([self.command, self.path, self.headers.get("Range", ""), 403, 0, concurrent])
+            self.uncount()
+            return self.reply(403, xml, [("Content-Type", "application/xml")])
         fault = take_fault() if self.command == "GET" else ""
         if fault.startswith("status:"):
             code = int(fault.split(":")[1])

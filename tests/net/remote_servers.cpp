@@ -1,5 +1,7 @@
 #include "remote_servers.h"
 
+#include <QUrl>
+
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
@@ -111,13 +113,15 @@ http {
   httpProxyPort_ = freePort();
   if (!startProxy(httpProxy_, httpProxyPort_, httpPort_, error)) return false;
   s3ProxyPort_ = freePort();
-  return startProxy(s3Proxy_, s3ProxyPort_, s3Port_, error);
+  // The S3 proxy checks every signature made with s3rver's key pair as S3 would (s3rver does not).
+  return startProxy(s3Proxy_, s3ProxyPort_, s3Port_, error, {"--sigv4", "S3RVER:S3RVER"});
 }
 
-bool RemoteServers::startProxy(std::unique_ptr<QProcess>& p, int port, int upstream, QString* error) {
+bool RemoteServers::startProxy(std::unique_ptr<QProcess>& p, int port, int upstream, QString* error, const QStringList& extra) {
   p = std::make_unique<QProcess>();
   dieWithParent(*p);
-  p->start(STOKER_PYTHON, {QStringLiteral(STOKER_SOURCE_DIR "/tests/net/fault_proxy.py"), QString::number(port), QString::number(upstream)});
+  p->start(STOKER_PYTHON, QStringList{QStringLiteral(STOKER_SOURCE_DIR "/tests/net/fault_proxy.py"), QString::number(port),
+                                      QString::number(upstream)} + extra);
   if (!p->waitForStarted(5000) || !waitForPort(port, 10000)) return *error = "fault_proxy.py did not start", false;
   return true;
 }
@@ -146,7 +150,7 @@ bool RemoteServers::upload(const QString& file, const QString& key, QString* err
   const QString hash = QString::fromUtf8(sha.out).section(' ', 0, 0);
   const auto r = run("curl", {"-sS", "--fail", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", "S3RVER:S3RVER", "-H",
                               "x-amz-content-sha256: " + hash, "-T", file,
-                              QString("http://127.0.0.1:%1/%2/%3").arg(s3Port_).arg(bucket(), key)});
+                              QString("http://127.0.0.1:%1/%2/%3").arg(s3Port_).arg(bucket(), QString::fromLatin1(QUrl::toPercentEncoding(key, "/")))});
   if (r.exitCode != 0) *error = "upload " + key + ": " + QString::fromUtf8(r.err);
   return r.exitCode == 0;
 }

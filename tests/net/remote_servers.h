@@ -1,12 +1,13 @@
 // remote_servers: the real servers tst_remote reads from, on loopback, started and stopped by the
 // test: nginx serving a folder over HTTP (and HTTPS with a self-signed certificate), s3rver (npm)
 // as the S3-compatible store, and tests/net/fault_proxy.py in front of each for faults and
-// request logs.
+// request logs (in front of s3rver it also checks SigV4 signatures, which s3rver does not).
 #pragma once
 
 #include <QJsonArray>
 #include <QProcess>
 #include <QString>
+#include <QStringList>
 #include <QTemporaryDir>
 
 #include <memory>
@@ -39,7 +40,7 @@ class RemoteServers {
   bool restartHttpProxy(QString* error);
 
  private:
-  bool startProxy(std::unique_ptr<QProcess>& p, int port, int upstream, QString* error);
+  bool startProxy(std::unique_ptr<QProcess>& p, int port, int upstream, QString* error, const QStringList& extra = {});
   QString root_;
   std::unique_ptr<QProcess> nginx_, s3rver_, httpProxy_, s3Proxy_;
   int httpPort_ = 0, httpsPort_ = 0, s3Port_ = 0, httpProxyPort_ = 0, s3ProxyPort_ = 0;
