@@ -186,7 +186,7 @@ std::vector<ListedObject> listS3(const std::string& prefixUrl, bool byFolder, st
     for (pugi::xml_node c : root.children("Contents")) {
       const std::string key = c.child_value("Key");
       if (!key.empty() && key.back() == '/') continue;  // a folder marker, not an object
-      out.push_back({"s3://" + u.bucket + "/" + key, std::stoull(std::string("0") + c.child_value("Size"))});
+      out.push_back({"s3://" + u.bucket + "/" + key, std::stoull(std::string("0") + c.child_value("Size")), c.child_value("ETag")});
     }
     if (prefixes)
       for (pugi::xml_node p : root.children("CommonPrefixes")) prefixes->push_back("s3://" + u.bucket + "/" + p.child_value("Prefix"));

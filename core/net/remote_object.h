@@ -94,6 +94,7 @@ HttpTarget targetOf(const std::string& url, const S3Config* s3 = nullptr);
 struct ListedObject {
   std::string url;  // s3://bucket/key
   std::uint64_t size = 0;
+  std::string etag;  // as the listing gave it (the quotes included, as a GET's ETag header has them)
 };
 
 // ListObjectsV2 under s3://bucket/prefix, every page (continuation tokens). With `byFolder`, the

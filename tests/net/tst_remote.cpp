@@ -333,6 +333,47 @@ print(len(remote), 'batches alike')
     NAMED(expectBadInput([&] { openDataset("imagefolder:" + servers_.httpUrl("photos/").toStdString(), o); }, {"no listing"}));
   }
 
+  // With cache_dir, an S3 image folder's images are fetched once: a later open (a new epoch, a new
+  // process, another rank of the node) lists the prefix and asks for no image. An image replaced
+  // on the server after the listing is refused by name, never read under the old label.
+  void imageFolderImagesAreCached() {
+    LoaderOptions o;
+    o.transforms = "Resize(40),CenterCrop(32),ToDtype(u8)";
+    o.max_inflight_parts = 4;
+    o.cache_dir = tmp_.filePath("image-cache").toStdString();
+    auto local = openDataset("imagefolder:" + tmp_.filePath("photos").toStdString(), o);
+    const auto want = readAll(*local, allIndices(*local));
+    const std::string spec = "imagefolder:" + s3("photos/").toStdString();
+    auto isListing = [](const QJsonValue& e) { return e.toArray()[1].toString().contains("list-type=2"); };
+    servers_.takeLog(false);
+    auto first = openDataset(spec, o);
+    QVERIFY(sameTensors(readAll(*first, allIndices(*first)), want));
+    int images = 0;
+    for (const auto& e : servers_.takeLog(false)) images += !isListing(e);
+    QCOMPARE(images, static_cast<int>(local->size()));  // one request each
+    auto again = openDataset(spec, o);
+    QVERIFY(sameTensors(readAll(*again, allIndices(*again)), want));
+    images = 0;
+    for (const auto& e : servers_.takeLog(false)) images += !isListing(e);
+    QCOMPARE(images, 0);
+    QCOMPARE(cacheFolder(tmp_.filePath("image-cache")).parts, static_cast<int>(local->size()));
+    QCOMPARE(cacheFolder(tmp_.filePath("image-cache")).temps, 0);
+
+    // Replaced after the listing: the uncached read names it; the cache keeps serving the listed version.
+    LoaderOptions plain = o;
+    plain.cache_dir.clear();
+    auto listed = openDataset(spec, plain);
+    const QString url = QString::fromStdString(dynamic_cast<const ImageFolderDataset*>(listed.get())->path(0));
+    const QString key = url.section(RemoteServers::bucket() + "/", 1);
+    const QString original = tmp_.filePath(key);
+    QVERIFY(QFileInfo::exists(original));
+    QVERIFY(writeFile(tmp_.filePath("replacement.jpg"), readFile(original) + QByteArray(100, '\0')));
+    upload(tmp_.filePath("replacement.jpg"), key);
+    NAMED(expectBadInput([&] { readAll(*listed, {0}); }, {key, "changed since the dataset was listed"}));
+    QVERIFY(sameTensors(readAll(*again, {0}), readAll(*local, {0})));
+    upload(original, key);
+  }
+
   // `stoker ckpt inspect URL` reads the header only: one range request when it fits in 64 KiB,
   // two when it does not, and lists what the local file lists.
   void inspectReadsOnlyTheHeader() {

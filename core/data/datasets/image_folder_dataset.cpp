@@ -5,9 +5,11 @@
 #include <filesystem>
 #include <map>
 
+#include "net/part_cache.h"
 #include "net/remote_object.h"
 #include "net/remote_url.h"
 #include "util/error.h"
+#include "util/mapped_file.h"
 #include "util/python_str_less.h"
 #include "util/read_file.h"
 
@@ -56,20 +58,22 @@ Walk walk(const std::string& top) {
 }
 
 // The same walk over an S3 prefix: every key under `top` (ListObjectsV2, all pages), grouped by
-// the "folder" before its last '/'.
-Walk walkS3(const std::string& top) {
+// the "folder" before its last '/'. `listed` gets each object's size and ETag by URL.
+Walk walkS3(const std::string& top, std::map<std::string, ListedObject>& listed) {
   Walk out;
-  for (const ListedObject& o : listS3(top + "/", false)) {
+  for (ListedObject& o : listS3(top + "/", false)) {
     const std::size_t slash = o.url.rfind('/');
     out[o.url.substr(0, slash)].push_back(o.url.substr(slash + 1));
+    listed[o.url] = std::move(o);
   }
   return out;
 }
 
 }  // namespace
 
-ImageFolderDataset::ImageFolderDataset(const std::string& root, const std::string& transforms, int parallelFetches)
-    : EncodedImageDataset("imagefolder (" + root + ")", transforms) {
+ImageFolderDataset::ImageFolderDataset(const std::string& root, const std::string& transforms, int parallelFetches,
+                                       std::shared_ptr<PartCache> cache)
+    : EncodedImageDataset("imagefolder (" + root + ")", transforms), cache_(std::move(cache)) {
   if (isRemotePath(root)) {
     if (root.rfind("s3://", 0) != 0)
       throwBadInput(root, "an HTTP server has no listing to find classes in: imagefolder: reads local folders and s3:// prefixes "
@@ -84,7 +88,10 @@ ImageFolderDataset::ImageFolderDataset(const std::string& root, const std::strin
     std::sort(classes_.begin(), classes_.end(), PythonStrLess());
     if (classes_.empty())
       throwBadInput(root, "no class folders under this prefix (imagefolder expects PREFIX/<class>/<image> like torchvision's ImageFolder)");
-    addClassFiles(root, [&](const std::string& c) { return walkS3(top + "/" + c); });
+    std::map<std::string, ListedObject> listed;
+    addClassFiles(root, [&](const std::string& c) { return walkS3(top + "/" + c, listed); });
+    listed_.reserve(files_.size());
+    for (const std::string& f : files_) listed_.push_back(listed.at(f));
     return;
   }
   std::error_code ec;
@@ -129,11 +136,26 @@ void ImageFolderDataset::fetch(std::int64_t index, std::vector<std::uint8_t>& by
   name = files_[static_cast<std::size_t>(index)];
   label = labels_[static_cast<std::size_t>(index)];
   if (isRemotePath(name)) {
-    // One request for an image under 1 MiB (the open's first range is the whole of it).
-    const auto object = RemoteObject::open(name, std::size_t(1) << 20, s3_.get());
-    if (object->size() > (std::uint64_t(1) << 30)) throwBadInput(name, "larger than 1 GiB: not an image");
-    bytes.resize(static_cast<std::size_t>(object->size()));
-    object->read(0, bytes.data(), bytes.size());
+    const ListedObject& listed = listed_[static_cast<std::size_t>(index)];
+    if (listed.size > (std::uint64_t(1) << 30)) throwBadInput(name, "larger than 1 GiB: not an image");
+    // One request for an image under 1 MiB (the open's first range is the whole of it). The object
+    // must still be what the listing saw: the labels and the cache's name for it rest on that.
+    const auto fetchInto = [&](std::uint8_t* into) {
+      const auto object = RemoteObject::open(name, std::size_t(1) << 20, s3_.get());
+      if ((!listed.etag.empty() && object->etag() != listed.etag) || object->size() != listed.size)
+        throwBadInput(name, "changed since the dataset was listed (ETag " + object->etag() + ", " + std::to_string(object->size()) +
+                                " bytes; listed as " + listed.etag + ", " + std::to_string(listed.size) + " bytes): open the dataset again");
+      object->read(0, into, static_cast<std::size_t>(listed.size));
+    };
+    if (cache_ && !listed.etag.empty() && listed.size > 0) {
+      // The whole image is one part, named by the listing: a later read costs no request.
+      const PartCache::Part part = cache_->part(objectIdOf(targetOf(name, s3_.get()).url, listed.etag, listed.size), listed.size,
+                                                0, static_cast<std::size_t>(listed.size), fetchInto);
+      bytes.assign(part.bytes->data(), part.bytes->data() + listed.size);
+      return;
+    }
+    bytes.resize(static_cast<std::size_t>(listed.size));
+    fetchInto(bytes.data());
     return;
   }
   readWholeFile(name, std::size_t(1) << 30, bytes);  // 1 GiB: no image is that large
@@ -142,7 +164,10 @@ void ImageFolderDataset::fetch(std::int64_t index, std::vector<std::uint8_t>& by
 std::shared_ptr<Dataset> listImageFolderDataset(const std::string& spec, const LoaderOptions& options) {
   const std::string root = spec.substr(std::string("imagefolder:").size());
   if (root.empty()) throwBadInput(spec, "no folder after \"imagefolder:\"");
-  return std::make_shared<ImageFolderDataset>(root, options.transforms, options.max_inflight_parts);
+  std::shared_ptr<PartCache> cache;
+  if (!options.cache_dir.empty() && isRemotePath(root))
+    cache = PartCache::at(options.cache_dir, static_cast<std::uint64_t>(options.cache_limit));
+  return std::make_shared<ImageFolderDataset>(root, options.transforms, options.max_inflight_parts, std::move(cache));
 }
 
 std::shared_ptr<Dataset> openImageFolderDataset(const std::string& spec, const LoaderOptions& options) {

@@ -7,16 +7,25 @@
 // sample is read; JPEG, PNG, WebP, TIFF and BMP decode, PPM/PGM are reported as bad samples.
 #pragma once
 
+#include <memory>
+#include <vector>
+
 #include "data/datasets/image_dataset.h"
+#include "net/remote_object.h"
 #include "net/s3_config.h"
 
 namespace stoker {
 
+class PartCache;
+
 class ImageFolderDataset : public EncodedImageDataset {
  public:
   // `root` may be an s3:// prefix: classes are its common prefixes (ListObjectsV2 with '/'),
-  // images the keys under each, fetched `parallelFetches` at a time per batch.
-  ImageFolderDataset(const std::string& root, const std::string& transforms, int parallelFetches = 1);
+  // images the keys under each, fetched `parallelFetches` at a time per batch. With `cache`
+  // (cache_dir), an image once fetched is read from local disk by later epochs and processes,
+  // without a request: the listing's ETag and size name it in the cache.
+  ImageFolderDataset(const std::string& root, const std::string& transforms, int parallelFetches = 1,
+                     std::shared_ptr<PartCache> cache = nullptr);
   std::int64_t size() const override { return static_cast<std::int64_t>(files_.size()); }
   const std::vector<std::string>& classes() const { return classes_; }
   const std::string& path(std::int64_t index) const { return files_[static_cast<std::size_t>(index)]; }
@@ -31,6 +40,8 @@ class ImageFolderDataset : public EncodedImageDataset {
   std::vector<std::string> classes_;
   std::vector<std::string> files_;
   std::shared_ptr<const S3Config> s3_;  // an s3:// root: how every image is signed
+  std::vector<ListedObject> listed_;    // an s3:// root: by file, its size and ETag at listing
+  std::shared_ptr<PartCache> cache_;
   std::vector<std::int64_t> labels_;
 };
 
