@@ -127,6 +127,9 @@ bool LoaderRunner::startTune(const LoaderRunRequest& request) {
     TuneSpec spec;
     spec.budgetSeconds = request.tuneBudgetSeconds;
     spec.measure = request.measure;
+    const std::string datasetSpec = request.dataset.toStdString();
+    spec.remoteDataset = datasetIsRemote(datasetSpec);
+    spec.reopen = [datasetSpec](const LoaderOptions& o) { return openDataset(datasetSpec, o); };
     const TuneResult r = autoTune(dataset, request.options, devices, sessionOptions(request, telemetry_), spec, cancelToken(),
                                   [this, &spec](const TuneTrial& t, double seconds) {
                                     Q_EMIT tuneTrial(QString::fromStdString(t.change), t.measurement.samplesPerS,

@@ -54,6 +54,8 @@ void runTune(const TuneArgs& a) {
   session.stepMicros = a.stepMicros;
   session.sim.capacityBytes = 16LL << 30;
   auto dataset = openDataset(a.dataset, base);
+  spec.remoteDataset = datasetIsRemote(a.dataset);
+  spec.reopen = [&a](const LoaderOptions& o) { return openDataset(a.dataset, o); };
   const auto devices = expandDevices(a.device);
   CancelToken cancel;
   cancelOnInterrupt(cancel);

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/loader.h"
+#include "data/loader_sweep.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -23,7 +24,8 @@ std::string percentText(double x) {
 
 }  // namespace
 
-std::vector<std::pair<std::string, std::vector<std::string>>> defaultTuneCandidates(const LoaderOptions& base, int cores) {
+std::vector<std::pair<std::string, std::vector<std::string>>> defaultTuneCandidates(const LoaderOptions& base, int cores,
+                                                                                     bool remoteDataset) {
   cores = std::max(1, cores);
   std::vector<std::string> workers;
   for (int w : {0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32})
@@ -31,11 +33,16 @@ std::vector<std::pair<std::string, std::vector<std::string>>> defaultTuneCandida
   std::vector<std::string> batch;
   for (std::int64_t b : {base.batch_size / 4, base.batch_size / 2, base.batch_size, base.batch_size * 2, base.batch_size * 4})
     if (b >= 1 && (batch.empty() || batch.back() != std::to_string(b))) batch.push_back(std::to_string(b));
-  return {{"num_workers", workers},
-          {"prefetch", {"1", "2", "4", "8", "16", "32"}},
-          {"batch_size", batch},
-          {"pin_memory", {"false", "true"}},
-          {"reuse_buffers", {"false", "true"}}};
+  std::vector<std::pair<std::string, std::vector<std::string>>> out{{"num_workers", workers},
+                                                                    {"prefetch", {"1", "2", "4", "8", "16", "32"}},
+                                                                    {"batch_size", batch},
+                                                                    {"pin_memory", {"false", "true"}},
+                                                                    {"reuse_buffers", {"false", "true"}}};
+  if (remoteDataset) {  // s3dlio's knobs: bytes per range request, requests in flight per worker
+    out.push_back({"max_inflight_parts", {"1", "2", "4", "8", "16"}});
+    out.push_back({"part_size", {"1048576", "4194304", "8388608", "16777216", "67108864"}});
+  }
+  return out;
 }
 
 TuneResult autoTune(std::shared_ptr<Dataset> dataset, const LoaderOptions& base, const std::vector<DeviceSpec>& devices,
@@ -44,7 +51,8 @@ TuneResult autoTune(std::shared_ptr<Dataset> dataset, const LoaderOptions& base,
   if (!(spec.budgetSeconds > 0)) throwBadInput("budget", "must be a positive number of seconds");
   validateLoaderOptions(base);
   const auto candidates = spec.candidates.empty()
-                              ? defaultTuneCandidates(base, static_cast<int>(std::thread::hardware_concurrency()))
+                              ? defaultTuneCandidates(base, static_cast<int>(std::thread::hardware_concurrency()),
+                                                      spec.remoteDataset && spec.reopen)
                               : spec.candidates;
   const nlohmann::json baseJson = nlohmann::json::parse(loaderOptionsToJson(base));
   std::size_t points = 1;
@@ -64,14 +72,34 @@ TuneResult autoTune(std::shared_ptr<Dataset> dataset, const LoaderOptions& base,
   // Resident trials would each decode the whole dataset again when their Loader starts: decode it
   // once for all of them (streaming trials must keep paying per batch, so they keep the original).
   constexpr std::int64_t kDecodeOnceLimit = 4LL << 30;
+  bool decodedOnce = false;
   if (base.loading_mode != LoadingMode::Streaming && dataset->hostFields().empty() &&
       dataset->totalBytes() <= kDecodeOnceLimit) {
     dataset = decodeOnce(dataset, std::max(1, static_cast<int>(std::thread::hardware_concurrency())), cancel);
+    decodedOnce = true;
     char note[160];
     std::snprintf(note, sizeof note, "decoded the dataset once for every resident trial (%.1f s, outside the budget)",
                   std::chrono::duration<double>(Clock::now() - start).count());
     result.notes.push_back(note);
   }
+  // The part knobs change how the dataset is opened: searched on a remote dataset read from the
+  // network by every trial, each setting on the dataset opened with it.
+  const bool searchParts = spec.remoteDataset && spec.reopen && !decodedOnce && base.cache_dir.empty();
+  if (spec.remoteDataset && !searchParts)
+    result.notes.push_back(!spec.reopen ? "part_size and max_inflight_parts not searched: the dataset cannot be opened again here"
+                           : decodedOnce ? "part_size and max_inflight_parts not searched: resident trials read no byte from the network"
+                                         : "part_size and max_inflight_parts not searched: with cache_dir every trial after the first "
+                                           "reads the cache (tune them without it)");
+  // A trial whose dataset-level knobs differ from the start's reads the dataset opened with them
+  // (opened once per setting; the decoded-once dataset stands for every resident trial).
+  std::map<std::string, std::shared_ptr<Dataset>> opened;
+  auto datasetFor = [&](const LoaderOptions& o) {
+    if (!spec.reopen || decodedOnce || !datasetKnobsDiffer(base, o)) return dataset;
+    auto& d = opened[std::to_string(static_cast<int>(o.reader_mode)) + "/" + std::to_string(o.part_size) + "/" +
+                     std::to_string(o.max_inflight_parts) + "/" + o.transforms];
+    if (!d) d = spec.reopen(o);
+    return d;
+  };
   const auto searchStart = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - searchStart).count(); };
   std::map<std::string, std::size_t> seen;  // options JSON -> trial
@@ -83,7 +111,7 @@ TuneResult autoTune(std::shared_ptr<Dataset> dataset, const LoaderOptions& base,
     t.options = o;
     t.change = describeChange(base, o);
     try {
-      t.measurement = measureLoader(dataset, o, devices, session, measure, cancel);
+      t.measurement = measureLoader(datasetFor(o), o, devices, session, measure, cancel);
     } catch (const Error& e) {
       if (e.kind() == ErrorKind::Cancelled) throw;
       t.error = e.what();
@@ -104,7 +132,8 @@ TuneResult autoTune(std::shared_ptr<Dataset> dataset, const LoaderOptions& base,
     result.passes++;
     for (const auto& [knob, values] : candidates) {
       bool inactive = false;
-      for (const auto& k : inactiveKnobs(current, host)) inactive = inactive || k.knob == knob;
+      for (const auto& k : inactiveKnobs(current, host, searchParts)) inactive = inactive || k.knob == knob;
+      if (!searchParts && spec.remoteDataset && (knob == "part_size" || knob == "max_inflight_parts")) inactive = true;
       if (inactive) continue;
       LoaderOptions bestHere = current;
       Measurement bestHereM = currentM;

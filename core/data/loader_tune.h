@@ -25,11 +25,19 @@ struct TuneSpec {
   // defaults for this machine (defaultTuneCandidates).
   std::vector<std::pair<std::string, std::vector<std::string>>> candidates;
   MeasureSpec measure;  // maxSeconds is lowered to fit the budget
+  // An s3:// or http(s):// dataset (datasetIsRemote): part_size and max_inflight_parts are searched
+  // too, each setting on the dataset opened again with it through `reopen` (openDataset(spec, o)).
+  // Not when the trials are resident (decoded once: no read reaches the network) or cache_dir is
+  // set (after the first trial every read comes from the cache): a note says so.
+  bool remoteDataset = false;
+  std::function<std::shared_ptr<Dataset>(const LoaderOptions&)> reopen;
 };
 
 // num_workers 0..2 x cores (storage latency lets more readers than cores
-// help), prefetch 1-32, batch_size base/4..base x 4, pin_memory, reuse_buffers.
-std::vector<std::pair<std::string, std::vector<std::string>>> defaultTuneCandidates(const LoaderOptions& base, int cores);
+// help), prefetch 1-32, batch_size base/4..base x 4, pin_memory, reuse_buffers;
+// for a remote dataset also part_size 1-64 MiB and max_inflight_parts 1-16.
+std::vector<std::pair<std::string, std::vector<std::string>>> defaultTuneCandidates(const LoaderOptions& base, int cores,
+                                                                                     bool remoteDataset = false);
 
 struct TuneTrial {
   LoaderOptions options;

@@ -107,6 +107,8 @@ char* stoker_tune(const char* spec, const char* optionsJson, const char* request
     session.sim.capacityBytes = 16LL << 30;
     CancelToken cancel;
     auto dataset = openDataset(text, base);
+    tune.remoteDataset = datasetIsRemote(text);
+    tune.reopen = [&text](const LoaderOptions& o) { return openDataset(text, o); };
     const TuneResult result = autoTune(dataset, base, expandDevices(device), session, tune, &cancel,
                                        [&](const TuneTrial& t, double secondsSoFar) {
                                          const std::string change = t.change.empty() ? "(start)" : t.change;

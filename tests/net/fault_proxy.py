@@ -158,6 +158,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
 class Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # socketserver listens with a backlog of 5: past that, a burst of new connections (a reader
+    # with 16 or more requests in flight) waited for the kernel's 1 s SYN retry, and benchmarks
+    # read the proxy's limit as Stoker's.
+    request_queue_size = 1024
 
     def handle_error(self, request, client_address):
         if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):  # a client that hung up is no news

@@ -24,6 +24,8 @@
 #include "ckpt/reshard_plan.h"
 #include "data/dataset.h"
 #include "data/loader.h"
+#include "data/loader_sweep.h"
+#include "data/loader_tune.h"
 #include "data/datasets/image_folder_dataset.h"
 #include "data/datasets/web_dataset.h"
 #include "expect_error.h"
@@ -681,6 +683,45 @@ print(len(remote), 'batches alike')
     QVERIFY(has(inactiveKnobs(o, true, false), "part_size"));
     QVERIFY(!has(inactiveKnobs(o, true, true), "part_size"));
     QVERIFY(!has(inactiveKnobs(o, true, true), "max_inflight_parts"));
+  }
+
+  // The auto-tuner searches part_size and max_inflight_parts for a remote dataset, each setting on
+  // the dataset opened again with it; not for a local one, and not with cache_dir (a note says why).
+  void theTunerSearchesThePartKnobs() {
+    const std::string spec = "tokens:" + servers_.httpUrl("tokens/tokens.bin").toStdString() + ",ctx=64";
+    QVERIFY(defaultTuneCandidates(LoaderOptions{}, 2, true).size() == defaultTuneCandidates(LoaderOptions{}, 2, false).size() + 2);
+    LoaderOptions base;
+    base.batch_size = 16;
+    base.num_workers = 1;
+    base.prefetch = 2;
+    base.loading_mode = LoadingMode::Streaming;
+    TuneSpec tune;
+    tune.budgetSeconds = 20;
+    tune.measure.warmupSeconds = 0.05;
+    tune.measure.minSeconds = 0.1;
+    tune.measure.maxSeconds = 0.3;
+    tune.remoteDataset = true;
+    tune.candidates = {{"max_inflight_parts", {"1", "8"}}, {"part_size", {"65536", "1048576"}}};
+    std::vector<LoaderOptions> reopened;
+    tune.reopen = [&](const LoaderOptions& o) {
+      reopened.push_back(o);
+      return openDataset(spec, o);
+    };
+    LoaderSessionOptions session;
+    const auto devices = expandDevices("cpu");
+    const TuneResult r = autoTune(openDataset(spec, base), base, devices, session, tune, nullptr, {});
+    auto tried = [&](const char* knob) {
+      return std::count_if(r.trials.begin(), r.trials.end(), [&](const TuneTrial& t) { return t.change.find(knob) != std::string::npos; });
+    };
+    QVERIFY2(tried("max_inflight_parts") >= 1 && tried("part_size") >= 1, qPrintable(QString::number(r.trials.size())));
+    QVERIFY(!reopened.empty());
+    for (const auto& o : reopened) QVERIFY(datasetKnobsDiffer(base, o));  // each trial read a dataset opened with its knobs
+    // With cache_dir the trials would read the cache: not searched, and said.
+    base.cache_dir = tmp_.filePath("tune-cache").toStdString();
+    reopened.clear();
+    const TuneResult cached = autoTune(openDataset(spec, base), base, devices, session, tune, nullptr, {});
+    QVERIFY(reopened.empty());
+    QVERIFY(std::any_of(cached.notes.begin(), cached.notes.end(), [](const std::string& n) { return n.find("cache_dir") != std::string::npos; }));
   }
 
   // skip_bad_samples skips and counts a remote image that does not decode, as a local one.
