@@ -8,6 +8,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QProcess>
+#include <QSet>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QThread>
@@ -518,6 +519,8 @@ print(len(remote), 'batches alike')
     }
     // A server that keeps failing: the reader gets the named error after the retry budget.
     RemoteReadahead failing(o);
+    QByteArray past(10, '\0');
+    NAMED(expectBadInput([&] { failing.read(object, past.data(), 10, static_cast<std::uint64_t>(blob_.size()) - 5); }, {"past its end"}));
     QVERIFY(servers_.fault(true, "status:503", 100));
     QByteArray got(1000, '\0');
     NAMED(expectError([&] { failing.read(object, got.data(), 1000, 300000); }, ErrorKind::Network,
@@ -683,6 +686,48 @@ print(len(remote), 'batches alike')
     QVERIFY(has(inactiveKnobs(o, true, false), "part_size"));
     QVERIFY(!has(inactiveKnobs(o, true, true), "part_size"));
     QVERIFY(!has(inactiveKnobs(o, true, true), "max_inflight_parts"));
+  }
+
+  // Three ranks of `stoker feed` over one remote token file (no cache) read disjoint bytes: no
+  // window is asked for twice, and together the ranks ask for the file about once, not three
+  // times (counted at the proxy; windows of ctx + 1 tokens overlap their neighbours by one token).
+  // --drop-last: DistributedSampler pads the tail otherwise, by repeating the first samples.
+  void ranksReadDisjointBytes() {
+    const QString spec = "tokens:" + servers_.httpUrl("tokens/tokens.bin") + ",ctx=64";
+    const qint64 fileBytes = QFileInfo(servers_.www() + "/tokens/tokens.bin").size();
+    servers_.takeLog(true);
+    const int port = freePort();
+    std::vector<std::unique_ptr<QProcess>> ranks;
+    for (int r = 0; r < 3; ++r) {
+      auto p = std::make_unique<QProcess>();
+      QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+      env.insert("RANK", QString::number(r));
+      env.insert("WORLD_SIZE", "3");
+      env.insert("MASTER_ADDR", "127.0.0.1");
+      env.insert("MASTER_PORT", QString::number(port));
+      p->setProcessEnvironment(env);
+      p->start(STOKER_CLI_PATH, {"feed", "--dataset", spec, "--batch-size", "16", "--epochs", "1", "--workers", "1", "--drop-last"});
+      ranks.push_back(std::move(p));
+    }
+    for (auto& p : ranks) {
+      QVERIFY(p->waitForFinished(120000));
+      QVERIFY2(p->exitCode() == 0, p->readAllStandardError().constData());
+    }
+    QSet<QString> ranges;
+    qint64 bytes = 0;
+    int windows = 0;
+    for (const auto& e : servers_.takeLog(true)) {
+      const QJsonArray a = e.toArray();
+      const QString range = a[2].toString();
+      bytes += a[4].toInteger();
+      if (a[4].toInteger() != 130) continue;  // the opens' first bytes; a window is 65 u16 tokens
+      ++windows;
+      QVERIFY2(!ranges.contains(range), qPrintable("asked twice: " + range));
+      ranges.insert(range);
+    }
+    const qint64 expectedWindows = (fileBytes / 2 - 1) / 64;
+    QVERIFY2(windows >= expectedWindows - 3 * 16 && windows <= expectedWindows, qPrintable(QString::number(windows)));
+    QVERIFY2(bytes < fileBytes * 103 / 100 + 3 * 4096, qPrintable(QString("%1 of %2").arg(bytes).arg(fileBytes)));
   }
 
   // The auto-tuner searches part_size and max_inflight_parts for a remote dataset, each setting on
