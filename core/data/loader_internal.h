@@ -115,6 +115,10 @@ struct Produced {
 struct TelemetryWindow {
   Clock::time_point start;
   std::int64_t batches = 0, samples = 0, bytes = 0;
+  // The window before this one: an epoch's end flushes however short a window it has, and its
+  // rate is then taken over both (see emit in epoch.cpp).
+  Clock::time_point previousStart;
+  std::int64_t previousSamples = -1, previousBytes = 0;
   double waitSeconds = 0, stepSeconds = 0;
   std::int64_t readySum = 0;
   std::vector<double> latenciesMs;

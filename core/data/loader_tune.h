@@ -3,7 +3,7 @@
 // one knob at a time, each candidate measured with measureLoader (warm-up,
 // then until +-3 % or a time cap), moving only to a setting that is clearly
 // faster (disjoint 95 % intervals), pass after pass until nothing improves or
-// the budget is spent. A num_workers candidate comes with prefetch raised to
+// the budget is spent (each trial 0.3-4 s, up to 15 s on a remote dataset). A num_workers candidate comes with prefetch raised to
 // two batches per worker if it was lower. Knobs that do nothing with the other settings (pinning
 // on cpu, prefetch without workers) are skipped. Reports the best setting,
 // its interval, how sure the choice is, and every trial.
@@ -35,7 +35,7 @@ struct TuneSpec {
 
 // num_workers 0..2 x cores (storage latency lets more readers than cores
 // help), prefetch 1-32, batch_size base/4..base x 4, pin_memory, reuse_buffers;
-// for a remote dataset also part_size 1-64 MiB and max_inflight_parts 1-16.
+// for a remote dataset also part_size 1-64 MiB and max_inflight_parts 1-64.
 std::vector<std::pair<std::string, std::vector<std::string>>> defaultTuneCandidates(const LoaderOptions& base, int cores,
                                                                                      bool remoteDataset = false);
 

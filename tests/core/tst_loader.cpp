@@ -928,6 +928,38 @@ class TestLoader : public QObject {
     QCOMPARE(kind, ErrorKind::Cancelled);
   }
 
+  // Short epochs: each epoch's end flushes a window of the last batch over microseconds, which the
+  // measurement must not take for a rate (it once read 438,000 samples/s on a loader doing 170).
+  void shortEpochsMeasureTheirRate() {
+    auto ds = parseSyntheticSpec("synthetic:96,8,f32,0,3000");  // 3 ms of waiting per sample: ~330 samples/s on one worker
+    LoaderOptions o = LoaderOptions::builder().batchSize(32).numWorkers(1).loadingMode(LoadingMode::Streaming).build();
+    MeasureSpec spec;
+    spec.warmupSeconds = 0.3;
+    spec.minSeconds = 1.5;
+    spec.maxSeconds = 1.5;
+    // What the Monitor plots: the epoch-end records too.
+    struct Rates : TelemetryObserver {
+      std::mutex mutex;
+      std::vector<std::pair<double, bool>> rates;  // samples/s, epoch end
+      void onRecord(const TelemetryRecord& r) override {
+        std::lock_guard<std::mutex> lock(mutex);
+        rates.emplace_back(r.samples_per_s, r.epoch_end);
+      }
+    };
+    auto seen = std::make_shared<Rates>();
+    LoaderSessionOptions session;
+    session.observers.push_back(seen);
+    const Measurement m = measureLoader(ds, o, {DeviceSpec::parse("cpu")}, session, spec, nullptr);
+    QVERIFY2(m.samplesPerS > 100 && m.samplesPerS < 700, qPrintable(QString::number(m.samplesPerS)));
+    QVERIFY2(m.p90 < 2000, qPrintable(QString::number(m.p90)));
+    int ends = 0;
+    for (const auto& [rate, end] : seen->rates) {
+      ends += end;
+      QVERIFY2(rate < 2000, qPrintable(QString("%1 samples/s%2").arg(rate).arg(end ? " at an epoch's end" : "")));
+    }
+    QVERIFY(ends >= 2);
+  }
+
   // The auto-tuner on a dataset whose optimum is designed in: every sample waits 400 us on
   // "storage" (a sleep, so readers beyond the cores still help) and costs no CPU. The best
   // setting is the most workers offered with a ring deep enough for them; the search must
