@@ -113,6 +113,22 @@ def wait_port(port, seconds=10):
     sys.exit(f"nothing listens on {port}")
 
 
+def serve(www, run):
+    """nginx serving `www` and the fault proxy in front of it, both on free loopback ports, with
+    their files in a fresh `run` folder. Returns (nginx port, proxy port, [processes])."""
+    shutil.rmtree(run, ignore_errors=True)
+    os.makedirs(os.path.join(run, "tmp"))
+    nginx_port, proxy_port = free_port(), free_port()
+    with open(os.path.join(run, "nginx.conf"), "w") as f:
+        f.write(NGINX_CONF.format(root=run, port=nginx_port, www=www))
+    servers = [subprocess.Popen(["/usr/sbin/nginx", "-c", os.path.join(run, "nginx.conf"), "-p", run], stderr=subprocess.DEVNULL),
+               subprocess.Popen([PY, os.path.join(ROOT, "tests", "net", "fault_proxy.py"), str(proxy_port), str(nginx_port)],
+                                stdout=subprocess.DEVNULL)]
+    wait_port(nginx_port)
+    wait_port(proxy_port)
+    return nginx_port, proxy_port, servers
+
+
 def bench(stoker, spec, options, epochs, extra=()):
     """`stoker bench --json`; returns (document, wall seconds of the whole process)."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
@@ -164,17 +180,8 @@ def main():
     subprocess.run(["cat", token_file, *[os.path.join(shards, n) for n in shard_names]], stdout=subprocess.DEVNULL, check=True)
 
     run = os.path.join(a.data, "run")
-    shutil.rmtree(run, ignore_errors=True)
-    os.makedirs(os.path.join(run, "tmp"))
-    nginx_port, proxy_port = free_port(), free_port()
-    with open(os.path.join(run, "nginx.conf"), "w") as f:
-        f.write(NGINX_CONF.format(root=run, port=nginx_port, www=www))
-    servers = [subprocess.Popen(["/usr/sbin/nginx", "-c", os.path.join(run, "nginx.conf"), "-p", run], stderr=subprocess.DEVNULL),
-               subprocess.Popen([PY, os.path.join(ROOT, "tests", "net", "fault_proxy.py"), str(proxy_port), str(nginx_port)],
-                                stdout=subprocess.DEVNULL)]
+    nginx_port, proxy_port, servers = serve(www, run)
     try:
-        wait_port(nginx_port)
-        wait_port(proxy_port)
         base = f"http://127.0.0.1:{proxy_port}/"
         rel_tokens = os.path.relpath(token_file, www)
         pattern = f"{os.path.basename(shards)}/{shard_names[0][:-10]}{{{shard_names[0][-10:-4]}..{shard_names[-1][-10:-4]}}}.tar"

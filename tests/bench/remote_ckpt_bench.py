@@ -30,7 +30,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from remote_bench import NGINX_CONF, PY, ROOT, free_port, wait_port  # noqa: E402
+from remote_bench import ROOT, serve  # noqa: E402
 
 
 def size_bytes(text):
@@ -97,21 +97,12 @@ def main():
     subprocess.run(["cat", *[os.path.join(hf, n) for n in shards]], stdout=subprocess.DEVNULL, check=True)
 
     run = os.path.join(a.data, "run")
-    shutil.rmtree(run, ignore_errors=True)
-    os.makedirs(os.path.join(run, "tmp"))
+    nginx_port, proxy_port, servers = serve(www, run)
     out_dir = a.out or run
     os.makedirs(out_dir, exist_ok=True)
     out, copy = os.path.join(out_dir, "out"), os.path.join(out_dir, "copy")
-    nginx_port, proxy_port = free_port(), free_port()
-    with open(os.path.join(run, "nginx.conf"), "w") as f:
-        f.write(NGINX_CONF.format(root=run, port=nginx_port, www=www))
-    servers = [subprocess.Popen(["/usr/sbin/nginx", "-c", os.path.join(run, "nginx.conf"), "-p", run], stderr=subprocess.DEVNULL),
-               subprocess.Popen([PY, os.path.join(ROOT, "tests", "net", "fault_proxy.py"), str(proxy_port), str(nginx_port)],
-                                stdout=subprocess.DEVNULL)]
     rows = []
     try:
-        wait_port(nginx_port)
-        wait_port(proxy_port)
         print(f"{len(shards) - 1} shards, {total / 2**30:.2f} GiB; seconds (GB/s)", flush=True)
         for latency in a.latencies.split(","):
             if latency == "direct":
