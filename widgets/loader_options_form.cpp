@@ -1,8 +1,10 @@
 #include "loader_options_form.h"
 
+#include <QAbstractSpinBox>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
+#include <QEvent>
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QJsonArray>
@@ -103,6 +105,11 @@ LoaderOptionsForm::LoaderOptionsForm(QWidget* parent) : QWidget(parent) {
       editor = spin;
     }
     editor->setObjectName(name);
+    if (qobject_cast<QComboBox*>(editor) || qobject_cast<QAbstractSpinBox*>(editor)) {
+      // Scrolling the form used to turn every combo box and spin box that passed under the mouse.
+      editor->setFocusPolicy(Qt::StrongFocus);
+      editor->installEventFilter(this);
+    }
     const QString tip = QString("<b>%1</b><br>%2<br><i>PyTorch:</i> %3%4")
                             .arg(name, QString::fromStdString(knob.effect).toHtmlEscaped(),
                                  QString::fromStdString(knob.pytorch).toHtmlEscaped(),
@@ -124,6 +131,15 @@ LoaderOptionsForm::LoaderOptionsForm(QWidget* parent) : QWidget(parent) {
   outer->addWidget(messageLabel_);
   outer->addStretch(1);
   setOptions(LoaderOptions{});
+}
+
+bool LoaderOptionsForm::eventFilter(QObject* watched, QEvent* event) {
+  auto* widget = qobject_cast<QWidget*>(watched);
+  if (event->type() == QEvent::Wheel && widget && !widget->hasFocus()) {
+    event->ignore();  // not handled here: QApplication hands it on to the parents (the scroll area)
+    return true;
+  }
+  return QWidget::eventFilter(watched, event);
 }
 
 void LoaderOptionsForm::setOptions(const LoaderOptions& options) {

@@ -39,6 +39,10 @@ class LoaderOptionsForm : public QWidget {
   void changed();
   void validityChanged(bool valid, const QString& message);
 
+ protected:
+  // A wheel over a combo box or spin box without focus scrolls the form, not the value.
+  bool eventFilter(QObject* watched, QEvent* event) override;
+
  private:
   QString formJson() const;
   void revalidate();

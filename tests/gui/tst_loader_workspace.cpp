@@ -85,6 +85,34 @@ class TestLoaderWorkspace : public QObject {
     QCoreApplication::setOrganizationName("StokerTest");
     QStandardPaths::setTestModeEnabled(true);
   }
+  // A wheel over a combo box or spin box the user has not clicked scrolls the form; once it has
+  // focus, the wheel changes its value as usual.
+  void theWheelScrollsTheFormUnlessAnEditorHasFocus() {
+    LoaderOptionsForm form;
+    form.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&form));
+    auto* combo = qobject_cast<QComboBox*>(form.editor("reader_mode"));
+    auto* spin = qobject_cast<QSpinBox*>(form.editor("batch_size"));
+    QVERIFY(combo && spin);
+    auto wheel = [](QWidget* target) {
+      QWheelEvent e(QPointF(5, 5), target->mapToGlobal(QPointF(5, 5)), {}, QPoint(0, -120), Qt::NoButton, Qt::NoModifier,
+                    Qt::NoScrollPhase, false);
+      QCoreApplication::sendEvent(target, &e);
+    };
+    if (QWidget* focused = QApplication::focusWidget()) focused->clearFocus();  // showing gave the first editor focus
+    QVERIFY(!combo->hasFocus() && !spin->hasFocus());
+    const int index = combo->currentIndex(), value = spin->value();
+    wheel(combo);
+    wheel(spin);
+    QCOMPARE(combo->currentIndex(), index);
+    QCOMPARE(spin->value(), value);
+    form.activateWindow();
+    combo->setFocus();
+    QTRY_VERIFY(combo->hasFocus());
+    wheel(combo);
+    QVERIFY(combo->currentIndex() != index);
+  }
+
 
   void runShowsProgressPlotsAndBadgeWithoutStalling() {
     LoaderWorkspace w;
