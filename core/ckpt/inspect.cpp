@@ -10,6 +10,7 @@
 #include "net/http_transfer.h"
 #include "net/remote_object.h"
 #include "net/remote_url.h"
+#include "util/ends_with.h"
 #include "util/error.h"
 #include "util/file_exists.h"
 #include "util/run_jobs.h"
@@ -109,10 +110,6 @@ void readPtFile(const std::string& path, CheckpointInfo& info) {
     info.tensors.push_back(std::move(t));
   }
   info.metadata = info.pt->extras();
-}
-
-bool endsWith(const std::string& s, std::string_view tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
 // A safetensors file in S3 or behind HTTP(S): its header alone, with one range request when it

@@ -177,52 +177,47 @@ void TensorStreamer::flushSmall(ByteSink& sink) {
   check();
 }
 
-// Keep-dtype path: big runs go file to file, small ones are batched.
+// `length` bytes to the sink in steps of at most `step` (append(done, n) moves each), reporting
+// progress and honouring cancel between steps.
+void TensorStreamer::inSteps(std::uint64_t length, std::uint64_t step,
+                             const std::function<void(std::uint64_t done, std::uint64_t n)>& append) {
+  for (std::uint64_t done = 0; done < length;) {
+    const std::uint64_t n = std::min<std::uint64_t>(length - done, step);
+    append(done, n);
+    done += n;
+    if (meter_) meter_->add(n, item_);
+    check();
+  }
+}
+
+// Keep-dtype path: big runs go file to file (a remote file's through memory, from the blocks its
+// readahead fetched), small ones are batched.
 void TensorStreamer::emit(const CopyRun& run, ByteSink& sink) {
   if (run.piece->loadsWhole()) {
     flushSmall(sink);
     const std::uint8_t* data = loadedPiece(*run.piece) + run.pieceOffset;
-    for (std::uint64_t done = 0; done < run.length;) {
-      const std::uint64_t n = std::min<std::uint64_t>(run.length - done, kProgressStep);
-      sink.append(data + done, static_cast<std::size_t>(n));
-      done += n;
-      if (meter_) meter_->add(n, item_);
-      check();
-    }
+    inSteps(run.length, kProgressStep, [&](std::uint64_t done, std::uint64_t n) { sink.append(data + done, static_cast<std::size_t>(n)); });
     return;
-  }
-  if ((run.length >= kKernelCopyMin || run.length > bufferBytes_) && files_.isRemote(run.piece->file)) {
-    flushSmall(sink);
-    return emitRemote(run, sink);
   }
   if (run.length >= kKernelCopyMin || run.length > bufferBytes_) {
     flushSmall(sink);
-    const int fd = files_.fd(run.piece->file);
-    for (std::uint64_t done = 0; done < run.length;) {
-      const std::uint64_t n = std::min<std::uint64_t>(run.length - done, kProgressStep);
-      sink.appendFrom(fd, run.piece->dataOffset + run.pieceOffset + done, n);
-      done += n;
-      if (meter_) meter_->add(n, item_);
-      check();
+    const int file = run.piece->file;
+    const std::uint64_t at = run.piece->dataOffset + run.pieceOffset;
+    if (files_.isRemote(file)) {
+      remoteChunk_.resize(static_cast<std::size_t>(std::min<std::uint64_t>(run.length, kRemoteChunk)));
+      inSteps(run.length, kRemoteChunk, [&](std::uint64_t done, std::uint64_t n) {
+        files_.read(file, remoteChunk_.data(), n, at + done);
+        sink.append(remoteChunk_.data(), static_cast<std::size_t>(n));
+      });
+    } else {
+      const int fd = files_.fd(file);
+      inSteps(run.length, kProgressStep, [&](std::uint64_t done, std::uint64_t n) { sink.appendFrom(fd, at + done, n); });
     }
     return;
   }
   if (used_ + run.length > bufferBytes_) flushSmall(sink);
   readRun(run, buffer() + used_);
   used_ += run.length;
-}
-
-// A long run of a remote file, a chunk at a time: the source's readahead has fetched it already.
-void TensorStreamer::emitRemote(const CopyRun& run, ByteSink& sink) {
-  remoteChunk_.resize(static_cast<std::size_t>(std::min<std::uint64_t>(run.length, kRemoteChunk)));
-  for (std::uint64_t done = 0; done < run.length;) {
-    const std::uint64_t n = std::min<std::uint64_t>(run.length - done, remoteChunk_.size());
-    files_.read(run.piece->file, remoteChunk_.data(), n, run.piece->dataOffset + run.pieceOffset + done);
-    sink.append(remoteChunk_.data(), static_cast<std::size_t>(n));
-    done += n;
-    if (meter_) meter_->add(n, item_);
-    check();
-  }
 }
 
 void TensorStreamer::flushConvert(const PlannedTensor& t, ByteSink& sink, F16Overflow* overflow) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -69,7 +70,7 @@ class TensorStreamer {
 
  private:
   void emit(const CopyRun& run, ByteSink& sink);
-  void emitRemote(const CopyRun& run, ByteSink& sink);
+  void inSteps(std::uint64_t length, std::uint64_t step, const std::function<void(std::uint64_t done, std::uint64_t n)>& append);
   void flushSmall(ByteSink& sink);
   void flushConvert(const PlannedTensor& t, ByteSink& sink, F16Overflow* overflow);
   const std::uint8_t* loadedPiece(const TensorPiece& piece);

@@ -17,6 +17,7 @@
 #include "data/pytorch_script.h"
 #include "image/image_transforms.h"
 #include "util/atomic_file.h"
+#include "util/ends_with.h"
 #include "util/error.h"
 
 namespace stoker {
@@ -27,9 +28,6 @@ std::string pyBool(bool b) { return b ? "True" : "False"; }
 // A Python string literal (JSON's escaping is valid Python for these).
 std::string pyString(const std::string& s) { return nlohmann::json(s).dump(); }
 
-bool endsWith(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
 }  // namespace
 
 std::string pytorchDatasetDefinition(const std::string& spec, const LoaderOptions& o) {

@@ -93,13 +93,13 @@ TuneResult autoTune(std::shared_ptr<Dataset> dataset, const LoaderOptions& base,
                                            "reads the cache (tune them without it)");
   // A trial whose dataset-level knobs differ from the start's reads the dataset opened with them
   // (opened once per setting; the decoded-once dataset stands for every resident trial).
-  std::map<std::string, std::shared_ptr<Dataset>> opened;
+  std::vector<std::pair<LoaderOptions, std::shared_ptr<Dataset>>> opened;  // the options each was opened with
   auto datasetFor = [&](const LoaderOptions& o) {
     if (!spec.reopen || decodedOnce || !datasetKnobsDiffer(base, o)) return dataset;
-    auto& d = opened[std::to_string(static_cast<int>(o.reader_mode)) + "/" + std::to_string(o.part_size) + "/" +
-                     std::to_string(o.max_inflight_parts) + "/" + o.transforms];
-    if (!d) d = spec.reopen(o);
-    return d;
+    for (const auto& [with, d] : opened)
+      if (!datasetKnobsDiffer(with, o)) return d;
+    opened.emplace_back(o, spec.reopen(o));
+    return opened.back().second;
   };
   const auto searchStart = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - searchStart).count(); };

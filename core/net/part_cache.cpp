@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "util/atomic_file.h"
+#include "util/ends_with.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
 
@@ -22,10 +23,6 @@ namespace {
 
 constexpr const char* kSuffix = ".part";
 constexpr int kStaleTempSeconds = 600;  // a temporary file this old belongs to a process that died
-
-bool endsWith(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
 
 }  // namespace
 

@@ -26,6 +26,12 @@ HttpTarget targetOf(const std::string& url, const S3Config* s3) {
   return t;
 }
 
+std::string cacheIdOf(const HttpTarget& target, const std::string& etag, std::uint64_t size) {
+  // Where the object is without credentials: an S3 request URL carries none (the signature is a
+  // header), an HTTP one may (user:password@, a presigned query), so its redacted form.
+  return objectIdOf(target.s3 ? target.url : target.display, etag, size);
+}
+
 std::shared_ptr<const RemoteObject> RemoteObject::open(const std::string& url, std::size_t headBytes, const S3Config* s3) {
   auto o = std::make_shared<RemoteObject>();
   o->target_ = targetOf(url, s3);
@@ -36,18 +42,20 @@ std::shared_ptr<const RemoteObject> RemoteObject::open(const std::string& url, s
   o->head_.resize(r.got);
   o->size_ = r.objectSize;
   o->etag_ = r.etag;
-  // Where the object is without credentials: an S3 request URL carries none (the signature is a
-  // header), an HTTP one may (user:password@, a presigned query), so its redacted form.
-  o->cacheId_ = objectIdOf(o->target_.s3 ? o->target_.url : o->target_.display, r.etag, r.objectSize);
+  o->cacheId_ = cacheIdOf(o->target_, r.etag, r.objectSize);
   if (r.got < headBytes && r.got < o->size_)
     throwBadInput(o->target_.display, "the server sent " + std::to_string(r.got) + " of the first " + std::to_string(headBytes) + " bytes");
   return o;
 }
 
-void RemoteObject::read(std::uint64_t offset, void* dst, std::size_t n, const PartOptions& parts) const {
+void RemoteObject::requireRange(std::uint64_t offset, std::uint64_t n) const {
   if (offset > size_ || n > size_ - offset)
     throwBadInput(target_.display, "bytes " + std::to_string(offset) + "+" + std::to_string(n) + " lie past its end (" +
                                        std::to_string(size_) + " bytes)");
+}
+
+void RemoteObject::read(std::uint64_t offset, void* dst, std::size_t n, const PartOptions& parts) const {
+  requireRange(offset, n);
   auto* out = static_cast<std::uint8_t*>(dst);
   if (parts.cache && !cacheId_.empty()) return readCached(offset, out, n, parts);
   // What open() already holds costs no request.

@@ -45,6 +45,8 @@ class RemoteObject {
   // The first bytes fetched by open() (fewer when the object is smaller).
   const std::vector<std::uint8_t>& head() const { return head_; }
 
+  // Error(BadInput) when [offset, offset + n) is not inside the object.
+  void requireRange(std::uint64_t offset, std::uint64_t n) const;
   // Exactly `n` bytes at `offset` (Error(BadInput) past the end), in parallel parts. With a cache
   // (and an ETag to key it), whole aligned parts are fetched, kept and served from local disk.
   void read(std::uint64_t offset, void* dst, std::size_t n, const PartOptions& parts = {}) const;
@@ -90,6 +92,9 @@ std::shared_ptr<const MappedFile> mapOrFetch(const std::string& pathOrUrl, const
 
 // Where an http(s):// or s3:// URL is requested, signed as configured (s3: loadS3Config()).
 HttpTarget targetOf(const std::string& url, const S3Config* s3 = nullptr);
+// What the part cache calls the content of the object at `target` with this ETag and size
+// (objectIdOf of where it is, without credentials); empty without an ETag.
+std::string cacheIdOf(const HttpTarget& target, const std::string& etag, std::uint64_t size);
 
 struct ListedObject {
   std::string url;  // s3://bucket/key

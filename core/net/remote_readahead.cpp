@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "net/remote_object.h"
-#include "util/error.h"
 
 namespace stoker {
 
@@ -27,9 +26,7 @@ RemoteReadahead::Counters RemoteReadahead::counters() const {
 }
 
 void RemoteReadahead::read(const std::shared_ptr<const RemoteObject>& object, void* dst, std::uint64_t n, std::uint64_t offset) {
-  if (offset > object->size() || n > object->size() - offset)
-    throwBadInput(object->url(), "bytes " + std::to_string(offset) + "+" + std::to_string(n) + " lie past its end (" +
-                                     std::to_string(object->size()) + " bytes)");
+  object->requireRange(offset, n);
   auto* out = static_cast<std::uint8_t*>(dst);
   while (n > 0) {
     const std::uint64_t index = offset / options_.blockBytes;

@@ -149,7 +149,7 @@ void ImageFolderDataset::fetch(std::int64_t index, std::vector<std::uint8_t>& by
     };
     if (cache_ && !listed.etag.empty() && listed.size > 0) {
       // The whole image is one part, named by the listing: a later read costs no request.
-      const PartCache::Part part = cache_->part(objectIdOf(targetOf(name, s3_.get()).url, listed.etag, listed.size), listed.size,
+      const PartCache::Part part = cache_->part(cacheIdOf(targetOf(name, s3_.get()), listed.etag, listed.size), listed.size,
                                                 0, static_cast<std::size_t>(listed.size), fetchInto);
       bytes.assign(part.bytes->data(), part.bytes->data() + listed.size);
       return;
