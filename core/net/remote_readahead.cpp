@@ -43,8 +43,7 @@ void RemoteReadahead::read(const std::shared_ptr<const RemoteObject>& object, vo
 std::shared_ptr<RemoteReadahead::Block> RemoteReadahead::demand(const std::shared_ptr<const RemoteObject>& object,
                                                                 std::uint64_t index) {
   std::unique_lock<std::mutex> lock(mutex_);
-  if (fetchers_.empty())
-    for (int t = 0; t < std::max(options_.threads, 1); ++t) fetchers_.emplace_back([this] { fetchLoop(); });
+  startFetchers();
   const Key key{object.get(), index};
   lastIndex_[object.get()] = index;
   auto it = blocks_.find(key);
@@ -76,20 +75,34 @@ std::shared_ptr<RemoteReadahead::Block> RemoteReadahead::demand(const std::share
   return block;
 }
 
+void RemoteReadahead::startFetchers() {
+  if (fetchers_.empty())
+    for (int t = 0; t < std::max(options_.threads, 1); ++t) fetchers_.emplace_back([this] { fetchLoop(); });
+}
+
 void RemoteReadahead::queueAhead(const std::shared_ptr<const RemoteObject>& object, std::uint64_t index) {
-  for (int k = 1; k <= options_.ahead; ++k) {
-    const std::uint64_t next = index + static_cast<std::uint64_t>(k);
-    if (next * options_.blockBytes >= object->size()) return;
-    const Key key{object.get(), next};
-    if (blocks_.count(key)) continue;
-    if (!makeRoom()) return;
-    auto block = std::make_shared<Block>();
-    block->object = object;
-    block->lastUse = ++clock_;
-    blocks_.emplace(key, std::move(block));
-    queue_.push_back(key);
-    work_.notify_one();
-  }
+  for (int k = 1; k <= options_.ahead; ++k)
+    if (!queueBack(object, index + static_cast<std::uint64_t>(k))) return;
+}
+
+void RemoteReadahead::prefetch(const std::shared_ptr<const RemoteObject>& object, std::uint64_t index) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  startFetchers();
+  queueBack(object, index);
+}
+
+bool RemoteReadahead::queueBack(const std::shared_ptr<const RemoteObject>& object, std::uint64_t index) {
+  if (index * options_.blockBytes >= object->size()) return false;
+  const Key key{object.get(), index};
+  if (blocks_.count(key)) return true;
+  if (!makeRoom()) return false;
+  auto block = std::make_shared<Block>();
+  block->object = object;
+  block->lastUse = ++clock_;
+  blocks_.emplace(key, std::move(block));
+  queue_.push_back(key);
+  work_.notify_one();
+  return true;
 }
 
 bool RemoteReadahead::makeRoom() {

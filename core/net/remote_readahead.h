@@ -50,6 +50,10 @@ class RemoteReadahead {
   // brought a block (Error(Network), Error(BadInput) for an object changed since it was opened)
   // are thrown here, to the reader that needs the block.
   void read(const std::shared_ptr<const RemoteObject>& object, void* dst, std::uint64_t n, std::uint64_t offset);
+  // Queues block `index` of `object` behind what is queued, unless it is held, queued or there is
+  // no room: for a caller that knows which object its reader turns to next (a WebDataset rank's
+  // next shard), where reading in order within one object cannot tell.
+  void prefetch(const std::shared_ptr<const RemoteObject>& object, std::uint64_t index);
 
   struct Counters {
     std::uint64_t fetched = 0;  // blocks brought
@@ -70,6 +74,8 @@ class RemoteReadahead {
   };
   std::shared_ptr<Block> demand(const std::shared_ptr<const RemoteObject>& object, std::uint64_t index);
   void queueAhead(const std::shared_ptr<const RemoteObject>& object, std::uint64_t index);
+  bool queueBack(const std::shared_ptr<const RemoteObject>& object, std::uint64_t index);  // under mutex_: false when full
+  void startFetchers();  // under mutex_
   bool makeRoom();  // under mutex_: false when every block held is unread or in flight
   void fetchLoop();
 

@@ -157,6 +157,7 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--data", default=os.path.join(ROOT, "build", "bench-data", "remote"))
     ap.add_argument("--memory-file", default="", help="also: peak memory reading a token file of this size (4GiB) without and with a cache")
+    ap.add_argument("--wds-only", action="store_true", help="skip the token runs and the Python peer")
     ap.add_argument("--json")
     a = ap.parse_args()
     stoker = os.path.join(a.build, "bin", "stoker")
@@ -195,12 +196,20 @@ def main():
                 base = f"http://127.0.0.1:{proxy_port}/"
                 urllib.request.urlopen(urllib.request.Request(base + "__fault", data=json.dumps({"latency_ms": int(latency)}).encode())).read()
             # The local runs beside each remote one: this VM's speed drifts, ratios are taken in one window.
-            local_tokens, _ = bench(stoker, f"tokens:{token_file},ctx=1024", token_opts, 3)
             local_wds, local_wds_wall = bench(stoker, f"wds:{www}/{pattern}", image_opts, 1)
             cache = os.path.join(run, f"cache-{latency}")
-            remote_tokens, _ = bench(stoker, f"tokens:{base}{rel_tokens},ctx=1024", {**token_opts, "cache_dir": cache, "max_inflight_parts": a.max_inflight_parts}, 3)
-            shutil.rmtree(cache)
             remote_wds, remote_wds_wall = bench(stoker, f"wds:{base}{pattern}", {**image_opts, "cache_dir": cache, "max_inflight_parts": a.max_inflight_parts}, 1)
+            shutil.rmtree(cache)
+            _, nocache_wds_wall = bench(stoker, f"wds:{base}{pattern}", {**image_opts, "max_inflight_parts": a.max_inflight_parts}, 1)
+            if a.wds_only:
+                print(f"{latency:>6}{' ms' if latency != 'direct' else ''}  wds: {images / remote_wds_wall:,.0f} img/s with a cache = "
+                      f"{local_wds_wall / remote_wds_wall:.2f}x local ({images / local_wds_wall:,.0f}), without "
+                      f"{images / nocache_wds_wall:,.0f} img/s = {local_wds_wall / nocache_wds_wall:.2f}x", flush=True)
+                rows.append({"latency_ms": latency, "wds_local_img_s": images / local_wds_wall, "wds_remote_img_s": images / remote_wds_wall,
+                             "wds_remote_nocache_img_s": images / nocache_wds_wall})
+                continue
+            local_tokens, _ = bench(stoker, f"tokens:{token_file},ctx=1024", token_opts, 3)
+            remote_tokens, _ = bench(stoker, f"tokens:{base}{rel_tokens},ctx=1024", {**token_opts, "cache_dir": cache, "max_inflight_parts": a.max_inflight_parts}, 3)
             shutil.rmtree(cache)
             start = time.perf_counter()
             fetch = []
@@ -222,6 +231,7 @@ def main():
                 "tokens_remote_first": remote_rates[0], "tokens_remote_steady": remote_tokens["samples_per_s"],
                 "tokens_python_peer": json.loads(peer.stdout)["samples_per_s"],
                 "wds_local_img_s": images / local_wds_wall, "wds_remote_img_s": images / remote_wds_wall,
+                "wds_remote_nocache_img_s": images / nocache_wds_wall,
                 "wds_curl_img_s": images / curl_wall, "wds_pipe_curl_img_s": pipe_doc["images_per_s"],
             })
             r = rows[-1]
@@ -231,7 +241,7 @@ def main():
                   f"Python urllib+DataLoader {r['tokens_python_peer']:,.0f}/s = {r['tokens_remote_first'] / r['tokens_python_peer']:,.0f}x slower "
                   f"than Stoker's first epoch", flush=True)
             print(f"           wds: {r['wds_remote_img_s']:,.0f} img/s = {r['wds_remote_img_s'] / r['wds_local_img_s']:.2f}x local "
-                  f"({r['wds_local_img_s']:,.0f}); {r['wds_remote_img_s'] / r['wds_pipe_curl_img_s']:.2f}x pipe:curl + PIL/torchvision "
+                  f"({r['wds_local_img_s']:,.0f}), without a cache {r['wds_remote_nocache_img_s'] / r['wds_local_img_s']:.2f}x; {r['wds_remote_img_s'] / r['wds_pipe_curl_img_s']:.2f}x pipe:curl + PIL/torchvision "
                   f"in a DataLoader ({r['wds_pipe_curl_img_s']:,.0f} img/s); curl's download alone {r['wds_curl_img_s']:,.0f} img/s",
                   flush=True)
         memory = []

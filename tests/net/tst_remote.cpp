@@ -315,6 +315,76 @@ print(len(remote), 'batches alike')
     }
   }
 
+  // A loader reading remote shards in the dataset's own order, without a cache, fetches whole
+  // blocks of part_size ahead of its reads -- each block once, not one request per image -- and
+  // gives the local loader's batches; a rank of two asks only for its own shards' blocks; and the
+  // blocks of a dataset the shuffle window spans whole serve the next epoch from memory.
+  void webDatasetLoadersReadBlocksAhead() {
+    LoaderOptions o;
+    o.transforms = "Resize(40),CenterCrop(32),ToDtype(u8)";
+    o.part_size = 256 << 10;  // two or three blocks a shard, several images a block
+    o.max_inflight_parts = 3;
+    o.batch_size = 4;
+    o.num_workers = 2;
+    o.seed = 3;
+    o.drop_last = false;
+    auto epochs = [](const std::shared_ptr<Dataset>& ds, const LoaderOptions& options, int count) {
+      std::vector<std::vector<at::Tensor>> out;
+      Loader loader(ds, options, DeviceSpec::parse("cpu"));
+      for (int e = 0; e < count; ++e) {
+        auto epoch = loader.epoch(e);
+        std::vector<at::Tensor> images, labels;
+        while (auto batch = epoch.next()) {
+          images.push_back(batch->tensors[0].clone());
+          labels.push_back(batch->tensors[1].clone());
+        }
+        out.push_back({at::cat(images), at::cat(labels)});
+      }
+      return out;
+    };
+    const QString pattern = "shards/train-{000000..000003}.tar";
+    auto local = openDataset("wds:" + (servers_.www() + "/" + pattern).toStdString(), o);
+    const auto want = epochs(local, o, 2);
+    std::int64_t blocks = 0;
+    for (int s = 0; s < 4; ++s)
+      blocks += (QFileInfo(shards_ + QString("/train-%1.tar").arg(s, 6, 10, QChar('0'))).size() + o.part_size - 1) / o.part_size;
+    auto remote = openDataset("wds:" + servers_.httpUrl(pattern).toStdString(), o);
+    servers_.takeLog(true);  // the scan's
+    const auto got = epochs(remote, o, 2);
+    for (int e = 0; e < 2; ++e) {
+      QVERIFY(at::equal(got[static_cast<std::size_t>(e)][0], want[static_cast<std::size_t>(e)][0]));
+      QVERIFY(at::equal(got[static_cast<std::size_t>(e)][1], want[static_cast<std::size_t>(e)][1]));
+    }
+    const QJsonArray log = servers_.takeLog(true);
+    QSet<QString> asked;
+    for (const auto& e : log) {
+      const QString request = e.toArray()[1].toString() + " " + e.toArray()[2].toString();
+      QVERIFY2(!asked.contains(request), qPrintable(request + " asked twice"));
+      asked.insert(request);
+    }
+    QVERIFY2(log.size() <= blocks && log.size() < remote->size(), qPrintable(QString("%1 requests, %2 blocks").arg(log.size()).arg(blocks)));
+
+    // Rank 0 of 2: its epoch asks only for the shards dealt to it (shards 0 and 2 without shuffle,
+    // so the next epoch's, drawn ahead, are the same).
+    LoaderOptions rank0 = o;
+    rank0.shuffle = false;
+    rank0.sampler_type = SamplerType::Distributed;
+    rank0.shard_rank = 0;
+    rank0.shard_world_size = 2;
+    auto ranked = openDataset("wds:" + servers_.httpUrl(pattern).toStdString(), rank0);
+    const auto* wds = dynamic_cast<const WebDataset*>(ranked.get());
+    QSet<QString> dealt;
+    const auto order = ranked->ownEpochOrder(rank0, 0);
+    for (std::int64_t i : *order)
+      dealt.insert(QString::fromStdString(wds->shards()[static_cast<std::size_t>(wds->shardOf(i))]).section('/', -1));
+    QCOMPARE(dealt.size(), 2);
+    servers_.takeLog(true);
+    epochs(ranked, rank0, 1);
+    QSet<QString> read;
+    for (const auto& e : servers_.takeLog(true)) read.insert(e.toArray()[1].toString().section('/', -1));
+    QCOMPARE(read, dealt);
+  }
+
   // imagefolder: over an S3 prefix: classes from the common prefixes, files from every page of the
   // listing, in torchvision's order; the same samples as the local folder.
   void imageFolderOverS3() {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cerrno>
 #include <cstring>
 #include <exception>
@@ -133,12 +134,16 @@ WebDataset::WebDataset(const std::string& spec, std::vector<std::string> shards,
   // pread each, cheaper than a thread).
   for (const std::string& shard : shards_)
     if (isRemotePath(shard)) parallelFetches_ = parts.maxInflight;
-  // Remote shards are scanned max_inflight_parts at a time (each scan waits on the network); the
-  // samples still come in shard order, and an error names the first shard that failed.
+  // Remote shards are scanned 8-32 at a time (each scan waits on the network: 20 shards 4 at a
+  // time took 0.5 s of a 1.5 s run at 50 ms), with max_inflight_parts split among them, so that
+  // the scan holds at most max(max_inflight_parts, scans) parts. The samples still come in shard
+  // order, and an error names the first shard that failed.
+  if (parallelFetches_ > 1 || std::any_of(shards_.begin(), shards_.end(), [](const std::string& s) { return isRemotePath(s); }))
+    scanParallel_ = static_cast<int>(std::min<std::size_t>(shards_.size(), std::clamp(parts.maxInflight, 8, 32)));
   std::vector<std::vector<Sample>> scanned(shards_.size());
   std::vector<std::exception_ptr> failed(shards_.size());
   shardSizes_.resize(shards_.size());
-  forEachInParallel(static_cast<std::int64_t>(shards_.size()), parallelFetches_ > 1 ? parallelFetches_ : 1, [&](std::int64_t s) {
+  forEachInParallel(static_cast<std::int64_t>(shards_.size()), scanParallel_, [&](std::int64_t s) {
     try {
       scan(s, keepBadSamples, scanned[static_cast<std::size_t>(s)], shardSizes_[static_cast<std::size_t>(s)]);
     } catch (...) {
@@ -153,6 +158,37 @@ WebDataset::WebDataset(const std::string& spec, std::vector<std::string> shards,
   }
   shardBegin_.push_back(static_cast<std::int64_t>(samples_.size()));
   if (samples_.empty()) throwBadInput(spec, "the shards hold no samples (<key>.jpg|jpeg|png|webp|tif|tiff|bmp with <key>.cls)");
+  startReadahead();
+}
+
+// A rank reads its shards one after another, mixed by the shuffle buffer, so at any time its
+// reads fall in the blocks of about `shuffle` consecutive samples. One range request per image
+// left a 50 ms server at 0.14-0.46x local (max_inflight_parts 4-64) without a cache: here whole
+// blocks of part_size are fetched once, ahead of the reads, and the images served from memory.
+// Held: the blocks the shuffle window spans plus max_inflight_parts ahead, at most 1 GiB.
+void WebDataset::startReadahead() {
+  if (parts_.cache) return;  // the part cache already keeps whole parts (on disk)
+  if (std::none_of(remote_.begin(), remote_.end(), [](const auto& r) { return r != nullptr; })) return;
+  constexpr std::uint64_t kMaxHeldBytes = std::uint64_t(1) << 30;
+  const std::uint64_t block = static_cast<std::uint64_t>(std::max<std::int64_t>(parts_.partSize, 64 << 10));
+  std::uint64_t blocks = 0, largest = 1;
+  for (std::uint64_t size : shardSizes_) {
+    blocks += (size + block - 1) / block;
+    largest = std::max(largest, std::min(size, block));
+  }
+  const double samples = static_cast<double>(samples_.size()), shards = static_cast<double>(shards_.size());
+  const double window = static_cast<double>(std::max<std::int64_t>(shuffleBuffer_, 1));
+  const auto spanned = static_cast<std::uint64_t>(std::ceil(window * static_cast<double>(shardBytes()) / samples / static_cast<double>(block)) +
+                                                  std::ceil(window * shards / samples) + 1);
+  ReadaheadOptions r;
+  r.blockBytes = block;
+  r.ahead = std::max(parts_.maxInflight, 2);
+  r.threads = std::max(parts_.maxInflight, 1);
+  const std::uint64_t wanted = std::min(blocks, spanned) + 2 * static_cast<std::uint64_t>(r.ahead);
+  r.maxBlocks = static_cast<int>(std::clamp<std::uint64_t>(std::min(wanted, kMaxHeldBytes / largest), r.ahead + 2, 1 << 20));
+  const double blocksPerShard = static_cast<double>(blocks) / shards;
+  aheadShards_ = static_cast<int>(std::clamp(std::ceil(r.ahead / blocksPerShard), 1.0, static_cast<double>(r.ahead)));
+  readahead_ = std::make_unique<RemoteReadahead>(r);
 }
 
 // A remote shard as libarchive's input: windows of part_size × max_inflight_parts bytes, each
@@ -207,7 +243,9 @@ void WebDataset::scan(std::int64_t shard, bool keepBadSamples, std::vector<Sampl
   std::unique_ptr<RemoteStream> stream;
   if (isRemotePath(path)) {
     remote_[static_cast<std::size_t>(shard)] = RemoteObject::open(path);
-    stream = std::make_unique<RemoteStream>(*remote_[static_cast<std::size_t>(shard)], parts_);
+    PartOptions window = parts_;
+    window.maxInflight = std::max(1, parts_.maxInflight / scanParallel_);
+    stream = std::make_unique<RemoteStream>(*remote_[static_cast<std::size_t>(shard)], window);
     fileSize = static_cast<std::int64_t>(stream->object.size());
     archive_read_set_callback_data(a.get(), stream.get());
     archive_read_set_read_callback(a.get(), &RemoteStream::read);
@@ -342,12 +380,29 @@ void WebDataset::fetch(std::int64_t index, std::vector<std::uint8_t>& bytes, std
   // Opened per read, not kept: datasets of thousands of shards stay under the fd limit, and an
   // open + close costs microseconds next to a decode.
   if (const auto& remote = remote_[static_cast<std::size_t>(s.shard)]) {
-    remote->read(s.offset, bytes.data(), bytes.size(), parts_);
+    // A plan dealing single samples (stoker feed's) reads across every shard at random: there a
+    // block would bring one image and many another rank reads, so each image is its own request.
+    if (readahead_ && ownOrderDrawn_.load(std::memory_order_relaxed)) readRemote(s, bytes.data());
+    else remote->read(s.offset, bytes.data(), bytes.size(), parts_);
     return;
   }
   const std::string& path = shards_[static_cast<std::size_t>(s.shard)];
   const std::size_t got = readFileRange(path, s.offset, bytes.data(), bytes.size(), name);
   if (got != s.size) throwBadInput(name, "the shard ended inside this image (truncated since it was opened?)");
+}
+
+void WebDataset::readRemote(const Sample& s, std::uint8_t* dst) const {
+  readahead_->read(remote_[static_cast<std::size_t>(s.shard)], dst, s.size, s.offset);
+  // Within a shard the readahead queues the next blocks itself; the deal says which shard follows.
+  std::vector<std::int64_t> next;
+  {
+    std::lock_guard<std::mutex> lock(dealMutex_);
+    for (std::int64_t at = s.shard; !nextShard_.empty() && static_cast<int>(next.size()) < aheadShards_;) {
+      if ((at = nextShard_[static_cast<std::size_t>(at)]) < 0) break;
+      next.push_back(at);
+    }
+  }
+  for (std::int64_t shard : next) readahead_->prefetch(remote_[static_cast<std::size_t>(shard)], 0);
 }
 
 std::uint64_t WebDataset::shardBytes() const {
@@ -393,6 +448,13 @@ std::optional<std::vector<std::int64_t>> WebDataset::ownEpochOrder(const LoaderO
   for (std::size_t k = static_cast<std::size_t>(rank); k < shardOrder.size(); k += static_cast<std::size_t>(world))
     for (std::int64_t i = shardBegin_[static_cast<std::size_t>(shardOrder[k])]; i < shardBegin_[static_cast<std::size_t>(shardOrder[k]) + 1]; ++i)
       order.push_back(i);
+  if (readahead_) {  // the reads now follow this deal (the latest drawn: the next epoch's is drawn ahead)
+    std::lock_guard<std::mutex> lock(dealMutex_);
+    nextShard_.assign(shards_.size(), -1);
+    for (std::size_t k = static_cast<std::size_t>(rank); k + static_cast<std::size_t>(world) < shardOrder.size(); k += static_cast<std::size_t>(world))
+      nextShard_[static_cast<std::size_t>(shardOrder[k])] = shardOrder[k + static_cast<std::size_t>(world)];
+    ownOrderDrawn_ = true;
+  }
   if (!shuffle || shuffleBuffer_ <= 1) return equalised(std::move(order));
   // webdataset's shuffle(N): keep a buffer of N, emit a random one, refill from the stream.
   std::mt19937_64 mix(o.seed * 1000003u + static_cast<std::uint64_t>(epoch) * 7919u + static_cast<std::uint64_t>(rank));

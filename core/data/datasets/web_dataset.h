@@ -24,8 +24,12 @@
 // ranks repeat their first samples; fewer shards than ranks is refused.
 #pragma once
 
+#include <atomic>
+#include <mutex>
+
 #include "data/datasets/image_dataset.h"
 #include "net/remote_object.h"
+#include "net/remote_readahead.h"
 
 namespace stoker {
 
@@ -57,13 +61,23 @@ class WebDataset : public EncodedImageDataset {
   };
   struct RemoteStream;
   void scan(std::int64_t shard, bool keepBadSamples, std::vector<Sample>& out, std::uint64_t& size);
+  void startReadahead();
+  void readRemote(const Sample& s, std::uint8_t* dst) const;
   std::vector<std::string> shards_;
   std::vector<std::shared_ptr<const RemoteObject>> remote_;  // per shard: null when local
   std::vector<std::uint64_t> shardSizes_;
   PartOptions parts_;
+  int scanParallel_ = 1;  // shards scanned at once
   std::vector<Sample> samples_;
   std::vector<std::int64_t> shardBegin_;  // first sample of each shard, and the end
   std::int64_t shuffleBuffer_;
+  // Remote shards without a cache, read in the dataset's own order: blocks of part_size fetched
+  // ahead (see readRemote). Null for local shards and with a cache.
+  std::unique_ptr<RemoteReadahead> readahead_;
+  int aheadShards_ = 0;  // the next shards of the deal whose first block a rank's first read of a shard queues
+  mutable std::atomic<bool> ownOrderDrawn_{false};  // the loader reads in ownEpochOrder's order
+  mutable std::mutex dealMutex_;
+  mutable std::vector<std::int64_t> nextShard_;  // in the latest deal, this rank's shard after each (-1: none)
 };
 
 // The shard paths of a SHARDS pattern: brace ranges {000..099} and lists {a,b} expand in order;
