@@ -11,6 +11,7 @@
 #include "data/datasets/image_dataset.h"
 #include "data/datasets/image_folder_dataset.h"
 #include "data/datasets/token_datasets.h"
+#include "data/datasets/web_dataset.h"
 #include "data/fashion_mnist.h"
 #include "io/dtype.h"
 #include "io/host_tensor_torch.h"
@@ -220,6 +221,29 @@ void addDatasetCommands(CLI::App& app, int& exitCode) {
     writeSafetensors(args->out, {{"images", d.images}, {"labels", d.labels}},
                      {{"dataset", args->spec}, {"split", args->split}, {"producer", "stoker"}});
     std::printf("wrote %s (%s)\n", args->out.c_str(), humanBytes(d.images.nbytes + d.labels.nbytes).c_str());
+    exitCode = 0;
+  });
+
+  auto* indexCmd = dataset->add_subcommand(
+      "index", "Write each WebDataset shard's index (DALI's wds2idx format, <shard>.idx), so that wds:SHARDS,index=dali opens "
+               "without reading the shards");
+  indexCmd->add_option("SPEC", args->spec, "wds:SHARDS (a brace range or a glob; local, s3:// or http(s)://)")->required();
+  indexCmd->add_option("--out-dir", args->out, "write the .idx files here (default: beside each local shard; needed for remote shards)");
+  indexCmd->add_flag("--json", args->json, "print one JSON document");
+  indexCmd->callback([args, &exitCode] {
+    if (args->spec.rfind("wds:", 0) != 0) throwBadInput(args->spec, "dataset index writes WebDataset indexes: give wds:SHARDS");
+    const auto written = writeDaliIndexes(args->spec, args->out, LoaderOptions{});
+    std::int64_t samples = 0;
+    nlohmann::json files = nlohmann::json::array();
+    for (const auto& w : written) {
+      samples += w.samples;
+      files.push_back({{"path", w.path}, {"samples", w.samples}});
+    }
+    if (args->json)
+      printJson({{"dataset", args->spec}, {"indexes", files}, {"samples", samples}});
+    else
+      std::printf("wrote %zu index files (%lld samples)%s%s\n", written.size(), static_cast<long long>(samples),
+                  args->out.empty() ? "" : " into ", args->out.c_str());
     exitCode = 0;
   });
 }

@@ -693,6 +693,74 @@ class TestImageDatasets : public QObject {
     QVERIFY(*wds->ownEpochOrder(o, 0) != *wds->ownEpochOrder(o, 1));
   }
 
+  // DALI's WebDataset index (wds2idx's format, written here by Python's tarfile): `stoker dataset
+  // index` writes the same bytes, and `wds:...,index=dali` opens without scanning the shards and
+  // gives the scanned dataset's samples (v1.2, and v1.1 without names). Each bad index is named.
+  void webDatasetIndexes() {
+    const QString shards = tmp_.filePath("indexed");
+    auto r = runPythonArgs({kScripts + "make_wds_shards.py", photos_, shards, "--per-shard", "7"});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    QStringList tars;
+    for (int s = 0; s < 4; ++s) tars << shards + QString("/train-%1.tar").arg(s, 6, 10, QChar('0'));
+    r = runPythonArgs(QStringList{kScripts + "make_dali_index.py"} + tars);
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    const QByteArray python = readFile(shards + "/train-000002.idx");
+    QVERIFY(python.startsWith("v1.2 7\n"));
+    const std::string pattern = "wds:" + shards.toStdString() + "/train-{000000..000003}.tar";
+    QVERIFY(QFile::remove(shards + "/train-000002.idx"));
+    const auto written = writeDaliIndexes(pattern, "", LoaderOptions{});
+    QCOMPARE(written.size(), std::size_t(4));
+    QCOMPARE(written[2].samples, std::int64_t(7));
+    QCOMPARE(readFile(shards + "/train-000002.idx"), python);  // byte for byte wds2idx's format
+    const std::string t = "Resize(40),CenterCrop(32),ToDtype(u8)";
+    auto scanned = openDataset(pattern, withTransforms(t));
+    const auto want = readAll(*scanned);
+    auto indexed = openDataset(pattern + ",index=dali", withTransforms(t));
+    QCOMPARE(indexed->size(), scanned->size());
+    const auto same = [](const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+      return a.size() == b.size() && at::equal(a[0], b[0]) && at::equal(a[1], b[1]);
+    };
+    QVERIFY(same(readAll(*indexed), want));
+    LoaderOptions o = withTransforms(t);
+    o.seed = 5;
+    QVERIFY(*indexed->ownEpochOrder(o, 1) == *scanned->ownEpochOrder(o, 1));
+    r = runPythonArgs(QStringList{kScripts + "make_dali_index.py", "--version", "v1.1"} + tars);
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    QVERIFY(same(readAll(*openDataset(pattern + ",index=dali", withTransforms(t))), want));
+
+    // Bad indexes, each named: missing, another version, counts and fields that disagree, bytes
+    // past the shard's end, a .cls that is not a number (at read: skip_bad_samples skips it).
+    const QString one = shards + "/train-000000";
+    const std::string spec = "wds:" + one.toStdString() + ".tar,index=dali";
+    auto expectIndex = [&](const QByteArray& text, const QStringList& parts) -> QString {
+      if (!writeFile(one + ".idx", text)) return "could not write " + one + ".idx";
+      return expectBadInput([&] { openDataset(spec, withTransforms(t)); }, parts);
+    };
+    NAMED(expectIndex("v2.0 1\njpg 512 10 a.jpg\n", {"train-000000.idx", "v1.1 or v1.2", "v2.0 1"}));
+    NAMED(expectIndex("v1.2 2\njpg 512 10 a.jpg cls 1024 1 a.cls\n", {"train-000000.idx", "says 2 samples but lists 1"}));
+    NAMED(expectIndex("v1.2 1\njpg 512 10 a.jpg cls 1024\n", {"line 2", "not groups of 4"}));
+    NAMED(expectIndex("v1.2 1\njpg 5x2 10 a.jpg\n", {"line 2", "5x2 10", "not an offset and a size"}));
+    NAMED(expectIndex("v1.2 1\njpg 512 10 a.jpg cls 99999999 1 a.cls\n", {"names bytes up to 100000000", "not this shard's"}));
+    NAMED(expectIndex("v1.2 1\ncls 512 1 a.cls\n", {"sample \"a\"", "has no image member"}));
+    NAMED(expectIndex("v1.2 1\njpg 512 10 a.jpg\n", {"sample \"a\"", "no .cls member"}));
+    NAMED(expectIndex("", {"train-000000.idx", "is empty"}));
+    NAMED(expectBadInput([&] { openDataset("wds:" + one.toStdString() + ".tar,index=json", withTransforms(t)); },
+                         {"index=json", "index=dali"}));
+    QVERIFY(QFile::remove(one + ".idx"));
+    NAMED(expectError([&] { openDataset(spec, withTransforms(t)); }, ErrorKind::Io, {"train-000000.idx"}));
+    // A .cls offset that lands on image bytes: the label is refused when read.
+    r = runPythonArgs({kScripts + "make_dali_index.py", one + ".tar"});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    QList<QByteArray> lines = readFile(one + ".idx").split('\n');
+    QList<QByteArray> words = lines[1].split(' ');  // "jpg OFFSET SIZE NAME cls OFFSET 1 NAME"
+    QCOMPARE(words[4], QByteArray("cls"));
+    words[5] = words[1];  // the .cls is read at the image's first byte (0xFF)
+    lines[1] = words.join(' ');
+    QVERIFY(writeFile(one + ".idx", lines.join('\n')));
+    auto wrongLabel = openDataset(spec, withTransforms(t));
+    NAMED(expectBadInput([&] { readAll(*wrongLabel); }, {"train-000000.tar", ".cls is not a class number"}));
+  }
+
   void badShardsAreNamed() {
     const QString dir = tmp_.filePath("badshards");
     QVERIFY(QDir().mkpath(dir));

@@ -8,7 +8,10 @@
 
 STOKER_FUZZ_TARGET(webdataset) {
   const std::string path = stoker::fuzz::writeScratchFile("shard-000000.tar", data, size);
-  const stoker::WebDataset wds("wds:" + path, {path}, "Resize(8),CenterCrop(8)", 0, /*keepBadSamples=*/true);
+  stoker::WebDatasetOptions options;
+  options.shuffleBuffer = 0;
+  options.keepBadSamples = true;
+  const stoker::WebDataset wds("wds:" + path, {path}, "Resize(8),CenterCrop(8)", options);
   std::vector<std::vector<std::uint8_t>> slots;
   std::vector<std::uint8_t*> dst;
   for (const auto& f : wds.fields()) slots.emplace_back(static_cast<std::size_t>(f.sampleBytes));

@@ -231,6 +231,9 @@ def media_seeds():
             info.size, info.mtime = len(data), 1763800000
             tar.addfile(info, io.BytesIO(data))
     put("webdataset", "shard.tar", shard.getvalue())
+    # DALI indexes over fuzz_wds_index's fixed 8 KiB shard (v1.2 with names, v1.1 without).
+    put("wds_index", "v12.idx", "v1.2 2\njpg 512 1000 s0.jpg cls 2048 1 s0.cls\npng 3072 900 s1.png cls 4608 2 s1.cls\n")
+    put("wds_index", "v11.idx", "v1.1 1\ncls 512 1 jpg 1536 600\n")
 
 
 if __name__ == "__main__":

@@ -40,13 +40,6 @@
 using namespace stoker;
 using namespace stoker::test;
 
-// Checks an expectError/expectBadInput result, printing what came instead.
-#define NAMED(check)                              \
-  do {                                            \
-    const QString problem_ = (check);             \
-    QVERIFY2(problem_.isEmpty(), qPrintable(problem_)); \
-  } while (0)
-
 namespace {
 
 const QString kScripts = QStringLiteral(STOKER_SOURCE_DIR "/tests/datasets/");
@@ -383,6 +376,71 @@ print(len(remote), 'batches alike')
     QSet<QString> read;
     for (const auto& e : servers_.takeLog(true)) read.insert(e.toArray()[1].toString().section('/', -1));
     QCOMPARE(read, dealt);
+  }
+
+  // With DALI indexes beside the shards (index=dali), opening asks for the four small .idx files
+  // and no shard byte; a rank of two then asks only for its own shards -- so N ranks do not each
+  // download every shard -- and the batches are the local ones, over HTTP and S3. `stoker dataset
+  // index` writes a remote shard's index into a local folder, the bytes wds2idx's format gives.
+  void webDatasetIndexesSpareTheShards() {
+    QStringList tars;
+    for (int s = 0; s < 4; ++s) tars << shards_ + QString("/train-%1.tar").arg(s, 6, 10, QChar('0'));
+    auto r = runPythonArgs(QStringList{kScripts + "make_dali_index.py"} + tars);
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    for (int s = 0; s < 4; ++s) {
+      const QString name = QString("train-%1.idx").arg(s, 6, 10, QChar('0'));
+      upload(shards_ + "/" + name, "shards/" + name);
+    }
+    LoaderOptions o;
+    o.transforms = "Resize(40),CenterCrop(32),ToDtype(u8)";
+    o.max_inflight_parts = 3;
+    o.batch_size = 4;
+    o.num_workers = 2;
+    o.shuffle = false;
+    o.sampler_type = SamplerType::Distributed;
+    o.shard_rank = 0;
+    o.shard_world_size = 2;
+    o.drop_last = false;
+    auto batchesOf = [](const std::shared_ptr<Dataset>& ds, const LoaderOptions& options) {
+      Loader loader(ds, options, DeviceSpec::parse("cpu"));
+      auto epoch = loader.epoch(0);
+      std::vector<at::Tensor> images, labels;
+      while (auto batch = epoch.next()) {
+        images.push_back(batch->tensors[0].clone());
+        labels.push_back(batch->tensors[1].clone());
+      }
+      return std::vector<at::Tensor>{at::cat(images), at::cat(labels)};
+    };
+    const QString pattern = "shards/train-{000000..000003}.tar";
+    auto local = openDataset("wds:" + (servers_.www() + "/" + pattern).toStdString(), o);
+    const auto want = batchesOf(local, o);
+    const auto all = readAll(*local, allIndices(*local));
+    for (const QString& base : {servers_.httpUrl(pattern), s3(pattern)}) {
+      const bool http = base.startsWith("http");
+      servers_.takeLog(http);
+      auto indexed = openDataset("wds:" + base.toStdString() + ",index=dali", o);
+      QStringList opened;
+      for (const auto& e : servers_.takeLog(http)) opened << e.toArray()[1].toString().section('/', -1).section('?', 0, 0);
+      opened.sort();
+      QCOMPARE(opened, (QStringList{"train-000000.idx", "train-000001.idx", "train-000002.idx", "train-000003.idx"}));
+      QVERIFY(sameTensors(batchesOf(indexed, o), want));
+      QSet<QString> read;
+      for (const auto& e : servers_.takeLog(http)) read.insert(e.toArray()[1].toString().section('/', -1).section('?', 0, 0));
+      QCOMPARE(read, (QSet<QString>{"train-000000.tar", "train-000002.tar"}));  // rank 0's, without shuffle
+      QVERIFY(sameTensors(readAll(*indexed, allIndices(*indexed)), all));  // single samples too (a feed plan's reads)
+    }
+    const QString out = tmp_.filePath("remote-indexes");
+    QVERIFY(QDir().mkpath(out));
+    const auto refused = runStoker({"dataset", "index", "wds:" + servers_.httpUrl(pattern)});
+    QCOMPARE(refused.exitCode, 2);
+    QVERIFY2(refused.err.contains("--out-dir"), refused.err.constData());
+    const auto written = runStoker({"dataset", "index", "wds:" + s3(pattern), "--out-dir", out});
+    QVERIFY2(written.exitCode == 0, written.err.constData());
+    QVERIFY2(written.out.contains("wrote 4 index files (18 samples)"), written.out.constData());
+    for (int s = 0; s < 4; ++s) {
+      const QString name = QString("/train-%1.idx").arg(s, 6, 10, QChar('0'));
+      QCOMPARE(readFile(out + name), readFile(shards_ + name));
+    }
   }
 
   // imagefolder: over an S3 prefix: classes from the common prefixes, files from every page of the

@@ -32,3 +32,10 @@ QString expectBadInput(F f, const QStringList& parts) {
 }
 
 }  // namespace stoker::test
+
+// Checks an expectError/expectBadInput result inside a Qt Test function, printing what came instead.
+#define NAMED(check)                                    \
+  do {                                                  \
+    const QString problem_ = (check);                   \
+    QVERIFY2(problem_.isEmpty(), qPrintable(problem_)); \
+  } while (0)

@@ -13,11 +13,14 @@
 #include <cstring>
 #include <exception>
 #include <random>
+#include <sstream>
 #include <string_view>
 
 #include "data/datasets/byte_source.h"
 #include "data/datasets/dataset_spec.h"
+#include "net/http_transfer.h"
 #include "net/remote_url.h"
+#include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/read_file.h"
 #include "util/run_jobs.h"
@@ -42,7 +45,36 @@ bool splitKey(const std::string& path, std::string& key, std::string& ext) {
   return true;
 }
 
+// webdataset's int(text): digits, with blanks around; anything else (a word, a NUL, a number past
+// int64) would be a wrong label, not a label. Returns the problem, empty when `label` is set.
+std::string parseClassNumber(const std::string& raw, std::int64_t& label) {
+  std::string_view text = raw;
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
+  if (!text.empty() && text.front() == '+') text.remove_prefix(1);
+  long long value = -1;
+  const auto [endp, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || endp != text.data() + text.size() || value < 0) {
+    std::string shown = raw;
+    for (auto& c : shown)
+      if (!std::isprint(static_cast<unsigned char>(c))) c = '?';
+    return ".cls is not a class number 0 to 2^63-1 (got \"" + shown + "\")";
+  }
+  label = value;
+  return {};
+}
+
+constexpr std::uint64_t kMaxClsBytes = 64;
+constexpr std::size_t kMaxIndexBytes = std::size_t(256) << 20;
+
 }  // namespace
+
+std::string daliIndexPathOf(const std::string& shard) {
+  const std::size_t slash = shard.rfind('/');
+  const std::size_t start = slash == std::string::npos ? 0 : slash + 1;
+  const std::size_t dot = shard.find('.', start + 1);
+  return (dot == std::string::npos ? shard : shard.substr(0, dot)) + ".idx";
+}
 
 namespace {
 
@@ -127,25 +159,30 @@ std::vector<std::string> expandShardPattern(const std::string& pattern) {
 }
 
 WebDataset::WebDataset(const std::string& spec, std::vector<std::string> shards, const std::string& transforms,
-                       std::int64_t shuffleBuffer, bool keepBadSamples, PartOptions parts)
-    : EncodedImageDataset("wds (" + spec + ")", transforms), shards_(std::move(shards)), remote_(shards_.size()), parts_(parts),
-      shuffleBuffer_(shuffleBuffer) {
+                       WebDatasetOptions options)
+    : EncodedImageDataset("wds (" + spec + ")", transforms), shards_(std::move(shards)), options_(std::move(options)),
+      remote_(shards_.size()), opened_(new std::once_flag[shards_.size()]) {
   // Remote shards: a batch's images are fetched max_inflight_parts at a time (local ones are a
   // pread each, cheaper than a thread).
-  for (const std::string& shard : shards_)
-    if (isRemotePath(shard)) parallelFetches_ = parts.maxInflight;
+  const PartOptions& parts = options_.parts;
+  for (const std::string& shard : shards_) {
+    isRemote_.push_back(isRemotePath(shard));
+    if (isRemote_.back()) parallelFetches_ = parts.maxInflight;
+  }
+  if (options_.keepComponents) components_.resize(shards_.size());
   // Remote shards are scanned 8-32 at a time (each scan waits on the network: 20 shards 4 at a
   // time took 0.5 s of a 1.5 s run at 50 ms), with max_inflight_parts split among them, so that
   // the scan holds at most max(max_inflight_parts, scans) parts. The samples still come in shard
-  // order, and an error names the first shard that failed.
+  // order, and an error names the first shard that failed. Indexes (small) are read 32 at a time.
   if (parallelFetches_ > 1 || std::any_of(shards_.begin(), shards_.end(), [](const std::string& s) { return isRemotePath(s); }))
-    scanParallel_ = static_cast<int>(std::min<std::size_t>(shards_.size(), std::clamp(parts.maxInflight, 8, 32)));
+    scanParallel_ = static_cast<int>(std::min<std::size_t>(shards_.size(), options_.daliIndex ? 32 : std::clamp(parts.maxInflight, 8, 32)));
   std::vector<std::vector<Sample>> scanned(shards_.size());
   std::vector<std::exception_ptr> failed(shards_.size());
   shardSizes_.resize(shards_.size());
   forEachInParallel(static_cast<std::int64_t>(shards_.size()), scanParallel_, [&](std::int64_t s) {
     try {
-      scan(s, keepBadSamples, scanned[static_cast<std::size_t>(s)], shardSizes_[static_cast<std::size_t>(s)]);
+      if (options_.daliIndex) readIndex(s, scanned[static_cast<std::size_t>(s)], shardSizes_[static_cast<std::size_t>(s)]);
+      else scan(s, scanned[static_cast<std::size_t>(s)], shardSizes_[static_cast<std::size_t>(s)]);
     } catch (...) {
       failed[static_cast<std::size_t>(s)] = std::current_exception();
     }
@@ -167,23 +204,24 @@ WebDataset::WebDataset(const std::string& spec, std::vector<std::string> shards,
 // blocks of part_size are fetched once, ahead of the reads, and the images served from memory.
 // Held: the blocks the shuffle window spans plus max_inflight_parts ahead, at most 1 GiB.
 void WebDataset::startReadahead() {
-  if (parts_.cache) return;  // the part cache already keeps whole parts (on disk)
-  if (std::none_of(remote_.begin(), remote_.end(), [](const auto& r) { return r != nullptr; })) return;
+  const PartOptions& parts = options_.parts;
+  if (parts.cache) return;  // the part cache already keeps whole parts (on disk)
+  if (std::none_of(isRemote_.begin(), isRemote_.end(), [](bool r) { return r; })) return;
   constexpr std::uint64_t kMaxHeldBytes = std::uint64_t(1) << 30;
-  const std::uint64_t block = static_cast<std::uint64_t>(std::max<std::int64_t>(parts_.partSize, 64 << 10));
+  const std::uint64_t block = static_cast<std::uint64_t>(std::max<std::int64_t>(parts.partSize, 64 << 10));
   std::uint64_t blocks = 0, largest = 1;
   for (std::uint64_t size : shardSizes_) {
     blocks += (size + block - 1) / block;
     largest = std::max(largest, std::min(size, block));
   }
   const double samples = static_cast<double>(samples_.size()), shards = static_cast<double>(shards_.size());
-  const double window = static_cast<double>(std::max<std::int64_t>(shuffleBuffer_, 1));
+  const double window = static_cast<double>(std::max<std::int64_t>(options_.shuffleBuffer, 1));
   const auto spanned = static_cast<std::uint64_t>(std::ceil(window * static_cast<double>(shardBytes()) / samples / static_cast<double>(block)) +
                                                   std::ceil(window * shards / samples) + 1);
   ReadaheadOptions r;
   r.blockBytes = block;
-  r.ahead = std::max(parts_.maxInflight, 2);
-  r.threads = std::max(parts_.maxInflight, 1);
+  r.ahead = std::max(parts.maxInflight, 2);
+  r.threads = std::max(parts.maxInflight, 1);
   const std::uint64_t wanted = std::min(blocks, spanned) + 2 * static_cast<std::uint64_t>(r.ahead);
   r.maxBlocks = static_cast<int>(std::clamp<std::uint64_t>(std::min(wanted, kMaxHeldBytes / largest), r.ahead + 2, 1 << 20));
   const double blocksPerShard = static_cast<double>(blocks) / shards;
@@ -230,22 +268,32 @@ struct WebDataset::RemoteStream {
   }
 };
 
+struct WebDataset::Member {
+  std::string key, ext;  // ext lower-cased, as webdataset's group_by_keys(lcase=True)
+  std::string name;      // the member's path in the tar
+  std::int64_t header = -1, size = 0;  // header: from the scan (-1 from an index)
+  std::uint64_t offset = 0;            // the data's first byte
+  bool placed = false;                 // offset is known and inside the shard
+  bool hasText = false;
+  std::string text;     // .cls content, when read
+  std::string problem;  // why this member cannot serve, if it cannot
+};
+
 // One pass over a shard's headers. A member's data starts where the next member's headers (pax
 // ones included) begin, less its padded size: libarchive gives header positions, not data ones.
 // A shard that does not parse as a tar is refused whole; a sample that does not make sense (no
 // image, no or a bad .cls, a member twice) is refused at once, or kept as a bad sample that fails
 // when read -- so skip_bad_samples skips and counts it like an undecodable image.
-void WebDataset::scan(std::int64_t shard, bool keepBadSamples, std::vector<Sample>& out, std::uint64_t& size) {
+void WebDataset::scan(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size) {
   const std::string& path = shards_[static_cast<std::size_t>(shard)];
   std::unique_ptr<archive, int (*)(archive*)> a(archive_read_new(), archive_read_free);
   archive_read_support_format_tar(a.get());
   std::int64_t fileSize = 0;
   std::unique_ptr<RemoteStream> stream;
   if (isRemotePath(path)) {
-    remote_[static_cast<std::size_t>(shard)] = RemoteObject::open(path);
-    PartOptions window = parts_;
-    window.maxInflight = std::max(1, parts_.maxInflight / scanParallel_);
-    stream = std::make_unique<RemoteStream>(*remote_[static_cast<std::size_t>(shard)], window);
+    PartOptions window = options_.parts;
+    window.maxInflight = std::max(1, window.maxInflight / scanParallel_);
+    stream = std::make_unique<RemoteStream>(*objectOf(shard), window);
     fileSize = static_cast<std::int64_t>(stream->object.size());
     archive_read_set_callback_data(a.get(), stream.get());
     archive_read_set_read_callback(a.get(), &RemoteStream::read);
@@ -262,12 +310,6 @@ void WebDataset::scan(std::int64_t shard, bool keepBadSamples, std::vector<Sampl
     if (archive_read_open_filename(a.get(), path.c_str(), 1 << 16) != ARCHIVE_OK)
       throwBadInput(path, std::string("not a readable tar: ") + archive_error_string(a.get()));
   }
-  struct Member {
-    std::string key, ext;  // ext lower-cased, as webdataset's group_by_keys(lcase=True)
-    std::int64_t header = 0, size = 0;
-    std::string text;     // .cls content
-    std::string problem;  // why this member cannot serve, if it cannot
-  };
   std::vector<Member> members;
   archive_entry* entry = nullptr;
   int rc;
@@ -284,19 +326,17 @@ void WebDataset::scan(std::int64_t shard, bool keepBadSamples, std::vector<Sampl
       members.push_back(m);
       continue;
     }
+    m.name = name;
     for (auto& c : m.ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     if (archive_entry_sparse_count(entry) > 0)
       m.problem = "." + m.ext + " is a sparse tar member (tar -S): its bytes are not stored in one piece; write the shard without -S";
-    if (m.ext == "cls") {
-      if (m.size > 64) {
-        m.problem = "a .cls of " + std::to_string(m.size) + " bytes is not a class number";
-      } else {
-        m.text.resize(static_cast<std::size_t>(m.size));
-        if (archive_read_data(a.get(), m.text.data(), m.text.size()) != static_cast<la_ssize_t>(m.text.size())) {
-          if (stream) stream->rethrowIfFailed();
-          throwBadInput(path + ": " + name, std::string("truncated member: ") + archive_error_string(a.get()));
-        }
+    if (m.ext == "cls" && m.size <= static_cast<std::int64_t>(kMaxClsBytes)) {
+      m.text.resize(static_cast<std::size_t>(m.size));
+      if (archive_read_data(a.get(), m.text.data(), m.text.size()) != static_cast<la_ssize_t>(m.text.size())) {
+        if (stream) stream->rethrowIfFailed();
+        throwBadInput(path + ": " + name, std::string("truncated member: ") + archive_error_string(a.get()));
       }
+      m.hasText = true;
     }
     members.push_back(std::move(m));
   }
@@ -304,7 +344,97 @@ void WebDataset::scan(std::int64_t shard, bool keepBadSamples, std::vector<Sampl
   size = static_cast<std::uint64_t>(fileSize);
   if (rc != ARCHIVE_EOF) throwBadInput(path, std::string("corrupt tar: ") + archive_error_string(a.get()));
   const std::int64_t end = archive_read_header_position(a.get());
-  // Group consecutive members by key, as webdataset does.
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    Member& m = members[i];
+    const std::int64_t next = i + 1 < members.size() ? members[i + 1].header : end;
+    const std::int64_t padded = (m.size + 511) / 512 * 512;
+    m.placed = next - padded >= m.header + 512 && next <= fileSize;
+    if (m.placed) m.offset = static_cast<std::uint64_t>(next - padded);
+    if (!m.placed && m.problem.empty() && isImageExtension(m.ext))
+      m.problem = "its image's bytes do not lie where the tar headers say (truncated shard?)";
+    if (options_.keepComponents && m.placed && !m.key.empty())
+      components_[static_cast<std::size_t>(shard)].push_back(
+          Component{m.name.substr(m.key.size() + 1), m.offset, static_cast<std::uint64_t>(m.size), m.name});
+  }
+  group(shard, members, out);
+}
+
+// A DALI index (tools/wds2idx.py): "v1.1 N" or "v1.2 N", then one line per sample of its members,
+// "ext offset size" (v1.1) or "ext offset size name" (v1.2), offsets where the data starts. The
+// shard is not read: its members must lie inside it (checked against its size when it is opened),
+// and a .cls is read with its image.
+void WebDataset::readIndex(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size) {
+  const std::string& shardPath = shards_[static_cast<std::size_t>(shard)];
+  const std::string path = daliIndexPathOf(shardPath);
+  std::string text;
+  if (isRemotePath(path)) {
+    text = httpGetText(targetOf(path), kMaxIndexBytes);
+  } else {
+    std::vector<std::uint8_t> bytes;
+    readWholeFile(path, kMaxIndexBytes, bytes);
+    text.assign(bytes.begin(), bytes.end());
+  }
+  std::istringstream in(text);
+  std::string line, version;
+  long long count = -1;
+  if (!std::getline(in, line)) throwBadInput(path, "is empty (a DALI index starts with \"v1.2 N\")");
+  std::istringstream head(line);
+  head >> version >> count;
+  if (version != "v1.1" && version != "v1.2")
+    throwBadInput(path, "is not a DALI WebDataset index of version v1.1 or v1.2 (its first line is \"" + line.substr(0, 40) + "\")");
+  if (count < 0 || !head.eof()) throwBadInput(path, "its first line is not \"" + version + " SAMPLES\"");
+  const std::size_t fields = version == "v1.1" ? 3 : 4;
+  std::vector<Member> members;
+  std::uint64_t indexedEnd = 0;
+  long long lines = 0;
+  while (std::getline(in, line)) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    ++lines;
+    std::istringstream parts(line);
+    std::vector<std::string> words;
+    for (std::string w; parts >> w;) words.push_back(w);
+    if (words.empty() || words.size() % fields != 0)
+      throwBadInput(path + ": line " + std::to_string(lines + 1),
+                    "has " + std::to_string(words.size()) + " fields, not groups of " + std::to_string(fields) + " (ext offset size" +
+                        (fields == 4 ? " name)" : ")"));
+    // Each line is one sample: its key is its first member's (v1.2), or its line (v1.1).
+    std::string key = "#" + std::to_string(lines), ext;
+    if (fields == 4 && !splitKey(words[3], key, ext)) key = words[3];
+    for (std::size_t w = 0; w < words.size(); w += fields) {
+      Member m;
+      long long offset = -1, bytes = -1;
+      if (!parseBraceBound(words[w + 1], offset) || !parseBraceBound(words[w + 2], bytes))
+        throwBadInput(path + ": line " + std::to_string(lines + 1), "\"" + words[w + 1] + " " + words[w + 2] + "\" is not an offset and a size");
+      m.key = key;
+      m.ext = words[w];
+      for (auto& c : m.ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      m.name = fields == 4 ? words[w + 3] : key + "." + words[w];
+      m.offset = static_cast<std::uint64_t>(offset);
+      m.size = static_cast<std::int64_t>(bytes);
+      m.placed = true;
+      indexedEnd = std::max(indexedEnd, m.offset + static_cast<std::uint64_t>(bytes));
+      if (m.ext == "cls" && m.size > static_cast<std::int64_t>(kMaxClsBytes))
+        m.problem = "a .cls of " + std::to_string(m.size) + " bytes is not a class number";
+      if (options_.keepComponents)
+        components_[static_cast<std::size_t>(shard)].push_back(Component{words[w], m.offset, static_cast<std::uint64_t>(m.size), m.name});
+      members.push_back(std::move(m));
+    }
+  }
+  if (lines != count)
+    throwBadInput(path, "says " + std::to_string(count) + " samples but lists " + std::to_string(lines));
+  if (!isRemotePath(shardPath)) {  // a local shard is checked now; a remote one when it is opened
+    struct stat st {};
+    if (::stat(shardPath.c_str(), &st) != 0) throw Error(ErrorKind::Io, shardPath, std::strerror(errno));
+    if (static_cast<std::uint64_t>(st.st_size) < indexedEnd)
+      throwBadInput(path, "names bytes up to " + std::to_string(indexedEnd) + " of " + shardPath + ", which has " +
+                              std::to_string(st.st_size) + ": the index is not this shard's (write it again: stoker dataset index)");
+  }
+  size = indexedEnd;
+  group(shard, members, out);
+}
+
+void WebDataset::group(std::int64_t shard, const std::vector<Member>& members, std::vector<Sample>& out) const {
+  const std::string& path = shards_[static_cast<std::size_t>(shard)];
   for (std::size_t i = 0; i < members.size();) {
     if (members[i].key.empty()) {
       ++i;
@@ -313,7 +443,6 @@ void WebDataset::scan(std::int64_t shard, bool keepBadSamples, std::vector<Sampl
     std::size_t j = i;
     const Member* image = nullptr;
     const Member* cls = nullptr;
-    std::size_t imageAt = 0;
     std::string problem;
     std::vector<std::string> exts;
     for (; j < members.size() && members[j].key == members[i].key; ++j) {
@@ -321,10 +450,7 @@ void WebDataset::scan(std::int64_t shard, bool keepBadSamples, std::vector<Sampl
       if (problem.empty() && std::find(exts.begin(), exts.end(), m.ext) != exts.end())
         problem = "has the member ." + m.ext + " twice (webdataset refuses a duplicate file name)";
       exts.push_back(m.ext);
-      if (isImageExtension(m.ext) && !image) {
-        image = &m;
-        imageAt = j;
-      }
+      if (isImageExtension(m.ext) && !image) image = &m;
       if (m.ext == "cls") cls = &m;
     }
     Sample s;
@@ -335,36 +461,22 @@ void WebDataset::scan(std::int64_t shard, bool keepBadSamples, std::vector<Sampl
     if (problem.empty() && !cls) problem = "has no .cls member (the label)";
     if (problem.empty() && !cls->problem.empty()) problem = cls->problem;
     if (problem.empty()) {
-      const std::int64_t next = imageAt + 1 < members.size() ? members[imageAt + 1].header : end;
-      const std::int64_t padded = (image->size + 511) / 512 * 512;
-      if (next - padded < image->header + 512 || next > fileSize) {
-        problem = "its image's bytes do not lie where the tar headers say (truncated shard?)";
+      s.size = static_cast<std::uint64_t>(image->size);
+      s.offset = image->offset;
+      if (cls->hasText) {
+        problem = parseClassNumber(cls->text, s.label);
       } else {
-        s.size = static_cast<std::uint64_t>(image->size);
-        s.offset = static_cast<std::uint64_t>(next - padded);
+        s.labelAtRead = true;
+        s.clsOffset = cls->offset;
+        s.clsSize = static_cast<std::uint64_t>(cls->size);
       }
     }
-    if (problem.empty()) {
-      // webdataset's int(text): digits, with blanks around; anything else (a word, a NUL, a
-      // number past int64) would be a wrong label, not a label.
-      std::string_view text = cls->text;
-      while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
-      while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
-      if (!text.empty() && text.front() == '+') text.remove_prefix(1);
-      long long label = -1;
-      const auto [endp, ec] = std::from_chars(text.data(), text.data() + text.size(), label);
-      std::string shown = cls->text;
-      for (auto& c : shown)
-        if (!std::isprint(static_cast<unsigned char>(c))) c = '?';
-      if (text.empty() || ec != std::errc() || endp != text.data() + text.size() || label < 0)
-        problem = ".cls is not a class number 0 to 2^63-1 (got \"" + shown + "\")";
-      s.label = label;
-    }
     if (!problem.empty()) {
-      if (!keepBadSamples) throwBadInput(path + ": sample \"" + members[i].key + "\"", problem);
+      if (!options_.keepBadSamples) throwBadInput(path + ": sample \"" + members[i].key + "\"", problem);
+      s = Sample{};
+      s.shard = shard;
+      s.key = members[i].key;
       s.problem = problem;
-      s.size = s.offset = 0;
-      s.label = 0;
     }
     out.push_back(std::move(s));
     i = j;
@@ -376,23 +488,61 @@ void WebDataset::fetch(std::int64_t index, std::vector<std::uint8_t>& bytes, std
   name = shards_[static_cast<std::size_t>(s.shard)] + ": " + s.key;
   if (!s.problem.empty()) throwBadInput(shards_[static_cast<std::size_t>(s.shard)] + ": sample \"" + s.key + "\"", s.problem);
   label = s.label;
-  bytes.resize(static_cast<std::size_t>(s.size));
-  // Opened per read, not kept: datasets of thousands of shards stay under the fd limit, and an
-  // open + close costs microseconds next to a decode.
-  if (const auto& remote = remote_[static_cast<std::size_t>(s.shard)]) {
-    // A plan dealing single samples (stoker feed's) reads across every shard at random: there a
-    // block would bring one image and many another rank reads, so each image is its own request.
-    if (readahead_ && ownOrderDrawn_.load(std::memory_order_relaxed)) readRemote(s, bytes.data());
-    else remote->read(s.offset, bytes.data(), bytes.size(), parts_);
+  if (!s.labelAtRead) {
+    bytes.resize(static_cast<std::size_t>(s.size));
+    readSpan(s, s.offset, bytes.data(), s.size);
     return;
   }
-  const std::string& path = shards_[static_cast<std::size_t>(s.shard)];
-  const std::size_t got = readFileRange(path, s.offset, bytes.data(), bytes.size(), name);
-  if (got != s.size) throwBadInput(name, "the shard ended inside this image (truncated since it was opened?)");
+  // From an index: the .cls is read with the image -- one read of the span holding both, as tar
+  // writers put a sample's members next to each other (two reads when they lie apart).
+  const std::uint64_t first = std::min(s.offset, s.clsOffset), last = std::max(s.offset + s.size, s.clsOffset + s.clsSize);
+  std::string text(static_cast<std::size_t>(s.clsSize), '\0');
+  if (last - first <= s.size + s.clsSize + (std::uint64_t(64) << 10)) {
+    bytes.resize(static_cast<std::size_t>(last - first));
+    readSpan(s, first, bytes.data(), last - first);
+    std::memcpy(text.data(), bytes.data() + (s.clsOffset - first), text.size());
+    std::memmove(bytes.data(), bytes.data() + (s.offset - first), static_cast<std::size_t>(s.size));
+    bytes.resize(static_cast<std::size_t>(s.size));
+  } else {
+    bytes.resize(static_cast<std::size_t>(s.size));
+    readSpan(s, s.offset, bytes.data(), s.size);
+    readSpan(s, s.clsOffset, reinterpret_cast<std::uint8_t*>(text.data()), s.clsSize);
+  }
+  if (std::string problem = parseClassNumber(text, label); !problem.empty())
+    throwBadInput(shards_[static_cast<std::size_t>(s.shard)] + ": sample \"" + s.key + "\"", problem);
 }
 
-void WebDataset::readRemote(const Sample& s, std::uint8_t* dst) const {
-  readahead_->read(remote_[static_cast<std::size_t>(s.shard)], dst, s.size, s.offset);
+void WebDataset::readSpan(const Sample& s, std::uint64_t offset, std::uint8_t* dst, std::uint64_t n) const {
+  // A plan dealing single samples (stoker feed's) reads across every shard at random: there a
+  // block would bring one image and many another rank reads, so each image is its own request.
+  if (const auto remote = objectOf(s.shard)) {
+    if (readahead_ && ownOrderDrawn_.load(std::memory_order_relaxed)) readRemote(s, offset, dst, n);
+    else remote->read(offset, dst, static_cast<std::size_t>(n), options_.parts);
+    return;
+  }
+  // Opened per read, not kept: datasets of thousands of shards stay under the fd limit, and an
+  // open + close costs microseconds next to a decode.
+  const std::string name = shards_[static_cast<std::size_t>(s.shard)] + ": " + s.key;
+  const std::size_t got = readFileRange(shards_[static_cast<std::size_t>(s.shard)], offset, dst, static_cast<std::size_t>(n), name);
+  if (got != n) throwBadInput(name, "the shard ended inside this sample (truncated since it was opened?)");
+}
+
+std::shared_ptr<const RemoteObject> WebDataset::objectOf(std::int64_t shard) const {
+  const auto i = static_cast<std::size_t>(shard);
+  if (!isRemote_[i]) return nullptr;
+  std::call_once(opened_[i], [&] {
+    auto object = RemoteObject::open(shards_[i]);
+    if (options_.daliIndex && object->size() < shardSizes_[i])
+      throwBadInput(daliIndexPathOf(shards_[i]), "names bytes up to " + std::to_string(shardSizes_[i]) + " of " + shards_[i] +
+                                                     ", which has " + std::to_string(object->size()) +
+                                                     ": the index is not this shard's (write it again: stoker dataset index)");
+    remote_[i] = std::move(object);
+  });
+  return remote_[i];
+}
+
+void WebDataset::readRemote(const Sample& s, std::uint64_t offset, std::uint8_t* dst, std::uint64_t n) const {
+  readahead_->read(objectOf(s.shard), dst, n, offset);
   // Within a shard the readahead queues the next blocks itself; the deal says which shard follows.
   std::vector<std::int64_t> next;
   {
@@ -402,7 +552,25 @@ void WebDataset::readRemote(const Sample& s, std::uint8_t* dst) const {
       next.push_back(at);
     }
   }
-  for (std::int64_t shard : next) readahead_->prefetch(remote_[static_cast<std::size_t>(shard)], 0);
+  for (std::int64_t shard : next) readahead_->prefetch(objectOf(shard), 0);
+}
+
+std::string WebDataset::daliIndexText(std::int64_t shard) const {
+  if (!options_.keepComponents) throwBadInput("daliIndexText", "the dataset was not opened with keepComponents");
+  // Lines as wds2idx writes them: members grouped while their key stays the same.
+  std::vector<std::string> lines;
+  std::string lastKey;
+  for (const Component& c : components_[static_cast<std::size_t>(shard)]) {
+    std::string key, ext;
+    if (!splitKey(c.name, key, ext)) key = c.name;
+    std::string item = c.ext + " " + std::to_string(c.offset) + " " + std::to_string(c.size) + " " + c.name;
+    if (lines.empty() || key != lastKey) lines.push_back(std::move(item));
+    else lines.back() += " " + item;
+    lastKey = key;
+  }
+  std::string text = "v1.2 " + std::to_string(lines.size()) + "\n";
+  for (const auto& line : lines) text += line + "\n";
+  return text;
 }
 
 std::uint64_t WebDataset::shardBytes() const {
@@ -455,13 +623,29 @@ std::optional<std::vector<std::int64_t>> WebDataset::ownEpochOrder(const LoaderO
       nextShard_[static_cast<std::size_t>(shardOrder[k])] = shardOrder[k + static_cast<std::size_t>(world)];
     ownOrderDrawn_ = true;
   }
-  if (!shuffle || shuffleBuffer_ <= 1) return equalised(std::move(order));
+  if (options_.daliIndex) {  // from an index, a shard is opened when first dealt: this rank's, 8-32 at a time
+    std::vector<std::int64_t> mine;
+    for (std::size_t k = static_cast<std::size_t>(rank); k < shardOrder.size(); k += static_cast<std::size_t>(world))
+      if (isRemotePath(shards_[static_cast<std::size_t>(shardOrder[k])])) mine.push_back(shardOrder[k]);
+    std::vector<std::exception_ptr> failed(mine.size());
+    forEachInParallel(static_cast<std::int64_t>(mine.size()), scanParallel_, [&](std::int64_t k) {
+      try {
+        objectOf(mine[static_cast<std::size_t>(k)]);
+      } catch (...) {
+        failed[static_cast<std::size_t>(k)] = std::current_exception();
+      }
+    });
+    for (const auto& f : failed)
+      if (f) std::rethrow_exception(f);
+  }
+  const std::int64_t shuffleBuffer = options_.shuffleBuffer;
+  if (!shuffle || shuffleBuffer <= 1) return equalised(std::move(order));
   // webdataset's shuffle(N): keep a buffer of N, emit a random one, refill from the stream.
   std::mt19937_64 mix(o.seed * 1000003u + static_cast<std::uint64_t>(epoch) * 7919u + static_cast<std::uint64_t>(rank));
   std::vector<std::int64_t> buffer, out;
   out.reserve(order.size());
   for (std::int64_t s : order) {
-    if (static_cast<std::int64_t>(buffer.size()) < shuffleBuffer_) {
+    if (static_cast<std::int64_t>(buffer.size()) < shuffleBuffer) {
       buffer.push_back(s);
       continue;
     }
@@ -479,14 +663,52 @@ std::shared_ptr<Dataset> openWebDataset(const std::string& text, const LoaderOpt
   return listWebDataset(text, options);
 }
 
-std::shared_ptr<Dataset> listWebDataset(const std::string& text, const LoaderOptions& options) {
-  const DatasetSpec spec = DatasetSpec::parse(text, "wds", "shuffle");
-  const std::int64_t buffer = spec.integer("shuffle", 1000, 0, 1 << 24);
+namespace {
+
+WebDatasetOptions webDatasetOptionsOf(const DatasetSpec& spec, const LoaderOptions& options) {
+  WebDatasetOptions w;
+  w.shuffleBuffer = spec.integer("shuffle", 1000, 0, 1 << 24);
+  if (const auto index = spec.options.find("index"); index != spec.options.end()) {
+    if (index->second != "dali")
+      throwBadInput(spec.text, "index=" + index->second + ": the one index known is index=dali (DALI's wds2idx files, <shard>.idx beside each shard)");
+    w.daliIndex = true;
+  }
   if (options.sampler_type == SamplerType::Weighted || options.sampler_type == SamplerType::RandomWithReplacement)
     throwBadInput("sampler_type " + samplerTypeName(options.sampler_type),
                   "WebDataset shards are read in their own order (random, sequential or distributed)");
-  return std::make_shared<WebDataset>(spec.path, expandShardPattern(spec.path), options.transforms, buffer,
-                                      options.skip_bad_samples, partOptionsOf(options));
+  w.keepBadSamples = options.skip_bad_samples;
+  w.parts = partOptionsOf(options);
+  return w;
+}
+
+}  // namespace
+
+std::shared_ptr<Dataset> listWebDataset(const std::string& text, const LoaderOptions& options) {
+  const DatasetSpec spec = DatasetSpec::parse(text, "wds", "shuffle,index");
+  return std::make_shared<WebDataset>(spec.path, expandShardPattern(spec.path), options.transforms, webDatasetOptionsOf(spec, options));
+}
+
+std::vector<WrittenIndex> writeDaliIndexes(const std::string& text, const std::string& outDir, const LoaderOptions& options) {
+  const DatasetSpec spec = DatasetSpec::parse(text, "wds", "shuffle");
+  const std::vector<std::string> shards = expandShardPattern(spec.path);
+  for (const auto& shard : shards)
+    if (outDir.empty() && isRemotePath(shard))
+      throwBadInput(shard, "is remote: name a local folder to write its index into (--out-dir), then upload it beside the shard");
+  WebDatasetOptions w = webDatasetOptionsOf(spec, options);
+  w.keepBadSamples = true;  // an index lists every member, as wds2idx does; reading decides what a bad sample is
+  w.keepComponents = true;
+  const WebDataset dataset(spec.path, shards, "", std::move(w));
+  std::vector<WrittenIndex> out;
+  for (std::size_t i = 0; i < shards.size(); ++i) {
+    const std::string beside = daliIndexPathOf(shards[i]);
+    const std::string path = outDir.empty() ? beside : outDir + "/" + beside.substr(beside.rfind('/') + 1);
+    const std::string index = dataset.daliIndexText(static_cast<std::int64_t>(i));
+    AtomicFile file(path);
+    file.write(index.data(), index.size());
+    file.commit();
+    out.push_back({path, std::stoll(index.substr(5, index.find('\n') - 5))});
+  }
+  return out;
 }
 
 }  // namespace stoker

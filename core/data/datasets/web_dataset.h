@@ -8,13 +8,17 @@
 // .cls, a bad .cls, a sparse member) does too, unless skip_bad_samples keeps it to be skipped and
 // counted when read.
 //
-// Opening scans every shard's headers with libarchive (the data is skipped, not read; .cls files
-// are read) and keeps each member's byte range, so a worker reads an image with one pread (the
+// Opening scans every shard's headers with libarchive, or with `,index=dali` reads each shard's DALI
+// index (<shard>.idx, see WebDatasetOptions::daliIndex) and opens a remote shard only when dealt.
+// Either way each member's byte range is known (the scan skips the data and reads only .cls
+// files; from an index a .cls is read with its image), so a worker reads an image with one pread (the
 // shard opened for it: no descriptors are held between reads). Shards in S3 or behind HTTP(S)
 // (`wds:s3://bucket/train-{000..099}.tar`, `wds:https://host/...`; an s3:// glob is matched
-// against the bucket's listing) are scanned as a stream of windows of part_size ×
-// max_inflight_parts bytes (fetched in parallel parts; memory stays at one window), and each
-// batch's images are fetched max_inflight_parts at a time with one range read each. The
+// against the bucket's listing) are scanned 8-32 at a time, each as a stream of windows of
+// part_size bytes (max_inflight_parts split among the scans). A loader reading in the dataset's
+// own order without a cache gets whole blocks of part_size fetched ahead of its reads (within a
+// shard, and the next shards of the rank's deal); otherwise (a cache, or a plan dealing single
+// samples) each batch's images are fetched max_inflight_parts at a time, one range read each. The
 // epoch's order is the dataset's own (ownEpochOrder): shards shuffled by (seed + epoch), dealt
 // round-robin to the ranks of a distributed sampler, read shard after shard, samples mixed within
 // a bounded buffer (webdataset's shuffle(N)), seeded and reproducible -- so each rank reads its
@@ -33,20 +37,31 @@
 
 namespace stoker {
 
+struct WebDatasetOptions {
+  std::int64_t shuffleBuffer = 1000;
+  // skip_bad_samples: a sample that makes no sense (no image or .cls, a bad .cls) is kept and fails
+  // when read, so the loader skips and counts it; otherwise opening refuses it.
+  bool keepBadSamples = false;
+  PartOptions parts;  // how remote shards are read (part_size, max_inflight_parts)
+  // `index=dali`: read each shard's DALI index (<shard>.idx, as wds2idx writes it) instead of
+  // scanning the shard; a .cls is then read with its image.
+  bool daliIndex = false;
+  bool keepComponents = false;  // keep every member's range (to write DALI indexes)
+};
+
 class WebDataset : public EncodedImageDataset {
  public:
-  // keepBadSamples (skip_bad_samples): a sample that makes no sense (no image or .cls, a bad .cls)
-  // is kept and fails when read, so the loader skips and counts it; otherwise opening refuses it.
-  // `parts`: how remote shards are read (part_size, max_inflight_parts).
-  WebDataset(const std::string& spec, std::vector<std::string> shards, const std::string& transforms, std::int64_t shuffleBuffer,
-             bool keepBadSamples = false, PartOptions parts = {});
+  WebDataset(const std::string& spec, std::vector<std::string> shards, const std::string& transforms, WebDatasetOptions options);
   std::int64_t size() const override { return static_cast<std::int64_t>(samples_.size()); }
   std::optional<std::vector<std::int64_t>> ownEpochOrder(const LoaderOptions& options, std::int64_t epoch) const override;
   bool hasOwnEpochOrder() const override { return true; }
   const std::vector<std::string>& shards() const { return shards_; }
-  std::uint64_t shardBytes() const;  // all shards' sizes together
+  std::uint64_t shardBytes() const;  // all shards' sizes together (from an index: up to their last member's end)
   std::int64_t shardOf(std::int64_t index) const { return samples_[static_cast<std::size_t>(index)].shard; }
   const std::string& key(std::int64_t index) const { return samples_[static_cast<std::size_t>(index)].key; }
+  // Shard `shard`'s DALI index (v1.2: "v1.2 N", then a line per sample of "ext offset size name"
+  // per member), for a dataset opened with keepComponents.
+  std::string daliIndexText(std::int64_t shard) const;
 
  protected:
   void fetch(std::int64_t index, std::vector<std::uint8_t>& bytes, std::int64_t& label, std::string& name) const override;
@@ -57,20 +72,38 @@ class WebDataset : public EncodedImageDataset {
     std::string key;
     std::uint64_t offset = 0, size = 0;  // the image member's data in its shard
     std::int64_t label = 0;
+    // From an index: the .cls member's data, read with the image (label is set then).
+    std::uint64_t clsOffset = 0, clsSize = 0;
+    bool labelAtRead = false;
     std::string problem;  // a bad sample's reason (kept only under skip_bad_samples)
   };
+  struct Component {
+    std::string ext;  // as in the member's name
+    std::uint64_t offset = 0, size = 0;
+    std::string name;
+  };
   struct RemoteStream;
-  void scan(std::int64_t shard, bool keepBadSamples, std::vector<Sample>& out, std::uint64_t& size);
+  struct Member;  // a tar member, from the scan or an index
+  void scan(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size);
+  // Groups consecutive members by key into samples, as webdataset does.
+  void group(std::int64_t shard, const std::vector<Member>& members, std::vector<Sample>& out) const;
+  void readIndex(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size);
+  // The remote shard's object, opened on first use (from an index, a shard is opened when a rank
+  // first reads it); null for a local shard.
+  std::shared_ptr<const RemoteObject> objectOf(std::int64_t shard) const;
+  void readSpan(const Sample& s, std::uint64_t offset, std::uint8_t* dst, std::uint64_t n) const;
   void startReadahead();
-  void readRemote(const Sample& s, std::uint8_t* dst) const;
+  void readRemote(const Sample& s, std::uint64_t offset, std::uint8_t* dst, std::uint64_t n) const;
   std::vector<std::string> shards_;
-  std::vector<std::shared_ptr<const RemoteObject>> remote_;  // per shard: null when local
+  WebDatasetOptions options_;
+  mutable std::vector<std::shared_ptr<const RemoteObject>> remote_;  // per shard: null when local or not opened yet
+  std::unique_ptr<std::once_flag[]> opened_;                          // per shard: remote_ set
+  std::vector<bool> isRemote_;
   std::vector<std::uint64_t> shardSizes_;
-  PartOptions parts_;
   int scanParallel_ = 1;  // shards scanned at once
   std::vector<Sample> samples_;
   std::vector<std::int64_t> shardBegin_;  // first sample of each shard, and the end
-  std::int64_t shuffleBuffer_;
+  std::vector<std::vector<Component>> components_;  // keepComponents: per shard, every member in order
   // Remote shards without a cache, read in the dataset's own order: blocks of part_size fetched
   // ahead (see readRemote). Null for local shards and with a cache.
   std::unique_ptr<RemoteReadahead> readahead_;
@@ -79,6 +112,20 @@ class WebDataset : public EncodedImageDataset {
   mutable std::mutex dealMutex_;
   mutable std::vector<std::int64_t> nextShard_;  // in the latest deal, this rank's shard after each (-1: none)
 };
+
+// Where DALI's wds2idx puts a shard's index by default: the shard's path up to the first dot of
+// its file name (after its first character), then ".idx" (train-000000.tar -> train-000000.idx).
+std::string daliIndexPathOf(const std::string& shard);
+
+// `stoker dataset index`: scans the shards of `spec` (wds:SHARDS) and writes each one's DALI index
+// (v1.2, as wds2idx writes it) -- beside a local shard (daliIndexPathOf), or into `outDir` under
+// the same file name (needed for remote shards, to upload beside them). Files are written whole or
+// not at all. Returns the files written and the samples (lines) each lists.
+struct WrittenIndex {
+  std::string path;
+  std::int64_t samples = 0;
+};
+std::vector<WrittenIndex> writeDaliIndexes(const std::string& spec, const std::string& outDir, const LoaderOptions& options);
 
 // The shard paths of a SHARDS pattern: brace ranges {000..099} and lists {a,b} expand in order;
 // otherwise a glob, sorted. Throws Error(BadInput) when nothing matches.
