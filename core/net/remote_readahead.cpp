@@ -119,6 +119,7 @@ bool RemoteReadahead::makeRoom() {
     if (victim == blocks_.end() || b.lastUse < victim->second->lastUse) victim = it;
   }
   if (victim == blocks_.end()) return false;
+  if (onEvict_ && !victim->second->error) onEvict_(*victim->second->object, victim->first.second, victim->second->bytes);
   // Its buffer is fetched into again unless a reader is still copying from it (then the reader's
   // reference frees it): a fresh 4 MiB buffer per block cost a page fault per 4 KiB.
   if (victim->second.use_count() == 1) spare_.push_back(std::move(victim->second->bytes));

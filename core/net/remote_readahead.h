@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -54,6 +55,11 @@ class RemoteReadahead {
   // no room: for a caller that knows which object its reader turns to next (a WebDataset rank's
   // next shard), where reading in order within one object cannot tell.
   void prefetch(const std::shared_ptr<const RemoteObject>& object, std::uint64_t index);
+  // Called with a block's bytes as the block is dropped to make room, under the readahead's lock
+  // (keep it short): for a caller that keeps what it still needs of them (a WebDataset's shuffle
+  // buffer reaches far back). Set before the first read.
+  using EvictFn = std::function<void(const RemoteObject& object, std::uint64_t index, const std::vector<std::uint8_t>& bytes)>;
+  void onEvict(EvictFn fn) { onEvict_ = std::move(fn); }
 
   struct Counters {
     std::uint64_t fetched = 0;  // blocks brought
@@ -87,6 +93,7 @@ class RemoteReadahead {
   std::map<const RemoteObject*, std::uint64_t> lastIndex_;  // the block each object was last read at
   std::vector<std::vector<std::uint8_t>> spare_;  // buffers of evicted blocks, fetched into again
   std::vector<std::thread> fetchers_;  // started by the first read
+  EvictFn onEvict_;
   bool stop_ = false;
   std::uint64_t clock_ = 0;
   Counters counters_;

@@ -776,7 +776,7 @@ class TestImageDatasets : public QObject {
                                         "    add(tf, 'a.jpg', jpg); add(tf, 'a.cls', b'cat')\n"
                                         "with tarfile.open(sys.argv[1] + '/noimage.tar', 'w') as tf:\n"
                                         "    add(tf, 'a.txt', b'x'); add(tf, 'a.cls', b'2')\n"
-                                        "for name, label in (('huge', b'99999999999999999999'), ('nul', b'1\\x002'), ('negative', b'-3')):\n"
+                                        "for name, label in (('huge', b'99999999999999999999'), ('nul', b'1\\x002'), ('negative', b'-3'), ('long', b'1' * 100)):\n"
                                         "    with tarfile.open(sys.argv[1] + '/' + name + '.tar', 'w') as tf:\n"
                                         "        add(tf, 'a.jpg', jpg); add(tf, 'a.cls', label)\n"
                                         "with tarfile.open(sys.argv[1] + '/dup.tar', 'w') as tf:\n"
@@ -799,6 +799,7 @@ class TestImageDatasets : public QObject {
     check("huge.tar", {"huge.tar", "sample \"a\"", "not a class number", "99999999999999999999"});  // not clamped to 2^63-1
     check("nul.tar", {"nul.tar", "not a class number", "1?2"});  // not read as 1
     check("negative.tar", {"negative.tar", "not a class number", "-3"});
+    check("long.tar", {"long.tar", "a .cls of 100 bytes is not a class number"});  // refused at open, not read
     check("dup.tar", {"dup.tar", "sample \"a\"", ".cls twice"});
     check("garbage.tar", {"garbage.tar"});
     check("truncated.tar", {"truncated.tar"});

@@ -87,7 +87,7 @@ void EncodedImageDataset::readSamples(const std::int64_t* indices, std::int64_t 
     forEachInParallel(count, parallelFetches_, [&](std::int64_t i) {
       Fetched& f = fetched[static_cast<std::size_t>(i)];
       try {
-        fetch(indices[i], f.bytes, f.label, f.name);
+        fetch(indices[i], context.epoch, f.bytes, f.label, f.name);
       } catch (...) {
         f.error = std::current_exception();  // thrown at its sample below, in order
       }
@@ -110,7 +110,7 @@ void EncodedImageDataset::readSamples(const std::int64_t* indices, std::int64_t 
         sampleName = &f.name;
       } else {
         const double t0 = context.stages ? monotonicSeconds() : 0;
-        fetch(indices[i], bytes, label, name);
+        fetch(indices[i], context.epoch, bytes, label, name);
         if (context.stages) context.stages->read += monotonicSeconds() - t0;
         data = bytes.data();
         n = bytes.size();

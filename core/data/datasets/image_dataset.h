@@ -38,8 +38,10 @@ class EncodedImageDataset : public Dataset {
   std::size_t scanIndexBytes() const;
 
  protected:
-  // Sample `index`'s encoded bytes into `bytes` (resized as needed), its label, and a name for errors.
-  virtual void fetch(std::int64_t index, std::vector<std::uint8_t>& bytes, std::int64_t& label, std::string& name) const = 0;
+  // Sample `index`'s encoded bytes into `bytes` (resized as needed), its label, and a name for
+  // errors; `epoch` is the epoch the loader reads it for.
+  virtual void fetch(std::int64_t index, std::int64_t epoch, std::vector<std::uint8_t>& bytes, std::int64_t& label,
+                     std::string& name) const = 0;
   // Remote samples (s3://, http(s)://): a batch's bytes are fetched this many at once before
   // they are decoded (one request each is latency-bound); 1 fetches them one by one.
   int parallelFetches_ = 1;

@@ -132,7 +132,8 @@ void ImageFolderDataset::addClassFiles(const std::string& root, WalkClass walkCl
   }
 }
 
-void ImageFolderDataset::fetch(std::int64_t index, std::vector<std::uint8_t>& bytes, std::int64_t& label, std::string& name) const {
+void ImageFolderDataset::fetch(std::int64_t index, std::int64_t, std::vector<std::uint8_t>& bytes, std::int64_t& label,
+                               std::string& name) const {
   name = files_[static_cast<std::size_t>(index)];
   label = labels_[static_cast<std::size_t>(index)];
   if (isRemotePath(name)) {

@@ -32,7 +32,8 @@ class ImageFolderDataset : public EncodedImageDataset {
   std::int64_t label(std::int64_t index) const { return labels_[static_cast<std::size_t>(index)]; }
 
  protected:
-  void fetch(std::int64_t index, std::vector<std::uint8_t>& bytes, std::int64_t& label, std::string& name) const override;
+  void fetch(std::int64_t index, std::int64_t epoch, std::vector<std::uint8_t>& bytes, std::int64_t& label,
+             std::string& name) const override;
 
  private:
   template <typename WalkClass>

@@ -65,6 +65,8 @@ std::string parseClassNumber(const std::string& raw, std::int64_t& label) {
 }
 
 constexpr std::uint64_t kMaxClsBytes = 64;
+// From an index, a sample's image and .cls are read as one span when at most this much lies between.
+constexpr std::uint64_t kSpanSlack = std::uint64_t(64) << 10;
 constexpr std::size_t kMaxIndexBytes = std::size_t(256) << 20;
 
 }  // namespace
@@ -202,12 +204,13 @@ WebDataset::WebDataset(const std::string& spec, std::vector<std::string> shards,
 // reads fall in the blocks of about `shuffle` consecutive samples. One range request per image
 // left a 50 ms server at 0.14-0.46x local (max_inflight_parts 4-64) without a cache: here whole
 // blocks of part_size are fetched once, ahead of the reads, and the images served from memory.
-// Held: the blocks the shuffle window spans plus max_inflight_parts ahead, at most 1 GiB.
+// Held: the blocks the shuffle window spans plus max_inflight_parts ahead, at most readahead_mb
+// (1 GiB; and never fewer than max_inflight_parts + 2 blocks), and the samples the shuffle buffer
+// still needs from blocks dropped (see stashFrom).
 void WebDataset::startReadahead() {
   const PartOptions& parts = options_.parts;
   if (parts.cache) return;  // the part cache already keeps whole parts (on disk)
   if (std::none_of(isRemote_.begin(), isRemote_.end(), [](bool r) { return r; })) return;
-  constexpr std::uint64_t kMaxHeldBytes = std::uint64_t(1) << 30;
   const std::uint64_t block = static_cast<std::uint64_t>(std::max<std::int64_t>(parts.partSize, 64 << 10));
   std::uint64_t blocks = 0, largest = 1;
   for (std::uint64_t size : shardSizes_) {
@@ -219,14 +222,94 @@ void WebDataset::startReadahead() {
   const auto spanned = static_cast<std::uint64_t>(std::ceil(window * static_cast<double>(shardBytes()) / samples / static_cast<double>(block)) +
                                                   std::ceil(window * shards / samples) + 1);
   ReadaheadOptions r;
-  r.blockBytes = block;
+  r.blockBytes = blockBytes_ = block;
   r.ahead = std::max(parts.maxInflight, 2);
   r.threads = std::max(parts.maxInflight, 1);
   const std::uint64_t wanted = std::min(blocks, spanned) + 2 * static_cast<std::uint64_t>(r.ahead);
-  r.maxBlocks = static_cast<int>(std::clamp<std::uint64_t>(std::min(wanted, kMaxHeldBytes / largest), r.ahead + 2, 1 << 20));
+  r.maxBlocks = static_cast<int>(std::clamp<std::uint64_t>(std::min(wanted, options_.readaheadBytes / largest), r.ahead + 2, 1 << 20));
   const double blocksPerShard = static_cast<double>(blocks) / shards;
   aheadShards_ = static_cast<int>(std::clamp(std::ceil(r.ahead / blocksPerShard), 1.0, static_cast<double>(r.ahead)));
   readahead_ = std::make_unique<RemoteReadahead>(r);
+  readahead_->onEvict([this](const RemoteObject& object, std::uint64_t index, const std::vector<std::uint8_t>& bytes) {
+    stashFrom(object, index, bytes);
+  });
+}
+
+void WebDataset::planReads(const std::vector<std::int64_t>& order, std::int64_t epoch, std::vector<std::int64_t> nextShard) const {
+  std::lock_guard<std::mutex> lock(planMutex_);
+  if (!plans_.empty() && epoch != plans_.back().epoch + 1) {  // a new start (another loader, a resumed job)
+    plans_.clear();
+    stash_.clear();
+    readingEpoch_ = -1;
+  }
+  Plan plan;
+  plan.epoch = epoch;
+  plan.nextShard = std::move(nextShard);
+  plan.left.assign(samples_.size(), 0);
+  for (std::int64_t i : order)
+    if (plan.left[static_cast<std::size_t>(i)] < UINT16_MAX) ++plan.left[static_cast<std::size_t>(i)];
+  plans_.push_back(std::move(plan));
+  while (plans_.size() > 3) plans_.pop_front();  // drawn and never read (an abandoned loop)
+}
+
+const WebDataset::Plan* WebDataset::planOf(std::int64_t epoch) const {
+  for (const Plan& p : plans_)
+    if (p.epoch == epoch) return &p;
+  return nullptr;
+}
+
+bool WebDataset::stillToRead(std::int64_t index) const {
+  if (plans_.empty()) return false;
+  const std::int64_t now = readingEpoch_ >= 0 ? readingEpoch_ : plans_.front().epoch;
+  for (const std::int64_t e : {now - 1, now})
+    if (const Plan* p = planOf(e); p && p->left[static_cast<std::size_t>(index)] > 0) return true;
+  return false;
+}
+
+void WebDataset::stashFrom(const RemoteObject& object, std::uint64_t block, const std::vector<std::uint8_t>& bytes) const {
+  std::lock_guard<std::mutex> lock(planMutex_);
+  const auto found = shardOfObject_.find(&object);
+  if (found == shardOfObject_.end()) return;
+  const std::int64_t shard = found->second;
+  const std::uint64_t start = block * blockBytes_, end = start + bytes.size();
+  for (std::int64_t k = shardBegin_[static_cast<std::size_t>(shard)]; k < shardBegin_[static_cast<std::size_t>(shard) + 1]; ++k) {
+    const Sample& s = samples_[static_cast<std::size_t>(k)];
+    if (!s.problem.empty() || stash_.count(k) || !stillToRead(k)) continue;
+    // The region a read covers: the image, and from an index its .cls when fetch reads both at once.
+    std::uint64_t lo = s.offset, hi = s.offset + s.size;
+    if (s.labelAtRead) {
+      const std::uint64_t clsLo = std::min(lo, s.clsOffset), clsHi = std::max(hi, s.clsOffset + s.clsSize);
+      if (clsHi - clsLo <= s.size + s.clsSize + kSpanSlack) lo = clsLo, hi = clsHi;
+    }
+    if (lo < start || hi > end) continue;  // not whole in this block: fetched again when asked
+    Stashed kept;
+    kept.start = lo;
+    kept.bytes.assign(bytes.begin() + static_cast<std::ptrdiff_t>(lo - start), bytes.begin() + static_cast<std::ptrdiff_t>(hi - start));
+    stash_.emplace(k, std::move(kept));
+  }
+}
+
+bool WebDataset::readStashed(std::int64_t index, std::uint64_t offset, std::uint8_t* dst, std::uint64_t n) const {
+  std::lock_guard<std::mutex> lock(planMutex_);
+  const auto it = stash_.find(index);
+  if (it == stash_.end() || offset < it->second.start || offset + n > it->second.start + it->second.bytes.size()) return false;
+  std::memcpy(dst, it->second.bytes.data() + (offset - it->second.start), static_cast<std::size_t>(n));
+  return true;
+}
+
+// A read counts for its epoch. Once reads reach epoch e, epochs before e - 1 are left behind (a
+// tail never read stays with them), and a stashed sample goes when no read of it is left to come.
+void WebDataset::doneReading(std::int64_t index, std::int64_t epoch) const {
+  std::lock_guard<std::mutex> lock(planMutex_);
+  const auto i = static_cast<std::size_t>(index);
+  for (Plan& plan : plans_)
+    if (plan.epoch == epoch && plan.left[i] > 0) --plan.left[i];
+  if (epoch > readingEpoch_) {
+    readingEpoch_ = epoch;
+    while (!plans_.empty() && plans_.front().epoch < epoch - 1) plans_.pop_front();
+    for (auto it = stash_.begin(); it != stash_.end();) it = stillToRead(it->first) ? std::next(it) : stash_.erase(it);
+  }
+  if (!stillToRead(index)) stash_.erase(index);
 }
 
 // A remote shard as libarchive's input: windows of part_size × max_inflight_parts bytes, each
@@ -337,6 +420,8 @@ void WebDataset::scan(std::int64_t shard, std::vector<Sample>& out, std::uint64_
         throwBadInput(path + ": " + name, std::string("truncated member: ") + archive_error_string(a.get()));
       }
       m.hasText = true;
+    } else if (m.ext == "cls") {
+      m.problem = "a .cls of " + std::to_string(m.size) + " bytes is not a class number";
     }
     members.push_back(std::move(m));
   }
@@ -483,7 +568,8 @@ void WebDataset::group(std::int64_t shard, const std::vector<Member>& members, s
   }
 }
 
-void WebDataset::fetch(std::int64_t index, std::vector<std::uint8_t>& bytes, std::int64_t& label, std::string& name) const {
+void WebDataset::fetch(std::int64_t index, std::int64_t epoch, std::vector<std::uint8_t>& bytes, std::int64_t& label,
+                       std::string& name) const {
   const Sample& s = samples_[static_cast<std::size_t>(index)];
   name = shards_[static_cast<std::size_t>(s.shard)] + ": " + s.key;
   if (!s.problem.empty()) throwBadInput(shards_[static_cast<std::size_t>(s.shard)] + ": sample \"" + s.key + "\"", s.problem);
@@ -491,13 +577,14 @@ void WebDataset::fetch(std::int64_t index, std::vector<std::uint8_t>& bytes, std
   if (!s.labelAtRead) {
     bytes.resize(static_cast<std::size_t>(s.size));
     readSpan(s, s.offset, bytes.data(), s.size);
+    if (readahead_) doneReading(index, epoch);
     return;
   }
   // From an index: the .cls is read with the image -- one read of the span holding both, as tar
   // writers put a sample's members next to each other (two reads when they lie apart).
   const std::uint64_t first = std::min(s.offset, s.clsOffset), last = std::max(s.offset + s.size, s.clsOffset + s.clsSize);
   std::string text(static_cast<std::size_t>(s.clsSize), '\0');
-  if (last - first <= s.size + s.clsSize + (std::uint64_t(64) << 10)) {
+  if (last - first <= s.size + s.clsSize + kSpanSlack) {
     bytes.resize(static_cast<std::size_t>(last - first));
     readSpan(s, first, bytes.data(), last - first);
     std::memcpy(text.data(), bytes.data() + (s.clsOffset - first), text.size());
@@ -508,6 +595,7 @@ void WebDataset::fetch(std::int64_t index, std::vector<std::uint8_t>& bytes, std
     readSpan(s, s.offset, bytes.data(), s.size);
     readSpan(s, s.clsOffset, reinterpret_cast<std::uint8_t*>(text.data()), s.clsSize);
   }
+  if (readahead_) doneReading(index, epoch);
   if (std::string problem = parseClassNumber(text, label); !problem.empty())
     throwBadInput(shards_[static_cast<std::size_t>(s.shard)] + ": sample \"" + s.key + "\"", problem);
 }
@@ -516,8 +604,12 @@ void WebDataset::readSpan(const Sample& s, std::uint64_t offset, std::uint8_t* d
   // A plan dealing single samples (stoker feed's) reads across every shard at random: there a
   // block would bring one image and many another rank reads, so each image is its own request.
   if (const auto remote = objectOf(s.shard)) {
-    if (readahead_ && ownOrderDrawn_.load(std::memory_order_relaxed)) readRemote(s, offset, dst, n);
-    else remote->read(offset, dst, static_cast<std::size_t>(n), options_.parts);
+    const std::int64_t index = &s - samples_.data();
+    if (readahead_ && ownOrderDrawn_.load(std::memory_order_relaxed)) {
+      if (!readStashed(index, offset, dst, n)) readRemote(s, offset, dst, n);
+    } else {
+      remote->read(offset, dst, static_cast<std::size_t>(n), options_.parts);
+    }
     return;
   }
   // Opened per read, not kept: datasets of thousands of shards stay under the fd limit, and an
@@ -536,6 +628,10 @@ std::shared_ptr<const RemoteObject> WebDataset::objectOf(std::int64_t shard) con
       throwBadInput(daliIndexPathOf(shards_[i]), "names bytes up to " + std::to_string(shardSizes_[i]) + " of " + shards_[i] +
                                                      ", which has " + std::to_string(object->size()) +
                                                      ": the index is not this shard's (write it again: stoker dataset index)");
+    {
+      std::lock_guard<std::mutex> lock(planMutex_);
+      shardOfObject_[object.get()] = shard;
+    }
     remote_[i] = std::move(object);
   });
   return remote_[i];
@@ -546,9 +642,12 @@ void WebDataset::readRemote(const Sample& s, std::uint64_t offset, std::uint8_t*
   // Within a shard the readahead queues the next blocks itself; the deal says which shard follows.
   std::vector<std::int64_t> next;
   {
-    std::lock_guard<std::mutex> lock(dealMutex_);
-    for (std::int64_t at = s.shard; !nextShard_.empty() && static_cast<int>(next.size()) < aheadShards_;) {
-      if ((at = nextShard_[static_cast<std::size_t>(at)]) < 0) break;
+    std::lock_guard<std::mutex> lock(planMutex_);
+    const Plan* now = readingEpoch_ >= 0 ? planOf(readingEpoch_) : nullptr;
+    if (!now && !plans_.empty()) now = &plans_.front();
+    const std::vector<std::int64_t>* deal = now ? &now->nextShard : nullptr;
+    for (std::int64_t at = s.shard; deal && static_cast<int>(next.size()) < aheadShards_;) {
+      if ((at = (*deal)[static_cast<std::size_t>(at)]) < 0) break;
       next.push_back(at);
     }
   }
@@ -616,12 +715,11 @@ std::optional<std::vector<std::int64_t>> WebDataset::ownEpochOrder(const LoaderO
   for (std::size_t k = static_cast<std::size_t>(rank); k < shardOrder.size(); k += static_cast<std::size_t>(world))
     for (std::int64_t i = shardBegin_[static_cast<std::size_t>(shardOrder[k])]; i < shardBegin_[static_cast<std::size_t>(shardOrder[k]) + 1]; ++i)
       order.push_back(i);
-  if (readahead_) {  // the reads now follow this deal (the latest drawn: the next epoch's is drawn ahead)
-    std::lock_guard<std::mutex> lock(dealMutex_);
-    nextShard_.assign(shards_.size(), -1);
+  std::vector<std::int64_t> nextShard;  // the readahead follows this rank's deal from shard to shard
+  if (readahead_) {
+    nextShard.assign(shards_.size(), -1);
     for (std::size_t k = static_cast<std::size_t>(rank); k + static_cast<std::size_t>(world) < shardOrder.size(); k += static_cast<std::size_t>(world))
-      nextShard_[static_cast<std::size_t>(shardOrder[k])] = shardOrder[k + static_cast<std::size_t>(world)];
-    ownOrderDrawn_ = true;
+      nextShard[static_cast<std::size_t>(shardOrder[k])] = shardOrder[k + static_cast<std::size_t>(world)];
   }
   if (options_.daliIndex) {  // from an index, a shard is opened when first dealt: this rank's, 8-32 at a time
     std::vector<std::int64_t> mine;
@@ -639,7 +737,14 @@ std::optional<std::vector<std::int64_t>> WebDataset::ownEpochOrder(const LoaderO
       if (f) std::rethrow_exception(f);
   }
   const std::int64_t shuffleBuffer = options_.shuffleBuffer;
-  if (!shuffle || shuffleBuffer <= 1) return equalised(std::move(order));
+  auto planned = [&](std::vector<std::int64_t> v) {
+    if (readahead_) {
+      planReads(v, epoch, std::move(nextShard));
+      ownOrderDrawn_ = true;
+    }
+    return v;
+  };
+  if (!shuffle || shuffleBuffer <= 1) return planned(equalised(std::move(order)));
   // webdataset's shuffle(N): keep a buffer of N, emit a random one, refill from the stream.
   std::mt19937_64 mix(o.seed * 1000003u + static_cast<std::uint64_t>(epoch) * 7919u + static_cast<std::uint64_t>(rank));
   std::vector<std::int64_t> buffer, out;
@@ -655,7 +760,7 @@ std::optional<std::vector<std::int64_t>> WebDataset::ownEpochOrder(const LoaderO
   }
   std::shuffle(buffer.begin(), buffer.end(), mix);
   out.insert(out.end(), buffer.begin(), buffer.end());
-  return equalised(std::move(out));
+  return planned(equalised(std::move(out)));
 }
 
 std::shared_ptr<Dataset> openWebDataset(const std::string& text, const LoaderOptions& options) {
@@ -668,6 +773,7 @@ namespace {
 WebDatasetOptions webDatasetOptionsOf(const DatasetSpec& spec, const LoaderOptions& options) {
   WebDatasetOptions w;
   w.shuffleBuffer = spec.integer("shuffle", 1000, 0, 1 << 24);
+  w.readaheadBytes = static_cast<std::uint64_t>(spec.integer("readahead_mb", 1024, 1, 1 << 20)) << 20;
   if (const auto index = spec.options.find("index"); index != spec.options.end()) {
     if (index->second != "dali")
       throwBadInput(spec.text, "index=" + index->second + ": the one index known is index=dali (DALI's wds2idx files, <shard>.idx beside each shard)");
@@ -684,7 +790,7 @@ WebDatasetOptions webDatasetOptionsOf(const DatasetSpec& spec, const LoaderOptio
 }  // namespace
 
 std::shared_ptr<Dataset> listWebDataset(const std::string& text, const LoaderOptions& options) {
-  const DatasetSpec spec = DatasetSpec::parse(text, "wds", "shuffle,index");
+  const DatasetSpec spec = DatasetSpec::parse(text, "wds", "shuffle,index,readahead_mb");
   return std::make_shared<WebDataset>(spec.path, expandShardPattern(spec.path), options.transforms, webDatasetOptionsOf(spec, options));
 }
 

@@ -3,7 +3,7 @@
 // (the path up to the first dot of the file name, as webdataset's base_plus_ext): `<key>.jpg|jpeg|png|webp|tif|tiff|bmp`
 // plus `<key>.cls` (the label as text: digits, blanks around), suffixes compared lower-cased and a
 // suffix twice in one sample refused, as webdataset's group_by_keys. Options: `wds:SHARDS,shuffle=N`
-// (the shuffle buffer, 1000 by default; 0 keeps tar order). A pattern expands to at most 1,000,000
+// (the shuffle buffer, 1000 by default; 0 keeps tar order), `index=dali`, `readahead_mb=N` (1024). A pattern expands to at most 1,000,000
 // shards. A shard that is not a tar stops the open; a sample that makes no sense (no image or
 // .cls, a bad .cls, a sparse member) does too, unless skip_bad_samples keeps it to be skipped and
 // counted when read.
@@ -29,7 +29,9 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <mutex>
+#include <unordered_map>
 
 #include "data/datasets/image_dataset.h"
 #include "net/remote_object.h"
@@ -47,6 +49,8 @@ struct WebDatasetOptions {
   // scanning the shard; a .cls is then read with its image.
   bool daliIndex = false;
   bool keepComponents = false;  // keep every member's range (to write DALI indexes)
+  // `readahead_mb=N`: at most this many bytes of remote blocks held (without a cache).
+  std::uint64_t readaheadBytes = std::uint64_t(1) << 30;
 };
 
 class WebDataset : public EncodedImageDataset {
@@ -64,7 +68,8 @@ class WebDataset : public EncodedImageDataset {
   std::string daliIndexText(std::int64_t shard) const;
 
  protected:
-  void fetch(std::int64_t index, std::vector<std::uint8_t>& bytes, std::int64_t& label, std::string& name) const override;
+  void fetch(std::int64_t index, std::int64_t epoch, std::vector<std::uint8_t>& bytes, std::int64_t& label,
+             std::string& name) const override;
 
  private:
   struct Sample {
@@ -107,10 +112,35 @@ class WebDataset : public EncodedImageDataset {
   // Remote shards without a cache, read in the dataset's own order: blocks of part_size fetched
   // ahead (see readRemote). Null for local shards and with a cache.
   std::unique_ptr<RemoteReadahead> readahead_;
+  std::uint64_t blockBytes_ = 0;  // the readahead's
   int aheadShards_ = 0;  // the next shards of the deal whose first block a rank's first read of a shard queues
   mutable std::atomic<bool> ownOrderDrawn_{false};  // the loader reads in ownEpochOrder's order
-  mutable std::mutex dealMutex_;
-  mutable std::vector<std::int64_t> nextShard_;  // in the latest deal, this rank's shard after each (-1: none)
+  // The epochs drawn and not yet left behind, oldest first. The loader draws epoch e + 1's order
+  // when epoch e starts, and its workers may begin e + 1 before e's last batch (and never read a
+  // tail drop_last cuts): the reads, which carry their epoch, decide which epoch is read now.
+  struct Plan {
+    std::int64_t epoch = 0;
+    std::vector<std::int64_t> nextShard;  // this rank's shard after each in the epoch's deal (-1: none)
+    std::vector<std::uint16_t> left;      // per sample: its reads still to come in this epoch
+  };
+  // Samples kept from blocks the readahead dropped while the front epoch had still to read them:
+  // a shuffle buffer of N emits samples from far behind its front (after 3N samples 5 % of an
+  // entry's chances remain), so the blocks it needs cannot all stay whole.
+  struct Stashed {
+    std::uint64_t start = 0;  // where the bytes begin in the shard
+    std::vector<std::uint8_t> bytes;
+  };
+  void planReads(const std::vector<std::int64_t>& order, std::int64_t epoch, std::vector<std::int64_t> nextShard) const;
+  void stashFrom(const RemoteObject& object, std::uint64_t block, const std::vector<std::uint8_t>& bytes) const;
+  void doneReading(std::int64_t index, std::int64_t epoch) const;
+  bool readStashed(std::int64_t index, std::uint64_t offset, std::uint8_t* dst, std::uint64_t n) const;
+  bool stillToRead(std::int64_t index) const;  // under planMutex_: in the epoch read now or the one before
+  const Plan* planOf(std::int64_t epoch) const;  // under planMutex_; null when not drawn
+  mutable std::mutex planMutex_;  // guards what follows
+  mutable std::deque<Plan> plans_;
+  mutable std::int64_t readingEpoch_ = -1;  // the latest epoch a read was for
+  mutable std::unordered_map<std::int64_t, Stashed> stash_;
+  mutable std::unordered_map<const RemoteObject*, std::int64_t> shardOfObject_;
 };
 
 // Where DALI's wds2idx puts a shard's index by default: the shard's path up to the first dot of
