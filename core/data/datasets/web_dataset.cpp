@@ -206,7 +206,7 @@ WebDataset::WebDataset(const std::string& spec, std::vector<std::string> shards,
 // blocks of part_size are fetched once, ahead of the reads, and the images served from memory.
 // Held: the blocks the shuffle window spans plus max_inflight_parts ahead, at most readahead_mb
 // (1 GiB; and never fewer than max_inflight_parts + 2 blocks), and the samples the shuffle buffer
-// still needs from blocks dropped (see stashFrom).
+// still needs from blocks dropped (data/datasets/wds_read_plan.h).
 void WebDataset::startReadahead() {
   const PartOptions& parts = options_.parts;
   if (parts.cache) return;  // the part cache already keeps whole parts (on disk)
@@ -230,86 +230,26 @@ void WebDataset::startReadahead() {
   const double blocksPerShard = static_cast<double>(blocks) / shards;
   aheadShards_ = static_cast<int>(std::clamp(std::ceil(r.ahead / blocksPerShard), 1.0, static_cast<double>(r.ahead)));
   readahead_ = std::make_unique<RemoteReadahead>(r);
-  readahead_->onEvict([this](const RemoteObject& object, std::uint64_t index, const std::vector<std::uint8_t>& bytes) {
-    stashFrom(object, index, bytes);
-  });
-}
-
-void WebDataset::planReads(const std::vector<std::int64_t>& order, std::int64_t epoch, std::vector<std::int64_t> nextShard) const {
-  std::lock_guard<std::mutex> lock(planMutex_);
-  if (!plans_.empty() && epoch != plans_.back().epoch + 1) {  // a new start (another loader, a resumed job)
-    plans_.clear();
-    stash_.clear();
-    readingEpoch_ = -1;
-  }
-  Plan plan;
-  plan.epoch = epoch;
-  plan.nextShard = std::move(nextShard);
-  plan.left.assign(samples_.size(), 0);
-  for (std::int64_t i : order)
-    if (plan.left[static_cast<std::size_t>(i)] < UINT16_MAX) ++plan.left[static_cast<std::size_t>(i)];
-  plans_.push_back(std::move(plan));
-  while (plans_.size() > 3) plans_.pop_front();  // drawn and never read (an abandoned loop)
-}
-
-const WebDataset::Plan* WebDataset::planOf(std::int64_t epoch) const {
-  for (const Plan& p : plans_)
-    if (p.epoch == epoch) return &p;
-  return nullptr;
-}
-
-bool WebDataset::stillToRead(std::int64_t index) const {
-  if (plans_.empty()) return false;
-  const std::int64_t now = readingEpoch_ >= 0 ? readingEpoch_ : plans_.front().epoch;
-  for (const std::int64_t e : {now - 1, now})
-    if (const Plan* p = planOf(e); p && p->left[static_cast<std::size_t>(index)] > 0) return true;
-  return false;
-}
-
-void WebDataset::stashFrom(const RemoteObject& object, std::uint64_t block, const std::vector<std::uint8_t>& bytes) const {
-  std::lock_guard<std::mutex> lock(planMutex_);
-  const auto found = shardOfObject_.find(&object);
-  if (found == shardOfObject_.end()) return;
-  const std::int64_t shard = found->second;
-  const std::uint64_t start = block * blockBytes_, end = start + bytes.size();
-  for (std::int64_t k = shardBegin_[static_cast<std::size_t>(shard)]; k < shardBegin_[static_cast<std::size_t>(shard) + 1]; ++k) {
-    const Sample& s = samples_[static_cast<std::size_t>(k)];
-    if (!s.problem.empty() || stash_.count(k) || !stillToRead(k)) continue;
-    // The region a read covers: the image, and from an index its .cls when fetch reads both at once.
-    std::uint64_t lo = s.offset, hi = s.offset + s.size;
+  // What a read of each sample covers: the image, and from an index its .cls when fetch reads both at once.
+  std::vector<WdsReadPlan::Span> spans(samples_.size());
+  for (std::size_t k = 0; k < samples_.size(); ++k) {
+    const Sample& s = samples_[k];
+    if (!s.problem.empty()) continue;
+    spans[k] = {s.offset, s.offset + s.size};
     if (s.labelAtRead) {
-      const std::uint64_t clsLo = std::min(lo, s.clsOffset), clsHi = std::max(hi, s.clsOffset + s.clsSize);
-      if (clsHi - clsLo <= s.size + s.clsSize + kSpanSlack) lo = clsLo, hi = clsHi;
+      const std::uint64_t lo = std::min(s.offset, s.clsOffset), hi = std::max(s.offset + s.size, s.clsOffset + s.clsSize);
+      if (hi - lo <= s.size + s.clsSize + kSpanSlack) spans[k] = {lo, hi};
     }
-    if (lo < start || hi > end) continue;  // not whole in this block: fetched again when asked
-    Stashed kept;
-    kept.start = lo;
-    kept.bytes.assign(bytes.begin() + static_cast<std::ptrdiff_t>(lo - start), bytes.begin() + static_cast<std::ptrdiff_t>(hi - start));
-    stash_.emplace(k, std::move(kept));
   }
-}
-
-bool WebDataset::readStashed(std::int64_t index, std::uint64_t offset, std::uint8_t* dst, std::uint64_t n) const {
-  std::lock_guard<std::mutex> lock(planMutex_);
-  const auto it = stash_.find(index);
-  if (it == stash_.end() || offset < it->second.start || offset + n > it->second.start + it->second.bytes.size()) return false;
-  std::memcpy(dst, it->second.bytes.data() + (offset - it->second.start), static_cast<std::size_t>(n));
-  return true;
-}
-
-// A read counts for its epoch. Once reads reach epoch e, epochs before e - 1 are left behind (a
-// tail never read stays with them), and a stashed sample goes when no read of it is left to come.
-void WebDataset::doneReading(std::int64_t index, std::int64_t epoch) const {
-  std::lock_guard<std::mutex> lock(planMutex_);
-  const auto i = static_cast<std::size_t>(index);
-  for (Plan& plan : plans_)
-    if (plan.epoch == epoch && plan.left[i] > 0) --plan.left[i];
-  if (epoch > readingEpoch_) {
-    readingEpoch_ = epoch;
-    while (!plans_.empty() && plans_.front().epoch < epoch - 1) plans_.pop_front();
-    for (auto it = stash_.begin(); it != stash_.end();) it = stillToRead(it->first) ? std::next(it) : stash_.erase(it);
-  }
-  if (!stillToRead(index)) stash_.erase(index);
+  plan_ = std::make_unique<WdsReadPlan>(std::move(spans), shardBegin_);
+  readahead_->onEvict([this](const RemoteObject& object, std::uint64_t index, const std::vector<std::uint8_t>& bytes) {
+    std::int64_t shard = -1;
+    {
+      std::lock_guard<std::mutex> lock(objectsMutex_);
+      if (const auto found = shardOfObject_.find(&object); found != shardOfObject_.end()) shard = found->second;
+    }
+    if (shard >= 0) plan_->keepFrom(shard, index * blockBytes_, bytes);
+  });
 }
 
 // A remote shard as libarchive's input: windows of part_size × max_inflight_parts bytes, each
@@ -577,7 +517,7 @@ void WebDataset::fetch(std::int64_t index, std::int64_t epoch, std::vector<std::
   if (!s.labelAtRead) {
     bytes.resize(static_cast<std::size_t>(s.size));
     readSpan(s, s.offset, bytes.data(), s.size);
-    if (readahead_) doneReading(index, epoch);
+    if (plan_) plan_->read(index, epoch);
     return;
   }
   // From an index: the .cls is read with the image -- one read of the span holding both, as tar
@@ -595,7 +535,7 @@ void WebDataset::fetch(std::int64_t index, std::int64_t epoch, std::vector<std::
     readSpan(s, s.offset, bytes.data(), s.size);
     readSpan(s, s.clsOffset, reinterpret_cast<std::uint8_t*>(text.data()), s.clsSize);
   }
-  if (readahead_) doneReading(index, epoch);
+  if (plan_) plan_->read(index, epoch);
   if (std::string problem = parseClassNumber(text, label); !problem.empty())
     throwBadInput(shards_[static_cast<std::size_t>(s.shard)] + ": sample \"" + s.key + "\"", problem);
 }
@@ -606,7 +546,7 @@ void WebDataset::readSpan(const Sample& s, std::uint64_t offset, std::uint8_t* d
   if (const auto remote = objectOf(s.shard)) {
     const std::int64_t index = &s - samples_.data();
     if (readahead_ && ownOrderDrawn_.load(std::memory_order_relaxed)) {
-      if (!readStashed(index, offset, dst, n)) readRemote(s, offset, dst, n);
+      if (!plan_->readKept(index, offset, dst, n)) readRemote(s, offset, dst, n);
     } else {
       remote->read(offset, dst, static_cast<std::size_t>(n), options_.parts);
     }
@@ -629,7 +569,7 @@ std::shared_ptr<const RemoteObject> WebDataset::objectOf(std::int64_t shard) con
                                                      ", which has " + std::to_string(object->size()) +
                                                      ": the index is not this shard's (write it again: stoker dataset index)");
     {
-      std::lock_guard<std::mutex> lock(planMutex_);
+      std::lock_guard<std::mutex> lock(objectsMutex_);
       shardOfObject_[object.get()] = shard;
     }
     remote_[i] = std::move(object);
@@ -640,17 +580,7 @@ std::shared_ptr<const RemoteObject> WebDataset::objectOf(std::int64_t shard) con
 void WebDataset::readRemote(const Sample& s, std::uint64_t offset, std::uint8_t* dst, std::uint64_t n) const {
   readahead_->read(objectOf(s.shard), dst, n, offset);
   // Within a shard the readahead queues the next blocks itself; the deal says which shard follows.
-  std::vector<std::int64_t> next;
-  {
-    std::lock_guard<std::mutex> lock(planMutex_);
-    const Plan* now = readingEpoch_ >= 0 ? planOf(readingEpoch_) : nullptr;
-    if (!now && !plans_.empty()) now = &plans_.front();
-    const std::vector<std::int64_t>* deal = now ? &now->nextShard : nullptr;
-    for (std::int64_t at = s.shard; deal && static_cast<int>(next.size()) < aheadShards_;) {
-      if ((at = (*deal)[static_cast<std::size_t>(at)]) < 0) break;
-      next.push_back(at);
-    }
-  }
+  const std::vector<std::int64_t> next = plan_->shardsAfter(s.shard, aheadShards_);
   for (std::int64_t shard : next) readahead_->prefetch(objectOf(shard), 0);
 }
 
@@ -739,7 +669,7 @@ std::optional<std::vector<std::int64_t>> WebDataset::ownEpochOrder(const LoaderO
   const std::int64_t shuffleBuffer = options_.shuffleBuffer;
   auto planned = [&](std::vector<std::int64_t> v) {
     if (readahead_) {
-      planReads(v, epoch, std::move(nextShard));
+      plan_->planned(v, epoch, std::move(nextShard));
       ownOrderDrawn_ = true;
     }
     return v;

@@ -29,11 +29,11 @@
 #pragma once
 
 #include <atomic>
-#include <deque>
 #include <mutex>
 #include <unordered_map>
 
 #include "data/datasets/image_dataset.h"
+#include "data/datasets/wds_read_plan.h"
 #include "net/remote_object.h"
 #include "net/remote_readahead.h"
 
@@ -109,38 +109,17 @@ class WebDataset : public EncodedImageDataset {
   std::vector<Sample> samples_;
   std::vector<std::int64_t> shardBegin_;  // first sample of each shard, and the end
   std::vector<std::vector<Component>> components_;  // keepComponents: per shard, every member in order
+  mutable std::mutex objectsMutex_;
+  mutable std::unordered_map<const RemoteObject*, std::int64_t> shardOfObject_;  // the remote shards opened
   // Remote shards without a cache, read in the dataset's own order: blocks of part_size fetched
-  // ahead (see readRemote). Null for local shards and with a cache.
+  // ahead (see readRemote), and what the epochs read now still need from blocks dropped. Null for
+  // local shards and with a cache. The readahead comes after what its eviction hook uses, so it
+  // (and its threads) goes first.
+  std::unique_ptr<WdsReadPlan> plan_;
   std::unique_ptr<RemoteReadahead> readahead_;
   std::uint64_t blockBytes_ = 0;  // the readahead's
   int aheadShards_ = 0;  // the next shards of the deal whose first block a rank's first read of a shard queues
   mutable std::atomic<bool> ownOrderDrawn_{false};  // the loader reads in ownEpochOrder's order
-  // The epochs drawn and not yet left behind, oldest first. The loader draws epoch e + 1's order
-  // when epoch e starts, and its workers may begin e + 1 before e's last batch (and never read a
-  // tail drop_last cuts): the reads, which carry their epoch, decide which epoch is read now.
-  struct Plan {
-    std::int64_t epoch = 0;
-    std::vector<std::int64_t> nextShard;  // this rank's shard after each in the epoch's deal (-1: none)
-    std::vector<std::uint16_t> left;      // per sample: its reads still to come in this epoch
-  };
-  // Samples kept from blocks the readahead dropped while the front epoch had still to read them:
-  // a shuffle buffer of N emits samples from far behind its front (after 3N samples 5 % of an
-  // entry's chances remain), so the blocks it needs cannot all stay whole.
-  struct Stashed {
-    std::uint64_t start = 0;  // where the bytes begin in the shard
-    std::vector<std::uint8_t> bytes;
-  };
-  void planReads(const std::vector<std::int64_t>& order, std::int64_t epoch, std::vector<std::int64_t> nextShard) const;
-  void stashFrom(const RemoteObject& object, std::uint64_t block, const std::vector<std::uint8_t>& bytes) const;
-  void doneReading(std::int64_t index, std::int64_t epoch) const;
-  bool readStashed(std::int64_t index, std::uint64_t offset, std::uint8_t* dst, std::uint64_t n) const;
-  bool stillToRead(std::int64_t index) const;  // under planMutex_: in the epoch read now or the one before
-  const Plan* planOf(std::int64_t epoch) const;  // under planMutex_; null when not drawn
-  mutable std::mutex planMutex_;  // guards what follows
-  mutable std::deque<Plan> plans_;
-  mutable std::int64_t readingEpoch_ = -1;  // the latest epoch a read was for
-  mutable std::unordered_map<std::int64_t, Stashed> stash_;
-  mutable std::unordered_map<const RemoteObject*, std::int64_t> shardOfObject_;
 };
 
 // Where DALI's wds2idx puts a shard's index by default: the shard's path up to the first dot of

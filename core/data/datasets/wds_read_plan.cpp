@@ -1,0 +1,99 @@
+#include "data/datasets/wds_read_plan.h"
+
+#include <cstring>
+
+namespace stoker {
+
+WdsReadPlan::WdsReadPlan(std::vector<Span> spans, std::vector<std::int64_t> shardBegin)
+    : spans_(std::move(spans)), shardBegin_(std::move(shardBegin)) {}
+
+void WdsReadPlan::planned(const std::vector<std::int64_t>& order, std::int64_t epoch, std::vector<std::int64_t> nextShard) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!plans_.empty() && epoch != plans_.back().epoch + 1) {  // a new start (another loader, a resumed job)
+    plans_.clear();
+    kept_.clear();
+    readingEpoch_ = -1;
+  }
+  Plan plan;
+  plan.epoch = epoch;
+  plan.nextShard = std::move(nextShard);
+  plan.left.assign(spans_.size(), 0);
+  for (std::int64_t i : order)
+    if (plan.left[static_cast<std::size_t>(i)] < UINT16_MAX) ++plan.left[static_cast<std::size_t>(i)];
+  plans_.push_back(std::move(plan));
+  while (plans_.size() > 3) plans_.pop_front();  // drawn and never read (an abandoned loop)
+}
+
+const WdsReadPlan::Plan* WdsReadPlan::planOf(std::int64_t epoch) const {
+  for (const Plan& p : plans_)
+    if (p.epoch == epoch) return &p;
+  return nullptr;
+}
+
+const WdsReadPlan::Plan* WdsReadPlan::planReadNow() const {
+  if (const Plan* p = readingEpoch_ >= 0 ? planOf(readingEpoch_) : nullptr) return p;
+  return plans_.empty() ? nullptr : &plans_.front();
+}
+
+bool WdsReadPlan::stillToRead(std::int64_t index) const {
+  if (plans_.empty()) return false;
+  const std::int64_t now = readingEpoch_ >= 0 ? readingEpoch_ : plans_.front().epoch;
+  for (const std::int64_t e : {now - 1, now})
+    if (const Plan* p = planOf(e); p && p->left[static_cast<std::size_t>(index)] > 0) return true;
+  return false;
+}
+
+std::vector<std::int64_t> WdsReadPlan::shardsAfter(std::int64_t shard, int count) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::int64_t> out;
+  const Plan* now = planReadNow();
+  for (std::int64_t at = shard; now && static_cast<int>(out.size()) < count;) {
+    if ((at = now->nextShard[static_cast<std::size_t>(at)]) < 0) break;
+    out.push_back(at);
+  }
+  return out;
+}
+
+void WdsReadPlan::keepFrom(std::int64_t shard, std::uint64_t start, const std::vector<std::uint8_t>& bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::uint64_t end = start + bytes.size();
+  for (std::int64_t k = shardBegin_[static_cast<std::size_t>(shard)]; k < shardBegin_[static_cast<std::size_t>(shard) + 1]; ++k) {
+    const Span& s = spans_[static_cast<std::size_t>(k)];
+    if (s.hi <= s.lo || s.lo < start || s.hi > end) continue;  // not whole in this block: fetched again when asked
+    if (kept_.count(k) || !stillToRead(k)) continue;
+    Kept kept;
+    kept.start = s.lo;
+    kept.bytes.assign(bytes.begin() + static_cast<std::ptrdiff_t>(s.lo - start), bytes.begin() + static_cast<std::ptrdiff_t>(s.hi - start));
+    kept_.emplace(k, std::move(kept));
+  }
+}
+
+bool WdsReadPlan::readKept(std::int64_t index, std::uint64_t offset, std::uint8_t* dst, std::uint64_t n) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = kept_.find(index);
+  if (it == kept_.end() || offset < it->second.start || offset + n > it->second.start + it->second.bytes.size()) return false;
+  std::memcpy(dst, it->second.bytes.data() + (offset - it->second.start), static_cast<std::size_t>(n));
+  return true;
+}
+
+// Once reads reach epoch e, epochs before e - 1 are left behind (a tail never read stays with
+// them), and a kept sample goes when no read of it is left to come.
+void WdsReadPlan::read(std::int64_t index, std::int64_t epoch) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto i = static_cast<std::size_t>(index);
+  for (Plan& plan : plans_)
+    if (plan.epoch == epoch && plan.left[i] > 0) --plan.left[i];
+  if (epoch > readingEpoch_) {
+    readingEpoch_ = epoch;
+    while (!plans_.empty() && plans_.front().epoch < epoch - 1) plans_.pop_front();
+    for (auto it = kept_.begin(); it != kept_.end();) it = stillToRead(it->first) ? std::next(it) : kept_.erase(it);
+  }
+  if (!stillToRead(index)) kept_.erase(index);
+}
+
+std::size_t WdsReadPlan::keptSamples() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return kept_.size();
+}
+
+}  // namespace stoker
