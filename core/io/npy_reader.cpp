@@ -162,8 +162,8 @@ void fortranToC(const std::uint8_t* src, std::uint8_t* dst, const std::vector<st
 
 }  // namespace
 
-HostTensor readNpy(const std::string& path) {
-  auto map = mapOrFetch(path);  // a URL: fetched whole
+HostTensor readNpy(const std::string& path, const PartOptions* parts) {
+  auto map = mapOrFetch(path, parts ? *parts : PartOptions{});  // a URL: fetched whole
   const std::uint8_t* p = map->data();
   const std::uint64_t size = map->size();
   static const std::uint8_t kMagic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};

@@ -10,6 +10,9 @@
 
 namespace stoker {
 
-HostTensor readNpy(const std::string& path);
+struct PartOptions;
+
+// A URL is fetched whole, in `parts` (through their cache when they have one).
+HostTensor readNpy(const std::string& path, const PartOptions* parts = nullptr);
 
 }  // namespace stoker

@@ -5,9 +5,10 @@
 
 namespace stoker {
 
-SafetensorsFile SafetensorsFile::open(const std::string& path) {
+SafetensorsFile SafetensorsFile::open(const std::string& path, const PartOptions* parts) {
   SafetensorsFile f;
-  f.map_ = mapOrFetch(path);  // a URL: fetched whole (datasets); checkpoints are inspected by header (ckpt/inspect)
+  // A URL: fetched whole (datasets); checkpoints are inspected by header (ckpt/inspect).
+  f.map_ = mapOrFetch(path, parts ? *parts : PartOptions{});
   f.header_ = parseSafetensorsHeader(f.map_->data(), f.map_->size(), f.map_->size(), path);
   f.index_.reserve(f.header_.tensors.size());
   for (std::size_t i = 0; i < f.header_.tensors.size(); ++i)

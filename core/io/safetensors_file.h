@@ -14,11 +14,14 @@
 
 namespace stoker {
 
+struct PartOptions;
+
 class SafetensorsFile {
  public:
   // Maps and validates `path`; throws Error(BadInput) naming the file and the
-  // first rule broken, Error(Io) if it cannot be read.
-  static SafetensorsFile open(const std::string& path);
+  // first rule broken, Error(Io) if it cannot be read. A URL is fetched whole,
+  // in `parts` (through their cache when they have one).
+  static SafetensorsFile open(const std::string& path, const PartOptions* parts = nullptr);
 
   const std::string& path() const { return map_->path(); }
   std::uint64_t fileSize() const { return map_->size(); }

@@ -273,7 +273,8 @@ print(len(remote), 'batches alike')
     qInfo("%s", p.readAllStandardOutput().trimmed().constData());
   }
 
-  // Tensor files (.safetensors, .npy) over HTTP and S3: fetched whole, the same samples.
+  // Tensor files (.safetensors, .npy) over HTTP and S3: fetched whole, the same samples; with
+  // cache_dir, a later open (a new process, another rank of the node) asks only for the open.
   void tensorFilesReadAlike() {
     const QByteArray header = R"({"x":{"dtype":"F32","shape":[10,3],"data_offsets":[0,120]},"y":{"dtype":"I64","shape":[10],"data_offsets":[120,200]}})";
     QVERIFY(writeFile(servers_.www() + "/fields.safetensors", safetensorsBytes(header, randomBytes(200, 9))));
@@ -288,6 +289,16 @@ print(len(remote), 'batches alike')
         auto remote = openDataset(url.toStdString());
         QCOMPARE(remote->size(), local->size());
         QVERIFY2(sameTensors(readAll(*remote, allIndices(*remote)), readAll(*local, allIndices(*local))), qPrintable(url));
+        LoaderOptions cached;
+        cached.cache_dir = tmp_.filePath("tensor-cache").toStdString();
+        const bool http = url.startsWith("http");
+        for (int open = 0; open < 2; ++open) {
+          servers_.takeLog(http);
+          auto again = openDataset(url.toStdString(), cached);
+          QVERIFY2(sameTensors(readAll(*again, allIndices(*again)), readAll(*local, allIndices(*local))), qPrintable(url));
+          const int requests = static_cast<int>(servers_.takeLog(http).size());
+          QCOMPARE(requests, open == 0 ? 2 : 1);  // the open and the file's one part, then the open alone
+        }
       }
     }
   }

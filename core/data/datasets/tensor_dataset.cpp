@@ -1,4 +1,5 @@
 #include "data/datasets/tensor_dataset.h"
+#include "data/datasets/byte_source.h"
 
 #include <algorithm>
 #include <atomic>
@@ -10,6 +11,7 @@
 #include "io/host_tensor_torch.h"
 #include "io/npy_reader.h"
 #include "io/safetensors_file.h"
+#include "net/remote_object.h"
 #include "util/error.h"
 #include "util/run_jobs.h"
 
@@ -91,7 +93,8 @@ std::shared_ptr<Dataset> openFashionMnistDataset(const std::string& spec, const 
 }
 
 std::shared_ptr<Dataset> openSafetensorsDataset(const std::string& spec, const LoaderOptions& options) {
-  SafetensorsFile file = SafetensorsFile::open(spec);
+  const PartOptions parts = partOptionsOf(options);  // a URL: fetched in parts, through cache_dir when set
+  SafetensorsFile file = SafetensorsFile::open(spec, &parts);
   std::vector<std::string> names;
   std::vector<at::Tensor> fields;
   for (const auto& e : file.tensors()) {
@@ -104,7 +107,8 @@ std::shared_ptr<Dataset> openSafetensorsDataset(const std::string& spec, const L
 }
 
 std::shared_ptr<Dataset> openNpyDataset(const std::string& spec, const LoaderOptions& options) {
-  HostTensor t = readNpy(spec);
+  const PartOptions parts = partOptionsOf(options);
+  HostTensor t = readNpy(spec, &parts);
   if (t.shape.empty()) throwBadInput(spec, "a scalar array cannot be a dataset (needs a sample dimension)");
   return finish(options, spec, {"data"}, {t.toTorch()});
 }
