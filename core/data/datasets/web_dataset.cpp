@@ -651,7 +651,7 @@ std::optional<std::vector<std::int64_t>> WebDataset::ownEpochOrder(const LoaderO
     for (std::size_t k = static_cast<std::size_t>(rank); k + static_cast<std::size_t>(world) < shardOrder.size(); k += static_cast<std::size_t>(world))
       nextShard[static_cast<std::size_t>(shardOrder[k])] = shardOrder[k + static_cast<std::size_t>(world)];
   }
-  if (options_.daliIndex) {  // from an index, a shard is opened when first dealt: this rank's, 8-32 at a time
+  if (options_.daliIndex) {  // from an index, a shard is opened when first dealt: this rank's, 32 at a time
     std::vector<std::int64_t> mine;
     for (std::size_t k = static_cast<std::size_t>(rank); k < shardOrder.size(); k += static_cast<std::size_t>(world))
       if (isRemotePath(shards_[static_cast<std::size_t>(shardOrder[k])])) mine.push_back(shardOrder[k]);
