@@ -368,7 +368,8 @@ print(len(remote), 'batches alike')
     }
     QVERIFY2(log.size() <= blocks && log.size() < remote->size(), qPrintable(QString("%1 requests, %2 blocks").arg(log.size()).arg(blocks)));
 
-    // Fewer blocks held than the shuffle buffer spans (readahead_mb=1: 4 blocks of 256 KiB): the
+    // Fewer blocks held than the shuffle buffer spans (readahead_mb=1: 5 blocks of 256 KiB, the
+    // least the readahead holds, max_inflight_parts + 2): the
     // samples still to come are kept from each block dropped, so three epochs give the local
     // batches (bytes served from the kept samples are checked by that) and ask for fewer blocks than
     // the epochs have images (26-38 of 54 in runs here).
