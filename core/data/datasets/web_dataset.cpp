@@ -176,7 +176,7 @@ WebDataset::WebDataset(const std::string& spec, std::vector<std::string> shards,
   // time took 0.5 s of a 1.5 s run at 50 ms), with max_inflight_parts split among them, so that
   // the scan holds at most max(max_inflight_parts, scans) parts. The samples still come in shard
   // order, and an error names the first shard that failed. Indexes (small) are read 32 at a time.
-  if (parallelFetches_ > 1 || std::any_of(shards_.begin(), shards_.end(), [](const std::string& s) { return isRemotePath(s); }))
+  if (std::any_of(isRemote_.begin(), isRemote_.end(), [](bool r) { return r; }))
     scanParallel_ = static_cast<int>(std::min<std::size_t>(shards_.size(), options_.daliIndex ? 32 : std::clamp(parts.maxInflight, 8, 32)));
   std::vector<std::vector<Sample>> scanned(shards_.size());
   std::vector<std::exception_ptr> failed(shards_.size());
@@ -236,10 +236,7 @@ void WebDataset::startReadahead() {
     const Sample& s = samples_[k];
     if (!s.problem.empty()) continue;
     spans[k] = {s.offset, s.offset + s.size};
-    if (s.labelAtRead) {
-      const std::uint64_t lo = std::min(s.offset, s.clsOffset), hi = std::max(s.offset + s.size, s.clsOffset + s.clsSize);
-      if (hi - lo <= s.size + s.clsSize + kSpanSlack) spans[k] = {lo, hi};
-    }
+    if (std::uint64_t lo = 0, hi = 0; s.labelAtRead && readsTogether(s, lo, hi)) spans[k] = {lo, hi};
   }
   plan_ = std::make_unique<WdsReadPlan>(std::move(spans), shardBegin_);
   readahead_->onEvict([this](const RemoteObject& object, std::uint64_t index, const std::vector<std::uint8_t>& bytes) {
@@ -522,9 +519,9 @@ void WebDataset::fetch(std::int64_t index, std::int64_t epoch, std::vector<std::
   }
   // From an index: the .cls is read with the image -- one read of the span holding both, as tar
   // writers put a sample's members next to each other (two reads when they lie apart).
-  const std::uint64_t first = std::min(s.offset, s.clsOffset), last = std::max(s.offset + s.size, s.clsOffset + s.clsSize);
+  std::uint64_t first = 0, last = 0;
   std::string text(static_cast<std::size_t>(s.clsSize), '\0');
-  if (last - first <= s.size + s.clsSize + kSpanSlack) {
+  if (readsTogether(s, first, last)) {
     bytes.resize(static_cast<std::size_t>(last - first));
     readSpan(s, first, bytes.data(), last - first);
     std::memcpy(text.data(), bytes.data() + (s.clsOffset - first), text.size());
@@ -538,6 +535,12 @@ void WebDataset::fetch(std::int64_t index, std::int64_t epoch, std::vector<std::
   if (plan_) plan_->read(index, epoch);
   if (std::string problem = parseClassNumber(text, label); !problem.empty())
     throwBadInput(shards_[static_cast<std::size_t>(s.shard)] + ": sample \"" + s.key + "\"", problem);
+}
+
+bool WebDataset::readsTogether(const Sample& s, std::uint64_t& lo, std::uint64_t& hi) {
+  lo = std::min(s.offset, s.clsOffset);
+  hi = std::max(s.offset + s.size, s.clsOffset + s.clsSize);
+  return hi - lo <= s.size + s.clsSize + kSpanSlack;
 }
 
 void WebDataset::readSpan(const Sample& s, std::uint64_t offset, std::uint8_t* dst, std::uint64_t n) const {

@@ -96,6 +96,9 @@ class WebDataset : public EncodedImageDataset {
   // The remote shard's object, opened on first use (from an index, a shard is opened when a rank
   // first reads it); null for a local shard.
   std::shared_ptr<const RemoteObject> objectOf(std::int64_t shard) const;
+  // From an index: whether fetch reads sample `s`'s image and .cls as one span [lo, hi) (they lie
+  // together, as tar writers put them).
+  static bool readsTogether(const Sample& s, std::uint64_t& lo, std::uint64_t& hi);
   void readSpan(const Sample& s, std::uint64_t offset, std::uint8_t* dst, std::uint64_t n) const;
   void startReadahead();
   void readRemote(const Sample& s, std::uint64_t offset, std::uint8_t* dst, std::uint64_t n) const;
