@@ -147,7 +147,7 @@ sanitizer_build() {  # DIR SANITIZERS COMPILER [extra cmake args...]
 # (packaging/sanitizers/*.supp say why, one by one).
 sanitizer_env() {
   local supp="$ROOT/packaging/sanitizers"
-  export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:check_initialization_order=1:detect_stack_use_after_return=1:strict_string_checks=1"
+  export ASAN_OPTIONS="suppressions=$supp/asan.supp:abort_on_error=1:detect_leaks=1:check_initialization_order=1:detect_stack_use_after_return=1:strict_string_checks=1"
   export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$supp/ubsan.supp"
   # history_size=7: the longest history, so the stacks of libtorch's reference releases are
