@@ -195,7 +195,11 @@ void LoaderSession::drive(DeviceRun& r, ProgressMeter& meter, const CancelToken*
     r.loader->setCancelToken(&stopAll);
     const std::string item = r.device + " epoch " + std::to_string(e);
     std::optional<Epoch> epoch;
-    epoch.emplace(r.loader->epoch(e));
+    // The workers go on into the next epoch before this one ends, as a training loop's persistent
+    // workers do, so the run does not drain the ring at every boundary. A retune at the boundary
+    // (applyAtEpochEnd) drops what was made ahead.
+    const bool another = untilStopped || e + 1 < session_.epochs;
+    epoch.emplace(r.loader->epoch(e, another ? Loader::Lookahead::NextEpoch : Loader::Lookahead::Off));
     std::int64_t served = 0;
     try {
       while (auto batch = epoch->next()) {

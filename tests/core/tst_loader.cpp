@@ -651,6 +651,42 @@ class TestLoader : public QObject {
     }
   }
 
+  // A run (stoker bench, the workbench's Run) drained the ring at every epoch's end: the workers
+  // now make the next epoch's first batches while the last ones are consumed, as a training loop's
+  // persistent workers do, and each sample is still read once per epoch.
+  void sessionMakesTheNextEpochAhead() {
+    struct AtLastBatch : ProgressSink {
+      std::shared_ptr<EpochCountingDataset> ds;
+      std::uint64_t epochBytes = 0;
+      std::int64_t nextReads = -1;  // epoch 1's reads when epoch 0's last batch was handed out
+      void progress(const ProgressUpdate& u) override {
+        if (u.done == epochBytes) nextReads = ds->readsOf(1);
+      }
+    };
+    const LoaderOptions o = LoaderOptions::builder().batchSize(4).numWorkers(2).prefetch(4)
+                                .loadingMode(LoadingMode::Streaming).build();
+    for (const std::int64_t epochs : {2, 1}) {
+      auto ds = std::make_shared<EpochCountingDataset>(40);
+      LoaderSessionOptions so;
+      so.epochs = epochs;
+      so.stepMicros = 60000;  // a slow step (more than the meter's 50 ms): every batch is reported
+      LoaderSession session(ds, o, {DeviceSpec::parse("cpu")}, so);
+      AtLastBatch sink;
+      sink.ds = ds;
+      sink.epochBytes = 40 * 8;
+      const LoaderSessionResult r = session.run(&sink, nullptr);
+      QCOMPARE(r.devices.at(0).epochs.size(), std::size_t(epochs));
+      for (const auto& e : r.devices[0].epochs) QCOMPARE(e.batches, std::int64_t{10});
+      QCOMPARE(ds->readsOf(0), std::int64_t{40});
+      if (epochs == 2) {
+        QVERIFY2(sink.nextReads >= 4, qPrintable(QString("epoch 1 had read %1 samples").arg(sink.nextReads)));
+        QCOMPARE(ds->readsOf(1), std::int64_t{40});  // the batches made early were served
+      } else {
+        QCOMPARE(ds->readsOf(1), std::int64_t{0});  // the last epoch queues nothing
+      }
+    }
+  }
+
   // An epoch with no batch (fewer samples than one batch, drop_last) is an error that says so:
   // an until-stopped run used to repeat empty epochs without ever looking at Stop.
   void anEpochWithoutABatchIsNamed() {
