@@ -12,6 +12,7 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "util/error.h"
 
@@ -31,8 +32,10 @@ long envLong(const char* name, long fallback, long lo, long hi) {
   return x;
 }
 
-// One share handle per process: connections, TLS sessions and DNS answers are reused by every
-// thread's requests (a curl easy handle alone keeps only its own).
+// One share handle per process: DNS answers and TLS sessions are reused by every request. Not the
+// connections: curl's shared connection cache is not safe between concurrent threads (curl's known
+// bug 11.11, "a shared connection cache is not thread-safe"; it crashed inside libcurl in
+// tst_remote under load). Connections are kept by the easy handles of the pool below instead.
 class Share {
  public:
   Share() {
@@ -43,7 +46,6 @@ class Share {
     curl_share_setopt(share_, CURLSHOPT_USERDATA, this);
     curl_share_setopt(share_, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
     curl_share_setopt(share_, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
-    curl_share_setopt(share_, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
   }
   CURLSH* get() const { return share_; }
 
@@ -64,17 +66,46 @@ CURLSH* sharedHandle() {
   return share->get();
 }
 
-// A thread's easy handle, kept between requests (curl_easy_reset keeps its connections).
-CURL* threadHandle() {
-  struct Holder {
-    CURL* h = curl_easy_init();
-    ~Holder() { curl_easy_cleanup(h); }
-  };
-  sharedHandle();
-  thread_local Holder holder;
-  curl_easy_reset(holder.h);
-  return holder.h;
-}
+// Easy handles lent to one request at a time and given back after it, most recently used first.
+// Each keeps the connections it opened (curl caches them per handle), so a request reuses one a
+// finished request left open, whichever thread made it: the threads that fetch parts live for one
+// read. The pool grows to the most requests ever in flight at once; never freed (see Share).
+class HandleLease {
+ public:
+  HandleLease() {
+    sharedHandle();  // curl_global_init first
+    std::lock_guard<std::mutex> lock(mutex());
+    if (free().empty()) {
+      handle_ = curl_easy_init();
+    } else {
+      handle_ = free().back();
+      free().pop_back();
+    }
+    if (!handle_) throw Error(ErrorKind::OutOfMemory, "HTTP", "curl_easy_init failed");
+  }
+  ~HandleLease() {
+    std::lock_guard<std::mutex> lock(mutex());
+    free().push_back(handle_);
+  }
+  HandleLease(const HandleLease&) = delete;
+  HandleLease& operator=(const HandleLease&) = delete;
+  // Reset for a new attempt (curl_easy_reset keeps the handle's connections).
+  CURL* fresh() {
+    curl_easy_reset(handle_);
+    return handle_;
+  }
+
+ private:
+  static std::mutex& mutex() {
+    static auto* m = new std::mutex;
+    return *m;
+  }
+  static std::vector<CURL*>& free() {
+    static auto* handles = new std::vector<CURL*>;
+    return *handles;
+  }
+  CURL* handle_ = nullptr;
+};
 
 struct Transfer {
   CURL* curl = nullptr;
@@ -279,12 +310,13 @@ void perform(Transfer& t, const HttpTarget& target, const std::string& what, con
   const Settings s = settings();
   std::string lastProblem;
   const auto started = std::chrono::steady_clock::now();
+  HandleLease handle;
   for (int attempt = 0; attempt < s.attempts; ++attempt) {
     if (attempt > 0) {
       netCounters().retries++;
       sleepBackoff(s, attempt - 1);
     }
-    t.curl = threadHandle();
+    t.curl = handle.fresh();
     t.status = 0;
     t.errorBody.clear();
     t.refused.clear();
