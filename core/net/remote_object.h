@@ -42,6 +42,8 @@ class RemoteObject {
   const std::string& url() const { return target_.display; }
   std::uint64_t size() const { return size_; }
   const std::string& etag() const { return etag_; }
+  // What names this object's content in a cache (objectIdOf: URL, ETag, size); empty without an ETag.
+  const std::string& cacheId() const { return cacheId_; }
   // The first bytes fetched by open() (fewer when the object is smaller).
   const std::vector<std::uint8_t>& head() const { return head_; }
 

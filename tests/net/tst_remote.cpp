@@ -473,6 +473,93 @@ print(len(remote), 'batches alike')
     }
   }
 
+  // Remote shards under cache_dir without indexes: the first open scans them and keeps each scan as
+  // the shard's DALI index in the folder; a later open (the next job, another rank of the node)
+  // asks the server only for the shards' opens and serves the same batches. A kept index that was
+  // damaged is scanned again and replaced; processes opening at once scan each shard once.
+  void webDatasetScansAreKept() {
+    QStringList tars;
+    for (int s = 0; s < 4; ++s) tars << shards_ + QString("/train-%1.tar").arg(s, 6, 10, QChar('0'));
+    auto made = runPythonArgs(QStringList{kScripts + "make_dali_index.py"} + tars);  // what wds2idx would write
+    QVERIFY2(made.exitCode == 0, made.err.constData());
+    QStringList want;
+    for (const QString& tar : tars) want << QString::fromUtf8(readFile(QString(tar).replace(".tar", ".idx")));
+    want.sort();
+    LoaderOptions o;
+    o.transforms = "Resize(40),CenterCrop(32),ToDtype(u8)";
+    o.max_inflight_parts = 3;
+    o.batch_size = 4;
+    o.num_workers = 2;
+    o.drop_last = false;
+    auto batchesOf = [](const std::shared_ptr<Dataset>& ds, const LoaderOptions& options) {
+      Loader loader(ds, options, DeviceSpec::parse("cpu"));
+      auto epoch = loader.epoch(1);
+      std::vector<at::Tensor> images, labels;
+      while (auto batch = epoch.next()) {
+        images.push_back(batch->tensors[0].clone());
+        labels.push_back(batch->tensors[1].clone());
+      }
+      return std::vector<at::Tensor>{at::cat(images), at::cat(labels)};
+    };
+    const QString pattern = "shards/train-{000000..000003}.tar";
+    auto local = openDataset("wds:" + (servers_.www() + "/" + pattern).toStdString(), o);
+    const auto expected = batchesOf(local, o);
+    auto keptIndexes = [](const QString& dir) {
+      QStringList texts;
+      for (const QFileInfo& f : QDir(dir).entryInfoList({"*.wds.idx"}, QDir::Files)) texts << QString::fromUtf8(readFile(f.filePath()));
+      texts.sort();
+      return texts;
+    };
+    for (const QString& base : {servers_.httpUrl(pattern), s3(pattern)}) {
+      const bool http = base.startsWith("http");
+      LoaderOptions cached = o;
+      cached.cache_dir = tmp_.filePath(http ? "scan-cache-http" : "scan-cache-s3").toStdString();
+      const QString dir = QString::fromStdString(cached.cache_dir);
+      const std::string spec = "wds:" + base.toStdString();
+      servers_.takeLog(http);
+      QVERIFY(sameTensors(batchesOf(openDataset(spec, cached), cached), expected));
+      QVERIFY(servers_.takeLog(http).size() > 4);  // the opens and the scans
+      QCOMPARE(keptIndexes(dir), want);
+      // The parts gone (cache_limit evicts them first): the scan would fetch every shard again.
+      for (const QFileInfo& f : QDir(dir).entryInfoList({"*.part"}, QDir::Files)) QVERIFY(QFile::remove(f.filePath()));
+      auto again = openDataset(spec, cached);
+      const QJsonArray opens = servers_.takeLog(http);
+      QCOMPARE(opens.size(), 4);  // one open per shard (its size and ETag), no scan
+      for (const auto& e : opens) QCOMPARE(e.toArray()[2].toString(), QString("bytes=0-0"));
+      QVERIFY(sameTensors(batchesOf(again, cached), expected));
+      QCOMPARE(servers_.takeLog(http).size(), 4);  // each shard's one part, for its images
+      // A damaged kept index: scanned again and replaced.
+      const QString damaged = QDir(dir).entryInfoList({"*.wds.idx"}, QDir::Files).first().filePath();
+      QVERIFY(writeFile(damaged, "v1.2 3\njpg 0 zz\n"));
+      QVERIFY(sameTensors(batchesOf(openDataset(spec, cached), cached), expected));
+      QCOMPARE(keptIndexes(dir), want);
+    }
+    // Two processes opening at once, every request 150 ms late so that their scans would overlap:
+    // each shard is fetched once (one part each, shards being smaller than part_size).
+    const QString shared = tmp_.filePath("scan-cache-ranks");
+    const QString options = tmp_.filePath("scan-cache-ranks.json");
+    QVERIFY(writeFile(options, QString("{\"cache_dir\": \"%1\", \"max_inflight_parts\": 3}").arg(shared).toUtf8()));
+    QVERIFY(servers_.fault(true, "", 0, 150));
+    servers_.takeLog(true);
+    std::vector<std::unique_ptr<QProcess>> ranks;
+    for (int r = 0; r < 2; ++r) {
+      ranks.push_back(std::make_unique<QProcess>());
+      ranks.back()->start(STOKER_CLI_PATH, {"bench", "--dataset", "wds:" + servers_.httpUrl(pattern), "--options", options,
+                                            "--transforms", QString::fromStdString(o.transforms), "--batch-size", "4", "--epochs", "1", "--quiet"});
+    }
+    for (auto& p : ranks) {
+      QVERIFY(p->waitForFinished(120000));
+      QVERIFY2(p->exitCode() == 0, p->readAllStandardError().constData());
+    }
+    QVERIFY(servers_.fault(true, "", 0));
+    std::map<QString, int> fetched;  // per shard: requests other than the opens (of its first byte)
+    for (const auto& e : servers_.takeLog(true))
+      if (e.toArray()[2].toString() != "bytes=0-0") ++fetched[e.toArray()[1].toString().section('/', -1)];
+    QCOMPARE(fetched.size(), std::size_t(4));
+    for (const auto& [shard, n] : fetched) QVERIFY2(n == 1, qPrintable(shard + " fetched " + QString::number(n) + " times"));
+    QCOMPARE(keptIndexes(shared), want);
+  }
+
   // imagefolder: over an S3 prefix: classes from the common prefixes, files from every page of the
   // listing, in torchvision's order; the same samples as the local folder.
   void imageFolderOverS3() {

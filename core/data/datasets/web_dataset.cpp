@@ -19,9 +19,12 @@
 #include "data/datasets/byte_source.h"
 #include "data/datasets/dataset_spec.h"
 #include "net/http_transfer.h"
+#include "net/part_cache.h"
 #include "net/remote_url.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/file_lock.h"
+#include "util/file_exists.h"
 #include "util/read_file.h"
 #include "util/run_jobs.h"
 
@@ -183,8 +186,11 @@ WebDataset::WebDataset(const std::string& spec, std::vector<std::string> shards,
   shardSizes_.resize(shards_.size());
   forEachInParallel(static_cast<std::int64_t>(shards_.size()), scanParallel_, [&](std::int64_t s) {
     try {
-      if (options_.daliIndex) readIndex(s, scanned[static_cast<std::size_t>(s)], shardSizes_[static_cast<std::size_t>(s)]);
-      else scan(s, scanned[static_cast<std::size_t>(s)], shardSizes_[static_cast<std::size_t>(s)]);
+      auto& samples = scanned[static_cast<std::size_t>(s)];
+      auto& size = shardSizes_[static_cast<std::size_t>(s)];
+      if (options_.daliIndex) readIndex(s, samples, size);
+      else if (isRemote_[static_cast<std::size_t>(s)] && options_.parts.cache) scanThroughCache(s, samples, size);
+      else scan(s, samples, size);
     } catch (...) {
       failed[static_cast<std::size_t>(s)] = std::current_exception();
     }
@@ -304,7 +310,7 @@ struct WebDataset::Member {
 // A shard that does not parse as a tar is refused whole; a sample that does not make sense (no
 // image, no or a bad .cls, a member twice) is refused at once, or kept as a bad sample that fails
 // when read -- so skip_bad_samples skips and counts it like an undecodable image.
-void WebDataset::scan(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size) {
+void WebDataset::scan(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size, std::string* indexText) {
   const std::string& path = shards_[static_cast<std::size_t>(shard)];
   std::unique_ptr<archive, int (*)(archive*)> a(archive_read_new(), archive_read_free);
   archive_read_support_format_tar(a.get());
@@ -366,6 +372,8 @@ void WebDataset::scan(std::int64_t shard, std::vector<Sample>& out, std::uint64_
   size = static_cast<std::uint64_t>(fileSize);
   if (rc != ARCHIVE_EOF) throwBadInput(path, std::string("corrupt tar: ") + archive_error_string(a.get()));
   const std::int64_t end = archive_read_header_position(a.get());
+  std::vector<Component> components;
+  bool indexable = true;  // an index would open the same samples (see below)
   for (std::size_t i = 0; i < members.size(); ++i) {
     Member& m = members[i];
     const std::int64_t next = i + 1 < members.size() ? members[i + 1].header : end;
@@ -374,11 +382,56 @@ void WebDataset::scan(std::int64_t shard, std::vector<Sample>& out, std::uint64_
     if (m.placed) m.offset = static_cast<std::uint64_t>(next - padded);
     if (!m.placed && m.problem.empty() && isImageExtension(m.ext))
       m.problem = "its image's bytes do not lie where the tar headers say (truncated shard?)";
-    if (options_.keepComponents && m.placed && !m.key.empty())
-      components_[static_cast<std::size_t>(shard)].push_back(
-          Component{m.name.substr(m.key.size() + 1), m.offset, static_cast<std::uint64_t>(m.size), m.name});
+    if (m.key.empty()) continue;
+    if (m.placed) components.push_back(Component{m.name.substr(m.key.size() + 1), m.offset, static_cast<std::uint64_t>(m.size), m.name});
+    indexable = indexable && m.placed && m.problem.empty() && m.name.find_first_of(" \t\r\n") == std::string::npos;
   }
   group(shard, members, out);
+  // A shard whose every member lies in place and whose samples all make sense opens from its index
+  // as from this scan; one with a bad sample is scanned again each time, so that it stays one.
+  indexable = indexable && std::none_of(out.begin(), out.end(), [](const Sample& x) { return !x.problem.empty(); });
+  if (indexText && indexable) *indexText = daliIndexTextOf(components);
+  if (options_.keepComponents) components_[static_cast<std::size_t>(shard)] = std::move(components);
+}
+
+// Remote shards under cache_dir: the scan is kept in the folder as the shard's DALI index, named by
+// the object's identity (URL, ETag, size: a shard replaced on the server is scanned again), so a
+// later open -- the next job, another rank of the node -- reads a few KiB instead of the shard.
+// Ranks opening together take a lock per shard: one scans, the others wait, then read its index.
+// A kept index that does not parse (a damaged disk) is scanned again and replaced; one that cannot
+// be written costs nothing but the next open's scan.
+void WebDataset::scanThroughCache(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size) {
+  const std::shared_ptr<const RemoteObject> object = objectOf(shard);  // the open request the scan makes anyway
+  if (object->cacheId().empty()) return scan(shard, out, size);  // no ETag: nothing names its content
+  const std::string path = options_.parts.cache->dir() + "/" + object->cacheId() + ".wds.idx";
+  auto kept = [&] {
+    try {
+      if (!fileExists(path)) return false;
+      std::vector<std::uint8_t> bytes;
+      readWholeFile(path, kMaxIndexBytes, bytes);
+      std::vector<Member> members;
+      if (parseIndex(shard, std::string(bytes.begin(), bytes.end()), path, members) > object->size()) return false;
+      group(shard, members, out);
+      size = object->size();
+      return true;
+    } catch (const Error&) {
+      out.clear();
+      if (options_.keepComponents) components_[static_cast<std::size_t>(shard)].clear();
+      return false;
+    }
+  };
+  if (kept()) return;
+  const FileLock lock(path + ".lock");
+  if (kept()) return;  // another rank scanned it while this one waited
+  std::string text;
+  scan(shard, out, size, &text);
+  if (text.empty()) return;
+  try {
+    AtomicFile file(path);
+    file.write(text.data(), text.size());
+    file.commit(false);  // like a part: a copy that can be made again
+  } catch (const Error&) {
+  }
 }
 
 // A DALI index (tools/wds2idx.py): "v1.1 N" or "v1.2 N", then one line per sample of its members,
@@ -396,6 +449,21 @@ void WebDataset::readIndex(std::int64_t shard, std::vector<Sample>& out, std::ui
     readWholeFile(path, kMaxIndexBytes, bytes);
     text.assign(bytes.begin(), bytes.end());
   }
+  std::vector<Member> members;
+  const std::uint64_t indexedEnd = parseIndex(shard, text, path, members);
+  if (!isRemotePath(shardPath)) {  // a local shard is checked now; a remote one when it is opened
+    struct stat st {};
+    if (::stat(shardPath.c_str(), &st) != 0) throw Error(ErrorKind::Io, shardPath, std::strerror(errno));
+    if (static_cast<std::uint64_t>(st.st_size) < indexedEnd)
+      throwBadInput(path, "names bytes up to " + std::to_string(indexedEnd) + " of " + shardPath + ", which has " +
+                              std::to_string(st.st_size) + ": the index is not this shard's (write it again: stoker dataset index)");
+  }
+  size = indexedEnd;
+  group(shard, members, out);
+}
+
+std::uint64_t WebDataset::parseIndex(std::int64_t shard, const std::string& text, const std::string& path,
+                                     std::vector<Member>& members) {
   std::istringstream in(text);
   std::string line, version;
   long long count = -1;
@@ -406,7 +474,6 @@ void WebDataset::readIndex(std::int64_t shard, std::vector<Sample>& out, std::ui
     throwBadInput(path, "is not a DALI WebDataset index of version v1.1 or v1.2 (its first line is \"" + line.substr(0, 40) + "\")");
   if (count < 0 || !head.eof()) throwBadInput(path, "its first line is not \"" + version + " SAMPLES\"");
   const std::size_t fields = version == "v1.1" ? 3 : 4;
-  std::vector<Member> members;
   std::uint64_t indexedEnd = 0;
   long long lines = 0;
   while (std::getline(in, line)) {
@@ -444,15 +511,7 @@ void WebDataset::readIndex(std::int64_t shard, std::vector<Sample>& out, std::ui
   }
   if (lines != count)
     throwBadInput(path, "says " + std::to_string(count) + " samples but lists " + std::to_string(lines));
-  if (!isRemotePath(shardPath)) {  // a local shard is checked now; a remote one when it is opened
-    struct stat st {};
-    if (::stat(shardPath.c_str(), &st) != 0) throw Error(ErrorKind::Io, shardPath, std::strerror(errno));
-    if (static_cast<std::uint64_t>(st.st_size) < indexedEnd)
-      throwBadInput(path, "names bytes up to " + std::to_string(indexedEnd) + " of " + shardPath + ", which has " +
-                              std::to_string(st.st_size) + ": the index is not this shard's (write it again: stoker dataset index)");
-  }
-  size = indexedEnd;
-  group(shard, members, out);
+  return indexedEnd;
 }
 
 void WebDataset::group(std::int64_t shard, const std::vector<Member>& members, std::vector<Sample>& out) const {
@@ -589,10 +648,14 @@ void WebDataset::readRemote(const Sample& s, std::uint64_t offset, std::uint8_t*
 
 std::string WebDataset::daliIndexText(std::int64_t shard) const {
   if (!options_.keepComponents) throwBadInput("daliIndexText", "the dataset was not opened with keepComponents");
+  return daliIndexTextOf(components_[static_cast<std::size_t>(shard)]);
+}
+
+std::string WebDataset::daliIndexTextOf(const std::vector<Component>& components) {
   // Lines as wds2idx writes them: members grouped while their key stays the same.
   std::vector<std::string> lines;
   std::string lastKey;
-  for (const Component& c : components_[static_cast<std::size_t>(shard)]) {
+  for (const Component& c : components) {
     std::string key, ext;
     if (!splitKey(c.name, key, ext)) key = c.name;
     std::string item = c.ext + " " + std::to_string(c.offset) + " " + std::to_string(c.size) + " " + c.name;

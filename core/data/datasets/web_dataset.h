@@ -89,10 +89,15 @@ class WebDataset : public EncodedImageDataset {
   };
   struct RemoteStream;
   struct Member;  // a tar member, from the scan or an index
-  void scan(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size);
+  // `indexText`: set to the shard's DALI index when an index would open the same samples.
+  void scan(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size, std::string* indexText = nullptr);
+  void scanThroughCache(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size);
   // Groups consecutive members by key into samples, as webdataset does.
   void group(std::int64_t shard, const std::vector<Member>& members, std::vector<Sample>& out) const;
   void readIndex(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size);
+  // A DALI index's members (`path` names it in errors); returns where the last member's bytes end.
+  std::uint64_t parseIndex(std::int64_t shard, const std::string& text, const std::string& path, std::vector<Member>& members);
+  static std::string daliIndexTextOf(const std::vector<Component>& components);
   // The remote shard's object, opened on first use (from an index, a shard is opened when a rank
   // first reads it); null for a local shard.
   std::shared_ptr<const RemoteObject> objectOf(std::int64_t shard) const;
