@@ -145,22 +145,6 @@ def tensor_from_dlpack(pointer):
     return _from_dlpack(_capsule_new(pointer, _DLTENSOR, None))
 
 
-def row_major(t):
-    """`t` with PyTorch's own strides for a contiguous tensor. DLPack's export (torch >= 1.13)
-    sets the stride of every dimension of size 1 to 1, so a batch of one-channel images arrives
-    as [N, 1, H, W] with strides (H*W, 1, W, 1): channels-last strides, which send convolutions to
-    their channels-last kernels (another path than DataLoader's batches take, rounding otherwise
-    on AVX-512 CPUs). A view, no copy; tensors that are not contiguous are left as they are."""
-    if t.dim() < 2 or not t.is_contiguous():
-        return t
-    strides, step = [], 1
-    for n in reversed(t.shape):
-        strides.append(step)
-        step *= max(n, 1)
-    strides = tuple(reversed(strides))
-    return t if t.stride() == strides else t.as_strided(t.shape, strides, t.storage_offset())
-
-
 def dlpack_from_tensor(tensor):
     """A DLManagedTensor* whose ownership passes to the core (the capsule is marked used)."""
     capsule = torch.utils.dlpack.to_dlpack(tensor)

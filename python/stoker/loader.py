@@ -89,10 +89,6 @@ class Loader:
                 share = -(-self._batch * self.world_size * max(values) // sum(values))
                 self.options["batch_size"] = int(min(self._batch * self.world_size, max(1, share)))
         self.device = self._device_name(device)
-        # Batches go channels-last where the core makes them so (memory_format nhwc, or auto on
-        # CUDA); elsewhere they keep PyTorch's row-major strides through DLPack (_native.row_major).
-        fmt = self.options.get("memory_format", "auto")
-        self._row_major = not (fmt == "nhwc" or (fmt == "auto" and self.device.startswith("cuda")))
         if publish is None and os.environ.get("STOKER_PUBLISH"):
             publish = os.environ["STOKER_PUBLISH"].split(",")
         if isinstance(publish, str):
@@ -355,8 +351,6 @@ class _EpochIterator:
         self._indices = None
         tensors = [_native.tensor_from_dlpack(fields[i]) for i in range(n)]
         loader = self._loader
-        if loader._row_major:
-            tensors = [_native.row_major(t) for t in tensors]
         loader._state["consumed"] += loader._consumed_by_step(tensors[0].shape[0])
         if loader.as_dict:
             return dict(zip(loader.fields, tensors))

@@ -46,6 +46,10 @@ with tempfile.TemporaryDirectory() as tmp:
     std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
     worst = ((images - tv_images).abs() * std).max().item() * 255  # in 0-255 levels
     assert worst <= 1.0 + 1e-3, f"eval differs from torchvision by {worst:.2f}/255"
+    # Strides cross as the core made them: row-major by default, channels-last when asked.
+    assert images.is_contiguous() and next(iter(loader))[0].stride() == (3 * 64 * 64, 64 * 64, 64, 1)
+    nhwc = next(iter(stoker.Loader(spec, batch_size=5, transforms=EVAL, memory_format="nhwc")))[0]
+    assert nhwc.stride() == (3 * 64 * 64, 1, 3 * 64, 3) and torch.equal(nhwc, ref["images"][:5]), nhwc.stride()
 
     # Train: random crops and flips drawn from (generator_seed, epoch, sample), as the export draws them.
     train = stoker.Loader(spec, batch_size=8, transforms=TRAIN, generator_seed=9, num_workers=2, drop_last=True)

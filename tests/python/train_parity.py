@@ -57,8 +57,9 @@ for i, ((x, y), (px, py)) in enumerate(zip(it, peer)):
     if i == STEPS:
         break
     assert torch.equal(x, px) and torch.equal(y, py), f"batch {i}: Stoker's samples differ from DataLoader's"
-    # Strides too: DLPack made the one-channel dim's stride 1, which looks channels-last to the
-    # convolutions and rounded the 5th loss otherwise on an AVX-512 CPU (_native.row_major).
+    # Strides too: at::toDLPack makes the one-channel dim's stride 1, which looks channels-last to
+    # the convolutions and rounded the 5th loss otherwise on an AVX-512 CPU (the binding's export
+    # keeps the core's strides).
     assert x.stride() == px.stride(), f"batch {i}: strides {x.stride()} against DataLoader's {px.stride()}"
     stoker_losses.append(step(stoker_model, stoker_opt, x, y))
     peer_losses.append(step(peer_model, peer_opt, px, py))
