@@ -80,6 +80,18 @@ std::vector<std::int64_t> spreadIndices(std::int64_t size, std::int64_t count) {
 }
 
 // The files in `dir`: {parts, temporary files, bytes of parts}.
+// An image dataset's epoch through a CPU loader: its images and labels, each batch after the last.
+std::vector<at::Tensor> imageBatches(const std::shared_ptr<Dataset>& ds, const LoaderOptions& options, std::int64_t e) {
+  Loader loader(ds, options, DeviceSpec::parse("cpu"));
+  auto epoch = loader.epoch(e);
+  std::vector<at::Tensor> images, labels;
+  while (auto batch = epoch.next()) {
+    images.push_back(batch->tensors[0].clone());
+    labels.push_back(batch->tensors[1].clone());
+  }
+  return {at::cat(images), at::cat(labels)};
+}
+
 struct CacheFolder {
   int parts = 0, temps = 0;
   qint64 bytes = 0;
@@ -431,16 +443,7 @@ print(len(remote), 'batches alike')
     o.shard_rank = 0;
     o.shard_world_size = 2;
     o.drop_last = false;
-    auto batchesOf = [](const std::shared_ptr<Dataset>& ds, const LoaderOptions& options) {
-      Loader loader(ds, options, DeviceSpec::parse("cpu"));
-      auto epoch = loader.epoch(0);
-      std::vector<at::Tensor> images, labels;
-      while (auto batch = epoch.next()) {
-        images.push_back(batch->tensors[0].clone());
-        labels.push_back(batch->tensors[1].clone());
-      }
-      return std::vector<at::Tensor>{at::cat(images), at::cat(labels)};
-    };
+    auto batchesOf = [](const std::shared_ptr<Dataset>& ds, const LoaderOptions& options) { return imageBatches(ds, options, 0); };
     const QString pattern = "shards/train-{000000..000003}.tar";
     auto local = openDataset("wds:" + (servers_.www() + "/" + pattern).toStdString(), o);
     const auto want = batchesOf(local, o);
@@ -491,16 +494,7 @@ print(len(remote), 'batches alike')
     o.batch_size = 4;
     o.num_workers = 2;
     o.drop_last = false;
-    auto batchesOf = [](const std::shared_ptr<Dataset>& ds, const LoaderOptions& options) {
-      Loader loader(ds, options, DeviceSpec::parse("cpu"));
-      auto epoch = loader.epoch(1);
-      std::vector<at::Tensor> images, labels;
-      while (auto batch = epoch.next()) {
-        images.push_back(batch->tensors[0].clone());
-        labels.push_back(batch->tensors[1].clone());
-      }
-      return std::vector<at::Tensor>{at::cat(images), at::cat(labels)};
-    };
+    auto batchesOf = [](const std::shared_ptr<Dataset>& ds, const LoaderOptions& options) { return imageBatches(ds, options, 1); };
     const QString pattern = "shards/train-{000000..000003}.tar";
     auto local = openDataset("wds:" + (servers_.www() + "/" + pattern).toStdString(), o);
     const auto expected = batchesOf(local, o);
