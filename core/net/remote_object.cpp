@@ -3,6 +3,7 @@
 #include <pugixml.hpp>
 
 #include <algorithm>
+#include <utility>
 #include <cstdlib>
 
 #include "net/part_cache.h"
@@ -32,7 +33,8 @@ std::string cacheIdOf(const HttpTarget& target, const std::string& etag, std::ui
   return objectIdOf(target.s3 ? target.url : target.display, etag, size);
 }
 
-std::shared_ptr<const RemoteObject> RemoteObject::open(const std::string& url, std::size_t headBytes, const S3Config* s3) {
+std::shared_ptr<const RemoteObject> RemoteObject::open(const std::string& url, std::size_t headBytes, const S3Config* s3,
+                                                      std::vector<std::uint8_t>* takeHead) {
   auto o = std::make_shared<RemoteObject>();
   o->target_ = targetOf(url, s3);
   if (o->target_.s3 && RemoteUrl::parse(url).key.empty()) throwBadInput(o->target_.display, "names a bucket, not an object");
@@ -45,6 +47,7 @@ std::shared_ptr<const RemoteObject> RemoteObject::open(const std::string& url, s
   o->cacheId_ = cacheIdOf(o->target_, r.etag, r.objectSize);
   if (r.got < headBytes && r.got < o->size_)
     throwBadInput(o->target_.display, "the server sent " + std::to_string(r.got) + " of the first " + std::to_string(headBytes) + " bytes");
+  if (takeHead) *takeHead = std::exchange(o->head_, {});
   return o;
 }
 

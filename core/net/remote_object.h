@@ -36,8 +36,10 @@ class RemoteObject {
   // could not be reached within the retry budget.
   // `s3`: the configuration to sign with, when the caller already loaded it (a dataset opening
   // thousands of objects reads the environment and the AWS files once); else loadS3Config().
+  // `takeHead`: the first headBytes go to the caller instead of being kept, for a reader that
+  // walks the object once from its start (a shard's scan): the open's request brings its first bytes.
   static std::shared_ptr<const RemoteObject> open(const std::string& url, std::size_t headBytes = 1,
-                                                  const S3Config* s3 = nullptr);
+                                                  const S3Config* s3 = nullptr, std::vector<std::uint8_t>* takeHead = nullptr);
 
   const std::string& url() const { return target_.display; }
   std::uint64_t size() const { return size_; }

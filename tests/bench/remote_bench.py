@@ -158,6 +158,9 @@ def main():
     ap.add_argument("--data", default=os.path.join(ROOT, "build", "bench-data", "remote"))
     ap.add_argument("--memory-file", default="", help="also: peak memory reading a token file of this size (4GiB) without and with a cache")
     ap.add_argument("--wds-only", action="store_true", help="skip the token runs and the Python peer")
+    ap.add_argument("--relay", choices=["proxy", "splice"], default="proxy",
+                    help="what adds the latency: tests/net/fault_proxy.py (a Python HTTP server: it takes CPU from the loader "
+                         "on a 2-core machine) or tests/bench/latency_relay.py (bytes moved by the kernel)")
     ap.add_argument("--json")
     a = ap.parse_args()
     stoker = os.path.join(a.build, "bin", "stoker")
@@ -182,6 +185,7 @@ def main():
 
     run = os.path.join(a.data, "run")
     nginx_port, proxy_port, servers = serve(www, run)
+    relay = None  # latency_relay.py for the latency being measured (--relay splice)
     try:
         base = f"http://127.0.0.1:{proxy_port}/"
         rel_tokens = os.path.relpath(token_file, www)
@@ -190,8 +194,17 @@ def main():
         image_opts = {"batch_size": 64, "transforms": "Resize(64),CenterCrop(56)"}
         rows = []
         for latency in a.latencies.split(","):
+            if relay:
+                relay.kill()
+                relay.wait()
+                relay = None
             if latency == "direct":  # nginx itself, no proxy: what the network path costs without the Python proxy's copy
                 base = f"http://127.0.0.1:{nginx_port}/"
+            elif a.relay == "splice":
+                relay_port = free_port()
+                relay = subprocess.Popen([PY, os.path.join(HERE, "latency_relay.py"), str(relay_port), str(nginx_port), latency])
+                wait_port(relay_port)
+                base = f"http://127.0.0.1:{relay_port}/"
             else:
                 base = f"http://127.0.0.1:{proxy_port}/"
                 urllib.request.urlopen(urllib.request.Request(base + "__fault", data=json.dumps({"latency_ms": int(latency)}).encode())).read()
@@ -264,7 +277,7 @@ def main():
             with open(a.json, "w") as f:
                 json.dump({"token_file_bytes": token_bytes, "images": images, "rows": rows, "memory": memory}, f, indent=1)
     finally:
-        for p in servers:
+        for p in servers + ([relay] if relay else []):
             p.terminate()
             p.wait()
 

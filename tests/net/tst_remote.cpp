@@ -329,6 +329,16 @@ print(len(remote), 'batches alike')
       QCOMPARE(remote->size(), local->size());
       QVERIFY2(sameTensors(readAll(*remote, allIndices(*remote)), want), qPrintable(spec));
     }
+    // The open's request brings a shard's first part: with parts larger than the shards, the scan
+    // asks once per shard (the open and the first window were two requests).
+    LoaderOptions whole = o;
+    whole.part_size = 8 << 20;
+    servers_.takeLog(true);
+    auto scanned = openDataset("wds:" + servers_.httpUrl("shards/train-{000000..000003}.tar").toStdString(), whole);
+    const QJsonArray requests = servers_.takeLog(true);
+    QCOMPARE(requests.size(), 4);
+    for (const auto& e : requests) QCOMPARE(e.toArray()[2].toString(), QString("bytes=0-8388607"));
+    QVERIFY(sameTensors(readAll(*scanned, allIndices(*scanned)), want));
   }
 
   // A loader reading remote shards in the dataset's own order, without a cache, fetches whole

@@ -45,6 +45,7 @@ struct WebDatasetOptions {
   // when read, so the loader skips and counts it; otherwise opening refuses it.
   bool keepBadSamples = false;
   PartOptions parts;  // how remote shards are read (part_size, max_inflight_parts)
+  int workers = 1;    // the loader's: max_inflight_parts is per worker, so the open may use parts x workers
   // `index=dali`: read each shard's DALI index (<shard>.idx, as wds2idx writes it) instead of
   // scanning the shard; a .cls is then read with its image.
   bool daliIndex = false;
@@ -100,7 +101,10 @@ class WebDataset : public EncodedImageDataset {
   static std::string daliIndexTextOf(const std::vector<Component>& components);
   // The remote shard's object, opened on first use (from an index, a shard is opened when a rank
   // first reads it); null for a local shard.
-  std::shared_ptr<const RemoteObject> objectOf(std::int64_t shard) const;
+  // `takeHead`: when this call opens it, the open's request also brings the first `headBytes`,
+  // handed to the caller (the scan's first window).
+  std::shared_ptr<const RemoteObject> objectOf(std::int64_t shard, std::vector<std::uint8_t>* takeHead = nullptr,
+                                               std::size_t headBytes = 1) const;
   // From an index: whether fetch reads sample `s`'s image and .cls as one span [lo, hi) (they lie
   // together, as tar writers put them).
   static bool readsTogether(const Sample& s, std::uint64_t& lo, std::uint64_t& hi);
