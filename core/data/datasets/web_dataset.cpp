@@ -84,6 +84,14 @@ std::string daliIndexPathOf(const std::string& shard) {
 
 namespace {
 
+// A DALI index's text: fetched (a remote shard's, beside it) or read (a local one, or one kept in cache_dir).
+std::string indexTextAt(const std::string& path) {
+  if (isRemotePath(path)) return httpGetText(targetOf(path), kMaxIndexBytes);
+  std::vector<std::uint8_t> bytes;
+  readWholeFile(path, kMaxIndexBytes, bytes);
+  return std::string(bytes.begin(), bytes.end());
+}
+
 constexpr std::size_t kMaxShards = 1000000;
 constexpr std::size_t kMaxPatternBytes = std::size_t(256) << 20;  // all the paths together
 
@@ -396,6 +404,7 @@ void WebDataset::scan(std::int64_t shard, std::vector<Sample>& out, std::uint64_
   size = static_cast<std::uint64_t>(fileSize);
   if (rc != ARCHIVE_EOF) throwBadInput(path, std::string("corrupt tar: ") + archive_error_string(a.get()));
   const std::int64_t end = archive_read_header_position(a.get());
+  const bool wantComponents = indexText || options_.keepComponents;  // else no member's name is copied
   std::vector<Component> components;
   bool indexable = true;  // an index would open the same samples (see below)
   for (std::size_t i = 0; i < members.size(); ++i) {
@@ -407,7 +416,7 @@ void WebDataset::scan(std::int64_t shard, std::vector<Sample>& out, std::uint64_
     if (!m.placed && m.problem.empty() && isImageExtension(m.ext))
       m.problem = "its image's bytes do not lie where the tar headers say (truncated shard?)";
     if (m.key.empty()) continue;
-    if (m.placed) components.push_back(Component{m.name.substr(m.key.size() + 1), m.offset, static_cast<std::uint64_t>(m.size), m.name});
+    if (wantComponents && m.placed) components.push_back(Component{m.name.substr(m.key.size() + 1), m.offset, static_cast<std::uint64_t>(m.size), m.name});
     indexable = indexable && m.placed && m.problem.empty() && m.name.find_first_of(" \t\r\n") == std::string::npos;
   }
   group(shard, members, out);
@@ -431,10 +440,8 @@ void WebDataset::scanThroughCache(std::int64_t shard, std::vector<Sample>& out, 
   auto kept = [&] {
     try {
       if (!fileExists(path)) return false;
-      std::vector<std::uint8_t> bytes;
-      readWholeFile(path, kMaxIndexBytes, bytes);
       std::vector<Member> members;
-      if (parseIndex(shard, std::string(bytes.begin(), bytes.end()), path, members) > object->size()) return false;
+      if (parseIndex(shard, indexTextAt(path), path, members) > object->size()) return false;
       group(shard, members, out);
       size = object->size();
       return true;
@@ -465,16 +472,8 @@ void WebDataset::scanThroughCache(std::int64_t shard, std::vector<Sample>& out, 
 void WebDataset::readIndex(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size) {
   const std::string& shardPath = shards_[static_cast<std::size_t>(shard)];
   const std::string path = daliIndexPathOf(shardPath);
-  std::string text;
-  if (isRemotePath(path)) {
-    text = httpGetText(targetOf(path), kMaxIndexBytes);
-  } else {
-    std::vector<std::uint8_t> bytes;
-    readWholeFile(path, kMaxIndexBytes, bytes);
-    text.assign(bytes.begin(), bytes.end());
-  }
   std::vector<Member> members;
-  const std::uint64_t indexedEnd = parseIndex(shard, text, path, members);
+  const std::uint64_t indexedEnd = parseIndex(shard, indexTextAt(path), path, members);
   if (!isRemotePath(shardPath)) {  // a local shard is checked now; a remote one when it is opened
     struct stat st {};
     if (::stat(shardPath.c_str(), &st) != 0) throw Error(ErrorKind::Io, shardPath, std::strerror(errno));
