@@ -20,6 +20,7 @@
 #include "io/safetensors_writer.h"
 #include "net/remote_url.h"
 #include "util/atomic_file.h"
+#include "util/remove_tree.h"
 #include "util/error.h"
 #include "util/progress.h"
 #include "util/run_jobs.h"
@@ -242,7 +243,7 @@ void prepareDestination(const CheckpointInfo& source, const std::string& dst, co
   if (o.worldSize > 1 && recorded.empty() && holdsOnlyJournal(dst)) return;  // ...and is writing its plan now
   if (o.force) {
     for (const auto& entry : fs::directory_iterator(dst, ec))
-      if (looksLikeOurOutput(entry.path().filename().string())) fs::remove_all(entry.path(), ec);
+      if (looksLikeOurOutput(entry.path().filename().string())) removeTree(entry.path().string(), ec);
     return;
   }
   if (fs::is_empty(dst, ec)) return;

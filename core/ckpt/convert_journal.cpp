@@ -12,6 +12,7 @@
 
 #include "net/remote_object.h"
 #include "util/atomic_file.h"
+#include "util/remove_tree.h"
 #include "util/error.h"
 
 namespace stoker {
@@ -134,7 +135,7 @@ void ConvertJournal::finish(const std::string& fingerprint) {
     logFd_ = -1;
   }
   std::error_code ec;
-  fs::remove_all(dir_, ec);
+  removeTree(dir_, ec);
 }
 
 }  // namespace stoker

@@ -25,6 +25,7 @@
 #include "io/safetensors_writer.h"
 #include "util/error.h"
 #include "util/progress.h"
+#include "util/remove_tree.h"
 
 using namespace stoker;
 using stoker::test::TensorMap;
@@ -390,6 +391,30 @@ class TestCkptReshard : public QObject {
   // that holds the finished conversion of an earlier one is refused by the fingerprint DST keeps,
   // not reported as done. That needs a file system with user xattrs (ext4, xfs, btrfs; tmpfs on
   // Linux >= 6.6); elsewhere --resume can check only the layout and sizes.
+  // removeTree stands in for std::filesystem::remove_all (PyTorch's wheels export a copy of it
+  // that crashed stoker-torch): a tree goes, a symlink goes without what it points to, a missing
+  // path is no error, and what cannot be removed is reported.
+  void removeTreeRemovesWhatRemoveAllDid() {
+    fs::create_directories(path("tree/a/b"));
+    std::ofstream(path("tree/a/b/f")) << "x";
+    std::ofstream(path("tree/g")) << "y";
+    fs::create_directories(path("kept"));
+    std::ofstream(path("kept/h")) << "z";
+    fs::create_directory_symlink(path("kept"), path("tree/link"));
+    std::error_code ec;
+    removeTree(path("tree"), ec);
+    QVERIFY2(!ec, ec.message().c_str());
+    QVERIFY(!fs::exists(path("tree")));
+    QCOMPARE(listDir(path("kept")), std::vector<std::string>{"h"});  // the link was not followed
+    removeTree(path("tree"), ec);
+    QVERIFY(!ec);
+    std::ofstream(path("lone")) << "w";
+    removeTree(path("lone"), ec);
+    QVERIFY(!ec && !fs::exists(path("lone")));
+    removeTree(path(std::string(300, 'n')), ec);  // a name longer than NAME_MAX: said, not ignored
+    QCOMPARE(ec, std::make_error_code(std::errc::filename_too_long));
+  }
+
   void resumeRefusesAnotherSourcesFinishedConversion() {
     fs::create_directories(path("fp_dst"));
     const bool xattrs = ::setxattr(path("fp_dst").c_str(), "user.stoker.probe", "1", 1, 0) == 0;
