@@ -116,16 +116,16 @@ photos_ready() {
 
 GENERATOR=()
 command -v ninja >/dev/null && GENERATOR=(-G Ninja)
-# The multi-process feed needs c10d's Gloo headers; where PyTorch's own include folder lacks them
-# it is left out of this build (and its check says so).
-TORCH_INCLUDE="$(py -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "include"))')"
-C10D=OFF
-[[ -f "$TORCH_INCLUDE/gloo/algorithm.h" ]] && C10D=ON
-log "building against PyTorch's libtorch ($TORCH_PREFIX) in $BUILD (c10d: $C10D)"
+# The multi-process feed uses c10d: NCCL for ranks on GPUs, Gloo where its headers are (PyTorch's
+# wheels ship none). AUTO builds it with whatever is there; the configure log says which.
+C10D=AUTO
+log "building against PyTorch's libtorch ($TORCH_PREFIX) in $BUILD"
 cmake -S "$ROOT" -B "$BUILD" "${GENERATOR[@]}" -DCMAKE_BUILD_TYPE=Release -DSTOKER_GUI=OFF -DSTOKER_TESTS=OFF \
   -DSTOKER_PCH=ON -DSTOKER_C10D="$C10D" -DCMAKE_PREFIX_PATH="$PREFIXES" "${CMAKE_EXTRA[@]}" >"$OUT/configure.log" 2>&1 ||
   { tail -30 "$OUT/configure.log" >&2; log "configure failed (log: $OUT/configure.log)"; exit 1; }
 grep -q 'CUDA=ON' "$OUT/configure.log" || { log "the libtorch found has no CUDA (see $OUT/configure.log)"; exit 1; }
+C10D_BACKENDS="$(sed -n 's/.*Stoker: c10d backends: *//p' "$OUT/configure.log" | tail -1)"
+log "c10d backends: ${C10D_BACKENDS:-none}"
 # -k 0 (Ninja: keep going): one run shows every file that fails to compile against this libtorch.
 KEEP_GOING=()
 [[ ${#GENERATOR[@]} -gt 0 ]] && KEEP_GOING=(-- -k 0)
@@ -156,8 +156,32 @@ if step checks; then
   STOKER_CHECK_PHOTOS="$CHECK_PHOTOS" "$BUILD/bin/stoker_cuda_check" --bench >"$OUT/cuda-check.jsonl" 2>"$OUT/cuda-check.err" || true
   cat "$OUT/cuda-check.jsonl" >&2
 
+  # stoker feed as a GPU job's rank runs it: one rank on cuda:0, collectives over NCCL.
+  if [[ "$C10D_BACKENDS" == *nccl* ]]; then
+    log "stoker feed: one rank on cuda:0 over NCCL"
+    rc=0
+    RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((29300 + RANDOM % 100)) \
+      "$BUILD/bin/stoker" feed --dataset synthetic:4096,1024 --device cuda:0 --collectives nccl --batch-size 64 \
+      --epochs 2 --json >"$OUT/feed-nccl.json" 2>"$OUT/feed-nccl.err" || rc=$?
+    py - "$OUT" "$rc" >>"$OUT/cuda-check.jsonl" <<'PYEOF'
+import json, sys
+out, rc = sys.argv[1], int(sys.argv[2])
+try:
+    d = json.load(open(f"{out}/feed-nccl.json"))
+except (OSError, ValueError):
+    d = {}
+ok = rc == 0 and d.get("collectives") == "nccl" and len(d.get("epochs", [])) == 2
+err = open(f"{out}/feed-nccl.err").read().strip().splitlines()
+print(json.dumps({"check": "feed_one_rank_nccl", "ok": ok, "skipped": False,
+                  "detail": f"exit {rc}; collectives {d.get('collectives')}; {len(d.get('epochs', []))} epoch(s) of 2"
+                            + ("" if ok or not err else f"; {err[-1]}")}))
+PYEOF
+  else
+    echo '{"check": "feed_one_rank_nccl", "ok": false, "skipped": false, "detail": "this build has no NCCL process group (nccl.h not found: see configure.log)"}' >>"$OUT/cuda-check.jsonl"
+  fi
+
   # Two ranks sharing the one GPU talk through Gloo (NCCL refuses two ranks on one device).
-  if [[ "$C10D" == ON ]]; then
+  if [[ "$C10D_BACKENDS" == *gloo* ]]; then
     log "stoker feed: two ranks on cuda:0 over Gloo"
     port=$((29600 + RANDOM % 300))
     pids=()
@@ -186,7 +210,7 @@ print(json.dumps({"check": "feed_two_ranks_one_gpu_gloo", "ok": ok, "skipped": F
                             f"{len(digests)} plan digest(s) (one expected)"}))
 PYEOF
   else
-    echo '{"check": "feed_two_ranks_one_gpu_gloo", "ok": true, "skipped": true, "detail": "PyTorch'"'"'s include folder has no Gloo headers: stoker feed was not built"}' >>"$OUT/cuda-check.jsonl"
+    echo '{"check": "feed_two_ranks_one_gpu_gloo", "ok": true, "skipped": true, "detail": "this build has no Gloo (PyTorch'"'"'s include folder has no Gloo headers): two ranks cannot share the GPU, and NCCL takes one rank a GPU"}' >>"$OUT/cuda-check.jsonl"
   fi
 fi
 # The Python package (import stoker) built against this PyTorch, on the GPU (with the C++ checks,

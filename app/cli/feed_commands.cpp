@@ -62,7 +62,9 @@ void runFeed(FeedArgs& a) {
     if (backend != CollectiveBackend::Nccl) throwBadInput("--collectives nccl", "this stoker's libtorch has no NCCL (use gloo)");
   }
   std::unique_ptr<DistGroup> group;
-  if (env && env->worldSize > 1) {
+  // A backend named on the command line forms the group even for one rank, as
+  // init_process_group does (gpu-check's NCCL rank on a machine with one GPU).
+  if (env && (env->worldSize > 1 || a.collectives != "auto")) {
     group = DistGroup::connect(*env, a.rendezvousTimeout, backend, cudaDevice);
     loader.setTelemetryCollectives(collectiveBackendName(backend));
     if (!a.json) std::fprintf(stderr, "rank %d: collectives over %s\n", rank, collectiveBackendName(backend).c_str());
@@ -115,7 +117,7 @@ void addFeedCommands(CLI::App& app, int& exitCode) {
   feed->add_option("--workers", args->workers, "loader worker threads per rank (default 1)");
   feed->add_option("--device", args->device, "cpu, sim:N or cuda:N (default cpu)");
   feed->add_option("--collectives", args->collectives,
-                   "c10d backend of the ranks: auto (NCCL when --device is CUDA, else Gloo), gloo or nccl")
+                   "c10d backend of the ranks: auto (NCCL when --device is CUDA, else Gloo; no group for one rank), gloo or nccl (a group even for one rank)")
       ->check(CLI::IsMember({"auto", "gloo", "nccl"}));
   feed->add_option("--progress", j.progressFile, "rank 0 records the committed progress here after each step");
   feed->add_flag("--resume", j.resume, "continue from --progress (any world size)");

@@ -7,8 +7,11 @@
 
 #ifdef STOKER_WITH_C10D
 #include <ATen/ATen.h>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef USE_C10D_GLOO  // PyTorch's wheels ship no Gloo headers: built there with NCCL alone
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#define STOKER_WITH_GLOO 1
+#endif
 #if defined(STOKER_WITH_CUDA) && defined(USE_C10D_NCCL)
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -36,7 +39,9 @@ struct DistGroup::Impl {
   DistEnv env;
   CollectiveBackend backend = CollectiveBackend::Gloo;
   c10::intrusive_ptr<c10d::TCPStore> store;
+#ifdef STOKER_WITH_GLOO
   c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
+#endif
 #ifdef STOKER_WITH_NCCL
   c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;
 #endif
@@ -46,10 +51,14 @@ struct DistGroup::Impl {
   }
   template <class F>
   auto with(F f) {
-#ifdef STOKER_WITH_NCCL
+#if defined(STOKER_WITH_NCCL) && defined(STOKER_WITH_GLOO)
     if (nccl) return f(*nccl);
-#endif
     return f(*gloo);
+#elif defined(STOKER_WITH_NCCL)
+    return f(*nccl);
+#else
+    return f(*gloo);
+#endif
   }
   int cudaDevice = -1;
 };
@@ -86,6 +95,12 @@ std::unique_ptr<DistGroup> DistGroup::connect(const DistEnv& env, double timeout
     throwBadInput("collectives nccl", "this stoker was built against a libtorch without CUDA/NCCL (use gloo)");
 #endif
   if (backend == CollectiveBackend::Nccl && cudaDevice < 0) throwBadInput("collectives nccl", "needs the rank's CUDA device");
+#ifndef STOKER_WITH_GLOO
+  if (backend == CollectiveBackend::Gloo)
+    throwBadInput("collectives gloo", "this stoker was built against a libtorch without Gloo's headers (PyTorch's wheels "
+                                      "ship none): ranks that feed a CUDA device talk over nccl, one rank per GPU; CPU "
+                                      "ranks and ranks sharing a GPU need a build with Gloo (Debian: libgloo-dev)");
+#endif
   // Gloo's TCP pairs write without MSG_NOSIGNAL: when a peer dies, the next write raised SIGPIPE
   // and silently killed this rank instead of failing the collective with a named error (found
   // by tests/soak/feed_kill.py). Python ignores SIGPIPE at start-up, which is why PyTorch users
@@ -155,6 +170,7 @@ std::unique_ptr<DistGroup> DistGroup::connect(const DistEnv& env, double timeout
     return std::unique_ptr<DistGroup>(new DistGroup(std::move(impl)));
   }
 #endif
+#ifdef STOKER_WITH_GLOO
   try {
     auto opts = c10d::ProcessGroupGloo::Options::create();
     opts->timeout = timeout;
@@ -163,6 +179,7 @@ std::unique_ptr<DistGroup> DistGroup::connect(const DistEnv& env, double timeout
   } catch (const std::exception& e) {
     throw Error(ErrorKind::Io, "rendezvous", std::string("Gloo could not connect the ranks: ") + e.what());
   }
+#endif
   return std::unique_ptr<DistGroup>(new DistGroup(std::move(impl)));
 }
 
@@ -197,7 +214,7 @@ void DistGroup::barrier() {
   });
 }
 
-#else  // no c10d/Gloo in this libtorch
+#else  // no c10d in this build
 
 struct DistGroup::Impl {
   DistEnv env;
@@ -207,7 +224,8 @@ struct DistGroup::Impl {
 bool distAvailable() { return false; }
 
 std::unique_ptr<DistGroup> DistGroup::connect(const DistEnv&, double, CollectiveBackend, int) {
-  throwBadInput("distributed", "this stoker was built without libtorch's c10d/Gloo (install libgloo-dev and rebuild)");
+  throwBadInput("distributed", "this stoker was built without libtorch's c10d (neither Gloo's headers nor nccl.h were "
+                               "found: install libgloo-dev and rebuild)");
 }
 std::vector<std::int64_t> DistGroup::allgather(std::int64_t) { return {}; }
 std::vector<double> DistGroup::allgather(double) { return {}; }

@@ -3,8 +3,10 @@
 // tensors) or, when the ranks feed CUDA devices, ProcessGroupNCCL (tensors on
 // the rank's GPU), as a PyTorch job on GPUs would. What Stoker exchanges is
 // small: plan digests, step times. No home-made protocol. Built only where
-// libtorch has c10d and Gloo headers (STOKER_WITH_C10D); NCCL only against a
-// CUDA libtorch; elsewhere connect() throws and says so.
+// libtorch has c10d headers (STOKER_WITH_C10D); Gloo where its headers are
+// (Debian's libgloo-dev; PyTorch's wheels ship none), NCCL only against a CUDA
+// libtorch; a backend not built, or no c10d at all, makes connect() throw and
+// say so.
 #pragma once
 
 #include <cstdint>

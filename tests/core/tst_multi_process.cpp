@@ -279,6 +279,19 @@ class TestMultiProcess : public QObject {
     QVERIFY2(clock.elapsed() < 40000, "the timeouts took far longer than asked");
   }
 
+  // A backend named on the command line forms the group even for one rank (init_process_group's
+  // rule; gpu-check's one NCCL rank on a one-GPU machine); auto leaves a lone rank without one.
+  void aNamedBackendFormsAOneRankGroup() {
+    const QStringList env{"RANK=0", "WORLD_SIZE=1", "MASTER_ADDR=127.0.0.1",
+                          "MASTER_PORT=" + QString::number(test::freePort())};
+    auto r = stoker::test::runStoker({"feed", "--dataset", "synthetic:100,4", "--collectives", "gloo", "--json"}, env);
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    QCOMPARE(QJsonDocument::fromJson(r.out).object()["collectives"].toString(), QString("gloo"));
+    r = stoker::test::runStoker({"feed", "--dataset", "synthetic:100,4", "--json"}, env);
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    QVERIFY(!QJsonDocument::fromJson(r.out).object().contains("collectives"));
+  }
+
   void badEnvironmentAndProgressFilesAreRefused() {
     const QList<QPair<QStringList, QString>> cases = {
         {{"RANK=2", "WORLD_SIZE=2"}, "RANK: 2 is not a rank of WORLD_SIZE 2 (0-1)"},

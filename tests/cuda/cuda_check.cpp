@@ -298,7 +298,7 @@ void ncclReplication() {
 // and meets at a barrier over ProcessGroupNCCL.
 void ncclOneRank() {
   if (!distAvailable()) {
-    report("nccl_one_rank", true, "this build has no c10d (PyTorch's include folder lacked Gloo's headers)", true);
+    report("nccl_one_rank", true, "this build has no c10d (neither Gloo's headers nor nccl.h were found)", true);
     return;
   }
   DistEnv env;
