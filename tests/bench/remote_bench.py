@@ -11,7 +11,9 @@ about 0.5 GB/s). For each latency:
 - WebDataset shards (real photos, Resize(64),CenterCrop(56)) with cache_dir: the whole run (open
   = the shard scan, then one epoch, process start included) against the same local run, and
   against WebDataset's `pipe:curl` way: curl per shard piped into tarfile + PIL + torchvision in a
-  DataLoader with 2 workers (timed from its first batch request, imports excluded); plus `curl`
+  DataLoader with 2 workers (timed from its first batch request, imports excluded), on the same
+  footing as Stoker's open + epoch (`run_seconds`: libtorch's loading, its imports, left out) and
+  beside Stoker's whole process; plus `curl`
   fetching the shards one by one, the download alone.
 
     tests/bench/remote_bench.py [--tokens-bytes 1GiB] [--latencies direct,0,10,50] [--images 1000]
@@ -245,6 +247,7 @@ def main():
                 "tokens_python_peer": json.loads(peer.stdout)["samples_per_s"],
                 "wds_local_img_s": images / local_wds_wall, "wds_remote_img_s": images / remote_wds_wall,
                 "wds_remote_nocache_img_s": images / nocache_wds_wall,
+                "wds_remote_open_epoch_img_s": images / remote_wds["run_seconds"],
                 "wds_curl_img_s": images / curl_wall, "wds_pipe_curl_img_s": pipe_doc["images_per_s"],
             })
             r = rows[-1]
@@ -254,8 +257,11 @@ def main():
                   f"Python urllib+DataLoader {r['tokens_python_peer']:,.0f}/s = {r['tokens_remote_first'] / r['tokens_python_peer']:,.0f}x slower "
                   f"than Stoker's first epoch", flush=True)
             print(f"           wds: {r['wds_remote_img_s']:,.0f} img/s = {r['wds_remote_img_s'] / r['wds_local_img_s']:.2f}x local "
-                  f"({r['wds_local_img_s']:,.0f}), without a cache {r['wds_remote_nocache_img_s'] / r['wds_local_img_s']:.2f}x; {r['wds_remote_img_s'] / r['wds_pipe_curl_img_s']:.2f}x pipe:curl + PIL/torchvision "
-                  f"in a DataLoader ({r['wds_pipe_curl_img_s']:,.0f} img/s); curl's download alone {r['wds_curl_img_s']:,.0f} img/s",
+                  f"({r['wds_local_img_s']:,.0f}), without a cache {r['wds_remote_nocache_img_s'] / r['wds_local_img_s']:.2f}x; "
+                  f"vs pipe:curl + PIL/torchvision in a DataLoader ({r['wds_pipe_curl_img_s']:,.0f} img/s, from its first batch request): "
+                  f"{r['wds_remote_open_epoch_img_s'] / r['wds_pipe_curl_img_s']:.2f}x Stoker's open + epoch "
+                  f"({r['wds_remote_open_epoch_img_s']:,.0f} img/s), {r['wds_remote_img_s'] / r['wds_pipe_curl_img_s']:.2f}x its whole process; "
+                  f"curl's download alone {r['wds_curl_img_s']:,.0f} img/s",
                   flush=True)
         memory = []
         if a.memory_file:

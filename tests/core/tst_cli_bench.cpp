@@ -35,6 +35,12 @@ class TestCliBench : public QObject {
     QCOMPARE(dev["epochs"].toArray().size(), 3);
     QCOMPARE(dev["epochs"].toArray()[2].toObject()["samples"].toInt(), 3000);
     QCOMPARE(doc["options"].toObject()["batch_size"].toInt(), 100);
+    // The open and the whole run, timed without the process's start: every epoch fits inside.
+    double epochsSeconds = 0;
+    for (const auto& e : dev["epochs"].toArray()) epochsSeconds += e.toObject()["seconds"].toDouble();
+    QVERIFY(doc["open_seconds"].toDouble() >= 0);
+    QVERIFY(doc["run_seconds"].toDouble() >= doc["open_seconds"].toDouble() + epochsSeconds);
+    QVERIFY(doc["run_seconds"].toDouble() < r.elapsedMs / 1000.0);
   }
 
   void tableAndOptionsFile() {
@@ -43,7 +49,8 @@ class TestCliBench : public QObject {
     auto r = runStoker({"bench", "--dataset", "synthetic:1000,16", "--options", options, "--epochs", "2"});
     QVERIFY2(r.exitCode == 0, r.err.constData());
     const QString out = QString::fromUtf8(r.out);
-    QVERIFY2(out.contains("streaming") && out.contains("samples/s") && out.contains("steady state"), qPrintable(out));
+    QVERIFY2(out.contains("streaming") && out.contains("samples/s") && out.contains("steady state") && out.contains("opened in"),
+             qPrintable(out));
     QVERIFY(QString::fromUtf8(r.err).contains("bench 100.0%"));  // the progress line
   }
 
