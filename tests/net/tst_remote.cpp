@@ -339,6 +339,22 @@ print(len(remote), 'batches alike')
     QCOMPARE(requests.size(), 4);
     for (const auto& e : requests) QCOMPARE(e.toArray()[2].toString(), QString("bytes=0-8388607"));
     QVERIFY(sameTensors(readAll(*scanned, allIndices(*scanned)), want));
+    // The open scans max_inflight_parts x workers shards at once (each holds a part): 1 x 1 keeps
+    // one request in flight, 2 x 2 overlaps them (counted at the proxy, every request 30 ms).
+    auto mostInFlight = [&](int inflight, int workers) -> int {
+      LoaderOptions bounded = whole;
+      bounded.max_inflight_parts = inflight;
+      bounded.num_workers = workers;
+      if (!servers_.fault(true, "", 0, 30)) return -1;
+      servers_.takeLog(true);
+      openDataset("wds:" + servers_.httpUrl("shards/train-{000000..000003}.tar").toStdString(), bounded);
+      if (!servers_.fault(true, "", 0)) return -1;
+      int most = 0;
+      for (const auto& e : servers_.takeLog(true)) most = std::max(most, e.toArray()[5].toInt());
+      return most;
+    };
+    QCOMPARE(mostInFlight(1, 1), 1);
+    QVERIFY(mostInFlight(2, 2) >= 2);
   }
 
   // A loader reading remote shards in the dataset's own order, without a cache, fetches whole
