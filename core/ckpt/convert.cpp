@@ -20,9 +20,9 @@
 #include "io/safetensors_writer.h"
 #include "net/remote_url.h"
 #include "util/atomic_file.h"
-#include "util/remove_tree.h"
 #include "util/error.h"
 #include "util/progress.h"
+#include "util/remove_tree.h"
 #include "util/run_jobs.h"
 
 namespace stoker {

@@ -12,8 +12,8 @@
 
 #include "net/remote_object.h"
 #include "util/atomic_file.h"
-#include "util/remove_tree.h"
 #include "util/error.h"
+#include "util/remove_tree.h"
 
 namespace stoker {
 namespace fs = std::filesystem;
