@@ -179,14 +179,15 @@ PartCache::Part PartCache::part(const std::string& objectId, std::uint64_t partS
       std::lock_guard<std::mutex> lock(mutex_);
       ++counters_.hits;
     } else {
-      std::vector<std::uint8_t> data(bytes);
-      fetch(data.data());
+      // Left uninitialised: the fetch writes every byte, and the part usually goes to disk.
+      const std::unique_ptr<std::uint8_t[]> data(new std::uint8_t[bytes]);
+      fetch(data.get());
       {
         std::lock_guard<std::mutex> lock(mutex_);
         ++counters_.misses;
       }
-      if (store(path, data.data(), data.size()) && (out.bytes = mapIfThere(path, bytes))) out.onDisk = true;
-      else out.bytes = MappedFile::fromBytes(path, std::move(data));
+      if (store(path, data.get(), bytes) && (out.bytes = mapIfThere(path, bytes))) out.onDisk = true;
+      else out.bytes = MappedFile::fromBytes(path, std::vector<std::uint8_t>(data.get(), data.get() + bytes));
     }
     mine.set_value(out);
     done();
