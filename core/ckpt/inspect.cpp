@@ -117,7 +117,7 @@ void readPtFile(const std::string& path, CheckpointInfo& info) {
 HfShard remoteSafetensorsHeader(const std::string& url) {
   constexpr std::size_t kFirst = 64 << 10;
   auto object = RemoteObject::open(url, kFirst);
-  const std::vector<std::uint8_t>& head = object->head();
+  const auto& head = object->head();
   if (head.size() < 8) throwBadInput(url, "too short for a safetensors file (" + std::to_string(object->size()) + " bytes)");
   std::uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | head[static_cast<std::size_t>(i)];

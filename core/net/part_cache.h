@@ -29,6 +29,7 @@
 
 namespace stoker {
 
+class Error;
 class MappedFile;
 
 struct PartCacheCounters {
@@ -64,7 +65,9 @@ class PartCache {
  private:
   std::string fileOf(const std::string& objectId, std::uint64_t partSize, std::uint64_t index) const;
   std::shared_ptr<const MappedFile> mapIfThere(const std::string& path, std::size_t bytes);
-  bool store(const std::string& path, const std::uint8_t* data, std::size_t n);
+  Part fetchAndStore(const std::string& path, std::size_t bytes, const std::function<void(std::uint8_t*)>& fetch);
+  void noteStored(std::size_t n);             // counts the bytes; evicts past cache_limit
+  void noteWriteFailure(const Error& e);  // counts it; says the first one on stderr
   std::uint64_t scan(bool evict);
 
   std::string dir_;

@@ -34,17 +34,17 @@ std::string cacheIdOf(const HttpTarget& target, const std::string& etag, std::ui
 }
 
 std::shared_ptr<const RemoteObject> RemoteObject::open(const std::string& url, std::size_t headBytes, const S3Config* s3,
-                                                      std::vector<std::uint8_t>* takeHead) {
+                                                      ByteVector* takeHead) {
   auto o = std::make_shared<RemoteObject>();
   o->target_ = targetOf(url, s3);
   if (o->target_.s3 && RemoteUrl::parse(url).key.empty()) throwBadInput(o->target_.display, "names a bucket, not an object");
   headBytes = std::max<std::size_t>(headBytes, 1);
-  // Received into memory left uninitialised, then copied at its real length: a vector sized to
-  // the head first zeroed all of it (a part, 8 MiB by default, for shards of 2 MB: 85 ms of a
-  // 100-shard open went to zeroing and faulting pages never used).
-  const std::unique_ptr<std::uint8_t[]> head(new std::uint8_t[headBytes]);
-  const RangeReply r = httpGetRange(o->target_, 0, headBytes, head.get(), {}, true);
-  o->head_.assign(head.get(), head.get() + std::min<std::size_t>(r.got, headBytes));
+  // Received in place into bytes left uninitialised (util/byte_vector), then cut to what came:
+  // zeroing a head sized to a part (8 MiB by default, for shards of 2 MB) cost 85 ms of a
+  // 100-shard open, and a buffer copied into the head faulted every page twice.
+  o->head_.resize(headBytes);
+  const RangeReply r = httpGetRange(o->target_, 0, headBytes, o->head_.data(), {}, true);
+  o->head_.resize(std::min<std::size_t>(r.got, headBytes));
   o->size_ = r.objectSize;
   o->etag_ = r.etag;
   o->cacheId_ = cacheIdOf(o->target_, r.etag, r.objectSize);
@@ -151,6 +151,16 @@ const std::uint8_t* RemoteObject::bytesAt(std::uint64_t offset, std::size_t n, c
   scratch.resize(n);
   read(offset, scratch.data(), n, parts);
   return scratch.data();
+}
+
+void RemoteObject::cacheParts(std::uint64_t offset, std::uint64_t n, const PartOptions& parts) const {
+  requireRange(offset, n);
+  if (!parts.cache || cacheId_.empty() || n == 0) return;
+  const std::uint64_t partSize = tableFor(parts);
+  const std::uint64_t first = offset / partSize, last = (offset + n - 1) / partSize;
+  // A part the folder could not take (disk full) is dropped here and fetched again when read.
+  forEachInParallel(static_cast<std::int64_t>(last - first + 1), parts.maxInflight,
+                    [&](std::int64_t k) { cachedPart(first + static_cast<std::uint64_t>(k), partSize, parts); });
 }
 
 void RemoteObject::readCached(std::uint64_t offset, std::uint8_t* out, std::size_t n, const PartOptions& parts) const {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "net/http_transfer.h"
+#include "util/byte_vector.h"
 
 namespace stoker {
 
@@ -39,7 +40,7 @@ class RemoteObject {
   // `takeHead`: the first headBytes go to the caller instead of being kept, for a reader that
   // walks the object once from its start (a shard's scan): the open's request brings its first bytes.
   static std::shared_ptr<const RemoteObject> open(const std::string& url, std::size_t headBytes = 1,
-                                                  const S3Config* s3 = nullptr, std::vector<std::uint8_t>* takeHead = nullptr);
+                                                  const S3Config* s3 = nullptr, ByteVector* takeHead = nullptr);
 
   const std::string& url() const { return target_.display; }
   std::uint64_t size() const { return size_; }
@@ -47,7 +48,7 @@ class RemoteObject {
   // What names this object's content in a cache (objectIdOf: URL, ETag, size); empty without an ETag.
   const std::string& cacheId() const { return cacheId_; }
   // The first bytes fetched by open() (fewer when the object is smaller).
-  const std::vector<std::uint8_t>& head() const { return head_; }
+  const ByteVector& head() const { return head_; }
 
   // Error(BadInput) when [offset, offset + n) is not inside the object.
   void requireRange(std::uint64_t offset, std::uint64_t n) const;
@@ -57,6 +58,9 @@ class RemoteObject {
   // The `n` bytes at `offset` without a copy where they lie in one part mapped from the cache;
   // else read into `scratch`. The pointer stays valid while this object lives (or until scratch changes).
   const std::uint8_t* bytesAt(std::uint64_t offset, std::size_t n, const PartOptions& parts, std::vector<std::uint8_t>& scratch) const;
+  // With a cache: brings the parts holding [offset, offset + n) into it, max_inflight_parts at a
+  // time, copying nothing out (a walk that reads them next through bytesAt). Without one, nothing.
+  void cacheParts(std::uint64_t offset, std::uint64_t n, const PartOptions& parts) const;
   // With a cache: fetch every part not kept yet in the background, max_inflight_parts at a time and
   // in order, so a first epoch of random reads waits on the network's bandwidth, not on one
   // request per worker at a time. Reads of a part being warmed wait for it; a warm-up that fails
@@ -77,7 +81,7 @@ class RemoteObject {
   std::uint64_t size_ = 0;
   std::string etag_;
   std::string cacheId_;  // objectIdOf: empty without an ETag
-  std::vector<std::uint8_t> head_;
+  ByteVector head_;
   // The parts this object already mapped from the cache, by index (for the first part size used):
   // a window read after the first costs one atomic load and a memcpy.
   mutable std::mutex partsMutex_;

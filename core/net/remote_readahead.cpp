@@ -105,6 +105,21 @@ bool RemoteReadahead::queueBack(const std::shared_ptr<const RemoteObject>& objec
   return true;
 }
 
+bool RemoteReadahead::adopt(const std::shared_ptr<const RemoteObject>& object, std::uint64_t index, ByteVector& bytes, int keepFree) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const Key key{object.get(), index};
+  if (blocks_.count(key) || blocks_.size() + static_cast<std::size_t>(std::max(keepFree, 0)) >= static_cast<std::size_t>(options_.maxBlocks))
+    return false;
+  auto block = std::make_shared<Block>();
+  block->object = object;
+  block->bytes = std::move(bytes);
+  block->ready = true;
+  block->lastUse = ++clock_;
+  blocks_.emplace(key, std::move(block));
+  ++counters_.adopted;
+  return true;
+}
+
 bool RemoteReadahead::makeRoom() {
   if (blocks_.size() < static_cast<std::size_t>(options_.maxBlocks)) return true;
   // Blocks already read go first, least recently used. A block prefetched and never read goes
@@ -119,7 +134,8 @@ bool RemoteReadahead::makeRoom() {
     if (victim == blocks_.end() || b.lastUse < victim->second->lastUse) victim = it;
   }
   if (victim == blocks_.end()) return false;
-  if (onEvict_ && !victim->second->error) onEvict_(*victim->second->object, victim->first.second, victim->second->bytes);
+  if (onEvict_ && !victim->second->error)
+    onEvict_(*victim->second->object, victim->first.second, victim->second->bytes.data(), victim->second->bytes.size());
   // Its buffer is fetched into again unless a reader is still copying from it (then the reader's
   // reference frees it): a fresh 4 MiB buffer per block cost a page fault per 4 KiB.
   if (victim->second.use_count() == 1) spare_.push_back(std::move(victim->second->bytes));
@@ -137,7 +153,7 @@ void RemoteReadahead::fetchLoop() {
     auto it = blocks_.find(key);
     if (it == blocks_.end()) continue;
     const std::shared_ptr<Block> block = it->second;
-    std::vector<std::uint8_t> bytes;
+    ByteVector bytes;
     if (!spare_.empty()) {
       bytes = std::move(spare_.back());
       spare_.pop_back();

@@ -25,6 +25,8 @@
 #include <utility>
 #include <vector>
 
+#include "util/byte_vector.h"
+
 namespace stoker {
 
 class RemoteObject;
@@ -58,11 +60,17 @@ class RemoteReadahead {
   // Called with a block's bytes as the block is dropped to make room, under the readahead's lock
   // (keep it short): for a caller that keeps what it still needs of them (a WebDataset's shuffle
   // buffer reaches far back). Set before the first read.
-  using EvictFn = std::function<void(const RemoteObject& object, std::uint64_t index, const std::vector<std::uint8_t>& bytes)>;
+  using EvictFn = std::function<void(const RemoteObject& object, std::uint64_t index, const std::uint8_t* bytes, std::size_t n)>;
   void onEvict(EvictFn fn) { onEvict_ = std::move(fn); }
+  // Takes block `index` of `object` already fetched by someone else (a WebDataset's scan brought
+  // each shard's first part), as if prefetched: held until read, then evicted like any other.
+  // False, and `bytes` left alone, when the block is held already or fewer than `keepFree` slots
+  // would stay free for the reads' own prefetching.
+  bool adopt(const std::shared_ptr<const RemoteObject>& object, std::uint64_t index, ByteVector& bytes, int keepFree);
 
   struct Counters {
     std::uint64_t fetched = 0;  // blocks brought
+    std::uint64_t adopted = 0;  // blocks taken from adopt()
     std::uint64_t waited = 0;   // blocks a reader had to wait for (not there yet when asked)
     std::uint64_t held = 0;     // blocks held now
   };
@@ -72,7 +80,7 @@ class RemoteReadahead {
   using Key = std::pair<const RemoteObject*, std::uint64_t>;
   struct Block {
     std::shared_ptr<const RemoteObject> object;
-    std::vector<std::uint8_t> bytes;
+    ByteVector bytes;  // filled by the fetch: never zeroed first
     bool ready = false;
     bool read = false;  // a reader copied from it
     std::exception_ptr error;
@@ -91,7 +99,7 @@ class RemoteReadahead {
   std::map<Key, std::shared_ptr<Block>> blocks_;
   std::deque<Key> queue_;  // blocks to fetch: what a reader waits for at the front
   std::map<const RemoteObject*, std::uint64_t> lastIndex_;  // the block each object was last read at
-  std::vector<std::vector<std::uint8_t>> spare_;  // buffers of evicted blocks, fetched into again
+  std::vector<ByteVector> spare_;  // buffers of evicted blocks, fetched into again
   std::vector<std::thread> fetchers_;  // started by the first read
   EvictFn onEvict_;
   bool stop_ = false;

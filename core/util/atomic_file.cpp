@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "util/error.h"
@@ -58,12 +59,13 @@ std::uint64_t faultEnospcBudget() { return envBytes("STOKER_FAULT_ENOSPC_AFTER")
 AtomicFile::AtomicFile(std::string finalPath) : finalPath_(std::move(finalPath)) {
   tempPath_ = directoryOf(finalPath_) + "/." + baseNameOf(finalPath_) + ".stoker-tmp-" +
               std::to_string(::getpid()) + "-" + std::to_string(gTempCounter++);
-  fd_ = ::open(tempPath_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Read and write: a shared writable mapping (mapForWrite) needs both.
+  fd_ = ::open(tempPath_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) throwIo(finalPath_, "cannot create temporary file", errno);
-  buffer_.reserve(kBufferBytes);
 }
 
 AtomicFile::~AtomicFile() {
+  if (mapped_) ::munmap(mapped_, mappedBytes_);
   if (fd_ >= 0) ::close(fd_);
   if (!committed_) ::unlink(tempPath_.c_str());
 }
@@ -110,7 +112,7 @@ void AtomicFile::flushBuffer() {
 }
 
 void AtomicFile::write(const void* data, std::size_t n) {
-  if (committed_) throw Error(ErrorKind::Internal, finalPath_, "write after commit");
+  if (committed_ || mapped_) throw Error(ErrorKind::Internal, finalPath_, "write after commit or mapForWrite");
   if (buffer_.size() + n > kBufferBytes) {
     flushBuffer();
     if (n >= kBufferBytes) {
@@ -121,12 +123,28 @@ void AtomicFile::write(const void* data, std::size_t n) {
     }
   }
   auto* p = static_cast<const std::uint8_t*>(data);
+  if (buffer_.capacity() == 0) buffer_.reserve(kBufferBytes);  // on first use: a mapped file never needs it
   buffer_.insert(buffer_.end(), p, p + n);
   written_ += n;
 }
 
+std::uint8_t* AtomicFile::mapForWrite(std::size_t n) {
+  if (committed_ || written_ != 0 || mapped_) throw Error(ErrorKind::Internal, finalPath_, "mapForWrite on a file already written");
+  if (allowedByFaultHook(n) < n) throwIo(finalPath_, "write failed", ENOSPC);
+  written_ = n;
+  if (n == 0) return nullptr;
+  // posix_fallocate returns the error rather than setting errno. Where the file system cannot
+  // reserve blocks, glibc writes a byte per block instead: still no hole left to fault on.
+  if (const int rc = ::posix_fallocate(fd_, 0, static_cast<off_t>(n)); rc != 0) throwIo(finalPath_, "write failed", rc);
+  void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+  if (p == MAP_FAILED) throwIo(finalPath_, "cannot map for writing", errno);
+  mapped_ = p;
+  mappedBytes_ = n;
+  return static_cast<std::uint8_t*>(p);
+}
+
 void AtomicFile::copyFrom(int srcFd, std::uint64_t offset, std::uint64_t n) {
-  if (committed_) throw Error(ErrorKind::Internal, finalPath_, "write after commit");
+  if (committed_ || mapped_) throw Error(ErrorKind::Internal, finalPath_, "write after commit or mapForWrite");
   flushBuffer();
   if (allowedByFaultHook(n) < n) throwIo(finalPath_, "write failed", ENOSPC);
   auto in = static_cast<off64_t>(offset);

@@ -24,6 +24,12 @@ class AtomicFile {
   // Appends `n` bytes of another file starting at `offset`, inside the kernel
   // (copy_file_range; read/write where the file systems cannot).
   void copyFrom(int srcFd, std::uint64_t offset, std::uint64_t n);
+  // The whole file as `n` writable bytes, for a writer that fills them in place (a network fetch
+  // straight into a cache file: no copy through a buffer and write()). The file's blocks are
+  // reserved first, so a full disk fails here with Error(Io) ENOSPC, never later as SIGBUS.
+  // Only on a file with nothing written yet; the bytes stay mapped until destruction (readable
+  // after commit()). Subject to the fault hooks below like write().
+  std::uint8_t* mapForWrite(std::size_t n);
   std::uint64_t bytesWritten() const { return written_; }
 
   // Flushes, fsyncs, renames to the final name and fsyncs the directory. `durable` false skips
@@ -47,6 +53,8 @@ class AtomicFile {
   bool committed_ = false;
   std::uint64_t written_ = 0;
   std::vector<std::uint8_t> buffer_;
+  void* mapped_ = nullptr;  // mapForWrite's bytes
+  std::size_t mappedBytes_ = 0;
 };
 
 // Test hook: with STOKER_FAULT_ENOSPC_AFTER=<bytes> in the environment, every

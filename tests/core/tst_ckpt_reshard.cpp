@@ -23,6 +23,7 @@
 #include "io/host_tensor.h"
 #include "io/safetensors_file.h"
 #include "io/safetensors_writer.h"
+#include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/progress.h"
 #include "util/remove_tree.h"
@@ -413,6 +414,40 @@ class TestCkptReshard : public QObject {
     QVERIFY(!ec && !fs::exists(path("lone")));
     removeTree(path(std::string(300, 'n')), ec);  // a name longer than NAME_MAX: said, not ignored
     QCOMPARE(ec, std::make_error_code(std::errc::filename_too_long));
+  }
+
+  // A file filled in place (the part cache's fetch): the bytes written through the mapping are the
+  // file's once committed, readable after; without a commit nothing is left; nothing else may be
+  // written into it.
+  void atomicFileFilledInPlace() {
+    fs::create_directories(path("atomic"));
+    {
+      AtomicFile file(path("atomic/mapped.part"));
+      std::uint8_t* bytes = file.mapForWrite(100000);
+      QVERIFY(bytes);
+      for (int i = 0; i < 100000; ++i) bytes[i] = static_cast<std::uint8_t>(i * 7);
+      try {
+        file.write("x", 1);
+        QFAIL("a write into a mapped file was taken");
+      } catch (const Error& e) {
+        QCOMPARE(e.kind(), ErrorKind::Internal);
+      }
+      file.commit(false);
+      QCOMPARE(int(bytes[99999]), (99999 * 7) & 0xff);  // still mapped after the commit
+    }
+    std::ifstream in(path("atomic/mapped.part"), std::ios::binary);
+    const std::string got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    QCOMPARE(got.size(), std::size_t(100000));
+    QCOMPARE(int(static_cast<std::uint8_t>(got[12345])), (12345 * 7) & 0xff);
+    {
+      AtomicFile dropped(path("atomic/dropped.part"));
+      std::memset(dropped.mapForWrite(4096), 1, 4096);
+    }
+    QCOMPARE(listDir(path("atomic")), std::vector<std::string>{"mapped.part"});  // no temporary file either
+    AtomicFile empty(path("atomic/empty.part"));
+    QVERIFY(empty.mapForWrite(0) == nullptr);
+    empty.commit(false);
+    QCOMPARE(fs::file_size(path("atomic/empty.part")), std::uintmax_t(0));
   }
 
   void resumeRefusesAnotherSourcesFinishedConversion() {

@@ -770,33 +770,33 @@ class TestImageDatasets : public QObject {
     WdsReadPlan plan({{0, 10}, {10, 20}, {0, 10}, {10, 30}, {0, 0}}, {0, 2, 5});
     std::vector<std::uint8_t> block(20), out(10);
     for (std::size_t i = 0; i < block.size(); ++i) block[i] = static_cast<std::uint8_t>(i);
-    plan.keepFrom(0, 0, block);  // nothing drawn yet: nothing to keep
+    plan.keepFrom(0, 0, block.data(), block.size());  // nothing drawn yet: nothing to keep
     QCOMPARE(plan.keptSamples(), std::size_t(0));
     plan.planned({1, 0, 3, 2}, 0, {1, -1});
     plan.planned({2, 3, 0, 1}, 1, {-1, 0});  // drawn ahead when epoch 0 starts
     QCOMPARE(plan.shardsAfter(0, 3), std::vector<std::int64_t>{1});
     plan.read(1, 0);
-    plan.keepFrom(0, 0, block);
+    plan.keepFrom(0, 0, block.data(), block.size());
     QCOMPARE(plan.keptSamples(), std::size_t(1));  // sample 0; sample 1 was read this epoch
     QVERIFY(plan.readKept(0, 2, out.data(), 5));
     QCOMPARE(int(out[0]), 2);
     QVERIFY(!plan.readKept(0, 8, out.data(), 5));  // past what was kept
     QVERIFY(!plan.readKept(1, 10, out.data(), 5));
-    plan.keepFrom(1, 0, std::vector<std::uint8_t>(15, 7));  // sample 3 does not lie whole in [0, 15)
+    plan.keepFrom(1, 0, std::vector<std::uint8_t>(15, 7).data(), 15);  // sample 3 does not lie whole in [0, 15)
     QCOMPARE(plan.keptSamples(), std::size_t(2));
     QVERIFY(!plan.readKept(3, 10, out.data(), 5));
     plan.read(0, 0);
     QCOMPARE(plan.keptSamples(), std::size_t(1));  // sample 2 left; sample 3 never read (a drop_last tail)
     plan.read(2, 0);
     plan.read(2, 1);  // epoch 1 begins: epoch 0's tail is still kept in case its last batch is late
-    plan.keepFrom(1, 0, std::vector<std::uint8_t>(30, 9));
+    plan.keepFrom(1, 0, std::vector<std::uint8_t>(30, 9).data(), 30);
     QVERIFY(plan.readKept(3, 10, out.data(), 10));
     QCOMPARE(plan.shardsAfter(1, 3), std::vector<std::int64_t>{0});  // epoch 1's deal now
     plan.read(0, 2);  // two epochs on: epoch 0's plan goes; epoch 1 has still to read sample 3
     QCOMPARE(plan.keptSamples(), std::size_t(1));
     plan.read(3, 1);
     QCOMPARE(plan.keptSamples(), std::size_t(0));
-    plan.keepFrom(1, 0, std::vector<std::uint8_t>(30, 9));  // epoch 2 was never drawn: nothing is still to read
+    plan.keepFrom(1, 0, std::vector<std::uint8_t>(30, 9).data(), 30);  // epoch 2 was never drawn: nothing is still to read
     QCOMPARE(plan.keptSamples(), std::size_t(0));
     // Another start (a new loader at epoch 0): what was kept goes.
     plan.planned({0, 1}, 0, {1, -1});

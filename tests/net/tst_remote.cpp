@@ -426,7 +426,7 @@ print(len(remote), 'batches alike')
              qPrintable(QString("%1 block requests in 3 epochs of %2 samples").arg(smallRequests).arg(remoteSmall->size())));
 
     // Rank 0 of 2: its epoch asks only for the shards dealt to it (shards 0 and 2 without shuffle,
-    // so the next epoch's, drawn ahead, are the same).
+    // so the next epoch's, drawn ahead, are the same), and not for a shard its scan brought whole.
     LoaderOptions rank0 = o;
     rank0.shuffle = false;
     rank0.sampler_type = SamplerType::Distributed;
@@ -443,7 +443,41 @@ print(len(remote), 'batches alike')
     epochs(ranked, rank0, 1);
     QSet<QString> read;
     for (const auto& e : servers_.takeLog(true)) read.insert(e.toArray()[1].toString().section('/', -1));
-    QCOMPARE(read, dealt);
+    QVERIFY(!read.isEmpty());  // shard 0 is two parts: the scan does not keep a shard it did not bring whole
+    QVERIFY2(dealt.contains(read), qPrintable(QStringList(read.values()).join(", ")));
+  }
+
+  // Without a cache, a shard that fits in one part came whole with the scan's first request: the
+  // epochs read those bytes (the readahead adopts them) instead of asking for the shard again, and
+  // give the local batches. Before, each epoch's first read of a shard was one more request.
+  void webDatasetScansFeedTheFirstEpoch() {
+    LoaderOptions o;
+    o.transforms = "Resize(40),CenterCrop(32),ToDtype(u8)";
+    o.max_inflight_parts = 2;  // part_size stays 8 MiB: each shard is one part
+    o.batch_size = 4;
+    o.num_workers = 2;
+    o.seed = 3;
+    o.drop_last = false;
+    const QString pattern = "shards/train-{000000..000003}.tar";
+    auto epochOf = [](const std::shared_ptr<Dataset>& ds, const LoaderOptions& options) {
+      Loader loader(ds, options, DeviceSpec::parse("cpu"));
+      auto epoch = loader.epoch(0);
+      std::vector<at::Tensor> images, labels;
+      while (auto batch = epoch.next()) {
+        images.push_back(batch->tensors[0].clone());
+        labels.push_back(batch->tensors[1].clone());
+      }
+      return std::pair{at::cat(images), at::cat(labels)};
+    };
+    const auto want = epochOf(openDataset("wds:" + (servers_.www() + "/" + pattern).toStdString(), o), o);
+    servers_.takeLog(true);
+    auto remote = openDataset("wds:" + servers_.httpUrl(pattern).toStdString(), o);
+    QCOMPARE(servers_.takeLog(true).size(), 4);  // the scan: one request a shard
+    const auto got = epochOf(remote, o);
+    QVERIFY(at::equal(got.first, want.first));
+    QVERIFY(at::equal(got.second, want.second));
+    const QJsonArray epochRequests = servers_.takeLog(true);
+    QVERIFY2(epochRequests.isEmpty(), qPrintable(QString("%1 requests in the epoch").arg(epochRequests.size())));
   }
 
   // With DALI indexes beside the shards (index=dali), opening asks for the four small .idx files

@@ -54,16 +54,16 @@ std::vector<std::int64_t> WdsReadPlan::shardsAfter(std::int64_t shard, int count
   return out;
 }
 
-void WdsReadPlan::keepFrom(std::int64_t shard, std::uint64_t start, const std::vector<std::uint8_t>& bytes) {
+void WdsReadPlan::keepFrom(std::int64_t shard, std::uint64_t start, const std::uint8_t* bytes, std::size_t n) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const std::uint64_t end = start + bytes.size();
+  const std::uint64_t end = start + n;
   for (std::int64_t k = shardBegin_[static_cast<std::size_t>(shard)]; k < shardBegin_[static_cast<std::size_t>(shard) + 1]; ++k) {
     const Span& s = spans_[static_cast<std::size_t>(k)];
     if (s.hi <= s.lo || s.lo < start || s.hi > end) continue;  // not whole in this block: fetched again when asked
     if (kept_.count(k) || !stillToRead(k)) continue;
     Kept kept;
     kept.start = s.lo;
-    kept.bytes.assign(bytes.begin() + static_cast<std::ptrdiff_t>(s.lo - start), bytes.begin() + static_cast<std::ptrdiff_t>(s.hi - start));
+    kept.bytes.assign(bytes + (s.lo - start), bytes + (s.hi - start));
     kept_.emplace(k, std::move(kept));
   }
 }

@@ -33,9 +33,9 @@ class WdsReadPlan {
   void planned(const std::vector<std::int64_t>& order, std::int64_t epoch, std::vector<std::int64_t> nextShard);
   // Up to `count` shards after `shard` in the deal of the epoch read now.
   std::vector<std::int64_t> shardsAfter(std::int64_t shard, int count) const;
-  // A block of `shard` ([start, start + bytes.size())) is being dropped: keep each sample lying
-  // whole in it that is still to be read.
-  void keepFrom(std::int64_t shard, std::uint64_t start, const std::vector<std::uint8_t>& bytes);
+  // A block of `shard` ([start, start + n)) is being dropped: keep each sample lying whole in it
+  // that is still to be read.
+  void keepFrom(std::int64_t shard, std::uint64_t start, const std::uint8_t* bytes, std::size_t n);
   // Copies [offset, offset + n) of sample `index` from what was kept; false when not kept.
   bool readKept(std::int64_t index, std::uint64_t offset, std::uint8_t* dst, std::uint64_t n) const;
   // Sample `index` was read for `epoch`.

@@ -103,13 +103,17 @@ class WebDataset : public EncodedImageDataset {
   // first reads it); null for a local shard.
   // `takeHead`: when this call opens it, the open's request also brings the first `headBytes`,
   // handed to the caller (the scan's first window).
-  std::shared_ptr<const RemoteObject> objectOf(std::int64_t shard, std::vector<std::uint8_t>* takeHead = nullptr,
+  std::shared_ptr<const RemoteObject> objectOf(std::int64_t shard, ByteVector* takeHead = nullptr,
                                                std::size_t headBytes = 1) const;
   // From an index: whether fetch reads sample `s`'s image and .cls as one span [lo, hi) (they lie
   // together, as tar writers put them).
   static bool readsTogether(const Sample& s, std::uint64_t& lo, std::uint64_t& hi);
   void readSpan(const Sample& s, std::uint64_t offset, std::uint8_t* dst, std::uint64_t n) const;
   void startReadahead();
+  void keepScannedHead(std::int64_t shard, ByteVector head);
+  // The first order drawn: the heads kept of `dealtShards` (in that order) become readahead blocks
+  // while room is left; every other head is dropped.
+  void adoptScannedHeads(const std::vector<std::int64_t>& dealtShards) const;
   void readRemote(const Sample& s, std::uint64_t offset, std::uint8_t* dst, std::uint64_t n) const;
   std::vector<std::string> shards_;
   WebDatasetOptions options_;
@@ -130,6 +134,10 @@ class WebDataset : public EncodedImageDataset {
   std::unique_ptr<WdsReadPlan> plan_;
   std::unique_ptr<RemoteReadahead> readahead_;
   std::uint64_t blockBytes_ = 0;  // the readahead's
+  mutable std::mutex headsMutex_;
+  mutable std::unordered_map<std::int64_t, ByteVector> scannedHeads_;  // shard -> its first block, from the scan
+  mutable std::uint64_t headsBytes_ = 0;
+  mutable std::atomic<bool> headsKept_{false};
   int aheadShards_ = 0;  // the next shards of the deal whose first block a rank's first read of a shard queues
   mutable std::atomic<bool> ownOrderDrawn_{false};  // the loader reads in ownEpochOrder's order
 };
