@@ -7,8 +7,12 @@
 #include <ATen/ATen.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <set>
+#include <thread>
 
 #include <sys/xattr.h>
 
@@ -24,6 +28,7 @@
 #include "io/safetensors_file.h"
 #include "io/safetensors_writer.h"
 #include "util/atomic_file.h"
+#include "util/job_threads.h"
 #include "util/error.h"
 #include "util/progress.h"
 #include "util/remove_tree.h"
@@ -448,6 +453,38 @@ class TestCkptReshard : public QObject {
     QVERIFY(empty.mapForWrite(0) == nullptr);
     empty.commit(false);
     QCOMPARE(fs::file_size(path("atomic/empty.part")), std::uintmax_t(0));
+  }
+
+  // forEachInParallelKept: every item once, on several threads, the same helpers call after call;
+  // the first error rethrown; a call from inside a body (same thread) still works.
+  void keptThreadsShareTheItems() {
+    std::mutex mutex;
+    std::set<std::thread::id> firstIds, laterIds;
+    auto run = [&](std::set<std::thread::id>& ids) {
+      std::vector<std::atomic<int>> seen(24);
+      forEachInParallelKept(24, 4, [&](std::int64_t i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(3));  // long enough for every helper to take items
+        ++seen[static_cast<std::size_t>(i)];
+        std::lock_guard<std::mutex> lock(mutex);
+        ids.insert(std::this_thread::get_id());
+      });
+      for (const auto& n : seen) QCOMPARE(n.load(), 1);
+    };
+    run(firstIds);
+    QVERIFY2(firstIds.size() >= 2 && firstIds.size() <= 4, qPrintable(QString::number(firstIds.size())));
+    run(laterIds);
+    for (const auto& id : laterIds) QVERIFY(firstIds.count(id));  // no new threads
+    try {
+      forEachInParallelKept(50, 4, [](std::int64_t i) {
+        if (i == 3) throw Error(ErrorKind::BadInput, "item 3", "refused");
+      });
+      QFAIL("the item's error was lost");
+    } catch (const Error& e) {
+      QVERIFY(std::string(e.what()).find("item 3") != std::string::npos);
+    }
+    std::atomic<int> inner{0};
+    forEachInParallelKept(3, 3, [&](std::int64_t) { forEachInParallelKept(5, 2, [&](std::int64_t) { ++inner; }); });
+    QCOMPARE(inner.load(), 15);
   }
 
   void resumeRefusesAnotherSourcesFinishedConversion() {

@@ -5,8 +5,8 @@
 #include <exception>
 
 #include "util/error.h"
+#include "util/job_threads.h"
 #include "util/monotonic_seconds.h"
-#include "util/run_jobs.h"
 
 namespace stoker {
 namespace {
@@ -80,12 +80,16 @@ void EncodedImageDataset::readSamples(const std::int64_t* indices, std::int64_t 
     std::string name;
     std::exception_ptr error;
   };
-  std::vector<Fetched> fetched;
-  if (parallelFetches_ > 1 && count > 1) {
-    fetched.resize(static_cast<std::size_t>(count));
+  // Kept between batches with their buffers, so a batch's bytes land in pages already faulted in.
+  thread_local std::vector<Fetched> keptFetched;
+  std::vector<Fetched>& fetched = keptFetched;  // a name the helpers' lambda captures: theirs would be their own
+  const bool parallel = parallelFetches_ > 1 && count > 1;
+  if (parallel) {
+    if (fetched.size() < static_cast<std::size_t>(count)) fetched.resize(static_cast<std::size_t>(count));
     const double t0 = context.stages ? monotonicSeconds() : 0;
-    forEachInParallel(count, parallelFetches_, [&](std::int64_t i) {
+    forEachInParallelKept(count, parallelFetches_, [&](std::int64_t i) {
       Fetched& f = fetched[static_cast<std::size_t>(i)];
+      f.error = nullptr;
       try {
         fetch(indices[i], context.epoch, f.bytes, f.label, f.name);
       } catch (...) {
@@ -101,7 +105,7 @@ void EncodedImageDataset::readSamples(const std::int64_t* indices, std::int64_t 
       const std::uint8_t* data = nullptr;
       std::size_t n = 0;
       const std::string* sampleName = &name;
-      if (!fetched.empty()) {
+      if (parallel) {
         Fetched& f = fetched[static_cast<std::size_t>(i)];
         if (f.error) std::rethrow_exception(f.error);
         data = f.bytes.data();

@@ -1,0 +1,110 @@
+#include "util/job_threads.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <unistd.h>
+
+#include "util/run_jobs.h"
+
+namespace stoker {
+namespace {
+
+// Helpers that run one job body at a time alongside their owner thread.
+class KeptThreads {
+ public:
+  ~KeptThreads() {
+    if (::getpid() != owner_) {
+      // A forked child's copy: its helpers stayed in the parent. Nothing to join, and a
+      // std::thread destroyed while joinable would terminate the process, so they are let go.
+      new std::vector<std::thread>(std::move(threads_));
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+
+  bool busy() const { return busy_; }
+
+  // body() on `helpers` helper threads and on the caller; returns once every run has returned.
+  // A body must not throw (forEachInParallel's catches what its items throw).
+  void run(int helpers, const std::function<void()>& body) {
+    busy_ = true;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      while (static_cast<int>(threads_.size()) < helpers) threads_.emplace_back([this] { loop(); });
+      job_ = &body;
+      wanted_ = helpers;
+      taken_ = 0;
+    }
+    wake_.notify_all();
+    body();
+    std::unique_lock<std::mutex> lock(mutex_);
+    // The caller's body returned: every item is taken. Helpers not started yet have nothing to do.
+    wanted_ = taken_;
+    done_.wait(lock, [&] { return running_ == 0; });
+    job_ = nullptr;
+    busy_ = false;
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [&] { return stop_ || (job_ && taken_ < wanted_); });
+      if (stop_) return;
+      ++taken_;
+      ++running_;
+      const std::function<void()>* job = job_;
+      lock.unlock();
+      (*job)();
+      lock.lock();
+      if (--running_ == 0) done_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  std::vector<std::thread> threads_;
+  const std::function<void()>* job_ = nullptr;  // guarded by mutex_
+  int wanted_ = 0, taken_ = 0, running_ = 0;     // guarded by mutex_
+  bool stop_ = false;                            // guarded by mutex_
+  bool busy_ = false;                            // the owner thread's alone
+  const pid_t owner_ = ::getpid();
+};
+
+}  // namespace
+
+void forEachInParallelKept(std::int64_t count, int threads, const std::function<void(std::int64_t)>& body) {
+  thread_local KeptThreads kept;
+  const int n = static_cast<int>(std::clamp<std::int64_t>(count, 1, std::max(threads, 1)));
+  if (n <= 1 || kept.busy()) return forEachInParallel(count, threads, body);
+  std::atomic<std::int64_t> next{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr failure;
+  std::mutex failureMutex;
+  kept.run(n - 1, [&] {
+    for (std::int64_t i; !failed.load(std::memory_order_relaxed) && (i = next++) < count;) {
+      try {
+        body(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(failureMutex);
+        if (!failure) failure = std::current_exception();
+        failed = true;
+        return;
+      }
+    }
+  });
+  if (failure) std::rethrow_exception(failure);
+}
+
+}  // namespace stoker
