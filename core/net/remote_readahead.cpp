@@ -105,11 +105,10 @@ bool RemoteReadahead::queueBack(const std::shared_ptr<const RemoteObject>& objec
   return true;
 }
 
-bool RemoteReadahead::adopt(const std::shared_ptr<const RemoteObject>& object, std::uint64_t index, ByteVector& bytes, int keepFree) {
+bool RemoteReadahead::adopt(const std::shared_ptr<const RemoteObject>& object, std::uint64_t index, ByteVector& bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   const Key key{object.get(), index};
-  if (blocks_.count(key) || blocks_.size() + static_cast<std::size_t>(std::max(keepFree, 0)) >= static_cast<std::size_t>(options_.maxBlocks))
-    return false;
+  if (blocks_.count(key)) return false;
   auto block = std::make_shared<Block>();
   block->object = object;
   block->bytes = std::move(bytes);

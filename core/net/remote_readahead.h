@@ -63,10 +63,10 @@ class RemoteReadahead {
   using EvictFn = std::function<void(const RemoteObject& object, std::uint64_t index, const std::uint8_t* bytes, std::size_t n)>;
   void onEvict(EvictFn fn) { onEvict_ = std::move(fn); }
   // Takes block `index` of `object` already fetched by someone else (a WebDataset's scan brought
-  // each shard's first part), as if prefetched: held until read, then evicted like any other.
-  // False, and `bytes` left alone, when the block is held already or fewer than `keepFree` slots
-  // would stay free for the reads' own prefetching.
-  bool adopt(const std::shared_ptr<const RemoteObject>& object, std::uint64_t index, ByteVector& bytes, int keepFree);
+  // each shard's first part), as if prefetched: held until read, then evicted like any other. The
+  // caller bounds what it hands over: adopted blocks may hold more than maxBlocks until read (the
+  // reads' own prefetching waits for room meanwhile). False, `bytes` left alone, when held already.
+  bool adopt(const std::shared_ptr<const RemoteObject>& object, std::uint64_t index, ByteVector& bytes);
 
   struct Counters {
     std::uint64_t fetched = 0;  // blocks brought

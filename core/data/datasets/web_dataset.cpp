@@ -475,14 +475,13 @@ void WebDataset::adoptScannedHeads(const std::vector<std::int64_t>& dealtShards)
   if (!headsKept_.load(std::memory_order_acquire)) return;  // the common case, without a lock
   std::lock_guard<std::mutex> lock(headsMutex_);
   headsKept_ = false;
-  // Slots left free for the reads' own prefetching: what the readahead queues ahead of a read.
-  const int keepFree = std::max(options_.parts.maxInflight, 2) + 1;
-  for (std::int64_t shard : dealtShards) {
-    const auto head = scannedHeads_.find(shard);
-    if (head == scannedHeads_.end()) continue;
-    if (!readahead_->adopt(remote_[static_cast<std::size_t>(shard)], 0, head->second, keepFree)) break;
-  }
-  scannedHeads_.clear();  // the rest would not be read before the readahead evicted them
+  // All of this rank's (held within readahead_mb by keepScannedHead): the rank reads its shards in
+  // this order, so the readahead's own prefetching waits only while every block held is one still
+  // to be read.
+  for (std::int64_t shard : dealtShards)
+    if (const auto head = scannedHeads_.find(shard); head != scannedHeads_.end())
+      readahead_->adopt(remote_[static_cast<std::size_t>(shard)], 0, head->second);
+  scannedHeads_.clear();  // other ranks' shards
   headsBytes_ = 0;
 }
 

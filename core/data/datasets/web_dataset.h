@@ -111,8 +111,8 @@ class WebDataset : public EncodedImageDataset {
   void readSpan(const Sample& s, std::uint64_t offset, std::uint8_t* dst, std::uint64_t n) const;
   void startReadahead();
   void keepScannedHead(std::int64_t shard, ByteVector head);
-  // The first order drawn: the heads kept of `dealtShards` (in that order) become readahead blocks
-  // while room is left; every other head is dropped.
+  // The first order drawn: the heads kept of `dealtShards` become readahead blocks; every other
+  // head is dropped.
   void adoptScannedHeads(const std::vector<std::int64_t>& dealtShards) const;
   void readRemote(const Sample& s, std::uint64_t offset, std::uint8_t* dst, std::uint64_t n) const;
   std::vector<std::string> shards_;
