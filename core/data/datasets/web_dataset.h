@@ -14,10 +14,11 @@
 // files; from an index a .cls is read with its image), so a worker reads an image with one pread (the
 // shard opened for it: no descriptors are held between reads). Shards in S3 or behind HTTP(S)
 // (`wds:s3://bucket/train-{000..099}.tar`, `wds:https://host/...`; an s3:// glob is matched
-// against the bucket's listing) are scanned 8-32 at a time, each as a stream of windows of
-// part_size bytes (max_inflight_parts split among the scans). A loader reading in the dataset's
-// own order without a cache gets whole blocks of part_size fetched ahead of its reads (within a
-// shard, and the next shards of the rank's deal); otherwise (a cache, or a plan dealing single
+// against the bucket's listing) are scanned max_inflight_parts x workers at a time (at most 32),
+// each as a stream of windows of part_size bytes (with a cache, the cached parts read in place). A
+// loader reading in the dataset's own order without a cache gets whole blocks of part_size fetched
+// ahead of its reads (within a shard, and the next shards of the rank's deal), the first epoch
+// starting from the one-part shards the scan brought (kept within readahead_mb); otherwise (a cache, or a plan dealing single
 // samples) each batch's images are fetched max_inflight_parts at a time, one range read each. The
 // epoch's order is the dataset's own (ownEpochOrder): shards shuffled by (seed + epoch), dealt
 // round-robin to the ranks of a distributed sampler, read shard after shard, samples mixed within
