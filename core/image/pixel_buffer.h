@@ -8,33 +8,12 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
-#include <new>
-#include <utility>
-#include <vector>
+
+#include "util/byte_vector.h"
 
 namespace stoker {
 
-template <class T>
-struct UninitialisedAllocator : std::allocator<T> {
-  template <class U>
-  struct rebind {
-    using other = UninitialisedAllocator<U>;
-  };
-  UninitialisedAllocator() = default;
-  template <class U>
-  UninitialisedAllocator(const UninitialisedAllocator<U>&) noexcept {}
-  template <class U>
-  void construct(U* p) noexcept {
-    ::new (static_cast<void*>(p)) U;  // default-, not value-initialised: no write
-  }
-  template <class U, class... Args>
-  void construct(U* p, Args&&... args) {
-    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-  }
-};
-
-using PixelBuffer = std::vector<std::uint8_t, UninitialisedAllocator<std::uint8_t>>;
+using PixelBuffer = ByteVector;
 
 inline constexpr std::size_t kKeptBufferBytes = std::size_t(64) << 20;
 

@@ -1,7 +1,8 @@
 // util/byte_vector: a std::vector of bytes whose resize() leaves the new bytes uninitialised, for
 // buffers that a network or file read fills right after. Zeroing them first costs a pass over the
 // bytes and faults in every page, even pages the read never reaches (a shard's open sized its
-// buffer to a part, 8 MiB, for shards of 2 MB).
+// buffer to a part, 8 MiB, for shards of 2 MB). The decoders' buffers are these too
+// (image/pixel_buffer).
 #pragma once
 
 #include <cstdint>
@@ -13,17 +14,17 @@
 namespace stoker {
 
 template <class T>
-struct DefaultInitAllocator : std::allocator<T> {
+struct UninitialisedAllocator : std::allocator<T> {
   template <class U>
   struct rebind {
-    using other = DefaultInitAllocator<U>;
+    using other = UninitialisedAllocator<U>;
   };
-  DefaultInitAllocator() = default;
+  UninitialisedAllocator() = default;
   template <class U>
-  DefaultInitAllocator(const DefaultInitAllocator<U>&) noexcept {}
+  UninitialisedAllocator(const UninitialisedAllocator<U>&) noexcept {}
   template <class U>
-  void construct(U* p) noexcept(noexcept(::new (static_cast<void*>(p)) U)) {
-    ::new (static_cast<void*>(p)) U;  // default-initialised: for bytes, left as they are
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;  // default-, not value-initialised: no write
   }
   template <class U, class... Args>
   void construct(U* p, Args&&... args) {
@@ -31,6 +32,6 @@ struct DefaultInitAllocator : std::allocator<T> {
   }
 };
 
-using ByteVector = std::vector<std::uint8_t, DefaultInitAllocator<std::uint8_t>>;
+using ByteVector = std::vector<std::uint8_t, UninitialisedAllocator<std::uint8_t>>;
 
 }  // namespace stoker
