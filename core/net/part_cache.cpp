@@ -189,7 +189,7 @@ PartCache::Part PartCache::part(const std::string& objectId, std::uint64_t partS
 
 // The fetch writes straight into the part's file, mapped (one copy, from the socket's buffer into
 // the page cache): through a buffer and write() each byte was copied twice more and each page of
-// the buffer faulted (5,000 photos in 100 shards: 41 % of the run's page faults). Where the folder
+// the buffer faulted (5,000 photos in 100 shards: half the run's page faults). Where the folder
 // cannot take the part (cache_limit below it, a full disk), the fetch fills memory instead.
 PartCache::Part PartCache::fetchAndStore(const std::string& path, std::size_t bytes, const std::function<void(std::uint8_t*)>& fetch) {
   std::unique_ptr<AtomicFile> file;

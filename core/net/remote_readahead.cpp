@@ -113,6 +113,7 @@ bool RemoteReadahead::adopt(const std::shared_ptr<const RemoteObject>& object, s
   block->object = object;
   block->bytes = std::move(bytes);
   block->ready = true;
+  block->adopted = true;
   block->lastUse = ++clock_;
   blocks_.emplace(key, std::move(block));
   ++counters_.adopted;
@@ -132,6 +133,13 @@ bool RemoteReadahead::makeRoom() {
     if (!b.ready || !(b.read || skipped)) continue;
     if (victim == blocks_.end() || b.lastUse < victim->second->lastUse) victim = it;
   }
+  // Else an adopted block not read yet, the last adopted first: adopted in the order the reads
+  // were expected to come, they may never come (an epoch other than the one foreseen), and held
+  // for good they would leave no room for the blocks the reads do ask for.
+  if (victim == blocks_.end())
+    for (auto it = blocks_.begin(); it != blocks_.end(); ++it)
+      if (it->second->adopted && !it->second->read && (victim == blocks_.end() || it->second->lastUse > victim->second->lastUse))
+        victim = it;
   if (victim == blocks_.end()) return false;
   if (onEvict_ && !victim->second->error)
     onEvict_(*victim->second->object, victim->first.second, victim->second->bytes.data(), victim->second->bytes.size());

@@ -64,8 +64,10 @@ class RemoteReadahead {
   void onEvict(EvictFn fn) { onEvict_ = std::move(fn); }
   // Takes block `index` of `object` already fetched by someone else (a WebDataset's scan brought
   // each shard's first part), as if prefetched: held until read, then evicted like any other. The
-  // caller bounds what it hands over: adopted blocks may hold more than maxBlocks until read (the
-  // reads' own prefetching waits for room meanwhile). False, `bytes` left alone, when held already.
+  // caller bounds what it hands over: adopted blocks may hold more than maxBlocks until read. When
+  // no block read or skipped is left to evict, an adopted one not read yet goes (the last adopted
+  // first), so reads that never come to them do not stop the prefetching. False, `bytes` left
+  // alone, when held already.
   bool adopt(const std::shared_ptr<const RemoteObject>& object, std::uint64_t index, ByteVector& bytes);
 
   struct Counters {
@@ -83,6 +85,7 @@ class RemoteReadahead {
     ByteVector bytes;  // filled by the fetch: never zeroed first
     bool ready = false;
     bool read = false;  // a reader copied from it
+    bool adopted = false;  // from adopt(), not fetched here
     std::exception_ptr error;
     std::uint64_t lastUse = 0;
   };

@@ -826,6 +826,28 @@ print(len(remote), 'batches alike')
         QVERIFY(readahead.counters().held <= std::uint64_t(o.maxBlocks + 1));
       }
     }
+    // Blocks adopted for reads that never come (an epoch other than the one foreseen) give way,
+    // the last adopted first: with every slot adopted, reads elsewhere still take and prefetch
+    // blocks within maxBlocks (9 held, the adopted 8 and the block read, before they gave way).
+    {
+      RemoteReadahead readahead(o);
+      const std::uint64_t block = o.blockBytes;
+      for (std::uint64_t b = 8; b < 16; ++b) {
+        const auto* from = reinterpret_cast<const std::uint8_t*>(blob_.constData()) + b * block;
+        ByteVector bytes(from, from + std::min<std::uint64_t>(block, static_cast<std::uint64_t>(blob_.size()) - b * block));
+        QVERIFY(readahead.adopt(object, b, bytes));
+      }
+      ByteVector again(10);
+      QVERIFY(!readahead.adopt(object, 8, again));  // held already
+      QCOMPARE(readahead.counters().adopted, std::uint64_t(8));
+      QByteArray got(static_cast<qsizetype>(4 * block), '\0');
+      readahead.read(object, got.data(), 4 * block, 0);
+      QVERIFY(got == blob_.left(got.size()));
+      QVERIFY2(readahead.counters().held <= std::uint64_t(o.maxBlocks), qPrintable(QString::number(readahead.counters().held)));
+      QByteArray tail(1000, '\0');
+      readahead.read(object, tail.data(), 1000, 8 * block + 5);  // adopted, or fetched again if it gave way
+      QVERIFY(tail == blob_.mid(static_cast<qsizetype>(8 * block + 5), 1000));
+    }
     // A server that keeps failing: the reader gets the named error after the retry budget.
     RemoteReadahead failing(o);
     QByteArray past(10, '\0');
