@@ -236,7 +236,7 @@ void WebDataset::startReadahead() {
   const PartOptions& parts = options_.parts;
   if (parts.cache) return;  // the part cache already keeps whole parts (on disk)
   if (std::none_of(isRemote_.begin(), isRemote_.end(), [](bool r) { return r; })) return;
-  const std::uint64_t block = static_cast<std::uint64_t>(std::max<std::int64_t>(parts.partSize, 64 << 10));
+  const std::uint64_t block = readaheadBlockBytes();
   std::uint64_t blocks = 0, largest = 1;
   for (std::uint64_t size : shardSizes_) {
     blocks += (size + block - 1) / block;
@@ -460,7 +460,7 @@ void WebDataset::scan(std::int64_t shard, std::vector<Sample>& out, std::uint64_
 // takes them into the readahead instead (adoptScannedHeads).
 void WebDataset::keepScannedHead(std::int64_t shard, ByteVector head) {
   const auto i = static_cast<std::size_t>(shard);
-  const std::uint64_t block = static_cast<std::uint64_t>(std::max<std::int64_t>(options_.parts.partSize, 64 << 10));
+  const std::uint64_t block = readaheadBlockBytes();
   if (options_.parts.cache || options_.keepComponents || head.empty() || !remote_[i] ||
       head.size() != std::min<std::uint64_t>(block, remote_[i]->size()))
     return;  // not the readahead's block 0 (a part under 64 KiB, or only part of a larger shard's first block)
@@ -790,20 +790,22 @@ std::optional<std::vector<std::int64_t>> WebDataset::ownEpochOrder(const LoaderO
     for (std::size_t i = 0; v.size() < want; ++i) v.push_back(v[i % own]);
     return v;
   };
-  std::vector<std::int64_t> order;
+  std::vector<std::int64_t> dealt;  // this rank's shards, in the order it reads them
   for (std::size_t k = static_cast<std::size_t>(rank); k < shardOrder.size(); k += static_cast<std::size_t>(world))
-    for (std::int64_t i = shardBegin_[static_cast<std::size_t>(shardOrder[k])]; i < shardBegin_[static_cast<std::size_t>(shardOrder[k]) + 1]; ++i)
+    dealt.push_back(shardOrder[k]);
+  std::vector<std::int64_t> order;
+  for (std::int64_t shard : dealt)
+    for (std::int64_t i = shardBegin_[static_cast<std::size_t>(shard)]; i < shardBegin_[static_cast<std::size_t>(shard) + 1]; ++i)
       order.push_back(i);
   std::vector<std::int64_t> nextShard;  // the readahead follows this rank's deal from shard to shard
   if (readahead_) {
     nextShard.assign(shards_.size(), -1);
-    for (std::size_t k = static_cast<std::size_t>(rank); k + static_cast<std::size_t>(world) < shardOrder.size(); k += static_cast<std::size_t>(world))
-      nextShard[static_cast<std::size_t>(shardOrder[k])] = shardOrder[k + static_cast<std::size_t>(world)];
+    for (std::size_t k = 0; k + 1 < dealt.size(); ++k) nextShard[static_cast<std::size_t>(dealt[k])] = dealt[k + 1];
   }
   if (options_.daliIndex) {  // from an index, a shard is opened when first dealt: this rank's, 32 at a time
     std::vector<std::int64_t> mine;
-    for (std::size_t k = static_cast<std::size_t>(rank); k < shardOrder.size(); k += static_cast<std::size_t>(world))
-      if (isRemotePath(shards_[static_cast<std::size_t>(shardOrder[k])])) mine.push_back(shardOrder[k]);
+    for (std::int64_t shard : dealt)
+      if (isRemotePath(shards_[static_cast<std::size_t>(shard)])) mine.push_back(shard);
     std::vector<std::exception_ptr> failed(mine.size());
     forEachInParallel(static_cast<std::int64_t>(mine.size()), scanParallel_, [&](std::int64_t k) {
       try {
@@ -820,10 +822,7 @@ std::optional<std::vector<std::int64_t>> WebDataset::ownEpochOrder(const LoaderO
     if (readahead_) {
       plan_->planned(v, epoch, std::move(nextShard));
       ownOrderDrawn_ = true;
-      std::vector<std::int64_t> mine;  // this rank's shards in the order it reads them
-      for (std::size_t k = static_cast<std::size_t>(rank); k < shardOrder.size(); k += static_cast<std::size_t>(world))
-        mine.push_back(shardOrder[k]);
-      adoptScannedHeads(mine);
+      adoptScannedHeads(dealt);
     }
     return v;
   };

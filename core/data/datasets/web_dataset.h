@@ -29,6 +29,7 @@
 // ranks repeat their first samples; fewer shards than ranks is refused.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <unordered_map>
@@ -111,6 +112,10 @@ class WebDataset : public EncodedImageDataset {
   static bool readsTogether(const Sample& s, std::uint64_t& lo, std::uint64_t& hi);
   void readSpan(const Sample& s, std::uint64_t offset, std::uint8_t* dst, std::uint64_t n) const;
   void startReadahead();
+  // The readahead's blocks: part_size, at least 64 KiB (what a scan's head must be to become block 0).
+  std::uint64_t readaheadBlockBytes() const {
+    return static_cast<std::uint64_t>(std::max<std::int64_t>(options_.parts.partSize, 64 << 10));
+  }
   void keepScannedHead(std::int64_t shard, ByteVector head);
   // The first order drawn: the heads kept of `dealtShards` become readahead blocks; every other
   // head is dropped.
