@@ -71,8 +71,11 @@ at::Tensor viewField(LoaderCore& c, std::size_t f, std::uint8_t* data, std::int6
   std::vector<std::int64_t> strides(shape.size(), 1);
   for (std::size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * std::max<std::int64_t>(shape[d], 1);
   if (expansionOf(c, f) && shape.size() == 4 && channelsLast(c)) strides = c10::get_channels_last_strides_2d(shape);
-  if (keepLease) return at::from_blob(data, shape, strides, [lease](void*) {}, options);
-  return at::from_blob(data, shape, strides, [](void*) {}, options);  // reuse mode: the epoch holds the lease
+  // The device named (target_device), not asked of the driver: without it from_blob queries the
+  // pointer (cudaPointerGetAttributes) for every field of every batch.
+  const at::Device device = options.device();
+  if (keepLease) return at::from_blob(data, shape, strides, [lease](void*) {}, options, device);
+  return at::from_blob(data, shape, strides, [](void*) {}, options, device);  // reuse mode: the epoch holds the lease
 }
 
 // The staged fields to the device (each as the dataset wrote it), then the expanded ones widened

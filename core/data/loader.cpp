@@ -629,8 +629,11 @@ Batch Loader::fetch(const std::vector<std::int64_t>& indices, std::int64_t epoch
     std::vector<std::int64_t> shape{count};
     shape.insert(shape.end(), spec.sampleShape.begin(), spec.sampleShape.end());
     batch.names.push_back(spec.name);
-    batch.tensors.push_back(at::from_blob(raw.data_ptr(), shape, [raw](void*) {},
-                                          at::TensorOptions().dtype(spec.dtype).device(c.device->torchDevice())));
+    batch.tensors.push_back(at::for_blob(raw.data_ptr(), shape)
+                                .deleter([raw](void*) {})
+                                .options(at::TensorOptions().dtype(spec.dtype).device(c.device->torchDevice()))
+                                .target_device(c.device->torchDevice())  // named: no pointer query
+                                .make_tensor());
   }
   // Ready on the caller's stream (CUDA: it waits on this thread's copy stream; the CPU does not).
   if (auto queued = c.device->fenceQueuedWork()) c.device->orderAfter(*queued);

@@ -7,8 +7,11 @@
 
 #ifdef STOKER_WITH_C10D
 #include <ATen/ATen.h>
+#include <torch/version.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#ifdef USE_C10D_GLOO  // PyTorch's wheels ship no Gloo headers: built there with NCCL alone
+// Our own macro, not torch's USE_C10D_GLOO: the wheels' CMake config defines that on every target
+// that links torch, though they ship no Gloo headers (built there with NCCL alone).
+#ifdef STOKER_C10D_GLOO
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #define STOKER_WITH_GLOO 1
 #endif
@@ -61,6 +64,22 @@ struct DistGroup::Impl {
 #endif
   }
   int cudaDevice = -1;
+  bool failed = false;  // a collective threw: a peer may be gone
+
+  // A group that ends cleanly shuts NCCL down (flushes its work, destroys the communicators), as
+  // destroy_process_group() does; left to its destructor, torch 2.4 and later abort the
+  // communicators and warn that destroy_process_group() was not called. After a failed
+  // collective the abort is what is wanted: a shutdown would wait for a peer that is gone.
+  ~Impl() {
+#if defined(STOKER_WITH_NCCL) && (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4))
+    if (nccl && !failed) {
+      try {
+        nccl->shutdown();
+      } catch (const std::exception&) {  // the destructor aborts what is left
+      }
+    }
+#endif
+  }
 };
 
 namespace {
@@ -73,13 +92,15 @@ std::string secs(double s) {
 }
 
 template <typename F>
-auto collective(const char* name, F f) {
+auto collective(bool& failed, const char* name, F f) {
   try {
     return f();
   } catch (const c10::Error& e) {
+    failed = true;
     throw Error(ErrorKind::Io, std::string("collective ") + name,
                 std::string(e.what_without_backtrace()) + " (did another rank stop?)");
   } catch (const std::exception& e) {
+    failed = true;
     throw Error(ErrorKind::Io, std::string("collective ") + name, std::string(e.what()) + " (did another rank stop?)");
   }
 }
@@ -119,7 +140,9 @@ std::unique_ptr<DistGroup> DistGroup::connect(const DistEnv& env, double timeout
   // as setenv is unsafe while another thread reads the environment.
   if (backend == CollectiveBackend::Nccl) {
     ::setenv("TORCH_NCCL_BLOCKING_WAIT", "1", 0);
-    ::setenv("NCCL_BLOCKING_WAIT", "1", 0);  // its name before torch 2.2
+#if TORCH_VERSION_MAJOR < 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 2)
+    ::setenv("NCCL_BLOCKING_WAIT", "1", 0);  // its name before torch 2.2 (later ones warn that it is deprecated)
+#endif
   }
 #endif
   c10d::TCPStoreOptions so;
@@ -184,7 +207,7 @@ std::unique_ptr<DistGroup> DistGroup::connect(const DistEnv& env, double timeout
 }
 
 std::vector<std::int64_t> DistGroup::allgather(std::int64_t value) {
-  return collective("allgather", [&] {
+  return collective(impl_->failed, "allgather", [&] {
     std::vector<at::Tensor> in{at::full({1}, value, impl_->options(at::kLong))};
     std::vector<std::vector<at::Tensor>> out(1);
     for (int r = 0; r < worldSize(); ++r) out[0].push_back(at::empty({1}, impl_->options(at::kLong)));
@@ -196,7 +219,7 @@ std::vector<std::int64_t> DistGroup::allgather(std::int64_t value) {
 }
 
 std::vector<double> DistGroup::allgather(double value) {
-  return collective("allgather", [&] {
+  return collective(impl_->failed, "allgather", [&] {
     std::vector<at::Tensor> in{at::full({1}, value, impl_->options(at::kDouble))};
     std::vector<std::vector<at::Tensor>> out(1);
     for (int r = 0; r < worldSize(); ++r) out[0].push_back(at::empty({1}, impl_->options(at::kDouble)));
@@ -208,7 +231,7 @@ std::vector<double> DistGroup::allgather(double value) {
 }
 
 void DistGroup::barrier() {
-  collective("barrier", [&] {
+  collective(impl_->failed, "barrier", [&] {
     impl_->with([&](auto& g) { g.barrier()->wait(); });
     return 0;
   });
