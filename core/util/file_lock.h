@@ -2,11 +2,17 @@
 // that processes sharing a folder (ranks of a node sharing cache_dir) do a piece of work once: the
 // first takes the lock and does it, the others wait and then find it done. The kernel drops the
 // lock when its holder dies, so a killed rank never blocks the others for good.
+//
+// The lock file is removed when the lock is let go, so a cache folder does not collect one empty
+// file per piece of work. That is safe because a taker checks, once it holds the lock, that the
+// path still names the file it locked: a waiter woken on a file its holder has just removed
+// (or that another taker has since created anew) takes the lock again on what the path names now.
 #pragma once
 
 #include <cerrno>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <string>
@@ -17,25 +23,34 @@ class FileLock {
  public:
   // Creates `path` when missing and waits for the lock. held() is false when the file could not be
   // opened (a read-only folder): the caller then goes on unlocked, as a lock is only an economy.
-  explicit FileLock(const std::string& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
-    if (fd_ < 0) return;
-    int rc;
-    while ((rc = ::flock(fd_, LOCK_EX)) != 0 && errno == EINTR) {
-    }
-    if (rc != 0) {
+  explicit FileLock(std::string path) : path_(std::move(path)) {
+    for (;;) {
+      fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      if (fd_ < 0) return;
+      int rc;
+      while ((rc = ::flock(fd_, LOCK_EX)) != 0 && errno == EINTR) {
+      }
+      struct stat locked {}, named {};
+      if (rc == 0 && ::fstat(fd_, &locked) == 0 && ::stat(path_.c_str(), &named) == 0 && locked.st_dev == named.st_dev &&
+          locked.st_ino == named.st_ino)
+        return;
       ::close(fd_);
       fd_ = -1;
+      if (rc != 0) return;  // flock refused (not EINTR): go on unlocked
     }
   }
   ~FileLock() {
-    if (fd_ >= 0) ::close(fd_);  // closing the descriptor releases the lock
+    if (fd_ < 0) return;
+    ::unlink(path_.c_str());  // while still held: no one holds the path's file without checking it
+    ::close(fd_);             // closing the descriptor releases the lock
   }
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
   bool held() const { return fd_ >= 0; }
 
  private:
-  int fd_;
+  std::string path_;
+  int fd_ = -1;
 };
 
 }  // namespace stoker

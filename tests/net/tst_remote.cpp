@@ -584,6 +584,7 @@ print(len(remote), 'batches alike')
       QVERIFY(sameTensors(batchesOf(openDataset(spec, cached), cached), expected));
       QVERIFY(servers_.takeLog(http).size() > 4);  // the opens and the scans
       QCOMPARE(keptIndexes(dir), want);
+      QCOMPARE(QDir(dir).entryList({"*.lock"}, QDir::Files), QStringList());
       // The parts gone (cache_limit evicts them first): the scan would fetch every shard again.
       for (const QFileInfo& f : QDir(dir).entryInfoList({"*.part"}, QDir::Files)) QVERIFY(QFile::remove(f.filePath()));
       auto again = openDataset(spec, cached);
@@ -622,6 +623,8 @@ print(len(remote), 'batches alike')
     QCOMPARE(fetched.size(), std::size_t(4));
     for (const auto& [shard, n] : fetched) QVERIFY2(n == 1, qPrintable(shard + " fetched " + QString::number(n) + " times"));
     QCOMPARE(keptIndexes(shared), want);
+    // The ranks' scan locks are gone with the scans: a cache folder does not collect a file per shard.
+    QCOMPARE(QDir(shared).entryList({"*.lock"}, QDir::Files), QStringList());
   }
 
   // imagefolder: over an S3 prefix: classes from the common prefixes, files from every page of the
