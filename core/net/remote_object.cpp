@@ -3,8 +3,8 @@
 #include <pugixml.hpp>
 
 #include <algorithm>
-#include <utility>
 #include <cstdlib>
+#include <utility>
 
 #include "net/part_cache.h"
 #include "net/remote_url.h"
@@ -136,7 +136,7 @@ std::uint64_t RemoteObject::tableFor(const PartOptions& parts) const {
 }
 
 const std::uint8_t* RemoteObject::bytesAt(std::uint64_t offset, std::size_t n, const PartOptions& parts,
-                                          std::vector<std::uint8_t>& scratch) const {
+                                          ByteVector& scratch) const {
   if (parts.cache && !cacheId_.empty() && n > 0 && offset < size_ && n <= size_ - offset) {
     const std::uint64_t partSize = tableFor(parts);
     const std::uint64_t index = offset / partSize;

@@ -57,7 +57,7 @@ class RemoteObject {
   void read(std::uint64_t offset, void* dst, std::size_t n, const PartOptions& parts = {}) const;
   // The `n` bytes at `offset` without a copy where they lie in one part mapped from the cache;
   // else read into `scratch`. The pointer stays valid while this object lives (or until scratch changes).
-  const std::uint8_t* bytesAt(std::uint64_t offset, std::size_t n, const PartOptions& parts, std::vector<std::uint8_t>& scratch) const;
+  const std::uint8_t* bytesAt(std::uint64_t offset, std::size_t n, const PartOptions& parts, ByteVector& scratch) const;
   // With a cache: brings the parts holding [offset, offset + n) into it, max_inflight_parts at a
   // time, copying nothing out (a walk that reads them next through bytesAt). Without one, nothing.
   void cacheParts(std::uint64_t offset, std::uint64_t n, const PartOptions& parts) const;

@@ -43,7 +43,7 @@ void ByteSource::read(std::uint64_t offset, void* dst, std::size_t n) const {
   std::memcpy(dst, map_->data() + offset, n);
 }
 
-const std::uint8_t* ByteSource::bytesAt(std::uint64_t offset, std::size_t n, std::vector<std::uint8_t>& scratch) const {
+const std::uint8_t* ByteSource::bytesAt(std::uint64_t offset, std::size_t n, ByteVector& scratch) const {
   if (remote_) return remote_->bytesAt(offset, n, parts_, scratch);
   if (offset > map_->size() || n > map_->size() - offset)
     throwBadInput(path_, "bytes " + std::to_string(offset) + "+" + std::to_string(n) + " lie past its end");

@@ -32,7 +32,7 @@ class ByteSource {
   void read(std::uint64_t offset, void* dst, std::size_t n) const;
   // The n bytes at offset without a copy where they are mapped (a local file, a part in cache_dir),
   // else read into `scratch`.
-  const std::uint8_t* bytesAt(std::uint64_t offset, std::size_t n, std::vector<std::uint8_t>& scratch) const;
+  const std::uint8_t* bytesAt(std::uint64_t offset, std::size_t n, ByteVector& scratch) const;
   // The whole file in memory: a view of the mapping, or the remote object fetched in parts
   // (`maxBytes`: refuse larger ones, they are not meant to be read whole).
   std::shared_ptr<const std::vector<std::uint8_t>> readWhole(std::uint64_t maxBytes) const;

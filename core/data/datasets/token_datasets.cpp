@@ -63,7 +63,7 @@ void TokenWindowDataset::readItem(std::int64_t index, std::uint8_t* const* dst) 
     const std::uint64_t take = std::min(need - done, span.tokens - skip);
     const std::uint64_t at = span.offset + skip * static_cast<std::uint64_t>(tokenBytes_);
     // Mapped (local, or a remote part in cache_dir): read in place; else one range read.
-    thread_local std::vector<std::uint8_t> fetched;
+    thread_local ByteVector fetched;  // filled by the network or copied into: never zeroed
     const std::uint8_t* src = file_.mapped() ? file_.mapped() + at
                                              : file_.bytesAt(at, static_cast<std::size_t>(take) * static_cast<std::size_t>(tokenBytes_), fetched);
     std::int64_t* out = window.data() + done;

@@ -282,7 +282,7 @@ struct WebDataset::RemoteStream {
   RemoteStream(const RemoteObject& o, const PartOptions& p) : object(o), parts(p) {}
   const RemoteObject& object;
   PartOptions parts;
-  std::vector<std::uint8_t> window;
+  ByteVector window;  // filled by the network (or a cached part), never zeroed
   ByteVector first;  // the object's first bytes, brought by its open: the first window (freed at the next)
   std::uint64_t at = 0;  // the object's next unread byte
   std::uint64_t cachedTo = 0;  // with a cache: the parts before this byte are in it
