@@ -23,27 +23,33 @@ using namespace stoker::capi;
 
 namespace {
 
-// A DLPack export of `t` that keeps its strides. at::toDLPack (torch >= 1.13) sets the stride of
-// every size-1 dimension to 1, so a batch of one-channel images reached PyTorch as [N, 1, H, W]
-// with channels-last strides and the binding restored row-major ones in Python, 3-4 us a batch
-// (a twentieth of a resident Fashion-MNIST batch's time). The export is wrapped with the tensor's
-// own strides instead; its deleter frees the wrapper and then torch's export.
-DLManagedTensor* toDLPackKeepingStrides(const at::Tensor& t) {
-  struct Wrapped {
-    DLManagedTensor outer;
-    DLManagedTensor* inner;
-    std::vector<int64_t> strides;
+// A batch's field as DLPack, written here rather than by at::toDLPack: that one sets the stride of
+// every size-1 dimension to 1 (torch >= 1.13: a batch of one-channel images reached PyTorch as
+// [N, 1, H, W] with channels-last strides), and it makes an autograd view of the tensor first,
+// which with the from_blob that held the lease was a fifth of stoker_epoch_next's time (1.5-2 us a
+// batch). The export holds the core's tensor (its storage) and the block's lease (reuse_buffers
+// recycles the block once Python has released every tensor viewing it).
+DLManagedTensor* exportField(const at::Tensor& t, std::shared_ptr<void> keep) {
+  struct Export {
+    DLManagedTensor managed;
+    at::Tensor tensor;
+    std::shared_ptr<void> keep;
+    std::vector<int64_t> shape, strides;
   };
-  DLManagedTensor* inner = at::toDLPack(t);
-  auto* w = new Wrapped{*inner, inner, std::vector<int64_t>(t.strides().begin(), t.strides().end())};
-  w->outer.dl_tensor.strides = w->strides.data();
-  w->outer.manager_ctx = w;
-  w->outer.deleter = [](DLManagedTensor* self) {
-    auto* wrapped = static_cast<Wrapped*>(self->manager_ctx);
-    if (wrapped->inner->deleter) wrapped->inner->deleter(wrapped->inner);
-    delete wrapped;
-  };
-  return &w->outer;
+  const c10::DeviceType type = t.device().type();  // CPU or CUDA: checked for the whole batch first
+  auto* e = new Export{{}, t, std::move(keep), t.sizes().vec(), t.strides().vec()};
+  DLTensor& d = e->managed.dl_tensor;
+  d.data = t.data_ptr();
+  d.device.device_type = type == c10::kCUDA ? kDLCUDA : kDLCPU;
+  d.device.device_id = type == c10::kCUDA ? t.device().index() : 0;
+  d.ndim = static_cast<int32_t>(t.dim());
+  d.dtype = at::getDLDataType(t);
+  d.shape = e->shape.data();
+  d.strides = e->strides.data();
+  d.byte_offset = 0;
+  e->managed.manager_ctx = e;
+  e->managed.deleter = [](DLManagedTensor* self) { delete static_cast<Export*>(self->manager_ctx); };
+  return &e->managed;
 }
 
 // Adds what the core's records leave out before passing them on: the loader's name (several
@@ -241,11 +247,9 @@ int stoker_epoch_next(StokerEpoch* handle, int waitMs, void** fields, int capaci
     // reuse_buffers: the tensors Python gets hold the block too, so the pool recycles it only once
     // Python has released the batch (a script may keep any batch as long as it likes).
     const std::shared_ptr<void> keep = batch->buffers.lock();
-    for (int f = 0; f < n; ++f) {
-      const at::Tensor& t = batch->tensors[static_cast<std::size_t>(f)];
-      fields[f] = toDLPackKeepingStrides(keep ? at::from_blob(t.data_ptr(), t.sizes(), t.strides(), [keep](void*) {}, t.options())
-                                    : t);
-    }
+    for (const at::Tensor& t : batch->tensors)
+      if (!t.is_cpu() && !t.is_cuda()) throwBadInput("batch", "a field on " + t.device().str() + " (only CPU and CUDA fields leave as DLPack)");
+    for (int f = 0; f < n; ++f) fields[f] = exportField(batch->tensors[static_cast<std::size_t>(f)], keep);
     handle->lastIndices = std::move(batch->indices);
     return n;
   });
