@@ -299,7 +299,7 @@ class CudaDevice : public DeviceBackend {
     at::Tensor idx = hostIdx.to(torchDevice(), /*non_blocking=*/true);
     std::vector<std::int64_t> shape = field.sizes().vec();
     shape[0] = count;
-    at::Tensor dst = at::from_blob(out, shape, field.options());
+    at::Tensor dst = at::for_blob(out, shape).options(field.options()).target_device(field.device()).make_tensor();  // no pointer query
     at::index_select_out(dst, field, 0, idx);
   }
 
