@@ -98,6 +98,7 @@ class MonitorWorkspace : public QWidget {
  private:
   void beginSession();  // a source started: clear the last session's rows and plots
   void drain();
+  // Fills the series's row; a new series takes the next row the refresh added (nextNewRow_).
   void updateRow(const TelemetryRecord& rec);
   void updateStragglers();
   void showStragglers(const QStringList& lines);
@@ -132,10 +133,11 @@ class MonitorWorkspace : public QWidget {
   QString metricsNote_;  // "; Prometheus metrics on port N", or why not
   int port_ = 0;
   qint64 records_ = 0;
-  bool viewChosen_ = false;
+  bool viewChosen_ = false;  // the user picked a tab: no automatic switch to the heat map
   bool stragglers_ = false;  // the banner names some
   bool tableDirty_ = false;  // records arrived since the table was last refreshed
-  qint64 refusedRows_ = 0;   // records of (rank, device)s beyond the table's limit  // the user picked a tab: no automatic switch to the heat map
+  int nextNewRow_ = 0;  // the next of the rows a refresh added for new series
+  qint64 refusedRows_ = 0;  // records of (rank, device)s beyond the table's limit
   // A series is one process's loader: (rank, device, host, pid, loader). Two jobs that both
   // publish rank 0 on cpu, or a job restarted, are two rows and two lines, never one.
   // key -> the row's rank item (rows move when sorted), its latest record, and when records came.
