@@ -89,10 +89,11 @@ void readSafetensorsFile(const std::string& path, CheckpointInfo& info) {
   info.metadata = f.metadata();
 }
 
-void readPtFile(const std::string& path, CheckpointInfo& info) {
+// A torch.save zip, local or (with `remote`, which `path` names) in S3 or behind HTTP(S).
+void readPtFile(const std::string& path, CheckpointInfo& info, std::shared_ptr<const RemoteObject> remote = nullptr) {
   info.format = CheckpointFormat::Pt;
-  info.pt = std::make_shared<PtFile>(PtFile::open(path));
-  int file = addFile(info, path);
+  info.pt = std::make_shared<PtFile>(remote ? PtFile::open(remote) : PtFile::open(path));
+  int file = addFile(info, path, remote);
   const auto& list = info.pt->tensors();
   for (std::size_t i = 0; i < list.size(); ++i) {
     const auto& pt = list[i];
@@ -114,9 +115,11 @@ void readPtFile(const std::string& path, CheckpointInfo& info) {
 
 // A safetensors file in S3 or behind HTTP(S): its header alone, with one range request when it
 // fits in the first 64 KiB (most do) and a second one otherwise -- never the tensors' bytes.
-HfShard remoteSafetensorsHeader(const std::string& url) {
-  constexpr std::size_t kFirst = 64 << 10;
-  auto object = RemoteObject::open(url, kFirst);
+constexpr std::size_t kFirstRemoteBytes = 64 << 10;
+
+// `object`: the file opened already (with kFirstRemoteBytes), else opened here.
+HfShard remoteSafetensorsHeader(const std::string& url, std::shared_ptr<const RemoteObject> object = nullptr) {
+  if (!object) object = RemoteObject::open(url, kFirstRemoteBytes);
   const auto& head = object->head();
   if (head.size() < 8) throwBadInput(url, "too short for a safetensors file (" + std::to_string(object->size()) + " bytes)");
   std::uint64_t n = 0;
@@ -134,8 +137,9 @@ HfShard remoteSafetensorsHeader(const std::string& url) {
   return shard;
 }
 
-void readRemoteSafetensors(const std::string& url, CheckpointInfo& info) {
-  HfShard shard = remoteSafetensorsHeader(url);
+void readRemoteSafetensors(const std::string& url, CheckpointInfo& info,
+                           std::shared_ptr<const RemoteObject> object = nullptr) {
+  HfShard shard = remoteSafetensorsHeader(url, std::move(object));
   info.format = CheckpointFormat::Safetensors;
   const int file = addFile(info, url, shard.remote);
   for (const auto& e : shard.header.tensors) {
@@ -175,8 +179,26 @@ void readRemoteHfIndex(const std::string& url, std::shared_ptr<const RemoteObjec
   }, info);
 }
 
-// What a remote path names: a .safetensors file, an *.index.json, or a folder URL ending in '/'
-// (model.safetensors.index.json there, else model.safetensors).
+// A remote file that is neither named .safetensors nor an index: a torch.save zip (`model.pt`,
+// HF's `pytorch_model.bin`) when it starts like one, else a safetensors file.
+void readRemoteFile(const std::string& url, CheckpointInfo& info) {
+  auto object = RemoteObject::open(url, kFirstRemoteBytes);  // a .pt's data.pkl usually comes with it
+  const auto& head = object->head();
+  if (head.size() >= 4 && head[0] == 'P' && head[1] == 'K' && head[2] == 3 && head[3] == 4)
+    return readPtFile(url, info, object);
+  if (head.size() >= 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5)  // a pickle's PROTO opcode
+    throwBadInput(url, "legacy (pre-1.6) torch.save format; re-save it with a current torch.save");
+  try {
+    readRemoteSafetensors(url, info, std::move(object));
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::BadInput || e.subject() != url) throw;
+    throwBadInput(url, "is neither a torch.save zip (.pt) nor a safetensors file (as safetensors: " + e.reason() + ")");
+  }
+}
+
+// What a remote path names: a .safetensors file, an *.index.json, a folder URL ending in '/'
+// (model.safetensors.index.json there, else model.safetensors, else model.pt), or another file
+// (a .pt by its zip signature, else safetensors).
 void readRemoteCheckpoint(const std::string& url, CheckpointInfo& info) {
   constexpr std::size_t kIndexHead = 1 << 20;
   if (endsWith(url, ".safetensors")) return readRemoteSafetensors(url, info);
@@ -193,11 +215,15 @@ void readRemoteCheckpoint(const std::string& url, CheckpointInfo& info) {
     } catch (const Error& e) {
       if (!isNotFound(e)) throw;
     }
-    throwBadInput(url, "holds neither model.safetensors.index.json nor model.safetensors (a remote .pt, DCP or "
+    try {
+      return readRemoteFile(url + "model.pt", info);
+    } catch (const Error& e) {
+      if (!isNotFound(e)) throw;
+    }
+    throwBadInput(url, "holds none of model.safetensors.index.json, model.safetensors and model.pt (a remote DCP or "
                        "ranks checkpoint is not read yet: download it first, e.g. aws s3 cp --recursive)");
   }
-  throwBadInput(url, "a remote checkpoint is a .safetensors file, an HF *.index.json or a folder URL ending in '/' that "
-                     "holds one (a remote .pt, DCP or ranks checkpoint is not read yet: download it first)");
+  readRemoteFile(url, info);
 }
 
 // A directory: which layout is it?

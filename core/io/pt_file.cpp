@@ -10,7 +10,9 @@
 #include <cstring>
 #include <fstream>
 
+#include "io/remote_zip_reader.h"
 #include "io/strided_gather.h"
+#include "net/remote_object.h"
 #include "util/error.h"
 
 namespace stoker {
@@ -58,15 +60,19 @@ void flatten(const PyRef& v, const std::string& prefix, int depth, const std::st
   }
 }
 
+// What is wrong with a file that starts with these bytes, for a .pt; empty when it is a zip.
+std::string zipSignatureProblem(const std::uint8_t* head, std::size_t n) {
+  if (n >= 4 && std::memcmp(head, "PK\x03\x04", 4) == 0) return {};
+  if (n >= 1 && head[0] == 0x80) return "legacy (pre-1.6) torch.save format; re-save it with a current torch.save";
+  return "not a PyTorch .pt archive (no zip signature)";
+}
+
 std::string pickleHeaderCheck(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throwIo(path, "cannot open", errno);
   char head[4] = {};
   in.read(head, 4);
-  if (in.gcount() == 4 && std::memcmp(head, "PK\x03\x04", 4) == 0) return {};
-  if (static_cast<unsigned char>(head[0]) == 0x80)
-    return "legacy (pre-1.6) torch.save format; re-save it with a current torch.save";
-  return "not a PyTorch .pt archive (no zip signature)";
+  return zipSignatureProblem(reinterpret_cast<const std::uint8_t*>(head), static_cast<std::size_t>(in.gcount()));
 }
 
 
@@ -91,19 +97,35 @@ PtFile PtFile::open(const std::string& path) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) throwIo(path, "cannot stat", errno);
   f.zip_ = std::make_shared<ZipArchive>(ZipArchive::open(fd, 0, static_cast<std::uint64_t>(st.st_size), path));
-  if (const auto* order = f.zip_->find("byteorder")) {
+  f.readRecords();
+  return f;
+}
+
+PtFile PtFile::open(const std::shared_ptr<const RemoteObject>& object) {
+  const std::string& url = object->url();
+  const auto& head = object->head();
+  if (auto problem = zipSignatureProblem(head.data(), head.size()); !problem.empty()) throwBadInput(url, problem);
+  PtFile f;
+  f.path_ = url;
+  f.zip_ = std::make_shared<ZipArchive>(ZipArchive::open(remoteZipReader(object), 0, object->size(), url));
+  f.readRecords();
+  return f;
+}
+
+void PtFile::readRecords() {
+  const std::string& path = path_;
+  if (const auto* order = zip_->find("byteorder")) {
     if (order->size > 16) throwBadInput(path, "its byteorder record holds " + std::to_string(order->size) + " bytes");
-    const auto bytes = f.zip_->read(*order);
+    const auto bytes = zip_->read(*order);
     if (std::string(bytes.begin(), bytes.end()) != "little") throwBadInput(path, "big-endian .pt files are not supported");
   }
-  const auto* pkl = f.zip_->find("data.pkl");
+  const auto* pkl = zip_->find("data.pkl");
   if (!pkl) throwBadInput(path, "archive has no data.pkl");
   if (pkl->size > (1u << 30)) throwBadInput(path, "data.pkl is larger than 1 GiB");
-  const auto bytes = f.zip_->read(*pkl);
+  const auto bytes = zip_->read(*pkl);
   PyRef root = unpickle(bytes.data(), bytes.size(), path);
   if (root->kind != Kind::Dict) throwBadInput(path, "top-level object is not a dict (state dict)");
-  flatten(root, "", 0, path, f.tensors_, f.extras_);
-  return f;
+  flatten(root, "", 0, path, tensors_, extras_);
 }
 
 const ZipArchive::Record& PtFile::storageRecord(const PtTensorInfo& info) const {

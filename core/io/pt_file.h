@@ -20,6 +20,8 @@
 
 namespace stoker {
 
+class RemoteObject;
+
 struct PtTensorInfo {
   std::string name;
   PyTensorRef ref;
@@ -30,6 +32,9 @@ class PtFile {
  public:
   // Throws Error(BadInput) for non-zip, legacy (pre-1.6) and malformed files.
   static PtFile open(const std::string& path);
+  // A .pt in S3 or behind HTTP(S) (io/remote_zip_reader): opening reads its zip directory and
+  // data.pkl, never a tensor's bytes; path() is the object's URL (credentials redacted).
+  static PtFile open(const std::shared_ptr<const RemoteObject>& object);
 
   const std::string& path() const { return path_; }
   const std::vector<PtTensorInfo>& tensors() const { return tensors_; }
@@ -45,9 +50,10 @@ class PtFile {
 
  private:
   const ZipArchive::Record& storageRecord(const PtTensorInfo& info) const;
+  void readRecords();  // byteorder, then data.pkl's tensors and extras
 
   std::string path_;
-  std::shared_ptr<const int> fd_;            // open while the archive is used
+  std::shared_ptr<const int> fd_;            // a local file: open while the archive is used
   std::shared_ptr<const ZipArchive> zip_;
   std::vector<PtTensorInfo> tensors_;
   std::map<std::string, std::string> extras_;

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 
 #include "util/error.h"
 #include "util/pread_full.h"
@@ -14,23 +15,42 @@
 namespace stoker {
 namespace {
 
-// minizip's file functions over [base, base + length) of an open fd: the zip sees only its range.
+// minizip's file functions over [base, base + length) of what `read` reads: the zip sees only its
+// range. An exception from `read` is kept here (minizip is C: nothing may unwind through it) and
+// thrown again once minizip returned.
 struct Range {
-  int fd;
+  const ZipReadAt* read;
   std::uint64_t base, length;
+  std::exception_ptr failure;
+  void rethrow() const {
+    if (failure) std::rethrow_exception(failure);
+  }
 };
 // minizip reads headers a byte or two at a time: a cursor serves those from a read-ahead window
 // (one pread per 16 KiB instead of ~500 per record).
 struct Cursor {
-  const Range* range = nullptr;
+  Range* range = nullptr;
   std::uint64_t pos = 0;
   std::vector<char> window;
   std::uint64_t windowAt = 0;
 };
 
-std::uint64_t preadRange(const Range& range, char* buf, std::uint64_t want, std::uint64_t at) {
-  const long long r = preadFull(range.fd, buf, static_cast<std::size_t>(want), range.base + at);
-  return r < 0 ? 0 : static_cast<std::uint64_t>(r);  // minizip sees a short read and reports the zip corrupt
+std::uint64_t preadRange(Range& range, char* buf, std::uint64_t want, std::uint64_t at) {
+  if (range.failure) return 0;
+  try {
+    return std::min(want, (*range.read)(buf, want, range.base + at));  // short: minizip reports the zip corrupt
+  } catch (...) {
+    range.failure = std::current_exception();
+    return 0;
+  }
+}
+
+ZipReadAt preadReader(int fd, const std::string& subject) {
+  return [fd, subject](void* dst, std::uint64_t n, std::uint64_t at) -> std::uint64_t {
+    const long long r = preadFull(fd, dst, static_cast<std::size_t>(n), at);
+    if (r < 0) throwIo(subject, "read failed", errno);
+    return static_cast<std::uint64_t>(r);
+  };
 }
 
 voidpf rangeOpen(voidpf opaque, const void* /*name*/, int /*mode*/) {
@@ -41,22 +61,29 @@ voidpf rangeOpen(voidpf opaque, const void* /*name*/, int /*mode*/) {
 uLong rangeRead(voidpf, voidpf stream, void* buf, uLong size) {
   constexpr std::uint64_t kWindow = 16 << 10;
   auto* c = static_cast<Cursor*>(stream);
-  if (c->pos >= c->range->length) return 0;
-  const std::uint64_t want = std::min<std::uint64_t>(size, c->range->length - c->pos);
-  std::uint64_t done;
-  if (want >= kWindow) {
-    done = preadRange(*c->range, static_cast<char*>(buf), want, c->pos);
-  } else {
-    if (c->pos < c->windowAt || c->pos + want > c->windowAt + c->window.size()) {
-      c->window.resize(static_cast<std::size_t>(std::min(kWindow, c->range->length - c->pos)));
-      c->window.resize(static_cast<std::size_t>(preadRange(*c->range, c->window.data(), c->window.size(), c->pos)));
-      c->windowAt = c->pos;
+  std::uint64_t total = 0;
+  // A reader may answer short (a remote zip's reader serves what it fetched ahead, io/remote_zip_reader):
+  // go on from where it stopped until minizip has what it asked for.
+  while (total < size && c->pos < c->range->length) {
+    const std::uint64_t want = std::min<std::uint64_t>(size - total, c->range->length - c->pos);
+    char* out = static_cast<char*>(buf) + total;
+    std::uint64_t done;
+    if (want >= kWindow) {
+      done = preadRange(*c->range, out, want, c->pos);
+    } else {
+      if (c->pos < c->windowAt || c->pos >= c->windowAt + c->window.size()) {
+        c->window.resize(static_cast<std::size_t>(std::min(kWindow, c->range->length - c->pos)));
+        c->window.resize(static_cast<std::size_t>(preadRange(*c->range, c->window.data(), c->window.size(), c->pos)));
+        c->windowAt = c->pos;
+      }
+      done = std::min<std::uint64_t>(want, c->windowAt + c->window.size() - c->pos);
+      std::memcpy(out, c->window.data() + (c->pos - c->windowAt), static_cast<std::size_t>(done));
     }
-    done = std::min<std::uint64_t>(want, c->windowAt + c->window.size() - c->pos);
-    std::memcpy(buf, c->window.data() + (c->pos - c->windowAt), static_cast<std::size_t>(done));
+    if (done == 0) break;
+    c->pos += done;
+    total += done;
   }
-  c->pos += done;
-  return static_cast<uLong>(done);
+  return static_cast<uLong>(total);
 }
 uLong rangeWrite(voidpf, voidpf, const void*, uLong) { return 0; }
 ZPOS64_T rangeTell(voidpf, voidpf stream) { return static_cast<Cursor*>(stream)->pos; }
@@ -101,15 +128,23 @@ class Unzip {
 }  // namespace
 
 ZipArchive ZipArchive::open(int fd, std::uint64_t offset, std::uint64_t length, const std::string& subject) {
+  return open(preadReader(fd, subject), offset, length, subject);
+}
+
+ZipArchive ZipArchive::open(ZipReadAt read, std::uint64_t offset, std::uint64_t length, const std::string& subject) {
   ZipArchive z;
-  z.fd_ = fd;
+  z.readAt_ = std::move(read);
   z.offset_ = offset;
   z.length_ = length;
   z.subject_ = subject;
-  Range range{fd, offset, length};
+  Range range{&z.readAt_, offset, length, nullptr};
   Unzip uf(range);
+  range.rethrow();
   if (!uf.get()) throwBadInput(subject, "is a corrupt zip (no readable central directory)");
-  auto fail = [&](const std::string& why) { throwBadInput(subject, "is a corrupt zip: " + why); };
+  auto fail = [&](const std::string& why) {
+    range.rethrow();  // a read that failed is the error, not the zip
+    throwBadInput(subject, "is a corrupt zip: " + why);
+  };
   std::string prefix;
   for (int rc = unzGoToFirstFile(uf.get()); rc != UNZ_END_OF_LIST_OF_FILE; rc = unzGoToNextFile(uf.get())) {
     if (rc != UNZ_OK) fail("cannot walk its central directory");
@@ -132,6 +167,7 @@ ZipArchive ZipArchive::open(int fd, std::uint64_t offset, std::uint64_t length, 
     if (unzOpenCurrentFile(uf.get()) != UNZ_OK) fail("the local header of " + full + " is unreadable");
     const ZPOS64_T at = unzGetCurrentFileZStreamPos64(uf.get());
     unzCloseCurrentFile(uf.get());
+    range.rethrow();
     if (r.stored && (info.compressed_size != info.uncompressed_size || at > length || r.size > length - at))
       fail("record " + full + " runs past the end of the zip");
     // Deflate expands at most ~1032:1; a record claiming more would have us allocate what it claims.
@@ -141,6 +177,7 @@ ZipArchive ZipArchive::open(int fd, std::uint64_t offset, std::uint64_t length, 
     r.dataOffset = offset + at;
     z.records_.push_back(std::move(r));
   }
+  range.rethrow();
   z.prefix_ = prefix;
   return z;
 }
@@ -154,12 +191,15 @@ const ZipArchive::Record* ZipArchive::find(const std::string& name) const {
 std::vector<std::uint8_t> ZipArchive::read(const Record& r) const {
   std::vector<std::uint8_t> out(static_cast<std::size_t>(r.size));
   if (r.stored) {
-    const long long n = preadFull(fd_, out.data(), out.size(), r.dataOffset);
-    if (n < 0) throwIo(subject_, "read failed", errno);
-    if (static_cast<std::size_t>(n) < out.size()) throwBadInput(subject_, "ends inside record " + r.name);
+    std::uint64_t done = 0;
+    while (done < out.size()) {
+      const std::uint64_t n = readAt_(out.data() + done, out.size() - done, r.dataOffset + done);
+      if (n == 0) throwBadInput(subject_, "ends inside record " + r.name);
+      done += n;
+    }
     return out;
   }
-  Range range{fd_, offset_, length_};
+  Range range{&readAt_, offset_, length_, nullptr};
   Unzip uf(range);
   bool found = false;
   for (int rc = unzGoToFirstFile(uf.get()); rc == UNZ_OK; rc = unzGoToNextFile(uf.get())) {
@@ -171,7 +211,10 @@ std::vector<std::uint8_t> ZipArchive::read(const Record& r) const {
       break;
     }
   }
-  if (!found || unzOpenCurrentFile(uf.get()) != UNZ_OK) throwBadInput(subject_, "cannot open record " + r.name);
+  if (!found || unzOpenCurrentFile(uf.get()) != UNZ_OK) {
+    range.rethrow();
+    throwBadInput(subject_, "cannot open record " + r.name);
+  }
   std::size_t done = 0;
   while (done < out.size()) {  // minizip reads at most INT_MAX bytes per call
     const unsigned chunk = static_cast<unsigned>(std::min<std::size_t>(out.size() - done, 1u << 30));
@@ -180,6 +223,7 @@ std::vector<std::uint8_t> ZipArchive::read(const Record& r) const {
     done += static_cast<std::size_t>(n);
   }
   const int crc = unzCloseCurrentFile(uf.get());
+  range.rethrow();
   if (done != out.size() || crc != UNZ_OK)
     throwBadInput(subject_, "record " + r.name + " does not inflate to its size (or fails its CRC)");
   return out;

@@ -710,8 +710,67 @@ print(len(remote), 'batches alike')
     }
     const CheckpointInfo info = inspectCheckpoint(s3("ckpt/wide.safetensors").toStdString());
     QCOMPARE(info.tensors.size(), std::size_t(3000));
-    NAMED(expectBadInput([&] { inspectCheckpoint(servers_.httpUrl("blob.bin").toStdString()); }, {".safetensors file", "download it first"}));
     NAMED(expectBadInput([&] { inspectCheckpoint(servers_.httpUrl("blob.safetensors").toStdString()); }, {"HTTP 404"}));
+  }
+
+  // A remote torch.save zip (`model.pt`, HF's `pytorch_model.bin`) by URL: inspect reads its zip
+  // directory, the local headers (fetched ahead, neighbours joined: not a request per tensor) and
+  // data.pkl, never the tensors; convert and verify read it as the local file, views included.
+  void remotePtFilesReadAlike() {
+    const QString local = servers_.www() + "/model.pt";
+    if (!test::pythonTorchAvailable()) QSKIP("python3-torch is not installed (the set-up installs it)");
+    const auto made = test::runPythonArgs({"-c", R"(
+import sys, torch
+torch.manual_seed(0)
+sd = {f"layer.{i}.weight": torch.randn(16, 8) for i in range(300)}
+sd["big"] = torch.randn(512, 1024)
+base = torch.randn(64, 32)
+sd["view.t"] = base.t()
+sd["view.row"] = base[3]
+sd["half"] = torch.randn(100).half()
+sd["epoch"] = 7
+torch.save(sd, sys.argv[1])
+)", local});
+    QVERIFY2(made.exitCode == 0, made.err.constData());
+    QVERIFY(QDir().mkpath(servers_.www() + "/hub"));
+    QVERIFY(QFile::copy(local, servers_.www() + "/hub/pytorch_model.bin"));
+    QVERIFY(QDir().mkpath(servers_.www() + "/ptdir"));
+    QVERIFY(QFile::copy(local, servers_.www() + "/ptdir/model.pt"));
+    upload(local, "ckpt/model.pt");
+    const qint64 fileBytes = QFileInfo(local).size();
+
+    servers_.takeLog(true);
+    const auto remote = runStoker({"ckpt", "inspect", servers_.httpUrl("model.pt")});
+    QVERIFY2(remote.exitCode == 0, remote.err.constData());
+    const QJsonArray log = servers_.takeLog(true);
+    qint64 bytes = 0;
+    for (const auto& e : log) bytes += e.toArray()[4].toInteger();
+    qInfo("inspect of a %lld-byte .pt with 305 tensors: %lld requests, %lld bytes", fileBytes, qint64(log.size()), bytes);
+    QVERIFY2(log.size() <= 8, qPrintable(QString::number(log.size())));
+    QVERIFY2(bytes < fileBytes / 2, qPrintable(QString::number(bytes)));
+    const auto inspectedLocally = runStoker({"ckpt", "inspect", local});
+    QCOMPARE(remote.out.mid(remote.out.indexOf('\n')), inspectedLocally.out.mid(inspectedLocally.out.indexOf('\n')));
+    QVERIFY2(remote.out.contains("view.t") && remote.out.contains("epoch"), remote.out.constData());
+
+    const QString expected = tmp_.filePath("pt-local");
+    const auto base = runStoker({"ckpt", "convert", local, expected, "--to", "single"});
+    QVERIFY2(base.exitCode == 0, base.err.constData());
+    const QStringList sources{servers_.httpUrl("model.pt"), servers_.httpUrl("hub/pytorch_model.bin"),
+                              servers_.httpUrl("ptdir/"), s3("ckpt/model.pt")};
+    for (int i = 0; i < sources.size(); ++i) {
+      const QString out = tmp_.filePath(QString("pt-remote-%1").arg(i));
+      const auto convert = runStoker({"ckpt", "convert", sources[i], out, "--to", "single"});
+      QVERIFY2(convert.exitCode == 0, qPrintable(sources[i] + ": " + convert.err));
+      QCOMPARE(readFile(out + "/model.safetensors"), readFile(expected + "/model.safetensors"));
+      const auto verify = runStoker({"ckpt", "verify", sources[i], local});
+      QVERIFY2(verify.exitCode == 0, qPrintable(sources[i] + ": " + verify.out + verify.err));
+    }
+    // A file that is neither: named, with what it was taken for.
+    NAMED(expectBadInput([&] { inspectCheckpoint(servers_.httpUrl("blob.bin").toStdString()); },
+                         {"blob.bin", "neither a torch.save zip (.pt) nor a safetensors file"}));
+    // Cut short after its start: its directory is gone, so the zip is corrupt -- never a crash.
+    QVERIFY(writeFile(servers_.www() + "/cut.pt", readFile(local).left(100000)));
+    NAMED(expectBadInput([&] { inspectCheckpoint(servers_.httpUrl("cut.pt").toStdString()); }, {"cut.pt", "corrupt zip"}));
   }
 
   // A remote checkpoint is converted and verified by range reads of its tensors -- one file, an HF
@@ -776,9 +835,9 @@ print(len(remote), 'batches alike')
     QVERIFY2(refused.exitCode != 0 && refused.err.contains("named by the index but missing"), refused.err.constData());
     // A folder URL with neither file, and a file that is no index.
     NAMED(expectBadInput([&] { inspectCheckpoint(servers_.httpUrl("tokens/").toStdString()); },
-                         {"neither model.safetensors.index.json nor model.safetensors", "download it first"}));
+                         {"none of model.safetensors.index.json, model.safetensors and model.pt", "download it first"}));
     NAMED(expectBadInput([&] { inspectCheckpoint(servers_.httpUrl("broken/model.safetensors.index.json").toStdString() + "x"); },
-                         {".safetensors file"}));
+                         {"HTTP 404"}));
 
     // Replaced on the server between inspect and convert: refused, nothing of two versions written.
     QVERIFY(QFile::copy(local, servers_.www() + "/moving.safetensors"));
