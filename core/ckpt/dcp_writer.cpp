@@ -122,6 +122,14 @@ std::vector<DcpWrittenItem> writeDcpFile(const std::string& path, const PlannedF
                                                      from + ": \"" + b.name + "\"",
                                                      [&](const std::uint8_t* p, std::size_t n) { file.write(p, n); });
       if (plain != b.bytes) throwBadInput(from, "\"" + b.name + "\": a zstd item changed since it was inspected");
+    } else if (source.isRemote(b.file)) {  // a remote DCP's step counters, RNG states, configs
+      std::vector<std::uint8_t> chunk(static_cast<std::size_t>(std::min<std::uint64_t>(b.bytes, 4ull << 20)));
+      for (std::uint64_t done = 0; done < b.bytes;) {
+        const std::uint64_t n = std::min<std::uint64_t>(chunk.size(), b.bytes - done);
+        source.read(b.file, chunk.data(), n, b.offset + done);
+        file.write(chunk.data(), static_cast<std::size_t>(n));
+        done += n;
+      }
     } else {
       file.copyFrom(source.fd(b.file), b.offset, b.bytes);
     }

@@ -196,14 +196,21 @@ void readRemoteFile(const std::string& url, CheckpointInfo& info) {
   }
 }
 
-// What a remote path names: a .safetensors file, an *.index.json, a folder URL ending in '/'
-// (model.safetensors.index.json there, else model.safetensors, else model.pt), or another file
-// (a .pt by its zip signature, else safetensors).
+// What a remote path names: a .safetensors file, an *.index.json, a DCP .metadata, a folder URL
+// ending in '/' (a DCP's .metadata there, else model.safetensors.index.json, else
+// model.safetensors, else model.pt: the local order but for the ranks layout), or another file (a
+// .pt by its zip signature, else safetensors).
 void readRemoteCheckpoint(const std::string& url, CheckpointInfo& info) {
   constexpr std::size_t kIndexHead = 1 << 20;
   if (endsWith(url, ".safetensors")) return readRemoteSafetensors(url, info);
   if (endsWith(url, ".index.json")) return readRemoteHfIndex(url, RemoteObject::open(url, kIndexHead), info);
+  if (endsWith(url, "/.metadata")) return readDcpDirectory(url.substr(0, url.size() - 9), info);
   if (endsWith(url, "/")) {
+    try {
+      return readDcpDirectory(url, info);
+    } catch (const Error& e) {
+      if (!isNotFound(e)) throw;  // only .metadata's absence is a 404 here: a missing data file is named otherwise
+    }
     try {
       return readRemoteHfIndex(url + "model.safetensors.index.json",
                                RemoteObject::open(url + "model.safetensors.index.json", kIndexHead), info);
@@ -220,8 +227,8 @@ void readRemoteCheckpoint(const std::string& url, CheckpointInfo& info) {
     } catch (const Error& e) {
       if (!isNotFound(e)) throw;
     }
-    throwBadInput(url, "holds none of model.safetensors.index.json, model.safetensors and model.pt (a remote DCP or "
-                       "ranks checkpoint is not read yet: download it first, e.g. aws s3 cp --recursive)");
+    throwBadInput(url, "holds none of .metadata (DCP), model.safetensors.index.json, model.safetensors and model.pt (a "
+                       "remote ranks checkpoint is not read yet: download it first, e.g. aws s3 cp --recursive)");
   }
   readRemoteFile(url, info);
 }

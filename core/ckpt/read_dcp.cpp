@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -18,10 +19,14 @@
 #include "io/dcp_item.h"
 #include "io/dcp_metadata.h"
 #include "io/strided_gather.h"
+#include "io/remote_zip_reader.h"
 #include "io/zstd_item.h"
+#include "net/remote_object.h"
+#include "net/remote_url.h"
 #include "util/error.h"
 #include "util/pread_full.h"
 #include "util/read_only_fd.h"
+#include "util/run_jobs.h"
 
 namespace stoker {
 namespace fs = std::filesystem;
@@ -40,6 +45,70 @@ std::vector<std::uint8_t> readWhole(const std::string& path) {
   bytes.resize(static_cast<std::size_t>(done));
   return bytes;
 }
+
+// A DCP folder in S3 or behind HTTP(S) (a URL ending in '/'): .metadata fetched whole; each data
+// file opened once (16 at a time), with the first and last 4 KiB of each tensor item fetched ahead
+// -- a torch.save zip keeps data.pkl and its storage record's local header at its start, the
+// central directory at its end -- neighbours joined, so an item's zip is read from memory and
+// never costs a round trip of its own.
+class RemoteDcpFiles {
+ public:
+  explicit RemoteDcpFiles(std::string folder)
+      : folder_(std::move(folder)), http_(RemoteUrl::parse(folder_).scheme != RemoteUrl::Scheme::S3) {}
+  std::string url(const std::string& rel) const { return folder_ + (http_ ? percentEncode(rel, true) : rel); }
+
+  std::vector<std::uint8_t> metadata() const {
+    const std::string at = url(".metadata");
+    auto object = RemoteObject::open(at, 1 << 20);
+    if (object->size() > (256ull << 20)) throwBadInput(at, "is larger than 256 MiB; not a DCP .metadata");
+    std::vector<std::uint8_t> bytes(static_cast<std::size_t>(object->size()));
+    if (bytes.size() <= object->head().size())
+      std::copy(object->head().begin(), object->head().begin() + static_cast<std::ptrdiff_t>(bytes.size()), bytes.begin());
+    else
+      object->read(0, bytes.data(), bytes.size());
+    return bytes;
+  }
+
+  // Opens every file that `items` (relative path -> its tensor items' (offset, length)) name and
+  // fetches the items' ends. A file the server does not have is left out (the caller names it).
+  void open(const std::map<std::string, std::vector<std::pair<std::uint64_t, std::uint64_t>>>& items) {
+    constexpr std::uint64_t kItemEnd = 4 << 10;
+    std::vector<const std::string*> names;
+    for (const auto& [rel, list] : items) names.push_back(&rel);
+    std::vector<std::shared_ptr<RemoteSpans>> opened(names.size());
+    forEachInParallel(static_cast<std::int64_t>(names.size()), 16, [&](std::int64_t i) {
+      const std::string& rel = *names[static_cast<std::size_t>(i)];
+      std::shared_ptr<const RemoteObject> object;
+      try {
+        object = RemoteObject::open(url(rel), kItemEnd);
+      } catch (const Error& e) {
+        if (isNotFound(e)) return;
+        throw;
+      }
+      auto spans = std::make_shared<RemoteSpans>(object);
+      spans->add(0, ByteVector(object->head().begin(), object->head().end()));
+      std::vector<std::pair<std::uint64_t, std::uint64_t>> ends;
+      for (const auto& [offset, length] : items.at(rel)) {
+        ends.emplace_back(offset, std::min(length, kItemEnd));
+        ends.emplace_back(offset + length - std::min(length, kItemEnd), std::min(length, kItemEnd));
+      }
+      spans->fetch(std::move(ends), 64 << 10, names.size() > 1 ? 1 : 16);
+      opened[static_cast<std::size_t>(i)] = std::move(spans);
+    });
+    for (std::size_t i = 0; i < names.size(); ++i)
+      if (opened[i]) files_.emplace(*names[i], std::move(opened[i]));
+  }
+  // The file's spans, or null when the server does not have it.
+  std::shared_ptr<RemoteSpans> file(const std::string& rel) const {
+    const auto it = files_.find(rel);
+    return it == files_.end() ? nullptr : it->second;
+  }
+
+ private:
+  std::string folder_;
+  bool http_;
+  std::map<std::string, std::shared_ptr<RemoteSpans>> files_;
+};
 
 // A relative_path must name a file in the checkpoint directory itself.
 bool staysInDirectory(const std::string& rel) {
@@ -103,9 +172,22 @@ void checkTiling(const LogicalTensor& t, const std::vector<DcpChunk>& chunks, st
 void readDcpDirectory(const std::string& dirIn, CheckpointInfo& info) {
   const std::string dir = dirIn.empty() ? "." : dirIn;
   info.format = CheckpointFormat::Dcp;
-  const std::string metaPath = (fs::path(dir) / ".metadata").string();
-  const std::vector<std::uint8_t> bytes = readWhole(metaPath);
+  const bool remote = isRemotePath(dir);
+  std::optional<RemoteDcpFiles> remoteFiles;
+  if (remote) remoteFiles.emplace(dir.back() == '/' ? dir : dir + "/");
+  const std::string metaPath = remote ? remoteFiles->url(".metadata") : (fs::path(dir) / ".metadata").string();
+  const std::vector<std::uint8_t> bytes = remote ? remoteFiles->metadata() : readWhole(metaPath);
   const DcpMetadata md = parseDcpMetadata(bytes.data(), bytes.size(), metaPath);
+  if (remote) {  // every data file opened at once, and its items' zips fetched ahead
+    std::map<std::string, std::vector<std::pair<std::uint64_t, std::uint64_t>>> items;
+    for (const DcpEntry& e : md.entries) {
+      if (!e.isTensor && e.bytes && staysInDirectory(e.bytes->relativePath)) items[e.bytes->relativePath];
+      for (const DcpChunk& c : e.chunks)
+        if (c.storage && staysInDirectory(c.storage->relativePath))
+          items[c.storage->relativePath].emplace_back(c.storage->offset, c.storage->length);
+    }
+    remoteFiles->open(items);
+  }
   info.metadata["dcp_modules"] = md.torch2Modules ? "torch.distributed.checkpoint (torch >= 2.0)"
                                                   : "torch.distributed._shard.checkpoint (torch 1.13)";
   if (md.version) info.metadata["dcp_version"] = *md.version;
@@ -121,7 +203,15 @@ void readDcpDirectory(const std::string& dirIn, CheckpointInfo& info) {
     if (!staysInDirectory(s.relativePath))
       throwBadInput(metaPath, what + ": relative_path \"" + s.relativePath + "\" leaves the checkpoint directory");
     auto it = files.find(s.relativePath);
-    if (it == files.end()) {
+    if (it == files.end() && remote) {
+      const std::string url = remoteFiles->url(s.relativePath);
+      const auto spans = remoteFiles->file(s.relativePath);
+      if (!spans) throwBadInput(metaPath, what + ": its data file " + url + " is missing (HTTP 404 / NoSuchKey)");
+      DataFile f;
+      f.size = spans->object()->size();
+      f.index = addFile(info, url, spans->object());
+      it = files.emplace(s.relativePath, f).first;
+    } else if (it == files.end()) {
       const std::string path = (fs::path(dir) / s.relativePath).string();
       DataFile f;
       ReadOnlyFd fd(path);
@@ -138,6 +228,9 @@ void readDcpDirectory(const std::string& dirIn, CheckpointInfo& info) {
                                   std::to_string(it->second.size) + " bytes)");
     const std::string unsupported = unsupportedTransforms(s.transforms);
     if (!unsupported.empty()) throwBadInput(metaPath, what + ": " + unsupported);
+    if (remote && isZstd(s.transforms))
+      throwBadInput(metaPath, what + ": its item is zstd-compressed, which Stoker does not read from a URL yet; "
+                                     "download the checkpoint first (e.g. aws s3 cp --recursive)");
     return it->second;
   };
 
@@ -188,8 +281,8 @@ void readDcpDirectory(const std::string& dirIn, CheckpointInfo& info) {
       if (!ok) break;
       if (!c.storage) throwBadInput(metaPath, what + ": no storage_data entry for this chunk");
       const DataFile& f = dataFile(*c.storage, what);
-      ReadOnlyFd fd(info.files[f.index]);
-      if (fd.get() < 0) throwIo(info.files[f.index], "cannot open", errno);
+      ReadOnlyFd fd(remote ? std::string() : info.files[f.index]);
+      if (!remote && fd.get() < 0) throwIo(info.files[f.index], "cannot open", errno);
       const std::uint64_t chunkBytes = dtypeBytesFor(*e.dtype, volume(c.sizes)).value_or(UINT64_MAX);
       const bool zstd = isZstd(c.storage->transforms);
       // Every compressed item is decompressed on its own: chunks sharing one would multiply the work
@@ -203,7 +296,9 @@ void readDcpDirectory(const std::string& dirIn, CheckpointInfo& info) {
           zstd ? readDcpTensorItemZstd(fd.get(), info.files[f.index], c.storage->offset, c.storage->length,
                                        std::min<std::uint64_t>(chunkBytes, UINT64_MAX - kZstdItemSlack) + kZstdItemSlack,
                                        metaPath + ": " + what)
-               : readDcpTensorItem(fd.get(), info.files[f.index], c.storage->offset, c.storage->length, metaPath + ": " + what);
+          : remote ? readDcpTensorItem(remoteFiles->file(c.storage->relativePath)->reader(), info.files[f.index],
+                                       c.storage->offset, c.storage->length, metaPath + ": " + what)
+                   : readDcpTensorItem(fd.get(), info.files[f.index], c.storage->offset, c.storage->length, metaPath + ": " + what);
       if (item.ref.dtype != *e.dtype || item.ref.size != c.sizes) {
         info.problems.push_back(e.fqn + ": the item at " + shapeText(c.offsets) + " holds " +
                                 std::string(dtypeName(item.ref.dtype)) + " " + shapeText(item.ref.size) +

@@ -11,16 +11,25 @@
 #include "io/zip_archive.h"
 #include "io/zstd_item.h"
 #include "util/error.h"
-#include "util/pread_full.h"
 
 namespace stoker {
 
 DcpTensorItem readDcpTensorItem(int fd, const std::string& path, std::uint64_t offset, std::uint64_t length,
                                 const std::string& subject) {
+  return readDcpTensorItem(zipFileReader(fd, path), path, offset, length, subject);
+}
+
+DcpTensorItem readDcpTensorItem(const ZipReadAt& read, const std::string& path, std::uint64_t offset,
+                                std::uint64_t length, const std::string& subject) {
   unsigned char head[16] = {};
-  const long long got = preadFull(fd, head, sizeof head, offset);
+  std::uint64_t got = 0;
+  while (got < sizeof head) {
+    const std::uint64_t n = read(head + got, sizeof head - got, offset + got);
+    if (n == 0) break;
+    got += n;
+  }
   const std::string where = "item at offset " + std::to_string(offset) + " of " + path;
-  if (length < 22 || got < static_cast<long long>(sizeof head))
+  if (length < 22 || got < sizeof head)
     throwBadInput(subject, where + " (" + std::to_string(length) + " bytes) is too short for a torch.save zip");
   if (std::memcmp(head, "PK\x03\x04", 4) != 0) {
     if (head[8] == '{')  // an 8-byte header length then JSON: DCP's opt-in safetensors serialization
@@ -28,7 +37,7 @@ DcpTensorItem readDcpTensorItem(int fd, const std::string& path, std::uint64_t o
                              "supported yet; save with the default torch.save serialization");
     throwBadInput(subject, where + " is not a torch.save zip (no zip signature)");
   }
-  const ZipArchive zip = ZipArchive::open(fd, offset, length, subject + ": " + where);
+  const ZipArchive zip = ZipArchive::open(read, offset, length, subject + ": " + where);
   if (const auto* order = zip.find("byteorder")) {
     if (order->size > 16) throwBadInput(subject, where + ": its byteorder record holds " + std::to_string(order->size) + " bytes");
     const auto bytes = zip.read(*order);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "io/pickle_reader.h"
+#include "io/zip_archive.h"
 
 namespace stoker {
 
@@ -24,6 +25,9 @@ struct DcpTensorItem {
 // the item's end.
 DcpTensorItem readDcpTensorItem(int fd, const std::string& path, std::uint64_t offset, std::uint64_t length,
                                 const std::string& subject);
+// The same through `read` (a remote file's: io/remote_zip_reader).
+DcpTensorItem readDcpTensorItem(const ZipReadAt& read, const std::string& path, std::uint64_t offset,
+                                std::uint64_t length, const std::string& subject);
 
 // The same for an item stored zstd-compressed (io/zstd_item): decompressed (at most
 // `maxPlainBytes`, else refused as a bomb) keeping only the zip's head and tail in memory;

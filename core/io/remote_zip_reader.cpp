@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "net/remote_object.h"
-#include "util/byte_vector.h"
 #include "util/run_jobs.h"
 
 namespace stoker {
@@ -16,9 +15,8 @@ namespace {
 constexpr std::uint64_t kTailBytes = 128 << 10;          // the end record, its comment (<= 64 KiB), a small directory
 constexpr std::uint64_t kMaxDirectoryBytes = 256 << 20;  // past this, leave it to minizip's own reads
 constexpr std::uint64_t kLocalHeaderBytes = 30;          // what minizip reads of one (name and extra are skipped)
-constexpr std::uint64_t kJoinGap = 256 << 10;    // headers closer than this come in one request (a round trip costs more)
-constexpr std::uint64_t kMaxJoined = 8 << 20;     // ... of at most this many bytes
-constexpr int kParallelHeaders = 16;
+constexpr std::uint64_t kJoinGap = 256 << 10;           // headers closer than this: one request (a round trip costs more)
+constexpr std::uint64_t kMaxJoined = 8 << 20;            // joined ranges stay under this
 
 template <typename T>
 T le(const std::uint8_t* p) {
@@ -27,76 +25,12 @@ T le(const std::uint8_t* p) {
   return v;
 }
 
-// Byte spans of the object fetched ahead, by offset; they never overlap.
-class Spans {
- public:
-  explicit Spans(std::shared_ptr<const RemoteObject> object) : object_(std::move(object)) {}
-  const RemoteObject& object() const { return *object_; }
-
-  // The bytes at [at, at + n) if one span holds them all, else null.
-  const std::uint8_t* find(std::uint64_t at, std::uint64_t n) const {
-    auto it = spans_.upper_bound(at);
-    if (it == spans_.begin()) return nullptr;
-    --it;
-    if (at + n > it->first + it->second.size()) return nullptr;
-    return it->second.data() + (at - it->first);
-  }
-  void fetch(std::uint64_t at, std::uint64_t n) {
-    n = std::min(n, object_->size() - std::min(at, object_->size()));
-    if (n == 0 || find(at, n)) return;
-    ByteVector bytes(static_cast<std::size_t>(n));
-    object_->read(at, bytes.data(), bytes.size());
-    add(at, std::move(bytes));
-  }
-  void add(std::uint64_t at, ByteVector bytes) {
-    // Keep spans disjoint: a new one that overlaps an older one is cut to what is new.
-    auto next = spans_.lower_bound(at);
-    if (next != spans_.begin()) {
-      auto prev = std::prev(next);
-      const std::uint64_t prevEnd = prev->first + prev->second.size();
-      if (prevEnd > at) {
-        const std::uint64_t cut = std::min<std::uint64_t>(prevEnd - at, bytes.size());
-        bytes.erase(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(cut));
-        at += cut;
-      }
-    }
-    next = spans_.lower_bound(at);
-    if (next != spans_.end() && next->first < at + bytes.size()) bytes.resize(static_cast<std::size_t>(next->first - at));
-    if (!bytes.empty()) spans_.emplace(at, std::move(bytes));
-  }
-
-  // What a read at `at` gets: the bytes a span holds from there, else one range read up to the
-  // next span.
-  std::uint64_t read(void* dst, std::uint64_t n, std::uint64_t at) const {
-    const std::uint64_t size = object_->size();
-    if (at >= size) return 0;
-    n = std::min(n, size - at);
-    auto it = spans_.upper_bound(at);
-    if (it != spans_.begin()) {
-      auto prev = std::prev(it);
-      const std::uint64_t end = prev->first + prev->second.size();
-      if (at < end) {
-        const std::uint64_t k = std::min(n, end - at);
-        std::memcpy(dst, prev->second.data() + (at - prev->first), static_cast<std::size_t>(k));
-        return k;
-      }
-    }
-    if (it != spans_.end()) n = std::min(n, it->first - at);
-    object_->read(at, dst, static_cast<std::size_t>(n));
-    return n;
-  }
-
- private:
-  std::shared_ptr<const RemoteObject> object_;
-  std::map<std::uint64_t, ByteVector> spans_;
-};
-
 struct Directory {
   std::uint64_t offset = 0, size = 0, entries = 0;
 };
 
 // The end of central directory record (and its zip64 form) from the tail; false when there is none.
-bool findDirectory(Spans& spans, std::uint64_t tailAt, std::uint64_t tailBytes, Directory& d) {
+bool findDirectory(RemoteSpans& spans, std::uint64_t tailAt, std::uint64_t tailBytes, Directory& d) {
   const std::uint8_t* tail = spans.find(tailAt, tailBytes);
   if (!tail || tailBytes < 22) return false;
   for (std::uint64_t i = tailBytes - 22 + 1; i-- > 0;) {
@@ -111,7 +45,7 @@ bool findDirectory(Spans& spans, std::uint64_t tailAt, std::uint64_t tailBytes, 
     const std::uint8_t* loc = e - 20;
     if (le<std::uint32_t>(loc) != 0x07064b50) return false;
     const std::uint64_t recordAt = le<std::uint64_t>(loc + 8);
-    spans.fetch(recordAt, 56);
+    spans.fetch({{recordAt, 56}}, 0);
     const std::uint8_t* r = spans.find(recordAt, 56);
     if (!r || le<std::uint32_t>(r) != 0x06064b50) return false;
     d.entries = le<std::uint64_t>(r + 32);
@@ -154,43 +88,99 @@ std::vector<std::uint64_t> localHeaders(const std::uint8_t* dir, const Directory
 
 }  // namespace
 
+RemoteSpans::RemoteSpans(std::shared_ptr<const RemoteObject> object) : object_(std::move(object)) {}
+
+const std::uint8_t* RemoteSpans::find(std::uint64_t at, std::uint64_t n) const {
+  auto it = spans_.upper_bound(at);
+  if (it == spans_.begin()) return nullptr;
+  --it;
+  if (at + n > it->first + it->second.size()) return nullptr;
+  return it->second.data() + (at - it->first);
+}
+
+void RemoteSpans::add(std::uint64_t at, ByteVector bytes) {
+  // Kept disjoint: bytes that overlap a span held already are cut to what is new.
+  auto next = spans_.lower_bound(at);
+  if (next != spans_.begin()) {
+    const auto prev = std::prev(next);
+    const std::uint64_t prevEnd = prev->first + prev->second.size();
+    if (prevEnd > at) {
+      const std::uint64_t cut = std::min<std::uint64_t>(prevEnd - at, bytes.size());
+      bytes.erase(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(cut));
+      at += cut;
+    }
+  }
+  next = spans_.lower_bound(at);
+  if (next != spans_.end() && next->first < at + bytes.size()) bytes.resize(static_cast<std::size_t>(next->first - at));
+  if (!bytes.empty()) spans_.emplace(at, std::move(bytes));
+}
+
+void RemoteSpans::fetch(std::vector<std::pair<std::uint64_t, std::uint64_t>> wanted, std::uint64_t joinGap, int threads) {
+  const std::uint64_t size = object_->size();
+  std::sort(wanted.begin(), wanted.end());
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;  // (at, bytes)
+  for (auto [at, n] : wanted) {
+    if (at >= size) continue;
+    const std::uint64_t end = std::min(at + n, size);
+    if (end == at || find(at, end - at)) continue;
+    if (!ranges.empty() && at <= ranges.back().first + ranges.back().second + joinGap &&
+        end - ranges.back().first <= kMaxJoined)
+      ranges.back().second = std::max(ranges.back().second, end - ranges.back().first);
+    else
+      ranges.emplace_back(at, end - at);
+  }
+  std::vector<ByteVector> fetched(ranges.size());
+  forEachInParallel(static_cast<std::int64_t>(ranges.size()), threads, [&](std::int64_t i) {
+    const auto [at, n] = ranges[static_cast<std::size_t>(i)];
+    ByteVector& bytes = fetched[static_cast<std::size_t>(i)];
+    bytes.resize(static_cast<std::size_t>(n));
+    object_->read(at, bytes.data(), bytes.size());
+  });
+  for (std::size_t i = 0; i < ranges.size(); ++i) add(ranges[i].first, std::move(fetched[i]));
+}
+
+std::uint64_t RemoteSpans::read(void* dst, std::uint64_t n, std::uint64_t at) const {
+  const std::uint64_t size = object_->size();
+  if (at >= size) return 0;
+  n = std::min(n, size - at);
+  const auto next = spans_.upper_bound(at);
+  if (next != spans_.begin()) {
+    const auto prev = std::prev(next);
+    const std::uint64_t end = prev->first + prev->second.size();
+    if (at < end) {
+      const std::uint64_t k = std::min(n, end - at);
+      std::memcpy(dst, prev->second.data() + (at - prev->first), static_cast<std::size_t>(k));
+      return k;
+    }
+  }
+  if (next != spans_.end()) n = std::min(n, next->first - at);
+  object_->read(at, dst, static_cast<std::size_t>(n));
+  return n;
+}
+
+ZipReadAt RemoteSpans::reader() const {
+  auto self = shared_from_this();
+  return [self](void* dst, std::uint64_t n, std::uint64_t at) { return self->read(dst, n, at); };
+}
+
 ZipReadAt remoteZipReader(std::shared_ptr<const RemoteObject> object) {
-  auto spans = std::make_shared<Spans>(std::move(object));
-  const RemoteObject& o = spans->object();
+  auto spans = std::make_shared<RemoteSpans>(std::move(object));
+  const RemoteObject& o = *spans->object();
   // What open() brought (the start of the file: often data.pkl), then the tail.
   if (!o.head().empty()) spans->add(0, ByteVector(o.head().begin(), o.head().end()));
   const std::uint64_t tailBytes = std::min(o.size(), kTailBytes);
   const std::uint64_t tailAt = o.size() - tailBytes;
-  spans->fetch(tailAt, tailBytes);
+  spans->fetch({{tailAt, tailBytes}}, 0);
   Directory d;
   if (findDirectory(*spans, tailAt, tailBytes, d) && d.size <= kMaxDirectoryBytes && d.offset + d.size <= o.size()) {
-    spans->fetch(d.offset, d.size);
+    spans->fetch({{d.offset, d.size}}, 0);
     if (const std::uint8_t* dir = spans->find(d.offset, d.size)) {
-      std::vector<std::uint64_t> headers = localHeaders(dir, d);
-      std::sort(headers.begin(), headers.end());
-      // Ranges to fetch: the headers not held yet, neighbours joined.
-      std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;  // (at, bytes)
-      for (std::uint64_t at : headers) {
-        if (at >= o.size()) continue;
-        const std::uint64_t end = std::min(at + kLocalHeaderBytes, o.size());
-        if (spans->find(at, end - at)) continue;
-        if (!ranges.empty() && at <= ranges.back().first + ranges.back().second + kJoinGap &&
-            end - ranges.back().first <= kMaxJoined)
-          ranges.back().second = std::max(ranges.back().second, end - ranges.back().first);
-        else
-          ranges.emplace_back(at, end - at);
-      }
-      std::vector<ByteVector> fetched(ranges.size());
-      forEachInParallel(static_cast<std::int64_t>(ranges.size()), kParallelHeaders, [&](std::int64_t i) {
-        const auto [at, n] = ranges[static_cast<std::size_t>(i)];
-        ByteVector& bytes = fetched[static_cast<std::size_t>(i)];
-        bytes.resize(static_cast<std::size_t>(n));
-        o.read(at, bytes.data(), bytes.size());
-      });
-      for (std::size_t i = 0; i < ranges.size(); ++i) spans->add(ranges[i].first, std::move(fetched[i]));
+      std::vector<std::pair<std::uint64_t, std::uint64_t>> headers;
+      for (std::uint64_t at : localHeaders(dir, d)) headers.emplace_back(at, kLocalHeaderBytes);
+      spans->fetch(std::move(headers), kJoinGap);
     }
   }
-  return [spans](void* dst, std::uint64_t n, std::uint64_t at) { return spans->read(dst, n, at); };
+  return spans->reader();
 }
 
 }  // namespace stoker

@@ -45,14 +45,6 @@ std::uint64_t preadRange(Range& range, char* buf, std::uint64_t want, std::uint6
   }
 }
 
-ZipReadAt preadReader(int fd, const std::string& subject) {
-  return [fd, subject](void* dst, std::uint64_t n, std::uint64_t at) -> std::uint64_t {
-    const long long r = preadFull(fd, dst, static_cast<std::size_t>(n), at);
-    if (r < 0) throwIo(subject, "read failed", errno);
-    return static_cast<std::uint64_t>(r);
-  };
-}
-
 voidpf rangeOpen(voidpf opaque, const void* /*name*/, int /*mode*/) {
   auto* c = new Cursor;
   c->range = static_cast<Range*>(opaque);
@@ -127,8 +119,16 @@ class Unzip {
 
 }  // namespace
 
+ZipReadAt zipFileReader(int fd, const std::string& subject) {
+  return [fd, subject](void* dst, std::uint64_t n, std::uint64_t at) -> std::uint64_t {
+    const long long r = preadFull(fd, dst, static_cast<std::size_t>(n), at);
+    if (r < 0) throwIo(subject, "read failed", errno);
+    return static_cast<std::uint64_t>(r);
+  };
+}
+
 ZipArchive ZipArchive::open(int fd, std::uint64_t offset, std::uint64_t length, const std::string& subject) {
-  return open(preadReader(fd, subject), offset, length, subject);
+  return open(zipFileReader(fd, subject), offset, length, subject);
 }
 
 ZipArchive ZipArchive::open(ZipReadAt read, std::uint64_t offset, std::uint64_t length, const std::string& subject) {

@@ -19,6 +19,9 @@ namespace stoker {
 // read(), never minizip.
 using ZipReadAt = std::function<std::uint64_t(void* dst, std::uint64_t n, std::uint64_t at)>;
 
+// A ZipReadAt over an open file descriptor (pread); Error(Io) naming `subject` when a read fails.
+ZipReadAt zipFileReader(int fd, const std::string& subject);
+
 class ZipArchive {
  public:
   struct Record {

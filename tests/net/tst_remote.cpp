@@ -773,6 +773,72 @@ torch.save(sd, sys.argv[1])
     NAMED(expectBadInput([&] { inspectCheckpoint(servers_.httpUrl("cut.pt").toStdString()); }, {"cut.pt", "corrupt zip"}));
   }
 
+  // A remote PyTorch DCP by its folder URL (or its .metadata): torch 1.13's file per item (a real
+  // 2-process Gloo save) and torch 2.11's items back to back (committed fixtures). Inspect fetches
+  // .metadata and each item's ends ahead -- not a request per item -- and lists what the local
+  // folder lists; convert (to one file, and to DCP again, with the non-tensor items) and verify give
+  // the local results.
+  void remoteDcpCheckpointsReadAlike() {
+    if (!test::pythonTorchAvailable()) QSKIP("python3-torch is not installed (the set-up installs it)");
+    const QString fixtures = QStringLiteral(STOKER_SOURCE_DIR "/tests/ckpt/dcp_fixtures.py");
+    const QString dcp13 = servers_.www() + "/dcp13";
+    const auto made = test::runPythonArgs({fixtures, "sharded", dcp13});
+    QVERIFY2(made.exitCode == 0, made.err.constData());
+    QFile::remove(dcp13 + "/reference.pt");
+    const QString dcp2 = servers_.www() + "/dcp2";
+    QVERIFY(QDir().mkpath(dcp2));
+    for (const QString& f : {".metadata", "__0_0.distcp"})
+      QVERIFY(QFile::copy(QStringLiteral(STOKER_SOURCE_DIR "/tests/fixtures/torch2/dcp/") + f, dcp2 + "/" + f));
+    for (const QString& f : QDir(dcp13).entryList(QDir::Files | QDir::Hidden)) upload(dcp13 + "/" + f, "dcp13/" + f);
+
+    servers_.takeLog(true);
+    const auto inspected = runStoker({"ckpt", "inspect", servers_.httpUrl("dcp2/")});
+    QVERIFY2(inspected.exitCode == 0, inspected.err.constData());
+    const QJsonArray log = servers_.takeLog(true);
+    const int items = static_cast<int>(inspected.out.count('\n'));
+    qInfo("inspect of torch 2.11's DCP over HTTP: %lld requests (%d lines listed)", qint64(log.size()), items);
+    QVERIFY2(log.size() <= 6, qPrintable(QString::number(log.size())));
+    const auto local2 = runStoker({"ckpt", "inspect", dcp2});
+    QCOMPARE(inspected.out.mid(inspected.out.indexOf('\n')), local2.out.mid(local2.out.indexOf('\n')));
+
+    struct Case {
+      QString source, local;
+    };
+    const QList<Case> cases{{servers_.httpUrl("dcp13/"), dcp13}, {s3("dcp13/"), dcp13},
+                            {servers_.httpUrl("dcp2/.metadata"), dcp2}, {servers_.httpUrl("dcp2/"), dcp2}};
+    for (int i = 0; i < cases.size(); ++i) {
+      const Case& c = cases[i];
+      const auto remote = runStoker({"ckpt", "inspect", c.source});
+      const auto local = runStoker({"ckpt", "inspect", c.local});
+      QVERIFY2(remote.exitCode == 0, qPrintable(c.source + ": " + remote.err));
+      QCOMPARE(remote.out.mid(remote.out.indexOf('\n')), local.out.mid(local.out.indexOf('\n')));
+      for (const QString& to : {QString("single"), QString("dcp:2")}) {
+        const QString expected = tmp_.filePath(QString("dcp-local-%1-%2").arg(i).arg(to.left(3)));
+        const QString out = tmp_.filePath(QString("dcp-remote-%1-%2").arg(i).arg(to.left(3)));
+        if (!QFileInfo::exists(expected)) QVERIFY(runStoker({"ckpt", "convert", c.local, expected, "--to", to}).exitCode == 0);
+        const auto convert = runStoker({"ckpt", "convert", c.source, out, "--to", to});
+        QVERIFY2(convert.exitCode == 0, qPrintable(c.source + " --to " + to + ": " + convert.err));
+        const QStringList files = QDir(expected).entryList(QDir::Files | QDir::Hidden);
+        QCOMPARE(QDir(out).entryList(QDir::Files | QDir::Hidden), files);
+        for (const QString& f : files)
+          if (!f.startsWith(".stoker")) QVERIFY2(readFile(out + "/" + f) == readFile(expected + "/" + f), qPrintable(to + ": " + f));
+      }
+      const auto verify = runStoker({"ckpt", "verify", c.source, c.local});
+      QVERIFY2(verify.exitCode == 0, qPrintable(c.source + ": " + verify.out + verify.err));
+    }
+
+    // A data file the server does not have, and zstd items (not read from a URL yet): named.
+    const QString gone = servers_.www() + "/dcpgone";
+    QVERIFY(QDir().mkpath(gone));
+    for (const QString& f : QDir(dcp13).entryList(QDir::Files | QDir::Hidden))
+      if (f != "__1_0.distcp") QVERIFY(QFile::copy(dcp13 + "/" + f, gone + "/" + f));
+    NAMED(expectBadInput([&] { inspectCheckpoint(servers_.httpUrl("dcpgone/").toStdString()); }, {"__1_0.distcp", "is missing"}));
+    const auto zstd = test::runPythonArgs({fixtures, "torch2zstd", dcp13, servers_.www() + "/dcpzstd"});
+    QVERIFY2(zstd.exitCode == 0, zstd.err.constData());
+    NAMED(expectBadInput([&] { inspectCheckpoint(servers_.httpUrl("dcpzstd/").toStdString()); },
+                         {"zstd-compressed", "download the checkpoint first"}));
+  }
+
   // A remote checkpoint is converted and verified by range reads of its tensors -- one file, an HF
   // index with its shards, or a folder URL -- and gives what the local files give. Inspecting an
   // index reads the index and each shard's header, never the tensors.
@@ -835,7 +901,7 @@ torch.save(sd, sys.argv[1])
     QVERIFY2(refused.exitCode != 0 && refused.err.contains("named by the index but missing"), refused.err.constData());
     // A folder URL with neither file, and a file that is no index.
     NAMED(expectBadInput([&] { inspectCheckpoint(servers_.httpUrl("tokens/").toStdString()); },
-                         {"none of model.safetensors.index.json, model.safetensors and model.pt", "download it first"}));
+                         {"none of .metadata (DCP), model.safetensors.index.json, model.safetensors and model.pt", "download it first"}));
     NAMED(expectBadInput([&] { inspectCheckpoint(servers_.httpUrl("broken/model.safetensors.index.json").toStdString() + "x"); },
                          {"HTTP 404"}));
 
