@@ -118,7 +118,7 @@ std::vector<DcpWrittenItem> writeDcpFile(const std::string& path, const PlannedF
     DcpWrittenItem item{b.name, file.bytesWritten(), b.bytes, true};
     if (b.zstd) {  // written plain, streamed: DCP readers without the zstandard module load it too
       const std::string& from = source.info().files[b.file];
-      const std::uint64_t plain = decompressZstdItem(source.fd(b.file), b.offset, b.storedBytes, b.bytes,
+      const std::uint64_t plain = decompressZstdItem(source.reader(b.file), b.offset, b.storedBytes, b.bytes,
                                                      from + ": \"" + b.name + "\"",
                                                      [&](const std::uint8_t* p, std::size_t n) { file.write(p, n); });
       if (plain != b.bytes) throwBadInput(from, "\"" + b.name + "\": a zstd item changed since it was inspected");

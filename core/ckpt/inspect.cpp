@@ -66,6 +66,29 @@ TensorPiece wholeTensorPiece(int file, const SafetensorsHeader& h, const Safeten
   return p;
 }
 
+// A safetensors file in S3 or behind HTTP(S): its header alone, with one range request when it
+// fits in the first 64 KiB (most do) and a second one otherwise -- never the tensors' bytes.
+constexpr std::size_t kFirstRemoteBytes = 64 << 10;
+
+HfShard remoteSafetensorsHeader(const std::string& url, std::shared_ptr<const RemoteObject> object) {
+  if (!object) object = RemoteObject::open(url, kFirstRemoteBytes);
+  const auto& head = object->head();
+  if (head.size() < 8) throwBadInput(url, "too short for a safetensors file (" + std::to_string(object->size()) + " bytes)");
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | head[static_cast<std::size_t>(i)];
+  if (n > kSafetensorsMaxHeaderBytes || 8 + n > object->size())
+    throwBadInput(url, "not a safetensors file: its header length (" + std::to_string(n) + ") is past 100 MB or its end");
+  std::vector<std::uint8_t> bytes;
+  const std::uint8_t* at = head.data();
+  if (8 + n > head.size()) {
+    bytes.resize(static_cast<std::size_t>(8 + n));
+    object->read(0, bytes.data(), bytes.size());
+    at = bytes.data();
+  }
+  HfShard shard{url, parseSafetensorsHeader(at, 8 + n, object->size(), url), object};
+  return shard;
+}
+
 namespace {
 
 bool looksLikeZip(const std::string& path) {
@@ -113,29 +136,6 @@ void readPtFile(const std::string& path, CheckpointInfo& info, std::shared_ptr<c
   info.metadata = info.pt->extras();
 }
 
-// A safetensors file in S3 or behind HTTP(S): its header alone, with one range request when it
-// fits in the first 64 KiB (most do) and a second one otherwise -- never the tensors' bytes.
-constexpr std::size_t kFirstRemoteBytes = 64 << 10;
-
-// `object`: the file opened already (with kFirstRemoteBytes), else opened here.
-HfShard remoteSafetensorsHeader(const std::string& url, std::shared_ptr<const RemoteObject> object = nullptr) {
-  if (!object) object = RemoteObject::open(url, kFirstRemoteBytes);
-  const auto& head = object->head();
-  if (head.size() < 8) throwBadInput(url, "too short for a safetensors file (" + std::to_string(object->size()) + " bytes)");
-  std::uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | head[static_cast<std::size_t>(i)];
-  if (n > kSafetensorsMaxHeaderBytes || 8 + n > object->size())
-    throwBadInput(url, "not a safetensors file: its header length (" + std::to_string(n) + ") is past 100 MB or its end");
-  std::vector<std::uint8_t> bytes;
-  const std::uint8_t* at = head.data();
-  if (8 + n > head.size()) {
-    bytes.resize(static_cast<std::size_t>(8 + n));
-    object->read(0, bytes.data(), bytes.size());
-    at = bytes.data();
-  }
-  HfShard shard{url, parseSafetensorsHeader(at, 8 + n, object->size(), url), object};
-  return shard;
-}
 
 void readRemoteSafetensors(const std::string& url, CheckpointInfo& info,
                            std::shared_ptr<const RemoteObject> object = nullptr) {
@@ -196,16 +196,22 @@ void readRemoteFile(const std::string& url, CheckpointInfo& info) {
   }
 }
 
-// What a remote path names: a .safetensors file, an *.index.json, a DCP .metadata, a folder URL
-// ending in '/' (a DCP's .metadata there, else model.safetensors.index.json, else
-// model.safetensors, else model.pt: the local order but for the ranks layout), or another file (a
-// .pt by its zip signature, else safetensors).
+// What a remote path names: a .safetensors file, an *.index.json, a DCP .metadata, a ranks
+// metadata.json, a folder URL ending in '/' (metadata.json there, else .metadata, else
+// model.safetensors.index.json, else model.safetensors, else model.pt: the local order), or
+// another file (a .pt by its zip signature, else safetensors).
 void readRemoteCheckpoint(const std::string& url, CheckpointInfo& info) {
   constexpr std::size_t kIndexHead = 1 << 20;
   if (endsWith(url, ".safetensors")) return readRemoteSafetensors(url, info);
   if (endsWith(url, ".index.json")) return readRemoteHfIndex(url, RemoteObject::open(url, kIndexHead), info);
   if (endsWith(url, "/.metadata")) return readDcpDirectory(url.substr(0, url.size() - 9), info);
+  if (endsWith(url, "/metadata.json")) return readRanksDirectory(url.substr(0, url.size() - 13), info);
   if (endsWith(url, "/")) {
+    try {
+      return readRanksDirectory(url, info);
+    } catch (const Error& e) {
+      if (!isNotFound(e)) throw;  // only metadata.json's absence is a 404 here: a missing rank is a problem
+    }
     try {
       return readDcpDirectory(url, info);
     } catch (const Error& e) {
@@ -227,8 +233,8 @@ void readRemoteCheckpoint(const std::string& url, CheckpointInfo& info) {
     } catch (const Error& e) {
       if (!isNotFound(e)) throw;
     }
-    throwBadInput(url, "holds none of .metadata (DCP), model.safetensors.index.json, model.safetensors and model.pt (a "
-                       "remote ranks checkpoint is not read yet: download it first, e.g. aws s3 cp --recursive)");
+    throwBadInput(url, "holds none of metadata.json (ranks), .metadata (DCP), model.safetensors.index.json, "
+                       "model.safetensors and model.pt");
   }
   readRemoteFile(url, info);
 }

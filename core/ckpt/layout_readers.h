@@ -24,6 +24,9 @@ struct HfShard {
   SafetensorsHeader header;
   std::shared_ptr<const RemoteObject> remote;  // null for a local file
 };
+// A safetensors file in S3 or behind HTTP(S) by its header alone (one range request when it fits
+// in 64 KiB, two otherwise); `object`: the file opened already (with 64 KiB), else opened here.
+HfShard remoteSafetensorsHeader(const std::string& url, std::shared_ptr<const RemoteObject> object = nullptr);
 // The shards named by an index, by file name; a missing one is nullopt (a problem, not an error).
 using HfShardOpener = std::function<std::vector<std::optional<HfShard>>(const std::vector<std::string>& names)>;
 // The HF layout from the index's text: where it came from (`indexPath`, for messages) and how its

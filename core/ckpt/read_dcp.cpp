@@ -50,7 +50,8 @@ std::vector<std::uint8_t> readWhole(const std::string& path) {
 // file opened once (16 at a time), with the first and last 4 KiB of each tensor item fetched ahead
 // -- a torch.save zip keeps data.pkl and its storage record's local header at its start, the
 // central directory at its end -- neighbours joined, so an item's zip is read from memory and
-// never costs a round trip of its own.
+// never costs a round trip of its own. A zstd item is read whole by range requests (it must be
+// decompressed to be listed, as a local one is).
 class RemoteDcpFiles {
  public:
   explicit RemoteDcpFiles(std::string folder)
@@ -228,9 +229,6 @@ void readDcpDirectory(const std::string& dirIn, CheckpointInfo& info) {
                                   std::to_string(it->second.size) + " bytes)");
     const std::string unsupported = unsupportedTransforms(s.transforms);
     if (!unsupported.empty()) throwBadInput(metaPath, what + ": " + unsupported);
-    if (remote && isZstd(s.transforms))
-      throwBadInput(metaPath, what + ": its item is zstd-compressed, which Stoker does not read from a URL yet; "
-                                     "download the checkpoint first (e.g. aws s3 cp --recursive)");
     return it->second;
   };
 
@@ -241,11 +239,13 @@ void readDcpDirectory(const std::string& dirIn, CheckpointInfo& info) {
       const DataFile& f = dataFile(*e.bytes, "\"" + e.fqn + "\"");
       CheckpointInfo::Item item{e.fqn, e.bytes->length, f.index, e.bytes->offset};
       if (isZstd(e.bytes->transforms)) {  // its plain size is what a DCP target writes
-        ReadOnlyFd fd(info.files[f.index]);
-        if (fd.get() < 0) throwIo(info.files[f.index], "cannot open", errno);
+        ReadOnlyFd fd(remote ? std::string() : info.files[f.index]);
+        if (!remote && fd.get() < 0) throwIo(info.files[f.index], "cannot open", errno);
         item.zstd = true;
         item.storedBytes = e.bytes->length;
-        item.bytes = decompressZstdItem(fd.get(), e.bytes->offset, e.bytes->length, kMaxPlainItemBytes,
+        item.bytes = decompressZstdItem(remote ? remoteFiles->file(e.bytes->relativePath)->reader()
+                                               : zipFileReader(fd.get(), info.files[f.index]),
+                                        e.bytes->offset, e.bytes->length, kMaxPlainItemBytes,
                                         metaPath + ": \"" + e.fqn + "\"", [](const std::uint8_t*, std::size_t) {});
       }
       info.nonTensorItems.push_back(item);
@@ -292,13 +292,13 @@ void readDcpDirectory(const std::string& dirIn, CheckpointInfo& info) {
                                     c.storage->relativePath + ") is another chunk's too");
       // A compressed item holds its chunk's bytes and torch.save's few small records (DCP's writer
       // clones views, so no larger storage): anything past 1 MiB more is a bomb.
+      const ZipReadAt read = remote ? remoteFiles->file(c.storage->relativePath)->reader()
+                                    : zipFileReader(fd.get(), info.files[f.index]);
       const DcpTensorItem item =
-          zstd ? readDcpTensorItemZstd(fd.get(), info.files[f.index], c.storage->offset, c.storage->length,
+          zstd ? readDcpTensorItemZstd(read, info.files[f.index], c.storage->offset, c.storage->length,
                                        std::min<std::uint64_t>(chunkBytes, UINT64_MAX - kZstdItemSlack) + kZstdItemSlack,
                                        metaPath + ": " + what)
-          : remote ? readDcpTensorItem(remoteFiles->file(c.storage->relativePath)->reader(), info.files[f.index],
-                                       c.storage->offset, c.storage->length, metaPath + ": " + what)
-                   : readDcpTensorItem(fd.get(), info.files[f.index], c.storage->offset, c.storage->length, metaPath + ": " + what);
+               : readDcpTensorItem(read, info.files[f.index], c.storage->offset, c.storage->length, metaPath + ": " + what);
       if (item.ref.dtype != *e.dtype || item.ref.size != c.sizes) {
         info.problems.push_back(e.fqn + ": the item at " + shapeText(c.offsets) + " holds " +
                                 std::string(dtypeName(item.ref.dtype)) + " " + shapeText(item.ref.size) +

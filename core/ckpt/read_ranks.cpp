@@ -9,8 +9,12 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/layout_readers.h"
+#include "net/http_transfer.h"
+#include "net/remote_object.h"
+#include "net/remote_url.h"
 #include "util/error.h"
 #include "util/file_exists.h"
+#include "util/run_jobs.h"
 
 namespace stoker {
 namespace fs = std::filesystem;
@@ -65,19 +69,51 @@ Spec parseSpec(const std::string& name, const json& v, int numRanks, const std::
   return s;
 }
 
-}  // namespace
-
-void readRanksDirectory(const std::string& dir, CheckpointInfo& info) {
-  info.format = CheckpointFormat::Ranks;
-  const fs::path root(dir);
-  const std::string metaPath = (root / "metadata.json").string();
+// metadata.json's text, from a local folder or a folder URL.
+std::string metadataText(const std::string& metaPath, bool remote) {
+  if (remote) {
+    auto object = RemoteObject::open(metaPath, 1 << 20);
+    if (object->size() > (64ull << 20)) throwBadInput(metaPath, "is larger than 64 MiB; not a ranks metadata.json");
+    std::string text(static_cast<std::size_t>(object->size()), '\0');
+    if (text.size() <= object->head().size())
+      std::copy(object->head().begin(), object->head().begin() + static_cast<std::ptrdiff_t>(text.size()), text.begin());
+    else
+      object->read(0, text.data(), text.size());
+    return text;
+  }
   std::ifstream in(metaPath);
   if (!in) throwIo(metaPath, "cannot open", errno);
   std::stringstream text;
   text << in.rdbuf();
+  return text.str();
+}
+
+// A rank file's header, and its tensors by name.
+struct RankFile {
+  SafetensorsHeader header;
+  std::map<std::string, const SafetensorsEntry*> byName;
+  int index = -1;  // in info.files
+  const SafetensorsEntry* find(const std::string& name) const {
+    const auto it = byName.find(name);
+    return it == byName.end() ? nullptr : it->second;
+  }
+};
+
+}  // namespace
+
+// The ranks layout, from a folder or (a URL ending in '/') from S3 or HTTP(S): there the rank
+// files' headers are read by range requests, eight at a time, and extra rank files are not looked
+// for (a folder URL cannot be listed over HTTP).
+void readRanksDirectory(const std::string& dir, CheckpointInfo& info) {
+  info.format = CheckpointFormat::Ranks;
+  const bool remote = isRemotePath(dir);
+  const std::string folder = remote ? (dir.back() == '/' ? dir : dir + "/") : dir;
+  const fs::path root(dir);
+  const std::string metaPath = remote ? folder + "metadata.json" : (root / "metadata.json").string();
+  const std::string text = metadataText(metaPath, remote);
   json meta;
   try {
-    meta = json::parse(text.str());
+    meta = json::parse(text);
   } catch (const json::exception& e) {
     throwBadInput(metaPath, std::string("is not valid JSON: ") + e.what());
   }
@@ -96,7 +132,7 @@ void readRanksDirectory(const std::string& dir, CheckpointInfo& info) {
 
   // Rank files present on disk, to report extra ones.
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(root, ec)) {
+  for (const auto& entry : remote ? fs::directory_iterator() : fs::directory_iterator(root, ec)) {
     const std::string name = entry.path().filename().string();
     if (name.rfind("rank_", 0) != 0 || name.size() <= 17 ||
         name.compare(name.size() - 12, 12, ".safetensors") != 0)
@@ -107,18 +143,34 @@ void readRanksDirectory(const std::string& dir, CheckpointInfo& info) {
       info.problems.push_back(name + " is extra: metadata.json says num_ranks " + std::to_string(numRanks));
   }
 
-  std::vector<std::optional<SafetensorsFile>> ranks(numRanks);
-  std::vector<int> fileIndex(numRanks, -1);
+  std::vector<std::optional<RankFile>> ranks(numRanks);
+  std::vector<std::optional<HfShard>> remoteRanks(remote ? numRanks : 0);
+  if (remote)
+    forEachInParallel(numRanks, 8, [&](std::int64_t r) {
+      try {
+        remoteRanks[static_cast<std::size_t>(r)] = remoteSafetensorsHeader(folder + "rank_" + std::to_string(r) + ".safetensors");
+      } catch (const Error& e) {
+        if (!isNotFound(e)) throw;  // a rank the server does not have is a problem of the layout
+      }
+    });
   for (int r = 0; r < numRanks; ++r) {
-    const std::string path = (root / ("rank_" + std::to_string(r) + ".safetensors")).string();
-    if (!fileExists(path)) {
+    const std::string path = remote ? folder + "rank_" + std::to_string(r) + ".safetensors"
+                                    : (root / ("rank_" + std::to_string(r) + ".safetensors")).string();
+    if (remote ? !remoteRanks[r] : !fileExists(path)) {
       info.problems.push_back("rank_" + std::to_string(r) + ".safetensors is missing (num_ranks " +
                               std::to_string(numRanks) + ")");
       continue;
     }
-    ranks[r] = SafetensorsFile::open(path);
-    fileIndex[r] = addFile(info, path);
-    for (const auto& e : ranks[r]->tensors())
+    RankFile& file = ranks[r].emplace();
+    if (remote) {
+      file.header = std::move(remoteRanks[r]->header);
+      file.index = addFile(info, path, remoteRanks[r]->remote);
+    } else {
+      file.header = SafetensorsFile::open(path).header();
+      file.index = addFile(info, path);
+    }
+    for (const auto& e : file.header.tensors) file.byName.emplace(e.name, &e);
+    for (const auto& e : file.header.tensors)
       if (!specs.count(e.name))
         info.problems.push_back("rank_" + std::to_string(r) + ".safetensors holds tensor \"" + e.name +
                                 "\", which metadata.json does not list");
@@ -168,12 +220,12 @@ void readRanksDirectory(const std::string& dir, CheckpointInfo& info) {
       }
       if (!ok || !sizesUsable) continue;
       if (spec.shardDim) {
-        TensorPiece p = wholeTensorPiece(fileIndex[r], ranks[r]->header(), *e);
+        TensorPiece p = wholeTensorPiece(ranks[r]->index, ranks[r]->header, *e);
         p.start[*spec.shardDim] = offset;
         offset += spec.shardSizes[r];
         t.pieces.push_back(std::move(p));
       } else if (t.pieces.empty()) {
-        t.pieces.push_back(wholeTensorPiece(fileIndex[r], ranks[r]->header(), *e));  // every rank holds it whole
+        t.pieces.push_back(wholeTensorPiece(ranks[r]->index, ranks[r]->header, *e));  // every rank holds it whole
       }
     }
     const bool sumOk = !spec.shardDim || offset == spec.fullShape[*spec.shardDim];

@@ -59,6 +59,13 @@ void SourceFiles::read(int file, void* dst, std::uint64_t n, std::uint64_t offse
   preadAll(fd(file), dst, n, offset, info_.files[static_cast<std::size_t>(file)]);
 }
 
+ZipReadAt SourceFiles::reader(int file) {
+  return [this, file](void* dst, std::uint64_t n, std::uint64_t at) {
+    read(file, dst, n, at);
+    return n;
+  };
+}
+
 int SourceFiles::fd(int file) {
   if (isRemote(file))
     throw Error(ErrorKind::Internal, info_.files[static_cast<std::size_t>(file)], "a remote file has no descriptor");
@@ -113,7 +120,7 @@ HostTensor TensorStreamer::gatherStrided(const TensorPiece& piece) {
   const std::uint8_t* base = nullptr;
   const std::string& path = files_.info().files[piece.file];
   if (s.zstd) {  // the item decompressed whole; inspect found the storage record inside it
-    storage = decompressZstdItem(files_.fd(piece.file), s.itemAt, s.itemBytes, s.plainBytes, path);
+    storage = decompressZstdItem(files_.reader(piece.file), s.itemAt, s.itemBytes, s.plainBytes, path);
     if (storage.size() != s.plainBytes || s.storageAt + s.storageBytes > storage.size())
       throw Error(ErrorKind::BadInput, path, "a zstd item changed since it was inspected");
     base = storage.data() + s.storageAt;

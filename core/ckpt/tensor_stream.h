@@ -15,6 +15,7 @@
 #include "ckpt/dtype_convert.h"
 #include "ckpt/reshard_plan.h"
 #include "io/host_tensor.h"
+#include "io/zip_archive.h"
 
 namespace stoker {
 
@@ -35,6 +36,8 @@ class SourceFiles {
   // Exactly `n` bytes at `offset` of `file`; Error(Io) naming the file if it ended early.
   void read(int file, void* dst, std::uint64_t n, std::uint64_t offset);
   int fd(int file);  // local files only
+  // Reads of `file` (local or remote) for what reads through a ZipReadAt: a zstd item.
+  ZipReadAt reader(int file);
   const CheckpointInfo& info() const { return info_; }
 
  private:

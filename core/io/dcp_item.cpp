@@ -65,6 +65,11 @@ DcpTensorItem readDcpTensorItem(const ZipReadAt& read, const std::string& path, 
 
 DcpTensorItem readDcpTensorItemZstd(int fd, const std::string& path, std::uint64_t offset, std::uint64_t length,
                                     std::uint64_t maxPlainBytes, const std::string& subject) {
+  return readDcpTensorItemZstd(zipFileReader(fd, path), path, offset, length, maxPlainBytes, subject);
+}
+
+DcpTensorItem readDcpTensorItemZstd(const ZipReadAt& read, const std::string& path, std::uint64_t offset,
+                                    std::uint64_t length, std::uint64_t maxPlainBytes, const std::string& subject) {
   // Only the zip's head (data.pkl, byteorder and the storage record's local header come first in
   // a torch.save zip; data.pkl is at most 64 MiB) and its tail (version, serialization id, the
   // central directory) are kept, in a sparse in-memory file the zip reader reads like any other;
@@ -88,7 +93,7 @@ DcpTensorItem readDcpTensorItemZstd(int fd, const std::string& path, std::uint64
   };
   std::deque<std::vector<std::uint8_t>> tail;  // the last pieces, at least kTail bytes of them
   std::uint64_t tailBytes = 0, at = 0;
-  const std::uint64_t plain = decompressZstdItem(fd, offset, length, maxPlainBytes, subject,
+  const std::uint64_t plain = decompressZstdItem(read, offset, length, maxPlainBytes, subject,
                                                  [&](const std::uint8_t* p, std::size_t n) {
     if (at < kHead) put(p, static_cast<std::size_t>(std::min<std::uint64_t>(n, kHead - at)), at);
     at += n;

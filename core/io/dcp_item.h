@@ -34,5 +34,7 @@ DcpTensorItem readDcpTensorItem(const ZipReadAt& read, const std::string& path, 
 // storageAt is an offset into the decompressed bytes.
 DcpTensorItem readDcpTensorItemZstd(int fd, const std::string& path, std::uint64_t offset, std::uint64_t length,
                                     std::uint64_t maxPlainBytes, const std::string& subject);
+DcpTensorItem readDcpTensorItemZstd(const ZipReadAt& read, const std::string& path, std::uint64_t offset,
+                                    std::uint64_t length, std::uint64_t maxPlainBytes, const std::string& subject);
 
 }  // namespace stoker

@@ -36,6 +36,11 @@ std::string unsupportedTransforms(const std::vector<std::string>& transforms) {
 
 std::uint64_t decompressZstdItem(int fd, std::uint64_t offset, std::uint64_t length, std::uint64_t maxBytes,
                                  const std::string& subject, const ZstdSink& sink) {
+  return decompressZstdItem(zipFileReader(fd, subject), offset, length, maxBytes, subject, sink);
+}
+
+std::uint64_t decompressZstdItem(const ZipReadAt& read, std::uint64_t offset, std::uint64_t length,
+                                 std::uint64_t maxBytes, const std::string& subject, const ZstdSink& sink) {
   std::unique_ptr<ZSTD_DCtx, decltype(&ZSTD_freeDCtx)> ctx(ZSTD_createDCtx(), &ZSTD_freeDCtx);
   if (!ctx) throw Error(ErrorKind::Io, subject, "cannot allocate a zstd decoder");
   const std::string where = "zstd item at offset " + std::to_string(offset);
@@ -58,9 +63,12 @@ std::uint64_t decompressZstdItem(int fd, std::uint64_t offset, std::uint64_t len
   };
   while (readSoFar < length) {
     const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(in.size(), length - readSoFar));
-    const long long got = preadFull(fd, in.data(), n, offset + readSoFar);
-    if (got < 0) throwIo(subject, "read failed", errno);
-    if (static_cast<std::size_t>(got) != n) throwBadInput(subject, where + " runs past the end of its file");
+    std::size_t got = 0;
+    while (got < n) {
+      const std::uint64_t k = read(in.data() + got, n - got, offset + readSoFar + got);
+      if (k == 0) throwBadInput(subject, where + " runs past the end of its file");
+      got += static_cast<std::size_t>(k);
+    }
     readSoFar += n;
     ZSTD_inBuffer src{in.data(), n, 0};
     while (src.pos < src.size) step(src);
@@ -73,11 +81,11 @@ std::uint64_t decompressZstdItem(int fd, std::uint64_t offset, std::uint64_t len
   return total;
 }
 
-std::vector<std::uint8_t> decompressZstdItem(int fd, std::uint64_t offset, std::uint64_t length,
+std::vector<std::uint8_t> decompressZstdItem(const ZipReadAt& read, std::uint64_t offset, std::uint64_t length,
                                              std::uint64_t maxBytes, const std::string& subject) {
   std::vector<std::uint8_t> out;
   out.reserve(static_cast<std::size_t>(maxBytes));
-  decompressZstdItem(fd, offset, length, maxBytes, subject,
+  decompressZstdItem(read, offset, length, maxBytes, subject,
                      [&](const std::uint8_t* p, std::size_t n) { out.insert(out.end(), p, p + n); });
   return out;
 }

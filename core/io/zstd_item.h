@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "io/zip_archive.h"
+
 namespace stoker {
 
 // Whether Stoker reads items with these transform descriptors: none, or "stream.zstd/1[.x]".
@@ -26,10 +28,13 @@ using ZstdSink = std::function<void(const std::uint8_t* data, std::size_t n)>;
 // decompress to more than `maxBytes` (a bomb's bound: checked before `sink` sees the excess).
 std::uint64_t decompressZstdItem(int fd, std::uint64_t offset, std::uint64_t length, std::uint64_t maxBytes,
                                  const std::string& subject, const ZstdSink& sink);
+// The same through `read` (a remote file's, or a conversion's SourceFiles).
+std::uint64_t decompressZstdItem(const ZipReadAt& read, std::uint64_t offset, std::uint64_t length,
+                                 std::uint64_t maxBytes, const std::string& subject, const ZstdSink& sink);
 
 // The same into memory, for callers that need the whole item and have budgeted `maxBytes` for it
 // (reserved up front: no doubling, no copy).
-std::vector<std::uint8_t> decompressZstdItem(int fd, std::uint64_t offset, std::uint64_t length,
+std::vector<std::uint8_t> decompressZstdItem(const ZipReadAt& read, std::uint64_t offset, std::uint64_t length,
                                              std::uint64_t maxBytes, const std::string& subject);
 
 }  // namespace stoker

@@ -790,6 +790,9 @@ torch.save(sd, sys.argv[1])
     for (const QString& f : {".metadata", "__0_0.distcp"})
       QVERIFY(QFile::copy(QStringLiteral(STOKER_SOURCE_DIR "/tests/fixtures/torch2/dcp/") + f, dcp2 + "/" + f));
     for (const QString& f : QDir(dcp13).entryList(QDir::Files | QDir::Hidden)) upload(dcp13 + "/" + f, "dcp13/" + f);
+    const QString dcpZstd = servers_.www() + "/dcpzstd";
+    const auto zstd = test::runPythonArgs({fixtures, "torch2zstd", dcp13, dcpZstd});
+    QVERIFY2(zstd.exitCode == 0, zstd.err.constData());
 
     servers_.takeLog(true);
     const auto inspected = runStoker({"ckpt", "inspect", servers_.httpUrl("dcp2/")});
@@ -805,7 +808,8 @@ torch.save(sd, sys.argv[1])
       QString source, local;
     };
     const QList<Case> cases{{servers_.httpUrl("dcp13/"), dcp13}, {s3("dcp13/"), dcp13},
-                            {servers_.httpUrl("dcp2/.metadata"), dcp2}, {servers_.httpUrl("dcp2/"), dcp2}};
+                            {servers_.httpUrl("dcp2/.metadata"), dcp2}, {servers_.httpUrl("dcp2/"), dcp2},
+                            {servers_.httpUrl("dcpzstd/"), dcpZstd}};
     for (int i = 0; i < cases.size(); ++i) {
       const Case& c = cases[i];
       const auto remote = runStoker({"ckpt", "inspect", c.source});
@@ -827,16 +831,12 @@ torch.save(sd, sys.argv[1])
       QVERIFY2(verify.exitCode == 0, qPrintable(c.source + ": " + verify.out + verify.err));
     }
 
-    // A data file the server does not have, and zstd items (not read from a URL yet): named.
+    // zstd items (torch >= 2.6's extension) read alike too; a data file the server does not have is named.
     const QString gone = servers_.www() + "/dcpgone";
     QVERIFY(QDir().mkpath(gone));
     for (const QString& f : QDir(dcp13).entryList(QDir::Files | QDir::Hidden))
       if (f != "__1_0.distcp") QVERIFY(QFile::copy(dcp13 + "/" + f, gone + "/" + f));
     NAMED(expectBadInput([&] { inspectCheckpoint(servers_.httpUrl("dcpgone/").toStdString()); }, {"__1_0.distcp", "is missing"}));
-    const auto zstd = test::runPythonArgs({fixtures, "torch2zstd", dcp13, servers_.www() + "/dcpzstd"});
-    QVERIFY2(zstd.exitCode == 0, zstd.err.constData());
-    NAMED(expectBadInput([&] { inspectCheckpoint(servers_.httpUrl("dcpzstd/").toStdString()); },
-                         {"zstd-compressed", "download the checkpoint first"}));
   }
 
   // A remote checkpoint is converted and verified by range reads of its tensors -- one file, an HF
@@ -885,6 +885,28 @@ torch.save(sd, sys.argv[1])
       QVERIFY2(convert.exitCode == 0, convert.err.constData());
     }
     QVERIFY(runStoker({"ckpt", "verify", ranks, local}).exitCode == 0);
+    // The ranks layout read back from a folder URL (its metadata.json and each rank's header): the
+    // same listing, the same single file, verified.
+    QVERIFY(QDir().mkpath(servers_.www() + "/ranks"));
+    for (const QString& f : QDir(ranks).entryList(QDir::Files)) {
+      QVERIFY(QFile::copy(ranks + "/" + f, servers_.www() + "/ranks/" + f));
+      upload(ranks + "/" + f, "ranks/" + f);
+    }
+    for (const QString& source : {servers_.httpUrl("ranks/"), s3("ranks/metadata.json")}) {
+      const auto remote = runStoker({"ckpt", "inspect", source});
+      const auto localRanks = runStoker({"ckpt", "inspect", ranks});
+      QVERIFY2(remote.exitCode == 0, qPrintable(source + ": " + remote.err));
+      QCOMPARE(remote.out.mid(remote.out.indexOf('\n')), localRanks.out.mid(localRanks.out.indexOf('\n')));
+      const QString out = tmp_.filePath("ckpt-from-ranks");
+      QDir(out).removeRecursively();
+      const auto convert = runStoker({"ckpt", "convert", source, out, "--to", "single"});
+      QVERIFY2(convert.exitCode == 0, qPrintable(source + ": " + convert.err));
+      QCOMPARE(readFile(out + "/model.safetensors"), readFile(expected + "/model.safetensors"));
+      QVERIFY(runStoker({"ckpt", "verify", source, local}).exitCode == 0);
+    }
+    QVERIFY(QFile::remove(servers_.www() + "/ranks/rank_1.safetensors"));
+    const auto lost = runStoker({"ckpt", "inspect", servers_.httpUrl("ranks/")});
+    QVERIFY2(lost.out.contains("rank_1.safetensors is missing"), lost.out.constData());
     // Two remote sources against each other.
     const auto both = runStoker({"ckpt", "verify", servers_.httpUrl("hf/"), s3("ckpt/small.safetensors")});
     QVERIFY2(both.exitCode == 0, both.err.constData());
@@ -901,7 +923,7 @@ torch.save(sd, sys.argv[1])
     QVERIFY2(refused.exitCode != 0 && refused.err.contains("named by the index but missing"), refused.err.constData());
     // A folder URL with neither file, and a file that is no index.
     NAMED(expectBadInput([&] { inspectCheckpoint(servers_.httpUrl("tokens/").toStdString()); },
-                         {"none of .metadata (DCP), model.safetensors.index.json, model.safetensors and model.pt", "download it first"}));
+                         {"none of metadata.json (ranks), .metadata (DCP), model.safetensors.index.json"}));
     NAMED(expectBadInput([&] { inspectCheckpoint(servers_.httpUrl("broken/model.safetensors.index.json").toStdString() + "x"); },
                          {"HTTP 404"}));
 
