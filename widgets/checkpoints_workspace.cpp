@@ -2,6 +2,7 @@
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDir>
 #include <QDragEnterEvent>
 #include <QDropEvent>
 #include <QFileDialog>
@@ -22,11 +23,13 @@
 #include <QSpinBox>
 #include <QSplitter>
 #include <QTreeWidget>
+#include <QUrl>
 #include <QVBoxLayout>
 
 #include "checkpoint_jobs.h"
 #include "ckpt/inspect.h"
 #include "ckpt/reshard_plan.h"
+#include "net/remote_url.h"
 #include "shard_layout_view.h"
 #include "eta_text.h"
 #include "util/byte_size.h"
@@ -60,7 +63,8 @@ CheckpointsWorkspace::CheckpointsWorkspace(QWidget* parent) : QWidget(parent), j
   auto* openRow = new QHBoxLayout;
   path_ = new QLineEdit(this);
   path_->setObjectName("path");
-  path_->setPlaceholderText(tr("A .safetensors or .pt file, a ranks directory or an HF sharded directory — or drop one here"));
+  path_->setPlaceholderText(tr("A .safetensors or .pt file, a DCP, ranks or HF sharded folder, or an s3:// or https:// "
+                               "URL of one — or drop one here"));
   auto* openFile = new QPushButton(tr("Open file…"), this);
   openFile->setToolTip(tr("Open a checkpoint file (Ctrl+O)"));
   auto* openDir = new QPushButton(tr("Open folder…"), this);
@@ -207,7 +211,7 @@ CheckpointsWorkspace::CheckpointsWorkspace(QWidget* parent) : QWidget(parent), j
     auto src = jobs_->source();
     for (const auto& p : src->problems) log("problem: " + QString::fromStdString(p));
     rememberRecent(openedPath_);
-    if (destination_->text().isEmpty()) destination_->setText(openedPath_ + "-converted");
+    if (destination_->text().isEmpty()) destination_->setText(defaultDestination(openedPath_));
     Q_EMIT checkpointOpened(summary);
   });
   connect(jobs_, &CheckpointJobs::planned, this, [this](const QString& text) {
@@ -346,7 +350,7 @@ void CheckpointsWorkspace::openPath(const QString& path) {
   layoutView_->setLayout({});
   verdict_->clear();
   verdict_->setStyleSheet(kVerdictIdle);
-  if (jobs_->open(path)) setBusy(true, tr("Inspecting %1…").arg(path));
+  if (jobs_->open(path)) setBusy(true, tr("Inspecting %1…").arg(QString::fromStdString(redactedUrl(path.toStdString()))));
 }
 
 void CheckpointsWorkspace::dryRun() {
@@ -386,7 +390,9 @@ void CheckpointsWorkspace::log(const QString& text) { log_->appendPlainText(text
 void CheckpointsWorkspace::rememberRecent(const QString& path) {
   QSettings s;
   QStringList recent = s.value("checkpoints/recent").toStringList();
-  if (!path.isEmpty()) {
+  // A URL with a password or a presigned signature in it is not kept: no secret in the settings.
+  const bool secret = isRemotePath(path.toStdString()) && redactedUrl(path.toStdString()) != path.toStdString();
+  if (!path.isEmpty() && !secret) {
     recent.removeAll(path);
     recent.prepend(path);
     while (recent.size() > kMaxRecent) recent.removeLast();
@@ -517,15 +523,30 @@ void CheckpointsWorkspace::showLayout() {
   layoutView_->setLayout(layout);
 }
 
+// Beside a local source; for a URL, a folder named after its last part in the working directory
+// (a conversion writes locally).
+QString CheckpointsWorkspace::defaultDestination(const QString& source) {
+  if (!isRemotePath(source.toStdString())) return source + "-converted";
+  QString name = QUrl(source).path().section('/', -1, -1, QString::SectionSkipEmpty);
+  if (name.isEmpty()) name = "checkpoint";
+  return QDir::current().filePath(name + "-converted");
+}
+
+// A local file or folder, or a link dragged from a browser or a bucket's console (http(s), s3).
+static bool droppable(const QUrl& url) {
+  return url.isLocalFile() || url.scheme() == "http" || url.scheme() == "https" || url.scheme() == "s3";
+}
+
 void CheckpointsWorkspace::dragEnterEvent(QDragEnterEvent* event) {
-  if (event->mimeData()->hasUrls() && event->mimeData()->urls().value(0).isLocalFile()) event->acceptProposedAction();
+  if (event->mimeData()->hasUrls() && droppable(event->mimeData()->urls().value(0))) event->acceptProposedAction();
 }
 
 void CheckpointsWorkspace::dropEvent(QDropEvent* event) {
   const QUrl url = event->mimeData()->urls().value(0);
-  if (!url.isLocalFile()) return;
+  if (!droppable(url)) return;
   event->acceptProposedAction();
-  openPath(url.toLocalFile());
+  openPath(url.isLocalFile() ? url.toLocalFile()
+                             : url.toString(url.scheme() == "s3" ? QUrl::FullyDecoded : QUrl::FullyEncoded));
 }
 
 }  // namespace stoker

@@ -36,6 +36,9 @@ class CheckpointsWorkspace : public QWidget {
   QString statusText() const;
   QString logText() const;
   QStringList recentFiles() const;
+  // Where a conversion of `source` goes unless the user says: beside a local source, in the working
+  // directory for a URL.
+  static QString defaultDestination(const QString& source);
   void setTarget(const QString& target, const QString& dtype = "keep");  // "ranks:3", "hf:1MB", "single", "pt"
   void setDestination(const QString& dir);
   void setMemoryBudget(const QString& size);

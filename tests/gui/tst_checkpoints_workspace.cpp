@@ -244,6 +244,29 @@ class TestCheckpointsWorkspace : public QObject {
     QApplication::sendEvent(&w, &drop);
     QVERIFY(waitFor(opened));
   }
+
+  // A link dragged from a browser opens as a URL; one with a password in it is never shown or
+  // kept in the recent list, and a conversion of a URL goes to a local folder.
+  void droppingALinkOpensTheUrl() {
+    qputenv("STOKER_HTTP_ATTEMPTS", "1");
+    CheckpointsWorkspace w;
+    QSignalSpy failed(&w, &CheckpointsWorkspace::jobFailed);
+    QMimeData mime;
+    mime.setUrls({QUrl("https://alice:hunter2@127.0.0.1:1/models/model.pt")});
+    QDragEnterEvent enter(QPoint(5, 5), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(&w, &enter);
+    QVERIFY(enter.isAccepted());
+    QDropEvent drop(QPointF(5, 5), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(&w, &drop);
+    QVERIFY(waitFor(failed));
+    qunsetenv("STOKER_HTTP_ATTEMPTS");
+    const QString message = failed.first().first().toString();
+    QVERIFY2(message.contains("127.0.0.1") && !message.contains("hunter2"), qPrintable(message));
+    QVERIFY2(!w.logText().contains("hunter2") && !w.statusText().contains("hunter2"), qPrintable(w.logText()));
+    QVERIFY(!w.recentFiles().join(' ').contains("hunter2"));
+    QCOMPARE(CheckpointsWorkspace::defaultDestination("s3://bucket/llama/"), QDir::current().filePath("llama-converted"));
+    QCOMPARE(CheckpointsWorkspace::defaultDestination("/data/ckpt"), QString("/data/ckpt-converted"));
+  }
 };
 
 QTEST_MAIN(TestCheckpointsWorkspace)
