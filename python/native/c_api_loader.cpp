@@ -237,6 +237,17 @@ StokerEpoch* stoker_epoch_start(StokerLoader* handle, int64_t epoch, const int64
   });
 }
 
+int stoker_epoch_queue_next(StokerEpoch* handle, int64_t nextEpoch, const int64_t* order, int64_t count,
+                            const int64_t* sizes, int64_t sizeCount) {
+  return guarded<>(-1, [&] {
+    if (!order || count < 0 || (sizes && sizeCount < 0)) throwBadInput("next epoch", "no order given");
+    return handle->epoch->queueNext(nextEpoch, std::vector<std::int64_t>(order, order + count),
+                                    sizes ? std::vector<std::int64_t>(sizes, sizes + sizeCount) : std::vector<std::int64_t>{})
+               ? 1
+               : 0;
+  });
+}
+
 int stoker_epoch_next(StokerEpoch* handle, int waitMs, void** fields, int capacity) {
   return guarded<>(-1, [&] {
     if (!handle->epoch->waitReady(std::chrono::milliseconds(waitMs))) return STOKER_NOT_READY;

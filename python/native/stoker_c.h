@@ -70,6 +70,12 @@ STOKER_C_API int64_t stoker_loader_order(StokerLoader* loader, int64_t epoch, in
  * `sizes` is not NULL, into `size_count` batches of those sizes. */
 STOKER_C_API StokerEpoch* stoker_epoch_start(StokerLoader* loader, int64_t epoch, const int64_t* order, int64_t count,
                                              const int64_t* sizes, int64_t size_count);
+/* Queues `epoch` over `order` (and `sizes`, as stoker_epoch_start takes them) behind this one: the
+ * workers go on into it when they run out of this epoch's batches, and a stoker_epoch_start of that
+ * epoch over the same order and sizes serves what they made (no gap at the boundary). 1 when
+ * queued, 0 when nothing is (no workers, not persistent_workers, one queued already), -1 on error. */
+STOKER_C_API int stoker_epoch_queue_next(StokerEpoch* epoch, int64_t next_epoch, const int64_t* order, int64_t count,
+                                         const int64_t* sizes, int64_t size_count);
 /* The next batch, waiting at most `wait_ms` for another thread to produce it (so a caller can look
  * at its own interrupts in between): writes one DLManagedTensor* per field to `fields` (at most
  * `capacity`) and returns the field count; 0 after the last batch, STOKER_NOT_READY when the wait

@@ -96,6 +96,7 @@ class Loader:
         publish_json = _native.encode(json.dumps(list(publish))) if publish else None
         options_json = _native.encode(json.dumps(self.options))
         self._split_len = None
+        self._queued = None  # (epoch, order, sizes) the running epoch queued behind it (a split's plan)
         held = _tensors_of(dataset)
         if held is not None:
             names, tensors = held
@@ -155,17 +156,25 @@ class Loader:
     def __iter__(self):
         self._close_iterator()
         epoch = self._next_epoch
-        order, sizes, start = None, None, 0
+        order, sizes, start, plan_next = None, None, 0, None
         if self._resume is not None and self._resume[0] == epoch:
             start = self._resume[1]
+        queued, self._queued = self._queued, None
         if self._split is not None:
-            order, sizes = self._planned(epoch, start)
+            if queued is not None and queued[0] == epoch and start == 0:
+                order, sizes = queued[1], queued[2]  # what the last epoch queued: its batches are made
+            else:
+                order, sizes = self._planned(epoch, start)
+            # A split's order is planned here, not drawn by the core: the next epoch's is planned on a
+            # thread while this one runs and queued behind it, so its first batches are made before
+            # this epoch ends, as the sampler's are (no gap at the boundary).
+            plan_next = lambda e=epoch + 1: (e, *self._planned(e, 0))  # noqa: E731
         elif start:
             order = self._remaining_order(epoch, start)
         self._resume = None
         self._next_epoch = epoch + 1
         self._state = {"epoch": epoch, "consumed": start, "done": False}
-        self._iterator = _EpochIterator(self, epoch, order, sizes)
+        self._iterator = _EpochIterator(self, epoch, order, sizes, plan_next)
         return self._iterator
 
     def close(self):
@@ -299,11 +308,13 @@ class Loader:
 
 
 class _EpochIterator:
-    def __init__(self, loader, epoch, order, sizes=None):
+    def __init__(self, loader, epoch, order, sizes=None, plan_next=None):
         self._loader = loader
         self.epoch = epoch
         self._indices = None  # of the last batch, fetched from the core when asked for
         self._fields = (ctypes.c_void_p * _MAX_FIELDS)()
+        self.next_epoch_queued = False  # whether the next epoch's batches are being made already
+        self._ahead, self._ahead_thread, self._plan_next, self._first_out = None, None, None, False
         if order is None:
             handle = lib.stoker_epoch_start(loader._require(), epoch, None, -1, None, 0)
         else:
@@ -314,6 +325,41 @@ class _EpochIterator:
         if not handle:
             _native.raise_last_error()
         self._handle = handle
+        if plan_next is not None and loader.options["num_workers"] > 0 and loader.options["persistent_workers"]:
+            self._plan_next = plan_next
+
+    def _plan_ahead(self):
+        plan_next, self._plan_next = self._plan_next, None
+
+        def plan():
+            try:
+                self._ahead = plan_next()
+            except Exception:  # the next epoch plans itself when it starts, as without this
+                self._ahead = None
+        self._ahead_thread = threading.Thread(target=plan, name="stoker-plan-ahead", daemon=True)
+        self._ahead_thread.start()
+
+    def _look_ahead(self):
+        """A split's next epoch: planned on a thread from the second batch on (planning would delay
+        the first), queued behind this epoch once planned."""
+        if self._plan_next is not None:
+            if self._first_out:
+                self._plan_ahead()
+            self._first_out = True
+        elif not self._ahead_thread.is_alive():
+            self._queue_ahead()
+
+    def _queue_ahead(self):
+        """Queues the next epoch's planned order behind this one (once its plan is ready)."""
+        self._ahead_thread, ahead = None, self._ahead
+        if ahead is None or not self._handle:
+            return
+        epoch, order, sizes = ahead
+        buf = (ctypes.c_int64 * len(order))(*order)
+        cut = (ctypes.c_int64 * len(sizes))(*sizes)
+        if lib.stoker_epoch_queue_next(self._handle, epoch, buf, len(order), cut, len(sizes)) == 1:
+            self.next_epoch_queued = True
+            self._loader._queued = ahead
 
     def __iter__(self):
         return self
@@ -349,6 +395,8 @@ class _EpochIterator:
             self._loader._state["done"] = True
             raise StopIteration
         self._indices = None
+        if self._plan_next is not None or self._ahead_thread is not None:
+            self._look_ahead()
         tensors = [_native.tensor_from_dlpack(fields[i]) for i in range(n)]
         loader = self._loader
         loader._state["consumed"] += loader._consumed_by_step(tensors[0].shape[0])

@@ -6,8 +6,11 @@ about 0.5 GB/s). For each latency:
 
 - tokens (batches 64 x 1024 of a nanoGPT .bin, random windows) with cache_dir: the first epoch
   (parts fetched from the network into a fresh cache) and the steady epochs after it (served from
-  the cache), against `stoker bench` on the local file; and the Python peer, a Dataset whose
-  __getitem__ reads its window with an urllib Range request, in a DataLoader (2 workers);
+  the cache), against `stoker bench` on the local file; against downloading the file first (curl
+  onto the same disk) and then reading it locally, and beside curl into /dev/null (the network
+  path alone: a first epoch that must fetch every byte cannot beat it); and the Python peer, a
+  Dataset whose __getitem__ reads its window with an urllib Range request, in a DataLoader (2
+  workers);
 - WebDataset shards (real photos, Resize(64),CenterCrop(56)) with cache_dir: the whole run (open
   = the shard scan, then one epoch, process start included) against the same local run, and
   against WebDataset's `pipe:curl` way: curl per shard piped into tarfile + PIL + torchvision in a
@@ -239,12 +242,28 @@ def main():
                 sys.exit(f"pipe:curl peer read {pipe_doc['images']} images, not {images}")
             peer = subprocess.run([PY, "-c", PYTHON_PEER, base + rel_tokens, str(token_bytes), str(a.peer_seconds)],
                                   capture_output=True, text=True, check=True)
+            # The other way to train on a remote token file: download it first (curl, onto the disk the
+            # cache uses), then read it locally; and what the network path alone costs (curl into
+            # /dev/null), the bound on any first epoch that must fetch every byte.
+            copy = os.path.join(run, "tokens-copy.bin")
+            start = time.perf_counter()
+            subprocess.run(["curl", "-s", "-o", copy, base + rel_tokens], check=True)
+            download_s = time.perf_counter() - start
+            after_download, _ = bench(stoker, f"tokens:{copy},ctx=1024", token_opts, 1)
+            os.unlink(copy)
+            start = time.perf_counter()
+            subprocess.run(["curl", "-s", "-o", "/dev/null", base + rel_tokens], check=True)
+            network_s = time.perf_counter() - start
             local_rates, remote_rates = epoch_rates(local_tokens), epoch_rates(remote_tokens)
             rows.append({
                 "latency_ms": latency,
                 "tokens_local_first": local_rates[0], "tokens_local_steady": local_tokens["samples_per_s"],
                 "tokens_remote_first": remote_rates[0], "tokens_remote_steady": remote_tokens["samples_per_s"],
                 "tokens_python_peer": json.loads(peer.stdout)["samples_per_s"],
+                "tokens_remote_first_s": remote_tokens["per_device"][0]["epochs"][0]["seconds"],
+                "tokens_local_first_s": local_tokens["per_device"][0]["epochs"][0]["seconds"],
+                "tokens_download_then_epoch_s": download_s + after_download["per_device"][0]["epochs"][0]["seconds"],
+                "tokens_curl_devnull_s": network_s,
                 "wds_local_img_s": images / local_wds_wall, "wds_remote_img_s": images / remote_wds_wall,
                 "wds_remote_nocache_img_s": images / nocache_wds_wall,
                 "wds_remote_open_epoch_img_s": images / remote_wds["run_seconds"],
@@ -256,6 +275,10 @@ def main():
                   f"({r['tokens_remote_steady']:,.0f} vs {r['tokens_local_steady']:,.0f} windows/s); "
                   f"Python urllib+DataLoader {r['tokens_python_peer']:,.0f}/s = {r['tokens_remote_first'] / r['tokens_python_peer']:,.0f}x slower "
                   f"than Stoker's first epoch", flush=True)
+            print(f"           tokens' first epoch {r['tokens_remote_first_s']:.2f} s: "
+                  f"{r['tokens_download_then_epoch_s'] / r['tokens_remote_first_s']:.2f}x the speed of curl's download + a local epoch "
+                  f"({r['tokens_download_then_epoch_s']:.2f} s); the network path alone (curl into /dev/null) "
+                  f"{r['tokens_curl_devnull_s']:.2f} s, a local epoch {r['tokens_local_first_s']:.2f} s", flush=True)
             print(f"           wds: {r['wds_remote_img_s']:,.0f} img/s = {r['wds_remote_img_s'] / r['wds_local_img_s']:.2f}x local "
                   f"({r['wds_local_img_s']:,.0f}), without a cache {r['wds_remote_nocache_img_s'] / r['wds_local_img_s']:.2f}x; "
                   f"vs pipe:curl + PIL/torchvision in a DataLoader ({r['wds_pipe_curl_img_s']:,.0f} img/s, from its first batch request): "

@@ -3,6 +3,8 @@ each rank whole batches in proportion to its speed (El Che), as `stoker plan` do
 together see every sample once, and a weighted epoch resumes from state_dict on another world size.
 The ranks are loaders in one process (their plans are pure functions of the request)."""
 
+import time
+
 import stoker
 from common import result
 
@@ -54,4 +56,24 @@ for l in resumed:
 rest = [epoch_of(l)[0] for l in resumed]
 seen = sum((r[0] for r in first), []) + sum(rest, [])
 assert sorted(seen) == list(range(N)), "resuming a weighted epoch repeated or skipped samples"
+
+# A split's next epoch is planned while this one runs and queued behind it, so the workers make its
+# first batches before the boundary (as the sampler's next epoch is made): the epoch that adopts
+# them serves exactly its own plan, epoch after epoch, and a set_epoch elsewhere drops them.
+ahead = stoker.Loader(SPEC, batch_size=B, shuffle=True, seed=4, rank=1, world_size=3, num_workers=1,
+                      rank_weights=[1, 2, 1], loading_mode="streaming")
+queued = []
+for e in (0, 1, 2, 5):
+    if e == 5:
+        ahead.set_epoch(5)
+    it = iter(ahead)
+    served = []
+    for step, _ in enumerate(it):
+        served += it.indices.tolist()
+        if step == 1:
+            time.sleep(0.5)  # a slow step: the plan of the next epoch (a thread) is ready by now
+    queued.append(it.next_epoch_queued)
+    expected = stoker.plan(N, 3, seed=4, epoch=e, batch_size=B, weights=[1, 2, 1])["ranks"][1]["indices"]
+    assert served == expected, f"epoch {e} served another order than its plan"
+assert queued == [True, True, True, True], queued
 result(weighted_steps=weighted_steps, elche_batches=[len(r[1]) for r in runs], resumed=len(seen))
