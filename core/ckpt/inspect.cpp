@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <optional>
 
 #include "ckpt/layout_readers.h"
 #include "io/pt_file.h"
@@ -207,32 +209,31 @@ void readRemoteCheckpoint(const std::string& url, CheckpointInfo& info) {
   if (endsWith(url, "/.metadata")) return readDcpDirectory(url.substr(0, url.size() - 9), info);
   if (endsWith(url, "/metadata.json")) return readRanksDirectory(url.substr(0, url.size() - 13), info);
   if (endsWith(url, "/")) {
-    try {
-      return readRanksDirectory(url, info);
-    } catch (const Error& e) {
-      if (!isNotFound(e)) throw;  // only metadata.json's absence is a 404 here: a missing rank is a problem
-    }
-    try {
-      return readDcpDirectory(url, info);
-    } catch (const Error& e) {
-      if (!isNotFound(e)) throw;  // only .metadata's absence is a 404 here: a missing data file is named otherwise
-    }
-    try {
-      return readRemoteHfIndex(url + "model.safetensors.index.json",
-                               RemoteObject::open(url + "model.safetensors.index.json", kIndexHead), info);
-    } catch (const Error& e) {
-      if (!isNotFound(e)) throw;
-    }
-    try {
-      return readRemoteSafetensors(url + "model.safetensors", info);
-    } catch (const Error& e) {
-      if (!isNotFound(e)) throw;
-    }
-    try {
-      return readRemoteFile(url + "model.pt", info);
-    } catch (const Error& e) {
-      if (!isNotFound(e)) throw;
-    }
+    // Each layout's file in the local order. A missing one is a 404, or a 403 where the caller may
+    // not list the bucket (S3 answers so for a missing key then): either way the next is tried, and
+    // a 403 is the error only when none of them is there.
+    std::optional<Error> forbidden;
+    auto found = [&](const std::function<void()>& read) {
+      try {
+        read();
+        return true;
+      } catch (const Error& e) {
+        info = CheckpointInfo{};  // nothing of a layout that was not there
+        info.path = url;
+        if (isForbidden(e) && !forbidden) forbidden = e;
+        if (!isNotFound(e) && !isForbidden(e)) throw;  // a missing rank or data file is named otherwise
+        return false;
+      }
+    };
+    if (found([&] { readRanksDirectory(url, info); }) || found([&] { readDcpDirectory(url, info); }) ||
+        found([&] {
+          readRemoteHfIndex(url + "model.safetensors.index.json",
+                            RemoteObject::open(url + "model.safetensors.index.json", kIndexHead), info);
+        }) ||
+        found([&] { readRemoteSafetensors(url + "model.safetensors", info); }) ||
+        found([&] { readRemoteFile(url + "model.pt", info); }))
+      return;
+    if (forbidden) throw *forbidden;
     throwBadInput(url, "holds none of metadata.json (ranks), .metadata (DCP), model.safetensors.index.json, "
                        "model.safetensors and model.pt");
   }

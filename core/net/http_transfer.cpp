@@ -367,6 +367,8 @@ bool isNotFound(const Error& e) {
   return e.kind() == ErrorKind::BadInput && e.reason().rfind(kNotFoundWords, 0) == 0;
 }
 
+bool isForbidden(const Error& e) { return e.kind() == ErrorKind::BadInput && e.reason().rfind("HTTP 403", 0) == 0; }
+
 double networkSecondsOnThisThread() { return tlsNetworkSeconds; }
 
 NetCounters& netCounters() {

@@ -52,6 +52,9 @@ std::string httpGetText(const HttpTarget& target, std::size_t maxBytes);
 // True for the error a 404 reply becomes: the object (or bucket) is not there. Callers that probe
 // for one of several names (a folder URL's index, else its model file) go on to the next.
 bool isNotFound(const Error& e);
+// True for the error a 403 reply becomes. S3 answers 403, not 404, for a missing key when the caller
+// may not list the bucket, so a probe takes it as "not there" too unless nothing else is.
+bool isForbidden(const Error& e);
 
 // What this process has asked the network for (the Stages tab's network line, tests, benchmarks).
 struct NetCounters {

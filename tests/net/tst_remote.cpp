@@ -907,6 +907,16 @@ torch.save(sd, sys.argv[1])
     QVERIFY(QFile::remove(servers_.www() + "/ranks/rank_1.safetensors"));
     const auto lost = runStoker({"ckpt", "inspect", servers_.httpUrl("ranks/")});
     QVERIFY2(lost.out.contains("rank_1.safetensors is missing"), lost.out.constData());
+    // A bucket the caller may not list answers 403 for a missing key: the folder's probes go on
+    // past them (the ranks and DCP files here), and a 403 for every probe is the error.
+    QVERIFY(servers_.fault(true, "status:403", 2));
+    const auto pastForbidden = runStoker({"ckpt", "inspect", servers_.httpUrl("hf/")});
+    QVERIFY2(pastForbidden.exitCode == 0 && pastForbidden.out.contains("layer.3.weight"), pastForbidden.err.constData());
+    QVERIFY(servers_.fault(true, "status:403", 100));
+    const auto allForbidden = runStoker({"ckpt", "inspect", servers_.httpUrl("hf/")});
+    QVERIFY(servers_.fault(true, "", 0));
+    QVERIFY2(allForbidden.exitCode != 0 && allForbidden.err.contains("HTTP 403") && allForbidden.err.contains("metadata.json"),
+             allForbidden.err.constData());
     // Two remote sources against each other.
     const auto both = runStoker({"ckpt", "verify", servers_.httpUrl("hf/"), s3("ckpt/small.safetensors")});
     QVERIFY2(both.exitCode == 0, both.err.constData());
