@@ -60,12 +60,19 @@ std::shared_ptr<BufferLease> BufferPool::acquire() {
     std::lock_guard<std::mutex> lock(mutex_);
     dropRetired();
     ++leased_;
-    // The most recently returned ready block (warm in caches); else, with the pool full of
-    // blocks the device still uses, the oldest of them, waited for below.
-    auto ready = std::find_if(idle_.rbegin(), idle_.rend(), [](const Idle& i) { return i.ready(); });
-    if (ready != idle_.rend()) {
+    // The most recently returned block when it is ready (warm in caches: a host block, with no
+    // fence, always is); else the oldest when it is. Fences are recorded in release order and a
+    // stream passes them in that order, so past a newest and an oldest that are not done no other
+    // is: at most two fence queries (CUDA event queries) per batch, not one per idle block.
+    // Else, with the pool full of blocks the device still uses, the oldest, waited for below.
+    auto ready = idle_.end();
+    if (!idle_.empty() && idle_.back().ready())
+      ready = std::prev(idle_.end());
+    else if (idle_.size() > 1 && idle_.front().ready())
+      ready = idle_.begin();
+    if (ready != idle_.end()) {
       block = std::move(ready->block);
-      idle_.erase(std::next(ready).base());
+      idle_.erase(ready);
     } else if (!idle_.empty() && static_cast<int>(idle_.size()) >= keepFree_) {
       block = std::move(idle_.front().block);
       pending = std::move(idle_.front().fence);

@@ -98,10 +98,12 @@ class CudaFence : public DeviceFence {
   }
   ~CudaFence() override { EventPool::give(device_, event_); }
   bool done() const override {
+    if (passed_.load(std::memory_order_acquire)) return true;  // once passed, no more queries
     const cudaError_t err = cudaEventQuery(event_);
-    if (err == cudaSuccess) return true;
-    (void)cudaGetLastError();  // not ready (not an error), or failed: counts as passed
-    return err != cudaErrorNotReady;
+    if (err != cudaSuccess) (void)cudaGetLastError();  // not ready (not an error), or failed: counts as passed
+    if (err == cudaErrorNotReady) return false;
+    passed_.store(true, std::memory_order_release);
+    return true;
   }
   void wait() const override {
     if (cudaEventSynchronize(event_) != cudaSuccess) (void)cudaGetLastError();
@@ -112,6 +114,7 @@ class CudaFence : public DeviceFence {
  private:
   c10::DeviceIndex device_;
   cudaEvent_t event_;
+  mutable std::atomic<bool> passed_{false};
 };
 
 #if defined(STOKER_CUDA_GATHER_KERNEL)

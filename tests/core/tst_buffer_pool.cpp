@@ -24,7 +24,11 @@ namespace {
 struct TestFence : DeviceFence {
   mutable std::atomic<bool> finished{false};
   mutable std::atomic<int> waits{0};
-  bool done() const override { return finished.load(); }
+  mutable std::atomic<int> queries{0};
+  bool done() const override {
+    ++queries;
+    return finished.load();
+  }
   void wait() const override {
     ++waits;
     finished = true;  // "the device got there"
@@ -104,6 +108,43 @@ class TestBufferPool : public QObject {
     QCOMPARE(newer->waits.load(), 0);
     QCOMPARE(p->allocations(), std::int64_t(2));
     QCOMPARE(p->fenceWaits(), std::int64_t(1));
+  }
+
+  // The device passes fences in the order they were recorded: an acquire asks the newest idle block
+  // and then the oldest, never every one (a CUDA event query each, per batch, on the resident
+  // path's hot loop), and takes the oldest that is done.
+  void anAcquireAsksAtMostTwoFences() {
+    auto p = pool(8);
+    std::vector<std::shared_ptr<TestFence>> fences;
+    std::vector<std::uint8_t*> blocks;
+    {
+      std::vector<std::shared_ptr<BufferLease>> leases;
+      for (int i = 0; i < 6; ++i) leases.push_back(p->acquire());
+      for (auto& l : leases) {
+        fences.push_back(std::make_shared<TestFence>());
+        blocks.push_back(l->data());
+        l->fenceRelease(fences.back());
+        l.reset();  // returned in this order, oldest first
+      }
+    }
+    for (int i = 0; i < 3; ++i) fences[static_cast<std::size_t>(i)]->finished = true;
+    auto queries = [&] {
+      int n = 0;
+      for (auto& f : fences) n += f->queries.exchange(0);
+      return n;
+    };
+    for (int i = 0; i < 3; ++i) {
+      auto lease = p->acquire();
+      QCOMPARE(lease->data(), blocks[static_cast<std::size_t>(i)]);  // the oldest done one
+      QVERIFY2(queries() <= 2, "an acquire asked more than two fences");
+      fences.push_back(std::make_shared<TestFence>());
+      lease->fenceRelease(fences.back());  // back as the newest, busy
+    }
+    // None done now: the pool allocates (it is not full) after two queries.
+    auto fresh = p->acquire();
+    QCOMPARE(queries(), 2);
+    QCOMPARE(p->allocations(), std::int64_t(7));
+    QCOMPARE(p->fenceWaits(), std::int64_t(0));
   }
 
   void theConsumersFenceIsMadeAtReleaseAndWins() {
