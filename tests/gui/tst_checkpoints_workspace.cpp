@@ -23,6 +23,19 @@
 #include <ATen/ATen.h>
 
 using namespace stoker;
+
+// Drags `url` over the workspace and drops it there; whether the drag was accepted.
+bool drop(CheckpointsWorkspace& w, const QUrl& url) {
+  QMimeData mime;
+  mime.setUrls({url});
+  QDragEnterEvent enter(QPoint(5, 5), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+  QApplication::sendEvent(&w, &enter);
+  if (!enter.isAccepted()) return false;
+  QDropEvent dropped(QPointF(5, 5), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+  QApplication::sendEvent(&w, &dropped);
+  return true;
+}
+
 using stoker::test::EventLoopProbe;
 using stoker::test::saveScreenshot;
 using stoker::test::waitFor;
@@ -235,13 +248,7 @@ class TestCheckpointsWorkspace : public QObject {
   void droppingAFolderOpensIt() {
     CheckpointsWorkspace w;
     QSignalSpy opened(&w, &CheckpointsWorkspace::checkpointOpened);
-    QMimeData mime;
-    mime.setUrls({QUrl::fromLocalFile(ranks3_)});
-    QDragEnterEvent enter(QPoint(5, 5), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
-    QApplication::sendEvent(&w, &enter);
-    QVERIFY(enter.isAccepted());
-    QDropEvent drop(QPointF(5, 5), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
-    QApplication::sendEvent(&w, &drop);
+    QVERIFY(drop(w, QUrl::fromLocalFile(ranks3_)));
     QVERIFY(waitFor(opened));
   }
 
@@ -251,13 +258,7 @@ class TestCheckpointsWorkspace : public QObject {
     qputenv("STOKER_HTTP_ATTEMPTS", "1");
     CheckpointsWorkspace w;
     QSignalSpy failed(&w, &CheckpointsWorkspace::jobFailed);
-    QMimeData mime;
-    mime.setUrls({QUrl("https://alice:hunter2@127.0.0.1:1/models/model.pt")});
-    QDragEnterEvent enter(QPoint(5, 5), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
-    QApplication::sendEvent(&w, &enter);
-    QVERIFY(enter.isAccepted());
-    QDropEvent drop(QPointF(5, 5), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
-    QApplication::sendEvent(&w, &drop);
+    QVERIFY(drop(w, QUrl("https://alice:hunter2@127.0.0.1:1/models/model.pt")));
     QVERIFY(waitFor(failed));
     qunsetenv("STOKER_HTTP_ATTEMPTS");
     const QString message = failed.first().first().toString();

@@ -140,6 +140,19 @@ class TestRemote : public QObject {
   QString shards_;   // local WebDataset shards (www/shards and s3://stoker-test/shards)
 
   QString s3(const QString& key) const { return "s3://" + RemoteServers::bucket() + "/" + key; }
+  // Each remote source converts to the single file the local conversion `expected` holds, and
+  // verifies against the local checkpoint `local`.
+  void convertsAsTheLocalFile(const QStringList& sources, const QString& local, const QString& expected, const QString& tag) {
+    for (int i = 0; i < sources.size(); ++i) {
+      const QString out = tmp_.filePath(QString("%1-remote-%2").arg(tag).arg(i));
+      QDir(out).removeRecursively();
+      const auto convert = runStoker({"ckpt", "convert", sources[i], out, "--to", "single"});
+      QVERIFY2(convert.exitCode == 0, qPrintable(sources[i] + ": " + convert.err));
+      QVERIFY2(readFile(out + "/model.safetensors") == readFile(expected + "/model.safetensors"), qPrintable(sources[i]));
+      const auto verify = runStoker({"ckpt", "verify", sources[i], local});
+      QVERIFY2(verify.exitCode == 0, qPrintable(sources[i] + ": " + verify.out + verify.err));
+    }
+  }
 
   // www/NAME: a .safetensors of `tensors` F32 tensors layer.I.weight of `bytesEach` random bytes.
   void writeModel(const QString& name, int tensors, int bytesEach) {
@@ -755,16 +768,10 @@ torch.save(sd, sys.argv[1])
     const QString expected = tmp_.filePath("pt-local");
     const auto base = runStoker({"ckpt", "convert", local, expected, "--to", "single"});
     QVERIFY2(base.exitCode == 0, base.err.constData());
-    const QStringList sources{servers_.httpUrl("model.pt"), servers_.httpUrl("hub/pytorch_model.bin"),
-                              servers_.httpUrl("ptdir/"), s3("ckpt/model.pt")};
-    for (int i = 0; i < sources.size(); ++i) {
-      const QString out = tmp_.filePath(QString("pt-remote-%1").arg(i));
-      const auto convert = runStoker({"ckpt", "convert", sources[i], out, "--to", "single"});
-      QVERIFY2(convert.exitCode == 0, qPrintable(sources[i] + ": " + convert.err));
-      QCOMPARE(readFile(out + "/model.safetensors"), readFile(expected + "/model.safetensors"));
-      const auto verify = runStoker({"ckpt", "verify", sources[i], local});
-      QVERIFY2(verify.exitCode == 0, qPrintable(sources[i] + ": " + verify.out + verify.err));
-    }
+    convertsAsTheLocalFile({servers_.httpUrl("model.pt"), servers_.httpUrl("hub/pytorch_model.bin"),
+                            servers_.httpUrl("ptdir/"), s3("ckpt/model.pt")},
+                           local, expected, "pt");
+    if (QTest::currentTestFailed()) return;
     // A file that is neither: named, with what it was taken for.
     NAMED(expectBadInput([&] { inspectCheckpoint(servers_.httpUrl("blob.bin").toStdString()); },
                          {"blob.bin", "neither a torch.save zip (.pt) nor a safetensors file"}));
@@ -867,16 +874,10 @@ torch.save(sd, sys.argv[1])
     const QString expected = tmp_.filePath("ckpt-local");
     const auto base = runStoker({"ckpt", "convert", local, expected, "--to", "single"});
     QVERIFY2(base.exitCode == 0, base.err.constData());
-    const QStringList sources{servers_.httpUrl("small.safetensors"), servers_.httpUrl("hf/model.safetensors.index.json"),
-                              servers_.httpUrl("hf/"), s3("hf/"), s3("ckpt/small.safetensors")};
-    for (int i = 0; i < sources.size(); ++i) {
-      const QString out = tmp_.filePath(QString("ckpt-remote-%1").arg(i));
-      const auto convert = runStoker({"ckpt", "convert", sources[i], out, "--to", "single"});
-      QVERIFY2(convert.exitCode == 0, qPrintable(sources[i] + ": " + convert.err));
-      QCOMPARE(readFile(out + "/model.safetensors"), readFile(expected + "/model.safetensors"));
-      const auto verify = runStoker({"ckpt", "verify", sources[i], local});
-      QVERIFY2(verify.exitCode == 0, qPrintable(sources[i] + ": " + verify.out + verify.err));
-    }
+    convertsAsTheLocalFile({servers_.httpUrl("small.safetensors"), servers_.httpUrl("hf/model.safetensors.index.json"),
+                            servers_.httpUrl("hf/"), s3("hf/"), s3("ckpt/small.safetensors")},
+                           local, expected, "ckpt");
+    if (QTest::currentTestFailed()) return;
     // Resharded from S3 straight into another layout, and resumed as a finished conversion.
     const QString ranks = tmp_.filePath("ckpt-ranks");
     for (int pass = 0; pass < 2; ++pass) {
@@ -892,18 +893,15 @@ torch.save(sd, sys.argv[1])
       QVERIFY(QFile::copy(ranks + "/" + f, servers_.www() + "/ranks/" + f));
       upload(ranks + "/" + f, "ranks/" + f);
     }
-    for (const QString& source : {servers_.httpUrl("ranks/"), s3("ranks/metadata.json")}) {
+    const QStringList rankSources{servers_.httpUrl("ranks/"), s3("ranks/metadata.json")};
+    for (const QString& source : rankSources) {
       const auto remote = runStoker({"ckpt", "inspect", source});
       const auto localRanks = runStoker({"ckpt", "inspect", ranks});
       QVERIFY2(remote.exitCode == 0, qPrintable(source + ": " + remote.err));
       QCOMPARE(remote.out.mid(remote.out.indexOf('\n')), localRanks.out.mid(localRanks.out.indexOf('\n')));
-      const QString out = tmp_.filePath("ckpt-from-ranks");
-      QDir(out).removeRecursively();
-      const auto convert = runStoker({"ckpt", "convert", source, out, "--to", "single"});
-      QVERIFY2(convert.exitCode == 0, qPrintable(source + ": " + convert.err));
-      QCOMPARE(readFile(out + "/model.safetensors"), readFile(expected + "/model.safetensors"));
-      QVERIFY(runStoker({"ckpt", "verify", source, local}).exitCode == 0);
     }
+    convertsAsTheLocalFile(rankSources, local, expected, "ranks");
+    if (QTest::currentTestFailed()) return;
     QVERIFY(QFile::remove(servers_.www() + "/ranks/rank_1.safetensors"));
     const auto lost = runStoker({"ckpt", "inspect", servers_.httpUrl("ranks/")});
     QVERIFY2(lost.out.contains("rank_1.safetensors is missing"), lost.out.constData());
