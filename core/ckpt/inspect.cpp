@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "ckpt/layout_readers.h"
+#include "io/byte_order.h"
 #include "io/pt_file.h"
 #include "io/safetensors_file.h"
 #include "net/http_transfer.h"
@@ -76,8 +77,7 @@ HfShard remoteSafetensorsHeader(const std::string& url, std::shared_ptr<const Re
   if (!object) object = RemoteObject::open(url, kFirstRemoteBytes);
   const auto& head = object->head();
   if (head.size() < 8) throwBadInput(url, "too short for a safetensors file (" + std::to_string(object->size()) + " bytes)");
-  std::uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | head[static_cast<std::size_t>(i)];
+  const std::uint64_t n = loadLittleEndian<std::uint64_t>(head.data());
   if (n > kSafetensorsMaxHeaderBytes || 8 + n > object->size())
     throwBadInput(url, "not a safetensors file: its header length (" + std::to_string(n) + ") is past 100 MB or its end");
   std::vector<std::uint8_t> bytes;
@@ -156,13 +156,7 @@ void readRemoteSafetensors(const std::string& url, CheckpointInfo& info,
 // An HF index in S3 or behind HTTP(S): the index fetched whole, then every shard's header, a few
 // shards at a time (a 30-shard model costs about 31 requests, none of them for tensor bytes).
 void readRemoteHfIndex(const std::string& url, std::shared_ptr<const RemoteObject> index, CheckpointInfo& info) {
-  constexpr std::uint64_t kMaxIndex = 64ull << 20;
-  if (index->size() > kMaxIndex) throwBadInput(url, "is larger than 64 MiB; not an HF index");
-  std::string text(static_cast<std::size_t>(index->size()), '\0');
-  if (text.size() <= index->head().size())
-    std::copy(index->head().begin(), index->head().begin() + static_cast<std::ptrdiff_t>(text.size()), text.begin());
-  else
-    index->read(0, text.data(), text.size());
+  const std::string text = index->whole(64ull << 20, "an HF index");
   const std::string folder = url.substr(0, url.rfind('/') + 1);
   readHfIndexText(text, url, [&](const std::vector<std::string>& names) {
     std::vector<std::optional<HfShard>> shards(names.size());

@@ -59,15 +59,8 @@ class RemoteDcpFiles {
   std::string url(const std::string& rel) const { return folder_ + (http_ ? percentEncode(rel, true) : rel); }
 
   std::vector<std::uint8_t> metadata() const {
-    const std::string at = url(".metadata");
-    auto object = RemoteObject::open(at, 1 << 20);
-    if (object->size() > (256ull << 20)) throwBadInput(at, "is larger than 256 MiB; not a DCP .metadata");
-    std::vector<std::uint8_t> bytes(static_cast<std::size_t>(object->size()));
-    if (bytes.size() <= object->head().size())
-      std::copy(object->head().begin(), object->head().begin() + static_cast<std::ptrdiff_t>(bytes.size()), bytes.begin());
-    else
-      object->read(0, bytes.data(), bytes.size());
-    return bytes;
+    const std::string bytes = RemoteObject::open(url(".metadata"), 1 << 20)->whole(256ull << 20, "a DCP .metadata");
+    return {bytes.begin(), bytes.end()};
   }
 
   // Opens every file that `items` (relative path -> its tensor items' (offset, length)) name and
@@ -232,6 +225,16 @@ void readDcpDirectory(const std::string& dirIn, CheckpointInfo& info) {
     return it->second;
   };
 
+  // What reads an item of data file `index`: its spans fetched ahead when remote, else a descriptor
+  // opened into `fd` (none is kept between items: torch 1.13 writes a file per item).
+  auto itemReader = [&](const DcpStorage& s, int index, std::optional<ReadOnlyFd>& fd) -> ZipReadAt {
+    if (remote) return remoteFiles->file(s.relativePath)->reader();
+    const std::string& path = info.files[static_cast<std::size_t>(index)];
+    fd.emplace(path);
+    if (fd->get() < 0) throwIo(path, "cannot open", errno);
+    return zipFileReader(fd->get(), path);
+  };
+
   std::set<std::pair<int, std::uint64_t>> zstdItems;  // (file, offset) of compressed chunk items
   for (const DcpEntry& e : md.entries) {
     if (!e.isTensor) {
@@ -239,14 +242,12 @@ void readDcpDirectory(const std::string& dirIn, CheckpointInfo& info) {
       const DataFile& f = dataFile(*e.bytes, "\"" + e.fqn + "\"");
       CheckpointInfo::Item item{e.fqn, e.bytes->length, f.index, e.bytes->offset};
       if (isZstd(e.bytes->transforms)) {  // its plain size is what a DCP target writes
-        ReadOnlyFd fd(remote ? std::string() : info.files[f.index]);
-        if (!remote && fd.get() < 0) throwIo(info.files[f.index], "cannot open", errno);
+        std::optional<ReadOnlyFd> fd;
         item.zstd = true;
         item.storedBytes = e.bytes->length;
-        item.bytes = decompressZstdItem(remote ? remoteFiles->file(e.bytes->relativePath)->reader()
-                                               : zipFileReader(fd.get(), info.files[f.index]),
-                                        e.bytes->offset, e.bytes->length, kMaxPlainItemBytes,
-                                        metaPath + ": \"" + e.fqn + "\"", [](const std::uint8_t*, std::size_t) {});
+        item.bytes = decompressZstdItem(itemReader(*e.bytes, f.index, fd), e.bytes->offset, e.bytes->length,
+                                        kMaxPlainItemBytes, metaPath + ": \"" + e.fqn + "\"",
+                                        [](const std::uint8_t*, std::size_t) {});
       }
       info.nonTensorItems.push_back(item);
       continue;
@@ -281,8 +282,8 @@ void readDcpDirectory(const std::string& dirIn, CheckpointInfo& info) {
       if (!ok) break;
       if (!c.storage) throwBadInput(metaPath, what + ": no storage_data entry for this chunk");
       const DataFile& f = dataFile(*c.storage, what);
-      ReadOnlyFd fd(remote ? std::string() : info.files[f.index]);
-      if (!remote && fd.get() < 0) throwIo(info.files[f.index], "cannot open", errno);
+      std::optional<ReadOnlyFd> fd;
+      const ZipReadAt read = itemReader(*c.storage, f.index, fd);
       const std::uint64_t chunkBytes = dtypeBytesFor(*e.dtype, volume(c.sizes)).value_or(UINT64_MAX);
       const bool zstd = isZstd(c.storage->transforms);
       // Every compressed item is decompressed on its own: chunks sharing one would multiply the work
@@ -292,8 +293,6 @@ void readDcpDirectory(const std::string& dirIn, CheckpointInfo& info) {
                                     c.storage->relativePath + ") is another chunk's too");
       // A compressed item holds its chunk's bytes and torch.save's few small records (DCP's writer
       // clones views, so no larger storage): anything past 1 MiB more is a bomb.
-      const ZipReadAt read = remote ? remoteFiles->file(c.storage->relativePath)->reader()
-                                    : zipFileReader(fd.get(), info.files[f.index]);
       const DcpTensorItem item =
           zstd ? readDcpTensorItemZstd(read, info.files[f.index], c.storage->offset, c.storage->length,
                                        std::min<std::uint64_t>(chunkBytes, UINT64_MAX - kZstdItemSlack) + kZstdItemSlack,

@@ -71,16 +71,7 @@ Spec parseSpec(const std::string& name, const json& v, int numRanks, const std::
 
 // metadata.json's text, from a local folder or a folder URL.
 std::string metadataText(const std::string& metaPath, bool remote) {
-  if (remote) {
-    auto object = RemoteObject::open(metaPath, 1 << 20);
-    if (object->size() > (64ull << 20)) throwBadInput(metaPath, "is larger than 64 MiB; not a ranks metadata.json");
-    std::string text(static_cast<std::size_t>(object->size()), '\0');
-    if (text.size() <= object->head().size())
-      std::copy(object->head().begin(), object->head().begin() + static_cast<std::ptrdiff_t>(text.size()), text.begin());
-    else
-      object->read(0, text.data(), text.size());
-    return text;
-  }
+  if (remote) return RemoteObject::open(metaPath, 1 << 20)->whole(64ull << 20, "a ranks metadata.json");
   std::ifstream in(metaPath);
   if (!in) throwIo(metaPath, "cannot open", errno);
   std::stringstream text;

@@ -1,4 +1,4 @@
-// io/byte_order: big/little-endian helpers shared by the IDX and .npy readers.
+// io/byte_order: big/little-endian helpers shared by the IDX, .npy, zip and safetensors readers.
 #pragma once
 
 #include <algorithm>
@@ -11,6 +11,13 @@ template <typename T>
 T loadBigEndian(const std::uint8_t* p) {
   T v = 0;
   for (std::size_t i = 0; i < sizeof(T); ++i) v = static_cast<T>((v << 8) | p[i]);
+  return v;
+}
+
+template <typename T>
+T loadLittleEndian(const std::uint8_t* p) {
+  T v = 0;
+  for (std::size_t i = sizeof(T); i-- > 0;) v = static_cast<T>((v << 8) | p[i]);
   return v;
 }
 

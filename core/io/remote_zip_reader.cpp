@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "io/byte_order.h"
 #include "net/remote_object.h"
 #include "util/run_jobs.h"
 
@@ -18,13 +19,6 @@ constexpr std::uint64_t kLocalHeaderBytes = 30;          // what minizip reads o
 constexpr std::uint64_t kJoinGap = 256 << 10;           // headers closer than this: one request (a round trip costs more)
 constexpr std::uint64_t kMaxJoined = 8 << 20;            // joined ranges stay under this
 
-template <typename T>
-T le(const std::uint8_t* p) {
-  T v = 0;
-  for (std::size_t i = sizeof(T); i-- > 0;) v = static_cast<T>((v << 8) | p[i]);
-  return v;
-}
-
 struct Directory {
   std::uint64_t offset = 0, size = 0, entries = 0;
 };
@@ -35,22 +29,22 @@ bool findDirectory(RemoteSpans& spans, std::uint64_t tailAt, std::uint64_t tailB
   if (!tail || tailBytes < 22) return false;
   for (std::uint64_t i = tailBytes - 22 + 1; i-- > 0;) {
     const std::uint8_t* e = tail + i;
-    if (le<std::uint32_t>(e) != 0x06054b50) continue;
-    d.entries = le<std::uint16_t>(e + 10);
-    d.size = le<std::uint32_t>(e + 12);
-    d.offset = le<std::uint32_t>(e + 16);
+    if (loadLittleEndian<std::uint32_t>(e) != 0x06054b50) continue;
+    d.entries = loadLittleEndian<std::uint16_t>(e + 10);
+    d.size = loadLittleEndian<std::uint32_t>(e + 12);
+    d.offset = loadLittleEndian<std::uint32_t>(e + 16);
     if (d.entries != 0xffff && d.size != 0xffffffff && d.offset != 0xffffffff) return true;
     // Zip64 (torch.save writes it for large files): the locator just before points at the record.
     if (i < 20) return false;
     const std::uint8_t* loc = e - 20;
-    if (le<std::uint32_t>(loc) != 0x07064b50) return false;
-    const std::uint64_t recordAt = le<std::uint64_t>(loc + 8);
+    if (loadLittleEndian<std::uint32_t>(loc) != 0x07064b50) return false;
+    const std::uint64_t recordAt = loadLittleEndian<std::uint64_t>(loc + 8);
     spans.fetch({{recordAt, 56}}, 0);
     const std::uint8_t* r = spans.find(recordAt, 56);
-    if (!r || le<std::uint32_t>(r) != 0x06064b50) return false;
-    d.entries = le<std::uint64_t>(r + 32);
-    d.size = le<std::uint64_t>(r + 40);
-    d.offset = le<std::uint64_t>(r + 48);
+    if (!r || loadLittleEndian<std::uint32_t>(r) != 0x06064b50) return false;
+    d.entries = loadLittleEndian<std::uint64_t>(r + 32);
+    d.size = loadLittleEndian<std::uint64_t>(r + 40);
+    d.offset = loadLittleEndian<std::uint64_t>(r + 48);
     return true;
   }
   return false;
@@ -62,19 +56,19 @@ std::vector<std::uint64_t> localHeaders(const std::uint8_t* dir, const Directory
   std::uint64_t at = 0;
   for (std::uint64_t k = 0; k < d.entries && at + 46 <= d.size; ++k) {
     const std::uint8_t* e = dir + at;
-    if (le<std::uint32_t>(e) != 0x02014b50) break;
-    const std::uint32_t compressed = le<std::uint32_t>(e + 20), plain = le<std::uint32_t>(e + 24);
-    const std::uint16_t nameLen = le<std::uint16_t>(e + 28), extraLen = le<std::uint16_t>(e + 30),
-                        commentLen = le<std::uint16_t>(e + 32);
-    std::uint64_t local = le<std::uint32_t>(e + 42);
+    if (loadLittleEndian<std::uint32_t>(e) != 0x02014b50) break;
+    const std::uint32_t compressed = loadLittleEndian<std::uint32_t>(e + 20), plain = loadLittleEndian<std::uint32_t>(e + 24);
+    const std::uint16_t nameLen = loadLittleEndian<std::uint16_t>(e + 28), extraLen = loadLittleEndian<std::uint16_t>(e + 30),
+                        commentLen = loadLittleEndian<std::uint16_t>(e + 32);
+    std::uint64_t local = loadLittleEndian<std::uint32_t>(e + 42);
     if (at + 46 + nameLen + extraLen > d.size) break;
     if (local == 0xffffffff) {  // in the zip64 extra field, after the sizes that overflowed
       const std::uint8_t* x = e + 46 + nameLen;
       for (std::uint32_t j = 0; j + 4 <= extraLen;) {
-        const std::uint16_t id = le<std::uint16_t>(x + j), len = le<std::uint16_t>(x + j + 2);
+        const std::uint16_t id = loadLittleEndian<std::uint16_t>(x + j), len = loadLittleEndian<std::uint16_t>(x + j + 2);
         if (id == 0x0001) {
           std::uint32_t skip = (plain == 0xffffffff ? 8 : 0) + (compressed == 0xffffffff ? 8 : 0);
-          if (skip + 8 <= len && j + 4 + skip + 8 <= extraLen) local = le<std::uint64_t>(x + j + 4 + skip);
+          if (skip + 8 <= len && j + 4 + skip + 8 <= extraLen) local = loadLittleEndian<std::uint64_t>(x + j + 4 + skip);
           break;
         }
         j += 4 + len;

@@ -54,6 +54,16 @@ std::shared_ptr<const RemoteObject> RemoteObject::open(const std::string& url, s
   return o;
 }
 
+std::string RemoteObject::whole(std::uint64_t maxBytes, const std::string& what) const {
+  if (size_ > maxBytes) throwBadInput(url(), "is larger than " + std::to_string(maxBytes >> 20) + " MiB; not " + what);
+  std::string bytes(static_cast<std::size_t>(size_), '\0');
+  if (bytes.size() <= head_.size())
+    std::copy(head_.begin(), head_.begin() + static_cast<std::ptrdiff_t>(bytes.size()), bytes.begin());
+  else
+    read(0, bytes.data(), bytes.size());
+  return bytes;
+}
+
 void RemoteObject::requireRange(std::uint64_t offset, std::uint64_t n) const {
   if (offset > size_ || n > size_ - offset)
     throwBadInput(target_.display, "bytes " + std::to_string(offset) + "+" + std::to_string(n) + " lie past its end (" +

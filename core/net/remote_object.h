@@ -49,6 +49,10 @@ class RemoteObject {
   const std::string& cacheId() const { return cacheId_; }
   // The first bytes fetched by open() (fewer when the object is smaller).
   const ByteVector& head() const { return head_; }
+  // The whole object, for a small one (an index, a checkpoint's metadata): the bytes open() kept
+  // when they hold it all, else one read. Error(BadInput) "is larger than N MiB; not WHAT" past
+  // `maxBytes`.
+  std::string whole(std::uint64_t maxBytes, const std::string& what) const;
 
   // Error(BadInput) when [offset, offset + n) is not inside the object.
   void requireRange(std::uint64_t offset, std::uint64_t n) const;
