@@ -105,9 +105,14 @@ struct ImageDecoder::Jpeg {
   int readHeader(const std::uint8_t* data, std::size_t size) {
     err.truncated = false;
     err.message[0] = '\0';
-    // Back to the start state: the last image may have been refused after its header (its size
-    // past the limit), and libjpeg refuses to read a header from any other state.
-    jpeg_abort_decompress(&cinfo);
+    // A new decompressor for every image, not jpeg_abort_decompress: libjpeg keeps the quantization
+    // and Huffman tables across images (for abbreviated streams), so an image that leaves a table
+    // out (Motion-JPEG frames rely on the standard Huffman tables), or defines it only after its
+    // first scan, would decode with the last image's table: other pixels than PIL's, which starts
+    // afresh, and pixels that depend on which image this worker decoded before (found by
+    // fuzz_image_decode). A create costs a few small allocations against milliseconds of decode.
+    jpeg_destroy_decompress(&cinfo);
+    jpeg_create_decompress(&cinfo);
     if (setjmp(err.jump)) {
       jpeg_abort_decompress(&cinfo);
       return 1;

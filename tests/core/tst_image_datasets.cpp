@@ -1138,6 +1138,49 @@ class TestImageDatasets : public QObject {
   // premultiply them).
   // 16-bit grayscale is the one exception: PIL clips its I;16 values at 255 (a white image), where
   // Stoker keeps the high byte, as PIL itself does for 16-bit RGB.
+  // libjpeg keeps Huffman and quantization tables across the images a decompressor reads. A JPEG
+  // without its own Huffman tables (a Motion-JPEG frame: the standard tables are implied) read by a
+  // worker right after one with optimized tables must still decode with the standard tables, as
+  // PIL's fresh decoder does; and a JPEG is the same pixels whichever image came before it.
+  void jpegsWithoutHuffmanTablesDecodeAsPil() {
+    if (!pythonTorchAvailable()) QSKIP("Debian's python3-torch is not installed");
+    const QString root = tmp_.filePath("mjpeg");
+    const auto r = runPythonArgs({"-c",
+        "import sys, os, io, glob; from PIL import Image; d = sys.argv[1] + '/c'; os.makedirs(d, exist_ok=True)\n"
+        "photos = sorted(f for f in glob.glob(sys.argv[2] + '/*/*.jpg'))[:2]\n"
+        "a, b = [Image.open(f).convert('RGB').resize((160, 120)) for f in photos]\n"
+        "a.save(d + '/a-optimized.jpg', quality=90, optimize=True)\n"
+        "buf = io.BytesIO(); b.save(buf, 'JPEG', quality=90); j = buf.getvalue()\n"
+        "out, i = bytearray(j[:2]), 2\n"
+        "while j[i + 1] != 0xDA:\n"
+        "  n = 2 + int.from_bytes(j[i + 2:i + 4], 'big')\n"
+        "  if j[i + 1] != 0xC4: out += j[i:i + n]\n"
+        "  i += n\n"
+        "out += j[i:]; assert b'\\xff\\xc4' not in out[:i]\n"
+        "open(d + '/b-mjpeg-frame.jpg', 'wb').write(out)\n"
+        "a.transpose(Image.FLIP_LEFT_RIGHT).save(d + '/c-optimized.jpg', quality=80, optimize=True)\n",
+        root, photos_});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    const QString ref = tmp_.filePath("ref-mjpeg");
+    const auto t = runPythonArgs({kScripts + "torchvision_reference.py", root, ref, "--transforms", "CenterCrop(96),ToDtype(u8)"});
+    QVERIFY2(t.exitCode == 0, t.err.constData());
+    auto ds = openDataset("imagefolder:" + root.toStdString(), withTransforms("CenterCrop(96),ToDtype(u8)"));
+    QCOMPARE(ds->size(), std::int64_t{3});
+    const at::Tensor want = readNpy((ref + "/images.npy").toStdString()).toTorch();
+    // In order (one decoder reads a, then the frame, then c), and the frame alone.
+    const at::Tensor got = readAll(*ds)[0];
+    for (std::int64_t i = 0; i < 3; ++i) {
+      const int m = (got[i].to(at::kInt) - want[i].to(at::kInt)).abs().max().item<int>();
+      QVERIFY2(m <= 1, qPrintable(QString("sample %1: max diff %2 from PIL").arg(i).arg(m)));
+    }
+    auto alone = openDataset("imagefolder:" + root.toStdString(), withTransforms("CenterCrop(96),ToDtype(u8)"));
+    at::Tensor frame = at::empty_like(got[1]);
+    std::int64_t label = -1;
+    std::uint8_t* dst[2] = {static_cast<std::uint8_t*>(frame.data_ptr()), reinterpret_cast<std::uint8_t*>(&label)};
+    alone->readItem(1, dst);
+    QVERIFY(at::equal(frame, got[1]));
+  }
+
   void pngAndGrayscaleMatchPil() {
     if (!pythonTorchAvailable()) QSKIP("Debian's python3-torch is not installed");
     const QString root = tmp_.filePath("modes");

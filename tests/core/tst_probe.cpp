@@ -303,7 +303,7 @@ class TestProbe : public QObject {
 
   // The real job: PyTorch DDP over Gloo, 3 ranks, a small CNN on Fashion-MNIST through
   // torchvision and a DataLoader, under the probe with no change to the script. Rank 1's dataset
-  // sleeps 4 ms per sample: it is input-bound and named the straggler; the others are fine.
+  // sleeps 4 ms per sample: it is input-bound and named the straggler; the others are not.
   void realDdpJobNamesTheStraggler() {
     if (!torchvisionAvailable()) QSKIP("python3-torchvision is not installed (the set-up installs it)");
     QTemporaryDir dir;
@@ -339,8 +339,10 @@ class TestProbe : public QObject {
     std::map<int, QString> verdicts;
     for (const auto& v : summary["ranks"].toArray()) verdicts[v.toObject()["rank"].toInt()] = v.toObject()["verdict"].toString();
     QCOMPARE(verdicts[1], QString("input-bound"));
-    QCOMPARE(verdicts[0], QString("fine"));
-    QCOMPARE(verdicts[2], QString("fine"));
+    // The others wait little: "fine" (under 5 % of the step) on a quiet machine, "moderate" when
+    // another suite shares the 2 cores (ctest -j2 once made rank 0's wait 5-20 %); never input-bound.
+    qInfo("verdicts: %s / %s / %s", qPrintable(verdicts[0]), qPrintable(verdicts[1]), qPrintable(verdicts[2]));
+    for (int r : {0, 2}) QVERIFY2(verdicts[r] == "fine" || verdicts[r] == "moderate", qPrintable(verdicts[r]));
     const QJsonArray stragglers = summary["stragglers"].toArray();
     QCOMPARE(stragglers.size(), 1);
     QCOMPARE(stragglers[0].toObject()["rank"].toInt(), 1);
