@@ -1131,13 +1131,6 @@ class TestImageDatasets : public QObject {
     QVERIFY2(accepted >= 4 && ds->size() > 500, qPrintable(QString("%1 of %2 cuts accepted").arg(accepted).arg(ds->size())));
   }
 
-  // Grayscale and CMYK JPEGs (ImageNet's training set holds a few CMYK ones), PNGs (palette,
-  // alpha, gray), WebP stills (lossy, lossless, with alpha), TIFFs (plain, LZW, deflate, gray,
-  // palette, alpha, 16-bit RGB) and BMPs (24-bit, palette, gray, 1-bit) come out as RGB like PIL's
-  // convert("RGB"), which keeps the colours under a varying alpha as stored (libtiff would
-  // premultiply them).
-  // 16-bit grayscale is the one exception: PIL clips its I;16 values at 255 (a white image), where
-  // Stoker keeps the high byte, as PIL itself does for 16-bit RGB.
   // libjpeg keeps Huffman and quantization tables across the images a decompressor reads. A JPEG
   // without its own Huffman tables (a Motion-JPEG frame: the standard tables are implied) read by a
   // worker right after one with optimized tables must still decode with the standard tables, as
@@ -1181,6 +1174,13 @@ class TestImageDatasets : public QObject {
     QVERIFY(at::equal(frame, got[1]));
   }
 
+  // Grayscale and CMYK JPEGs (ImageNet's training set holds a few CMYK ones), PNGs (palette,
+  // alpha, gray), WebP stills (lossy, lossless, with alpha), TIFFs (plain, LZW, deflate, gray,
+  // palette, alpha, 16-bit RGB) and BMPs (24-bit, palette, gray, 1-bit) come out as RGB like PIL's
+  // convert("RGB"), which keeps the colours under a varying alpha as stored (libtiff would
+  // premultiply them).
+  // 16-bit grayscale is the one exception: PIL clips its I;16 values at 255 (a white image), where
+  // Stoker keeps the high byte, as PIL itself does for 16-bit RGB.
   void pngAndGrayscaleMatchPil() {
     if (!pythonTorchAvailable()) QSKIP("Debian's python3-torch is not installed");
     const QString root = tmp_.filePath("modes");
