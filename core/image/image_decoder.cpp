@@ -74,7 +74,7 @@ struct ImageDecoder::Jpeg {
     char message[JMSG_LENGTH_MAX];
     bool truncated;
   };
-  jpeg_decompress_struct cinfo;
+  jpeg_decompress_struct cinfo{};  // no memory manager until readHeader: destroy is then a no-op
   ErrorManager err;
   bool cmyk = false;               // CMYK or YCCK: decoded as CMYK, converted to RGB as PIL does
   std::vector<std::uint8_t> row4;  // one CMYK row
@@ -93,11 +93,10 @@ struct ImageDecoder::Jpeg {
     if (level < 0 && c->err->msg_code == JWRN_JPEG_EOF) e->truncated = true;
   }
 
-  Jpeg() {
+  Jpeg() {  // the decompressor itself is made per image, by readHeader
     cinfo.err = jpeg_std_error(&err.pub);
     err.pub.error_exit = onError;
     err.pub.emit_message = onMessage;
-    jpeg_create_decompress(&cinfo);
   }
   ~Jpeg() { jpeg_destroy_decompress(&cinfo); }
 
@@ -111,12 +110,14 @@ struct ImageDecoder::Jpeg {
     // first scan, would decode with the last image's table: other pixels than PIL's, which starts
     // afresh, and pixels that depend on which image this worker decoded before (found by
     // fuzz_image_decode). A create costs a few small allocations against milliseconds of decode.
-    jpeg_destroy_decompress(&cinfo);
-    jpeg_create_decompress(&cinfo);
+    // It comes after the setjmp: out of memory, it reports through error_exit too (and leaves no
+    // memory manager, which jpeg_abort_decompress and the next destroy accept).
     if (setjmp(err.jump)) {
       jpeg_abort_decompress(&cinfo);
       return 1;
     }
+    jpeg_destroy_decompress(&cinfo);
+    jpeg_create_decompress(&cinfo);
     jpeg_mem_src(&cinfo, const_cast<unsigned char*>(data), static_cast<unsigned long>(size));
     jpeg_read_header(&cinfo, TRUE);
     return 0;
