@@ -24,6 +24,10 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${STOKER_BUILD_DIR:-$ROOT/build}"
+# Suites run two at a time (most wait on subprocesses, servers and Python half the time; the
+# longest start first, see COST in tests/CMakeLists.txt): CI's whole run must stay well inside its
+# limit on a 2-core machine. STOKER_CTEST_JOBS=1 runs them one by one.
+CTEST_JOBS="${STOKER_CTEST_JOBS:-2}"
 
 # Everything comes from Debian: toolchain, Qt 6 + QCustomPlot, libtorch (CPU),
 # JSON/hash/CLI libraries, Xvfb for GUI tests, the real Fashion-MNIST, and
@@ -100,7 +104,7 @@ build() {
 run_tests() {
   build
   # GUI suites render offscreen; QT_QPA_PLATFORM is also set per test by CTest.
-  QT_QPA_PLATFORM=offscreen ctest --test-dir "$BUILD_DIR" --output-on-failure
+  QT_QPA_PLATFORM=offscreen ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$CTEST_JOBS"
   # The .deb install test installs into /usr: run it in CI (CI=true) or when asked.
   if [[ -n "${CI:-}" || -n "${STOKER_TEST_DEB:-}" ]]; then
     bash "$ROOT/packaging/test-deb.sh" "$BUILD_DIR"
@@ -122,9 +126,9 @@ run_tests() {
 # TSan use g++: clang compiles the libtorch-heavy sources about twice as fast, but clang 14's TSan
 # runtime aborts when a process with threads starts another (QProcess: "CHECK failed:
 # tsan_rtl.cpp:234"), which the CLI, multi-process and Monitor suites do; g++ 12's does not.
-sanitizer_build() {  # DIR SANITIZERS COMPILER [extra cmake args...]
-  local dir="$1" sanitize="$2" compiler="$3" cc=gcc cxx=g++
-  shift 3
+sanitizer_build() {  # DIR SANITIZERS COMPILER "TARGETS..." [extra cmake args...]
+  local dir="$1" sanitize="$2" compiler="$3" targets="$4" cc=gcc cxx=g++
+  shift 4
   [[ "$compiler" == clang ]] && cc=clang cxx=clang++
   install_missing
   install_test_tools
@@ -140,7 +144,8 @@ sanitizer_build() {  # DIR SANITIZERS COMPILER [extra cmake args...]
     CC=$cc CXX=$cxx cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DSTOKER_SANITIZE="$sanitize" "$@"
   fi
-  cmake --build "$dir"
+  # shellcheck disable=SC2086  # TARGETS is a list
+  cmake --build "$dir" --target $targets
 }
 
 # The runtime options of the sanitizer passes; suppressions cover third-party code only
@@ -172,16 +177,16 @@ run_check() {
   if [[ "$which" == all || "$which" == asan ]]; then
     local asan_dir="${STOKER_ASAN_BUILD_DIR:-$ROOT/build-asan}"
     log "ASan+UBSan: building in $asan_dir"
-    sanitizer_build "$asan_dir" address,undefined gcc
+    sanitizer_build "$asan_dir" address,undefined gcc stoker_suites
     log "ASan+UBSan: every suite"
     # ASan's allocator makes the GUI's replots ~3x slower (a loader run's longest event-loop gap:
     # 13-16 ms plain, 38-54 ms here): the 50 ms stall checks get twice that.
-    STOKER_TEST_SLOWDOWN=2 ctest --test-dir "$asan_dir" --output-on-failure --timeout 1200
+    STOKER_TEST_SLOWDOWN=2 ctest --test-dir "$asan_dir" --output-on-failure --timeout 1200 -j "$CTEST_JOBS"
   fi
   if [[ "$which" == all || "$which" == tsan ]]; then
     local tsan_dir="${STOKER_TSAN_BUILD_DIR:-$ROOT/build-tsan}"
     log "TSan: building in $tsan_dir"
-    sanitizer_build "$tsan_dir" thread gcc
+    sanitizer_build "$tsan_dir" thread gcc "stoker_suites stoker_loader_soak stoker_telemetry_hostile"
     log "TSan: the concurrent suites"
     # libtorch's intra-op pool is libgomp, which TSan cannot see into (it reports the pool's own
     # barriers as races): one OpenMP thread keeps it out of the picture; Stoker's threads are ours.
