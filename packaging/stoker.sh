@@ -3,7 +3,8 @@
 #
 #   bash packaging/stoker.sh run     install what is missing, build, start the workbench
 #                                    (no display: say so and run the CLI on Fashion-MNIST)
-#   bash packaging/stoker.sh test    install what is missing, build, run every test (CTest);
+#   bash packaging/stoker.sh test    install what is missing, build, run every test (CTest, two
+#                                    suites at a time: STOKER_CTEST_JOBS=1 runs them one by one);
 #                                    with CI=true or STOKER_TEST_DEB=1 also the .deb install test
 #   bash packaging/stoker.sh build   install what is missing and build only
 #   bash packaging/stoker.sh check   sanitizers: ASan+UBSan over every suite, then TSan over the
