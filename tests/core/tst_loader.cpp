@@ -716,7 +716,8 @@ class TestLoader : public QObject {
         {weighted, "sampler_type: weighted sampling cannot be split across 2 devices"},
         {replacement, "sampler_type: random_with_replacement sampling cannot be split across 2 devices"},
         {shard, "shard_world_size: with 2 devices each device is one shard"}};
-    for (const auto& [o, expected] : refused) {
+    for (const auto& [options, expected] : refused) {
+      const LoaderOptions& o = options;  // a lambda may not capture a structured binding (C++17)
       const std::string msg = errorOf([&] { LoaderSession(ds, o, two, so); });
       QVERIFY2(msg.find(expected) != std::string::npos, msg.c_str());
       LoaderSession one(ds, o, {DeviceSpec::parse("sim:0")}, so);  // one device keeps them
