@@ -122,7 +122,7 @@ run_tests() {
   fi
 }
 
-# A sanitizer build of everything (tests included) in its own folder, with COMPILER=gcc or clang
+# A sanitizer build of TARGETS (the suites and what they start) in its own folder, COMPILER=gcc or clang
 # (a folder configured with the other compiler is configured again from scratch). ASan+UBSan use
 # clang: it compiles the libtorch-heavy sources much faster (tst_loader.cpp at -O1 -g1: 12 s against
 # g++'s 49 s; the whole build 15.7 min against 22). TSan uses g++: clang 14's TSan runtime aborts
