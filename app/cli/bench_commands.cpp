@@ -126,7 +126,8 @@ void runMultiDeviceBench(const BenchArgs& a, const LoaderOptions& options, const
   for (int e = 0; e < a.epochs; ++e) {
     const auto start = std::chrono::steady_clock::now();
     std::int64_t epochSamples = 0;
-    auto epoch = loader.epoch(e);
+    // Chunk ratios make the next epoch's first steps before this one ends (El Che cannot).
+    auto epoch = loader.epoch(e, e + 1 < a.epochs ? Loader::Lookahead::NextEpoch : Loader::Lookahead::Off);
     while (auto step = epoch.next()) {
       cancel.throwIfCancelled("bench");
       std::vector<double> ms(n, 0);

@@ -1,7 +1,9 @@
 #include "data/multi_device_loader.h"
 
 #include <algorithm>
+#include <chrono>
 #include <deque>
+#include <future>
 #include <mutex>
 #include <numeric>
 
@@ -11,6 +13,52 @@
 #include "util/error.h"
 
 namespace stoker {
+
+// One epoch of chunk ratios, whole: what each device serves (its slices of every step one after
+// another, in batches of its share) and what each step holds (device 0's slice first).
+struct ChunkPlan {
+  std::vector<std::vector<std::int64_t>> orders;  // per device
+  std::vector<std::vector<std::int64_t>> sizes;   // per device: its batch of each step
+  std::deque<std::vector<std::int64_t>> steps;
+};
+
+namespace {
+
+// The planner's split of `order` (`stoker plan --weights`): full steps of `shares`, then, unless
+// drop_last, a short last step split by the same weights, wrapping to the order's start for the
+// padding that gives every device at least one sample.
+std::shared_ptr<const ChunkPlan> splitIntoSteps(const std::vector<std::int64_t>& order, const std::vector<std::int64_t>& shares,
+                                                const std::vector<double>& weights, bool dropLast) {
+  auto plan = std::make_shared<ChunkPlan>();
+  const std::size_t devices = shares.size();
+  plan->orders.resize(devices);
+  plan->sizes.resize(devices);
+  const auto n = static_cast<std::int64_t>(order.size());
+  std::int64_t cursor = 0;
+  auto deal = [&](const std::vector<std::int64_t>& counts) {
+    std::vector<std::int64_t> step;
+    for (std::size_t d = 0; d < devices; ++d) {
+      for (std::int64_t i = 0; i < counts[d]; ++i) {
+        const std::int64_t sample = order[static_cast<std::size_t>(cursor++ % n)];
+        plan->orders[d].push_back(sample);
+        step.push_back(sample);
+      }
+      plan->sizes[d].push_back(counts[d]);
+    }
+    plan->steps.push_back(std::move(step));
+  };
+  const std::int64_t global = std::accumulate(shares.begin(), shares.end(), std::int64_t{0});
+  while (cursor + global <= n) deal(shares);
+  if (const std::int64_t tail = n - cursor; tail > 0 && !dropLast) deal(splitLastStep(tail, weights));
+  return plan;
+}
+
+std::shared_ptr<const ChunkPlan> chunkPlanOf(const Dataset& dataset, const LoaderOptions& options, std::int64_t e,
+                                             const std::vector<std::int64_t>& shares, const std::vector<double>& weights) {
+  return splitIntoSteps(epochIndicesFor(dataset, options, e), shares, weights, options.drop_last);
+}
+
+}  // namespace
 
 struct MultiEpoch::State {
   MultiDeviceLoader* owner = nullptr;
@@ -22,6 +70,9 @@ struct MultiEpoch::State {
   std::deque<std::vector<std::int64_t>> roundIndices;
   bool closed = false;
   std::int64_t served = 0;
+  // Chunk ratios with lookahead: the next epoch's plan, drawn on a thread, queued once there.
+  std::future<std::shared_ptr<const ChunkPlan>> nextPlan;
+  std::shared_ptr<const ChunkPlan> queueNextPlan();
 
   // Feeds device d `count` samples from the order in batches of `batch`,
   // wrapping to the start of the order for padding.
@@ -58,6 +109,16 @@ void MultiEpoch::State::assignElCheRounds() {
   }
 }
 
+// Each device's part of the next epoch goes behind this epoch's, so its workers go on into it
+// (Epoch::queueNext); the loader keeps the plan for the epoch(e + 1) that will serve it. A device
+// that queues nothing (no workers) starts that epoch afresh; the others still adopt theirs.
+std::shared_ptr<const ChunkPlan> MultiEpoch::State::queueNextPlan() {
+  std::shared_ptr<const ChunkPlan> plan = nextPlan.get();  // a draw that failed throws here
+  for (std::size_t d = 0; d < epochs.size(); ++d)
+    if (!plan->orders[d].empty()) epochs[d].queueNext(epoch + 1, plan->orders[d], plan->sizes[d]);
+  return plan;
+}
+
 MultiEpoch::MultiEpoch(std::unique_ptr<State> state) : state_(std::move(state)) {}
 MultiEpoch::MultiEpoch(MultiEpoch&&) noexcept = default;
 MultiEpoch::~MultiEpoch() = default;
@@ -69,7 +130,22 @@ std::optional<MultiStep> MultiEpoch::next() {
     s.owner->recalibrate();
     s.assignElCheRounds();
   }
-  if (s.rounds.empty()) return std::nullopt;
+  if (s.rounds.empty()) {
+    // Each device's epoch is told it is over: it records its summary, and one with the next
+    // epoch queued behind it hands its workers and batches on to that epoch.
+    for (std::size_t d = 0; d < s.epochs.size(); ++d)
+      if (s.epochs[d].next())
+        throw Error(ErrorKind::Internal, "multi-device epoch " + std::to_string(s.epoch),
+                    "device " + std::to_string(d) + " has batches past the epoch's last step");
+    return std::nullopt;
+  }
+  // Queued before this epoch's last step is taken: an epoch that has handed out its last batch
+  // takes no more.
+  if (s.nextPlan.valid() &&
+      (s.rounds.size() <= 1 || s.nextPlan.wait_for(std::chrono::seconds(0)) == std::future_status::ready)) {
+    s.owner->queuedPlan_ = s.queueNextPlan();
+    s.owner->queuedEpoch_ = s.epoch + 1;
+  }
   MultiStep step;
   step.epoch = s.epoch;
   step.index = s.served++;
@@ -154,33 +230,39 @@ std::vector<std::int64_t> MultiDeviceLoader::stepShares() const {
   return s;
 }
 
-MultiEpoch MultiDeviceLoader::epoch(std::int64_t e) {
+MultiEpoch MultiDeviceLoader::epoch(std::int64_t e, Loader::Lookahead lookahead) {
   auto s = std::make_unique<MultiEpoch::State>();
   s->owner = this;
   s->epoch = e;
-  s->order = epochIndicesFor(*dataset_, options_, e);
-  const auto n = static_cast<std::int64_t>(s->order.size());
-  // Padding can add up to one batch per device beyond the order.
-  const std::int64_t capacity = n + options_.batch_size * devices() + 2 * devices();
-  for (auto& l : loaders_) s->epochs.push_back(l->openEpoch(e, capacity));
-  if (!elChe_) {
-    const std::int64_t global = std::accumulate(shares_.begin(), shares_.end(), std::int64_t{0});
-    while (s->cursor + global <= n) {
-      std::vector<std::int64_t> step, batches(shares_.size(), 1);
-      for (int d = 0; d < devices(); ++d) s->feed(d, shares_[static_cast<std::size_t>(d)], shares_[static_cast<std::size_t>(d)], step);
-      s->rounds.push_back(batches);
-      s->roundIndices.push_back(std::move(step));
-    }
-    const std::int64_t tail = n - s->cursor;
-    if (tail > 0 && !options_.drop_last) {  // the planner's short last step
-      const auto last = splitLastStep(tail, multi_.weights);
-      std::vector<std::int64_t> step, batches(last.size(), 1);
-      for (int d = 0; d < devices(); ++d) s->feed(d, last[static_cast<std::size_t>(d)], last[static_cast<std::size_t>(d)], step);
-      s->rounds.push_back(batches);
-      s->roundIndices.push_back(std::move(step));
-    }
-    s->close();
+  if (elChe_) {
+    s->order = epochIndicesFor(*dataset_, options_, e);
+    const auto n = static_cast<std::int64_t>(s->order.size());
+    // Padding can add up to one batch per device beyond the order.
+    const std::int64_t capacity = n + options_.batch_size * devices() + 2 * devices();
+    for (auto& l : loaders_) s->epochs.push_back(l->openEpoch(e, capacity));
+    return MultiEpoch(std::move(s));
   }
+  // Chunk ratios: each device serves its slices as an epoch of its own, in batches of its share --
+  // the epoch a previous one queued when it is this one (the same draw: the sampler depends only on
+  // the options, the dataset's size and e), whose first batches are made already.
+  std::shared_ptr<const ChunkPlan> plan =
+      queuedEpoch_ == e ? queuedPlan_ : chunkPlanOf(*dataset_, options_, e, shares_, multi_.weights);
+  queuedPlan_.reset();
+  queuedEpoch_ = -1;
+  for (int d = 0; d < devices(); ++d) {
+    const auto i = static_cast<std::size_t>(d);
+    s->epochs.push_back(loaders_[i]->epochOver(e, plan->orders[i], plan->sizes[i]));
+  }
+  for (const auto& step : plan->steps) {
+    s->rounds.emplace_back(static_cast<std::size_t>(devices()), 1);
+    s->roundIndices.push_back(step);
+  }
+  s->closed = true;
+  if (lookahead == Loader::Lookahead::NextEpoch && options_.persistent_workers && options_.num_workers > 0)
+    s->nextPlan = std::async(std::launch::async, [dataset = dataset_, options = options_, shares = shares_,
+                                                  weights = multi_.weights, e] {
+      return chunkPlanOf(*dataset, options, e + 1, shares, weights);
+    });
   return MultiEpoch(std::move(s));
 }
 

@@ -7,6 +7,10 @@
 //  - El Che: per round, device d runs counts[d] whole batches of B; counts
 //    follow the times the trainer records (recordStepTime), clamped at the
 //    end of the epoch like `stoker plan --step-ms`.
+// Chunk ratios run epoch after epoch without a gap: epoch(e, Loader::Lookahead::NextEpoch) draws
+// epoch e + 1's plan on a thread and queues each device's part of it behind this epoch
+// (Epoch::queueNext), so the workers make its first steps before this one ends. El Che cannot:
+// its rounds follow times not measured yet, so it feeds each epoch as it goes.
 // The gather device (where the whole step can be assembled for the loss) is
 // the resident device with the most free memory, as flodl intends. On
 // several CUDA devices the first loads the resident dataset from the host
@@ -44,6 +48,7 @@ struct MultiStep {
 };
 
 class MultiDeviceLoader;
+struct ChunkPlan;
 
 class MultiEpoch {
  public:
@@ -75,8 +80,10 @@ class MultiDeviceLoader {
   // Samples per step each device gets (chunk ratios; El Che: counts * B).
   std::vector<std::int64_t> stepShares() const;
 
-  // Starts epoch `e` on every device (one epoch at a time).
-  MultiEpoch epoch(std::int64_t e);
+  // Starts epoch `e` on every device (one epoch at a time). Lookahead::NextEpoch (chunk ratios,
+  // persistent_workers and workers): epoch e + 1's steps are made before this epoch ends, and
+  // epoch(e + 1) starts with them ready, as Loader::epoch does.
+  MultiEpoch epoch(std::int64_t e, Loader::Lookahead lookahead = Loader::Lookahead::Off);
   // The whole step as one batch on the gather device, gathered from its own resident copy: no
   // batch travels between devices or through the host.
   Batch gather(const MultiStep& step) const;
@@ -90,6 +97,7 @@ class MultiDeviceLoader {
   std::vector<std::string> notes() const;
 
  private:
+  friend class MultiEpoch;  // keeps the plan an epoch queued behind it
   std::shared_ptr<Dataset> dataset_;
   LoaderOptions options_;
   MultiDeviceOptions multi_;
@@ -98,6 +106,9 @@ class MultiDeviceLoader {
   std::unique_ptr<ElChe> elChe_;
   int gather_ = 0;
   std::string replication_;  // how the other CUDA devices got the resident dataset (notes)
+  // Chunk ratios: the plan an epoch queued behind it (lookahead), for the epoch(e) it is for.
+  std::shared_ptr<const ChunkPlan> queuedPlan_;
+  std::int64_t queuedEpoch_ = -1;
 };
 
 }  // namespace stoker

@@ -31,11 +31,13 @@
 #include "io/safetensors_writer.h"
 #include "expect_error.h"
 #include "io/host_tensor.h"
+#include "epoch_counting_dataset.h"
 #include "numbered_dataset.h"
 #include "util/error.h"
 #include "util/progress.h"
 
 using namespace stoker;
+using stoker::test::EpochCountingDataset;
 using stoker::test::numbered;
 
 namespace {
@@ -84,32 +86,6 @@ struct HookedDataset : Dataset {
     }
     if (onRead) onRead(count);
     std::memcpy(dst[0], &index, 8);
-  }
-};
-
-// Counts the samples read for each epoch (the epoch the loader passes for transforms).
-struct EpochCountingDataset : Dataset {
-  explicit EpochCountingDataset(std::int64_t n) : n(n) {}
-  std::int64_t n;
-  std::vector<FieldSpec> specs{FieldSpec{"v", c10::ScalarType::Long, {}, 8}};
-  mutable std::mutex m;
-  mutable std::map<std::int64_t, std::int64_t> reads;  // epoch -> samples read
-  std::string description() const override { return "epoch-counting"; }
-  std::int64_t size() const override { return n; }
-  const std::vector<FieldSpec>& fields() const override { return specs; }
-  void readItem(std::int64_t index, std::uint8_t* const* dst) const override { std::memcpy(dst[0], &index, 8); }
-  void readSamples(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst,
-                   const ReadContext& context) const override {
-    {
-      std::lock_guard<std::mutex> lock(m);
-      reads[context.epoch] += count;
-    }
-    readBatch(indices, count, dst);
-  }
-  std::int64_t readsOf(std::int64_t epoch) const {
-    std::lock_guard<std::mutex> lock(m);
-    auto it = reads.find(epoch);
-    return it == reads.end() ? 0 : it->second;
   }
 };
 

@@ -7,12 +7,15 @@
 
 #include <ATen/ATen.h>
 
+#include <chrono>
 #include <numeric>
+#include <thread>
 #include <set>
 
 #include "data/cuda_gather.h"
 #include "data/multi_device_loader.h"
 #include "data/sampler.h"
+#include "epoch_counting_dataset.h"
 #include "expect_error.h"
 #include "plan/el_che.h"
 #include "plan/shard_plan.h"
@@ -20,6 +23,7 @@
 #include "test_support.h"
 
 using namespace stoker;
+using stoker::test::EpochCountingDataset;
 using stoker::test::numbered;
 using stoker::test::expectBadInput;
 
@@ -87,6 +91,57 @@ class TestMultiDevice : public QObject {
     QCOMPARE(steps, plan.steps);
     for (int d = 0; d < 3; ++d) QVERIFY2(got[static_cast<std::size_t>(d)] == plan.ranks[static_cast<std::size_t>(d)].indices,
                                          qPrintable(QString("device %1").arg(d)));
+  }
+
+  // Chunk ratios epoch after epoch (stoker bench --device a,b): with Lookahead::NextEpoch the
+  // workers make epoch 1's first steps while epoch 0's last is still held, and epoch 1 serves
+  // those batches -- each sample of its plan read once -- in the planner's order. Without it,
+  // nothing of epoch 1 is read before epoch(1) starts (the multi-device loader used to drain
+  // its ring at every epoch's end).
+  void chunkRatiosMakeTheNextEpochAhead() {
+    const std::int64_t n = 203;  // 12 steps of 12 + 4, then a short step of 11 split 3:1
+    LoaderOptions o = baseOptions(8);
+    o.loading_mode = LoadingMode::Streaming;  // read by the workers, so the dataset counts them
+    MultiDeviceOptions m;
+    m.weights = {3, 1};
+    for (const bool ahead : {true, false}) {
+      auto ds = std::make_shared<EpochCountingDataset>(n);
+      MultiDeviceLoader loader(ds, o, sims({1LL << 30, 1LL << 30}), m);
+      QCOMPARE(loader.stepShares(), (std::vector<std::int64_t>{12, 4}));
+      const auto lookahead = ahead ? Loader::Lookahead::NextEpoch : Loader::Lookahead::Off;
+      for (std::int64_t e : {0, 1}) {
+        PlanRequest r;
+        r.samples = n, r.worldSize = 2, r.batchSize = 8, r.seed = 3, r.epoch = e, r.weights = m.weights;
+        const auto plan = makeShardPlan(r);
+        std::vector<std::vector<std::int64_t>> got(2);
+        std::int64_t steps = 0, samples = 0;
+        auto epoch = loader.epoch(e, lookahead);
+        while (auto step = epoch.next()) {
+          ++steps;
+          for (std::size_t d = 0; d < 2; ++d) {
+            QCOMPARE(step->perDevice[d].size(), std::size_t(1));
+            const Batch& b = step->perDevice[d][0];
+            QCOMPARE(b.epoch, e);
+            QVERIFY(at::equal(b["v"], b.indices));
+            got[d].insert(got[d].end(), b.indices.data_ptr<std::int64_t>(), b.indices.data_ptr<std::int64_t>() + b.size());
+            samples += b.size();
+          }
+          if (e == 0 && steps == plan.steps) {  // epoch 0's last step, still held
+            if (ahead) {
+              QTRY_VERIFY_WITH_TIMEOUT(ds->readsOf(1) >= 8, 5000);
+            } else {
+              std::this_thread::sleep_for(std::chrono::milliseconds(200));
+              QCOMPARE(ds->readsOf(1), std::int64_t{0});
+            }
+          }
+        }
+        QCOMPARE(steps, plan.steps);
+        for (std::size_t d = 0; d < 2; ++d)
+          QVERIFY2(got[d] == plan.ranks[d].indices, qPrintable(QString("epoch %1, device %2").arg(e).arg(d)));
+        // Every batch made early was served: the epoch read exactly what it handed out.
+        if (e == 1) QCOMPARE(ds->readsOf(1), samples);
+      }
+    }
   }
 
   void elCheCountsFollowMeasuredTimes() {
