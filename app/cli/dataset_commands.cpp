@@ -228,7 +228,8 @@ void addDatasetCommands(CLI::App& app, int& exitCode) {
       "index", "Write each WebDataset shard's index (DALI's wds2idx format, <shard>.idx), so that wds:SHARDS,index=dali opens "
                "without reading the shards");
   indexCmd->add_option("SPEC", args->spec, "wds:SHARDS (a brace range or a glob; local, s3:// or http(s)://)")->required();
-  indexCmd->add_option("--out-dir", args->out, "write the .idx files here (default: beside each local shard; needed for remote shards)");
+  indexCmd->add_option("--out-dir", args->out, "write the .idx files here (default: beside each local shard; needed for remote shards, "
+                       "which then open with wds:SHARDS,index=dali:DIR)");
   indexCmd->add_flag("--json", args->json, "print one JSON document");
   indexCmd->callback([args, &exitCode] {
     if (args->spec.rfind("wds:", 0) != 0) throwBadInput(args->spec, "dataset index writes WebDataset indexes: give wds:SHARDS");

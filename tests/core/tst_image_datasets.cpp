@@ -728,6 +728,18 @@ class TestImageDatasets : public QObject {
     r = runPythonArgs(QStringList{kScripts + "make_dali_index.py", "--version", "v1.1"} + tars);
     QVERIFY2(r.exitCode == 0, r.err.constData());
     QVERIFY(same(readAll(*openDataset(pattern + ",index=dali", withTransforms(t))), want));
+    // index=dali:DIR: the indexes in a folder of their own, where `stoker dataset index --out-dir`
+    // writes them (remote shards' indexes, which a job cannot put beside them).
+    const QString elsewhere = tmp_.filePath("indexes-elsewhere");
+    QVERIFY(QDir().mkpath(elsewhere));
+    QCOMPARE(QString::fromStdString(writeDaliIndexes(pattern, elsewhere.toStdString(), LoaderOptions{})[2].path),
+             elsewhere + "/train-000002.idx");
+    for (int s = 0; s < 4; ++s) QVERIFY(QFile::remove(shards + QString("/train-%1.idx").arg(s, 6, 10, QChar('0'))));
+    QVERIFY(same(readAll(*openDataset(pattern + ",index=dali:" + elsewhere.toStdString() + "/", withTransforms(t))), want));
+    NAMED(expectError([&] { openDataset(pattern + ",index=dali", withTransforms(t)); }, ErrorKind::Io, {"train-000000.idx"}));
+    NAMED(expectBadInput([&] { openDataset(pattern + ",index=dali:", withTransforms(t)); }, {"index=dali:", "names no folder"}));
+    NAMED(expectError([&] { openDataset(pattern + ",index=dali:" + tmp_.filePath("nowhere").toStdString(), withTransforms(t)); },
+                      ErrorKind::Io, {"nowhere/train-000000.idx"}));
 
     // Bad indexes, each named: missing, another version, counts and fields that disagree, bytes
     // past the shard's end, a .cls that is not a number (at read: skip_bad_samples skips it).

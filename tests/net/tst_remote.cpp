@@ -557,6 +557,26 @@ print(len(remote), 'batches alike')
       const QString name = QString("/train-%1.idx").arg(s, 6, 10, QChar('0'));
       QCOMPARE(readFile(out + name), readFile(shards_ + name));
     }
+    // index=dali:DIR opens from that folder -- local (the job's own copy: the open asks the server
+    // for nothing) or remote -- and a rank still reads only its own shards.
+    const QString indexesAtServer = servers_.httpUrl("shards");
+    for (const QString& dir : {out, indexesAtServer})
+      for (const QString& base : {servers_.httpUrl(pattern), s3(pattern)}) {
+        const bool http = base.startsWith("http");
+        servers_.takeLog(true);
+        servers_.takeLog(false);
+        auto indexed = openDataset("wds:" + base.toStdString() + ",index=dali:" + dir.toStdString(), o);
+        QStringList opened;
+        for (const auto& e : servers_.takeLog(true)) opened << e.toArray()[1].toString().section('/', -1).section('?', 0, 0);
+        opened.sort();
+        const QStringList fromServer{"train-000000.idx", "train-000001.idx", "train-000002.idx", "train-000003.idx"};
+        QCOMPARE(opened, dir == out ? QStringList() : fromServer);
+        QVERIFY(servers_.takeLog(false).isEmpty());
+        QVERIFY(sameTensors(batchesOf(indexed, o), want));
+        QSet<QString> read;
+        for (const auto& e : servers_.takeLog(http)) read.insert(e.toArray()[1].toString().section('/', -1).section('?', 0, 0));
+        QCOMPARE(read, (QSet<QString>{"train-000000.tar", "train-000002.tar"}));
+      }
   }
 
   // Remote shards under cache_dir without indexes: the first open scans them and keeps each scan as

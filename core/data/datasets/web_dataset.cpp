@@ -75,11 +75,13 @@ constexpr std::size_t kMaxIndexBytes = std::size_t(256) << 20;
 
 }  // namespace
 
-std::string daliIndexPathOf(const std::string& shard) {
+std::string daliIndexPathOf(const std::string& shard, const std::string& dir) {
   const std::size_t slash = shard.rfind('/');
   const std::size_t start = slash == std::string::npos ? 0 : slash + 1;
   const std::size_t dot = shard.find('.', start + 1);
-  return (dot == std::string::npos ? shard : shard.substr(0, dot)) + ".idx";
+  const std::string beside = (dot == std::string::npos ? shard : shard.substr(0, dot)) + ".idx";
+  if (dir.empty()) return beside;
+  return (dir.back() == '/' ? dir : dir + "/") + beside.substr(start);
 }
 
 namespace {
@@ -529,7 +531,7 @@ void WebDataset::scanThroughCache(std::int64_t shard, std::vector<Sample>& out, 
 // and a .cls is read with its image.
 void WebDataset::readIndex(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size) {
   const std::string& shardPath = shards_[static_cast<std::size_t>(shard)];
-  const std::string path = daliIndexPathOf(shardPath);
+  const std::string path = daliIndexPathOf(shardPath, options_.indexDir);
   std::vector<Member> members;
   const std::uint64_t indexedEnd = parseIndex(shard, indexTextAt(path), path, members);
   if (!isRemotePath(shardPath)) {  // a local shard is checked now; a remote one when it is opened
@@ -710,9 +712,9 @@ std::shared_ptr<const RemoteObject> WebDataset::objectOf(std::int64_t shard, Byt
   std::call_once(opened_[i], [&] {
     auto object = RemoteObject::open(shards_[i], takeHead ? headBytes : 1, nullptr, takeHead);
     if (options_.daliIndex && object->size() < shardSizes_[i])
-      throwBadInput(daliIndexPathOf(shards_[i]), "names bytes up to " + std::to_string(shardSizes_[i]) + " of " + shards_[i] +
-                                                     ", which has " + std::to_string(object->size()) +
-                                                     ": the index is not this shard's (write it again: stoker dataset index)");
+      throwBadInput(daliIndexPathOf(shards_[i], options_.indexDir),
+                    "names bytes up to " + std::to_string(shardSizes_[i]) + " of " + shards_[i] + ", which has " +
+                        std::to_string(object->size()) + ": the index is not this shard's (write it again: stoker dataset index)");
     {
       std::lock_guard<std::mutex> lock(objectsMutex_);
       shardOfObject_[object.get()] = shard;
@@ -857,9 +859,13 @@ WebDatasetOptions webDatasetOptionsOf(const DatasetSpec& spec, const LoaderOptio
   w.shuffleBuffer = spec.integer("shuffle", 1000, 0, 1 << 24);
   w.readaheadBytes = static_cast<std::uint64_t>(spec.integer("readahead_mb", 1024, 1, 1 << 20)) << 20;
   if (const auto index = spec.options.find("index"); index != spec.options.end()) {
-    if (index->second != "dali")
-      throwBadInput(spec.text, "index=" + index->second + ": the one index known is index=dali (DALI's wds2idx files, <shard>.idx beside each shard)");
+    const std::string& v = index->second;
+    if (v != "dali" && v.rfind("dali:", 0) != 0)
+      throwBadInput(spec.text, "index=" + v + ": the one index known is index=dali (DALI's wds2idx files: <shard>.idx beside "
+                               "each shard, or index=dali:DIR for a folder of them, local or remote)");
+    if (v == "dali:") throwBadInput(spec.text, "index=dali: names no folder (index=dali:DIR, or index=dali for indexes beside the shards)");
     w.daliIndex = true;
+    if (v != "dali") w.indexDir = v.substr(5);
   }
   if (options.sampler_type == SamplerType::Weighted || options.sampler_type == SamplerType::RandomWithReplacement)
     throwBadInput("sampler_type " + samplerTypeName(options.sampler_type),
@@ -882,15 +888,15 @@ std::vector<WrittenIndex> writeDaliIndexes(const std::string& text, const std::s
   const std::vector<std::string> shards = expandShardPattern(spec.path);
   for (const auto& shard : shards)
     if (outDir.empty() && isRemotePath(shard))
-      throwBadInput(shard, "is remote: name a local folder to write its index into (--out-dir), then upload it beside the shard");
+      throwBadInput(shard, "is remote: name a local folder to write its index into (--out-dir), then open the shards with "
+                           "index=dali:DIR (or upload the indexes beside them)");
   WebDatasetOptions w = webDatasetOptionsOf(spec, options);
   w.keepBadSamples = true;  // an index lists every member, as wds2idx does; reading decides what a bad sample is
   w.keepComponents = true;
   const WebDataset dataset(spec.path, shards, "", std::move(w));
   std::vector<WrittenIndex> out;
   for (std::size_t i = 0; i < shards.size(); ++i) {
-    const std::string beside = daliIndexPathOf(shards[i]);
-    const std::string path = outDir.empty() ? beside : outDir + "/" + beside.substr(beside.rfind('/') + 1);
+    const std::string path = daliIndexPathOf(shards[i], outDir);  // what index=dali[:outDir] reads
     const std::string index = dataset.daliIndexText(static_cast<std::int64_t>(i));
     AtomicFile file(path);
     file.write(index.data(), index.size());

@@ -3,7 +3,8 @@
 // (the path up to the first dot of the file name, as webdataset's base_plus_ext): `<key>.jpg|jpeg|png|webp|tif|tiff|bmp`
 // plus `<key>.cls` (the label as text: digits, blanks around), suffixes compared lower-cased and a
 // suffix twice in one sample refused, as webdataset's group_by_keys. Options: `wds:SHARDS,shuffle=N`
-// (the shuffle buffer, 1000 by default; 0 keeps tar order), `index=dali`, `readahead_mb=N` (1024). A pattern expands to at most 1,000,000
+// (the shuffle buffer, 1000 by default; 0 keeps tar order), `index=dali` (or `index=dali:DIR`, the
+// indexes in a folder of their own), `readahead_mb=N` (1024). A pattern expands to at most 1,000,000
 // shards. A shard that is not a tar stops the open; a sample that makes no sense (no image or
 // .cls, a bad .cls, a sparse member) does too, unless skip_bad_samples keeps it to be skipped and
 // counted when read.
@@ -51,6 +52,9 @@ struct WebDatasetOptions {
   // `index=dali`: read each shard's DALI index (<shard>.idx, as wds2idx writes it) instead of
   // scanning the shard; a .cls is then read with its image.
   bool daliIndex = false;
+  // `index=dali:DIR`: the indexes are DIR/<shard's index name> (local, s3:// or http(s)://), as
+  // `stoker dataset index --out-dir DIR` writes them; empty: beside each shard.
+  std::string indexDir;
   bool keepComponents = false;  // keep every member's range (to write DALI indexes)
   // `readahead_mb=N`: at most this many bytes of remote blocks held (without a cache).
   std::uint64_t readaheadBytes = std::uint64_t(1) << 30;
@@ -150,11 +154,13 @@ class WebDataset : public EncodedImageDataset {
 
 // Where DALI's wds2idx puts a shard's index by default: the shard's path up to the first dot of
 // its file name (after its first character), then ".idx" (train-000000.tar -> train-000000.idx).
-std::string daliIndexPathOf(const std::string& shard);
+// With `dir`, that file name in the folder `dir` instead (index=dali:DIR).
+std::string daliIndexPathOf(const std::string& shard, const std::string& dir = "");
 
 // `stoker dataset index`: scans the shards of `spec` (wds:SHARDS) and writes each one's DALI index
 // (v1.2, as wds2idx writes it) -- beside a local shard (daliIndexPathOf), or into `outDir` under
-// the same file name (needed for remote shards, to upload beside them). Files are written whole or
+// the same file name (needed for remote shards: open them with index=dali:DIR, or upload the files
+// beside the shards). Files are written whole or
 // not at all. Returns the files written and the samples (lines) each lists.
 struct WrittenIndex {
   std::string path;
