@@ -501,6 +501,31 @@ print(len(remote), 'batches alike')
     QSet<QString> asked;
     for (const auto& e : servers_.takeLog(true)) asked.insert(e.toArray()[1].toString().section('/', -1));
     QVERIFY2(asked.contains("train-000001.tar"), qPrintable(QStringList(asked.values()).join(", ")));
+
+    // Rank 1 of 2 holds only the shards it reads in epoch 0 (every rank scans every shard, and
+    // each used to hold them all until its first deal), and its epoch still asks for nothing.
+    LoaderOptions ranked = o;
+    ranked.sampler_type = SamplerType::Distributed;
+    ranked.shard_rank = 1;
+    ranked.shard_world_size = 2;
+    const auto local = openDataset("wds:" + (servers_.www() + "/" + pattern).toStdString(), ranked);
+    const auto* localWds = dynamic_cast<const WebDataset*>(local.get());
+    QVERIFY(localWds);
+    QSet<std::int64_t> mine;  // its shards in epoch 0, from the same shards read locally
+    const auto localOrder = localWds->ownEpochOrder(ranked, 0);
+    QVERIFY(localOrder);
+    for (std::int64_t i : *localOrder) mine.insert(localWds->shardOf(i));
+    auto rank1 = openDataset("wds:" + servers_.httpUrl(pattern).toStdString(), ranked);
+    const auto* wds = dynamic_cast<const WebDataset*>(rank1.get());
+    QVERIFY(wds);
+    QCOMPARE(mine.size(), 2);
+    std::uint64_t mineBytes = 0;
+    for (std::int64_t s : mine) mineBytes += QFileInfo(shards_ + QString("/train-%1.tar").arg(s, 6, 10, QChar('0'))).size();
+    QCOMPARE(wds->scannedHeadBytes(), mineBytes);
+    servers_.takeLog(true);
+    epochOf(rank1, ranked);
+    const QJsonArray rankRequests = servers_.takeLog(true);
+    QVERIFY2(rankRequests.isEmpty(), qPrintable(QString("%1 requests in rank 1's epoch").arg(rankRequests.size())));
   }
 
   // With DALI indexes beside the shards (index=dali), opening asks for the four small .idx files

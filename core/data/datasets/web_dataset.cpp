@@ -75,6 +75,16 @@ constexpr std::size_t kMaxIndexBytes = std::size_t(256) << 20;
 
 }  // namespace
 
+// The shards in the order epoch `epoch` reads them: shuffled by (seed + epoch) unless not shuffled;
+// shard k of this order goes to rank k % world.
+std::vector<std::int64_t> shardOrderOf(std::size_t shards, bool shuffle, std::uint64_t seed, std::int64_t epoch) {
+  std::vector<std::int64_t> order(shards);
+  for (std::size_t i = 0; i < shards; ++i) order[i] = static_cast<std::int64_t>(i);
+  std::mt19937_64 rng(seed + static_cast<std::uint64_t>(epoch));
+  if (shuffle) std::shuffle(order.begin(), order.end(), rng);
+  return order;
+}
+
 std::string daliIndexPathOf(const std::string& shard, const std::string& dir) {
   const std::size_t slash = shard.rfind('/');
   const std::size_t start = slash == std::string::npos ? 0 : slash + 1;
@@ -186,6 +196,11 @@ WebDataset::WebDataset(const std::string& spec, std::vector<std::string> shards,
     if (isRemote_.back()) parallelFetches_ = parts.maxInflight;
   }
   if (options_.keepComponents) components_.resize(shards_.size());
+  const std::vector<std::int64_t> firstOrder = shardOrderOf(shards_.size(), options_.shuffle, options_.seed, 0);
+  firstDeal_.assign(shards_.size(), false);
+  for (std::size_t k = static_cast<std::size_t>(std::max(options_.rank, 0)); k < firstOrder.size();
+       k += static_cast<std::size_t>(std::max(options_.world, 1)))
+    firstDeal_[static_cast<std::size_t>(firstOrder[k])] = true;
   // Remote shards are scanned up to 32 at a time: each scan waits on the network (20 shards 4 at
   // a time took 0.5 s of a 1.5 s run at 50 ms; 16 at a time, two waves of an open and a part each,
   // 0.2 s). The open may use what the loader's workers may have in flight, max_inflight_parts
@@ -459,11 +474,12 @@ void WebDataset::scan(std::int64_t shard, std::vector<Sample>& out, std::uint64_
 
 // Without a cache, the scan of a shard of one part brought all of it, and the epoch fetched it
 // again: held here (within readahead_mb, like the blocks they become), the first epoch's deal
-// takes them into the readahead instead (adoptScannedHeads).
+// takes them into the readahead instead (adoptScannedHeads). Only the shards this rank reads in
+// epoch 0 are held: every rank scans every shard, and each held all of them until that deal.
 void WebDataset::keepScannedHead(std::int64_t shard, ByteVector head) {
   const auto i = static_cast<std::size_t>(shard);
   const std::uint64_t block = readaheadBlockBytes();
-  if (options_.parts.cache || options_.keepComponents || head.empty() || !remote_[i] ||
+  if (options_.parts.cache || options_.keepComponents || head.empty() || !remote_[i] || !firstDeal_[i] ||
       head.size() != std::min<std::uint64_t>(block, remote_[i]->size()))
     return;  // not the readahead's block 0 (a part under 64 KiB, or only part of a larger shard's first block)
   std::lock_guard<std::mutex> lock(headsMutex_);
@@ -761,15 +777,9 @@ std::uint64_t WebDataset::shardBytes() const {
 
 std::optional<std::vector<std::int64_t>> WebDataset::ownEpochOrder(const LoaderOptions& o, std::int64_t epoch) const {
   const bool shuffle = o.shuffle && o.sampler_type != SamplerType::Sequential;
-  std::vector<std::int64_t> shardOrder(shards_.size());
-  for (std::size_t i = 0; i < shardOrder.size(); ++i) shardOrder[i] = static_cast<std::int64_t>(i);
-  std::mt19937_64 rng(o.seed + static_cast<std::uint64_t>(epoch));
-  if (shuffle) std::shuffle(shardOrder.begin(), shardOrder.end(), rng);
-  int rank = 0, world = 1;
-  if (o.sampler_type == SamplerType::Distributed) {
-    rank = o.shard_rank;
-    world = o.shard_world_size;
-  }
+  const std::vector<std::int64_t> shardOrder = shardOrderOf(shards_.size(), shuffle, o.seed, epoch);
+  const bool distributed = o.sampler_type == SamplerType::Distributed;
+  const int rank = distributed ? o.shard_rank : 0, world = distributed ? o.shard_world_size : 1;
   if (shardOrder.size() < static_cast<std::size_t>(world))
     throwBadInput("shard_world_size " + std::to_string(world),
                   std::to_string(shardOrder.size()) + " WebDataset shards cannot feed " + std::to_string(world) +
@@ -871,6 +881,12 @@ WebDatasetOptions webDatasetOptionsOf(const DatasetSpec& spec, const LoaderOptio
     throwBadInput("sampler_type " + samplerTypeName(options.sampler_type),
                   "WebDataset shards are read in their own order (random, sequential or distributed)");
   w.keepBadSamples = options.skip_bad_samples;
+  w.seed = options.seed;
+  w.shuffle = options.shuffle && options.sampler_type != SamplerType::Sequential;
+  if (options.sampler_type == SamplerType::Distributed) {
+    w.rank = options.shard_rank;
+    w.world = options.shard_world_size;
+  }
   w.parts = partOptionsOf(options);
   w.workers = options.num_workers;
   return w;

@@ -58,6 +58,11 @@ struct WebDatasetOptions {
   bool keepComponents = false;  // keep every member's range (to write DALI indexes)
   // `readahead_mb=N`: at most this many bytes of remote blocks held (without a cache).
   std::uint64_t readaheadBytes = std::uint64_t(1) << 30;
+  // The loader's deal of shards to ranks (ownEpochOrder): without a cache the scan keeps the
+  // shards it brought whole only for the shards this rank reads in epoch 0, not every rank's.
+  std::uint64_t seed = 0;
+  bool shuffle = true;
+  int rank = 0, world = 1;
 };
 
 class WebDataset : public EncodedImageDataset {
@@ -67,6 +72,11 @@ class WebDataset : public EncodedImageDataset {
   std::optional<std::vector<std::int64_t>> ownEpochOrder(const LoaderOptions& options, std::int64_t epoch) const override;
   bool hasOwnEpochOrder() const override { return true; }
   const std::vector<std::string>& shards() const { return shards_; }
+  // Bytes of the shards the scan brought whole that are held for this rank's first epoch.
+  std::uint64_t scannedHeadBytes() const {
+    std::lock_guard<std::mutex> lock(headsMutex_);
+    return headsBytes_;
+  }
   std::uint64_t shardBytes() const;  // all shards' sizes together (from an index: up to their last member's end)
   std::int64_t shardOf(std::int64_t index) const { return samples_[static_cast<std::size_t>(index)].shard; }
   const std::string& key(std::int64_t index) const { return samples_[static_cast<std::size_t>(index)].key; }
@@ -121,6 +131,7 @@ class WebDataset : public EncodedImageDataset {
     return static_cast<std::uint64_t>(std::max<std::int64_t>(options_.parts.partSize, 64 << 10));
   }
   void keepScannedHead(std::int64_t shard, ByteVector head);
+  std::vector<bool> firstDeal_;  // the shards this rank reads in epoch 0 (keepScannedHead keeps theirs)
   // The first order drawn: the heads kept of `dealtShards` become readahead blocks; every other
   // head is dropped.
   void adoptScannedHeads(const std::vector<std::int64_t>& dealtShards) const;
