@@ -19,7 +19,7 @@
 // each as a stream of windows of part_size bytes (with a cache, the cached parts read in place). A
 // loader reading in the dataset's own order without a cache gets whole blocks of part_size fetched
 // ahead of its reads (within a shard, and the next shards of the rank's deal), the first epoch
-// starting from the one-part shards the scan brought (kept within readahead_mb); otherwise (a cache, or a plan dealing single
+// starting from the one-part shards of its first deal that the scan brought (kept within readahead_mb); otherwise (a cache, or a plan dealing single
 // samples) each batch's images are fetched max_inflight_parts at a time, one range read each. The
 // epoch's order is the dataset's own (ownEpochOrder): shards shuffled by (seed + epoch), dealt
 // round-robin to the ranks of a distributed sampler, read shard after shard, samples mixed within
