@@ -75,16 +75,6 @@ constexpr std::size_t kMaxIndexBytes = std::size_t(256) << 20;
 
 }  // namespace
 
-// The shards in the order epoch `epoch` reads them: shuffled by (seed + epoch) unless not shuffled;
-// shard k of this order goes to rank k % world.
-std::vector<std::int64_t> shardOrderOf(std::size_t shards, bool shuffle, std::uint64_t seed, std::int64_t epoch) {
-  std::vector<std::int64_t> order(shards);
-  for (std::size_t i = 0; i < shards; ++i) order[i] = static_cast<std::int64_t>(i);
-  std::mt19937_64 rng(seed + static_cast<std::uint64_t>(epoch));
-  if (shuffle) std::shuffle(order.begin(), order.end(), rng);
-  return order;
-}
-
 std::string daliIndexPathOf(const std::string& shard, const std::string& dir) {
   const std::size_t slash = shard.rfind('/');
   const std::size_t start = slash == std::string::npos ? 0 : slash + 1;
@@ -95,6 +85,16 @@ std::string daliIndexPathOf(const std::string& shard, const std::string& dir) {
 }
 
 namespace {
+
+// The shards in the order epoch `epoch` reads them: shuffled by (seed + epoch) unless not shuffled;
+// shard k of this order goes to rank k % world.
+std::vector<std::int64_t> shardOrderOf(std::size_t shards, bool shuffle, std::uint64_t seed, std::int64_t epoch) {
+  std::vector<std::int64_t> order(shards);
+  for (std::size_t i = 0; i < shards; ++i) order[i] = static_cast<std::int64_t>(i);
+  std::mt19937_64 rng(seed + static_cast<std::uint64_t>(epoch));
+  if (shuffle) std::shuffle(order.begin(), order.end(), rng);
+  return order;
+}
 
 // A DALI index's text: fetched (a remote shard's, beside it) or read (a local one, or one kept in cache_dir).
 std::string indexTextAt(const std::string& path) {
