@@ -5,57 +5,23 @@
 #include <deque>
 #include <future>
 #include <mutex>
-#include <numeric>
 
 #include "data/sampler.h"
 #include "plan/chunk_ratios.h"
 #include "plan/el_che.h"
+#include "plan/shard_plan.h"
 #include "util/error.h"
 
 namespace stoker {
 
-// One epoch of chunk ratios, whole: what each device serves (its slices of every step one after
-// another, in batches of its share) and what each step holds (device 0's slice first).
-struct ChunkPlan {
-  std::vector<std::vector<std::int64_t>> orders;  // per device
-  std::vector<std::vector<std::int64_t>> sizes;   // per device: its batch of each step
-  std::deque<std::vector<std::int64_t>> steps;
-};
-
 namespace {
 
-// The planner's split of `order` (`stoker plan --weights`): full steps of `shares`, then, unless
-// drop_last, a short last step split by the same weights, wrapping to the order's start for the
-// padding that gives every device at least one sample.
-std::shared_ptr<const ChunkPlan> splitIntoSteps(const std::vector<std::int64_t>& order, const std::vector<std::int64_t>& shares,
-                                                const std::vector<double>& weights, bool dropLast) {
-  auto plan = std::make_shared<ChunkPlan>();
-  const std::size_t devices = shares.size();
-  plan->orders.resize(devices);
-  plan->sizes.resize(devices);
-  const auto n = static_cast<std::int64_t>(order.size());
-  std::int64_t cursor = 0;
-  auto deal = [&](const std::vector<std::int64_t>& counts) {
-    std::vector<std::int64_t> step;
-    for (std::size_t d = 0; d < devices; ++d) {
-      for (std::int64_t i = 0; i < counts[d]; ++i) {
-        const std::int64_t sample = order[static_cast<std::size_t>(cursor++ % n)];
-        plan->orders[d].push_back(sample);
-        step.push_back(sample);
-      }
-      plan->sizes[d].push_back(counts[d]);
-    }
-    plan->steps.push_back(std::move(step));
-  };
-  const std::int64_t global = std::accumulate(shares.begin(), shares.end(), std::int64_t{0});
-  while (cursor + global <= n) deal(shares);
-  if (const std::int64_t tail = n - cursor; tail > 0 && !dropLast) deal(splitLastStep(tail, weights));
-  return plan;
-}
-
-std::shared_ptr<const ChunkPlan> chunkPlanOf(const Dataset& dataset, const LoaderOptions& options, std::int64_t e,
-                                             const std::vector<std::int64_t>& shares, const std::vector<double>& weights) {
-  return splitIntoSteps(epochIndicesFor(dataset, options, e), shares, weights, options.drop_last);
+// Epoch e of chunk ratios: the planner's weighted split of the sampler's order (`stoker plan
+// --weights`), each device a rank.
+std::shared_ptr<const ShardPlan> chunkPlanOf(const Dataset& dataset, const LoaderOptions& options, std::int64_t e,
+                                             const std::vector<double>& weights) {
+  return std::make_shared<const ShardPlan>(
+      planWeightedOver(epochIndicesFor(dataset, options, e), options.batch_size, weights, options.drop_last));
 }
 
 }  // namespace
@@ -71,8 +37,8 @@ struct MultiEpoch::State {
   bool closed = false;
   std::int64_t served = 0;
   // Chunk ratios with lookahead: the next epoch's plan, drawn on a thread, queued once there.
-  std::future<std::shared_ptr<const ChunkPlan>> nextPlan;
-  std::shared_ptr<const ChunkPlan> queueNextPlan();
+  std::future<std::shared_ptr<const ShardPlan>> nextPlan;
+  std::shared_ptr<const ShardPlan> queueNextPlan();
 
   // Feeds device d `count` samples from the order in batches of `batch`,
   // wrapping to the start of the order for padding.
@@ -112,10 +78,12 @@ void MultiEpoch::State::assignElCheRounds() {
 // Each device's part of the next epoch goes behind this epoch's, so its workers go on into it
 // (Epoch::queueNext); the loader keeps the plan for the epoch(e + 1) that will serve it. A device
 // that queues nothing (no workers) starts that epoch afresh; the others still adopt theirs.
-std::shared_ptr<const ChunkPlan> MultiEpoch::State::queueNextPlan() {
-  std::shared_ptr<const ChunkPlan> plan = nextPlan.get();  // a draw that failed throws here
-  for (std::size_t d = 0; d < epochs.size(); ++d)
-    if (!plan->orders[d].empty()) epochs[d].queueNext(epoch + 1, plan->orders[d], plan->sizes[d]);
+std::shared_ptr<const ShardPlan> MultiEpoch::State::queueNextPlan() {
+  std::shared_ptr<const ShardPlan> plan = nextPlan.get();  // a draw that failed throws here
+  for (std::size_t d = 0; d < epochs.size(); ++d) {
+    const RankPlan& device = plan->ranks[d];
+    if (!device.indices.empty()) epochs[d].queueNext(epoch + 1, device.indices, device.stepSizes);
+  }
   return plan;
 }
 
@@ -245,23 +213,28 @@ MultiEpoch MultiDeviceLoader::epoch(std::int64_t e, Loader::Lookahead lookahead)
   // Chunk ratios: each device serves its slices as an epoch of its own, in batches of its share --
   // the epoch a previous one queued when it is this one (the same draw: the sampler depends only on
   // the options, the dataset's size and e), whose first batches are made already.
-  std::shared_ptr<const ChunkPlan> plan =
-      queuedEpoch_ == e ? queuedPlan_ : chunkPlanOf(*dataset_, options_, e, shares_, multi_.weights);
+  std::shared_ptr<const ShardPlan> plan = queuedEpoch_ == e ? queuedPlan_ : chunkPlanOf(*dataset_, options_, e, multi_.weights);
   queuedPlan_.reset();
   queuedEpoch_ = -1;
-  for (int d = 0; d < devices(); ++d) {
-    const auto i = static_cast<std::size_t>(d);
-    s->epochs.push_back(loaders_[i]->epochOver(e, plan->orders[i], plan->sizes[i]));
-  }
-  for (const auto& step : plan->steps) {
-    s->rounds.emplace_back(static_cast<std::size_t>(devices()), 1);
-    s->roundIndices.push_back(step);
+  const auto n = static_cast<std::size_t>(devices());
+  for (std::size_t d = 0; d < n; ++d)
+    s->epochs.push_back(loaders_[d]->epochOver(e, plan->ranks[d].indices, plan->ranks[d].stepSizes));
+  std::vector<std::int64_t> at(n, 0);  // each step's samples, device 0's first
+  for (std::int64_t step = 0; step < plan->steps; ++step) {
+    std::vector<std::int64_t> indices;
+    for (std::size_t d = 0; d < n; ++d) {
+      const RankPlan& device = plan->ranks[d];
+      const auto begin = device.indices.begin() + at[d];
+      at[d] += device.stepSizes[static_cast<std::size_t>(step)];
+      indices.insert(indices.end(), begin, device.indices.begin() + at[d]);
+    }
+    s->rounds.emplace_back(n, 1);
+    s->roundIndices.push_back(std::move(indices));
   }
   s->closed = true;
   if (lookahead == Loader::Lookahead::NextEpoch && options_.persistent_workers && options_.num_workers > 0)
-    s->nextPlan = std::async(std::launch::async, [dataset = dataset_, options = options_, shares = shares_,
-                                                  weights = multi_.weights, e] {
-      return chunkPlanOf(*dataset, options, e + 1, shares, weights);
+    s->nextPlan = std::async(std::launch::async, [dataset = dataset_, options = options_, weights = multi_.weights, e] {
+      return chunkPlanOf(*dataset, options, e + 1, weights);
     });
   return MultiEpoch(std::move(s));
 }

@@ -48,7 +48,7 @@ struct MultiStep {
 };
 
 class MultiDeviceLoader;
-struct ChunkPlan;
+struct ShardPlan;
 
 class MultiEpoch {
  public:
@@ -107,7 +107,7 @@ class MultiDeviceLoader {
   int gather_ = 0;
   std::string replication_;  // how the other CUDA devices got the resident dataset (notes)
   // Chunk ratios: the plan an epoch queued behind it (lookahead), for the epoch(e) it is for.
-  std::shared_ptr<const ChunkPlan> queuedPlan_;
+  std::shared_ptr<const ShardPlan> queuedPlan_;
   std::int64_t queuedEpoch_ = -1;
 };
 

@@ -169,6 +169,22 @@ ShardPlan makeShardPlan(const PlanRequest& r) {
   return plan;
 }
 
+ShardPlan planWeightedOver(const std::vector<std::int64_t>& order, std::int64_t batchSize,
+                           const std::vector<double>& weights, bool dropLast) {
+  PlanRequest r;
+  r.worldSize = static_cast<int>(weights.size());
+  r.batchSize = batchSize;
+  r.weights = weights;
+  r.dropLast = dropLast;
+  ShardPlan plan;
+  plan.policy = "weighted";
+  plan.samples = plan.remaining = static_cast<std::int64_t>(order.size());
+  plan.ranks.resize(weights.size());
+  for (int k = 0; k < r.worldSize; ++k) plan.ranks[static_cast<std::size_t>(k)].rank = k;
+  planWeighted(r, order, plan);
+  return plan;
+}
+
 std::string shardPlanToJson(const PlanRequest& r, const ShardPlan& plan, bool withIndices) {
   nlohmann::json j = {{"policy", plan.policy},     {"samples", plan.samples},        {"world_size", plan.ranks.size()},
                       {"seed", r.seed},            {"epoch", r.epoch},               {"shuffle", r.shuffle},

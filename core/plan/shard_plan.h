@@ -67,6 +67,12 @@ void validatePlanRequest(const PlanRequest& request);
 
 ShardPlan makeShardPlan(const PlanRequest& request);
 
+// The weighted policy over an order the caller drew (the multi-device loader's sampler order):
+// every step's batchSize x weights.size() samples split by `weights` as makeShardPlan splits them,
+// then the short last step, or the tail dropped with dropLast. Weights as validateRankWeights takes.
+ShardPlan planWeightedOver(const std::vector<std::int64_t>& order, std::int64_t batchSize,
+                           const std::vector<double>& weights, bool dropLast);
+
 // (shard, local index) of a global sample index given shard offsets.
 std::pair<std::size_t, std::int64_t> locateSample(const std::vector<std::int64_t>& shardOffsets, std::int64_t index);
 
