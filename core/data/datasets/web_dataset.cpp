@@ -75,6 +75,17 @@ constexpr std::size_t kMaxIndexBytes = std::size_t(256) << 20;
 
 }  // namespace
 
+ShardDeal ShardDeal::of(const LoaderOptions& o) {
+  ShardDeal d;
+  d.seed = o.seed;
+  d.shuffle = o.shuffle && o.sampler_type != SamplerType::Sequential;
+  if (o.sampler_type == SamplerType::Distributed) {
+    d.rank = o.shard_rank;
+    d.world = o.shard_world_size;
+  }
+  return d;
+}
+
 std::string daliIndexPathOf(const std::string& shard, const std::string& dir) {
   const std::size_t slash = shard.rfind('/');
   const std::size_t start = slash == std::string::npos ? 0 : slash + 1;
@@ -86,14 +97,22 @@ std::string daliIndexPathOf(const std::string& shard, const std::string& dir) {
 
 namespace {
 
-// The shards in the order epoch `epoch` reads them: shuffled by (seed + epoch) unless not shuffled;
-// shard k of this order goes to rank k % world.
-std::vector<std::int64_t> shardOrderOf(std::size_t shards, bool shuffle, std::uint64_t seed, std::int64_t epoch) {
+// The shards in the order epoch `epoch` reads them, all ranks' (shard k to rank k % world).
+std::vector<std::int64_t> shardOrderOf(std::size_t shards, const ShardDeal& deal, std::int64_t epoch) {
   std::vector<std::int64_t> order(shards);
   for (std::size_t i = 0; i < shards; ++i) order[i] = static_cast<std::int64_t>(i);
-  std::mt19937_64 rng(seed + static_cast<std::uint64_t>(epoch));
-  if (shuffle) std::shuffle(order.begin(), order.end(), rng);
+  std::mt19937_64 rng(deal.seed + static_cast<std::uint64_t>(epoch));
+  if (deal.shuffle) std::shuffle(order.begin(), order.end(), rng);
   return order;
+}
+
+// This rank's shards of such an order, in the order it reads them.
+std::vector<std::int64_t> rankShardsOf(const std::vector<std::int64_t>& order, const ShardDeal& deal) {
+  std::vector<std::int64_t> mine;
+  for (std::size_t k = static_cast<std::size_t>(std::max(deal.rank, 0)); k < order.size();
+       k += static_cast<std::size_t>(std::max(deal.world, 1)))
+    mine.push_back(order[k]);
+  return mine;
 }
 
 // A DALI index's text: fetched (a remote shard's, beside it) or read (a local one, or one kept in cache_dir).
@@ -196,11 +215,9 @@ WebDataset::WebDataset(const std::string& spec, std::vector<std::string> shards,
     if (isRemote_.back()) parallelFetches_ = parts.maxInflight;
   }
   if (options_.keepComponents) components_.resize(shards_.size());
-  const std::vector<std::int64_t> firstOrder = shardOrderOf(shards_.size(), options_.shuffle, options_.seed, 0);
   firstDeal_.assign(shards_.size(), false);
-  for (std::size_t k = static_cast<std::size_t>(std::max(options_.rank, 0)); k < firstOrder.size();
-       k += static_cast<std::size_t>(std::max(options_.world, 1)))
-    firstDeal_[static_cast<std::size_t>(firstOrder[k])] = true;
+  for (std::int64_t shard : rankShardsOf(shardOrderOf(shards_.size(), options_.deal, 0), options_.deal))
+    firstDeal_[static_cast<std::size_t>(shard)] = true;
   // Remote shards are scanned up to 32 at a time: each scan waits on the network (20 shards 4 at
   // a time took 0.5 s of a 1.5 s run at 50 ms; 16 at a time, two waves of an open and a part each,
   // 0.2 s). The open may use what the loader's workers may have in flight, max_inflight_parts
@@ -776,10 +793,9 @@ std::uint64_t WebDataset::shardBytes() const {
 }
 
 std::optional<std::vector<std::int64_t>> WebDataset::ownEpochOrder(const LoaderOptions& o, std::int64_t epoch) const {
-  const bool shuffle = o.shuffle && o.sampler_type != SamplerType::Sequential;
-  const std::vector<std::int64_t> shardOrder = shardOrderOf(shards_.size(), shuffle, o.seed, epoch);
-  const bool distributed = o.sampler_type == SamplerType::Distributed;
-  const int rank = distributed ? o.shard_rank : 0, world = distributed ? o.shard_world_size : 1;
+  const ShardDeal deal = ShardDeal::of(o);
+  const std::vector<std::int64_t> shardOrder = shardOrderOf(shards_.size(), deal, epoch);
+  const int rank = deal.rank, world = deal.world;
   if (shardOrder.size() < static_cast<std::size_t>(world))
     throwBadInput("shard_world_size " + std::to_string(world),
                   std::to_string(shardOrder.size()) + " WebDataset shards cannot feed " + std::to_string(world) +
@@ -802,9 +818,7 @@ std::optional<std::vector<std::int64_t>> WebDataset::ownEpochOrder(const LoaderO
     for (std::size_t i = 0; v.size() < want; ++i) v.push_back(v[i % own]);
     return v;
   };
-  std::vector<std::int64_t> dealt;  // this rank's shards, in the order it reads them
-  for (std::size_t k = static_cast<std::size_t>(rank); k < shardOrder.size(); k += static_cast<std::size_t>(world))
-    dealt.push_back(shardOrder[k]);
+  const std::vector<std::int64_t> dealt = rankShardsOf(shardOrder, deal);
   std::vector<std::int64_t> order;
   for (std::int64_t shard : dealt)
     for (std::int64_t i = shardBegin_[static_cast<std::size_t>(shard)]; i < shardBegin_[static_cast<std::size_t>(shard) + 1]; ++i)
@@ -838,7 +852,7 @@ std::optional<std::vector<std::int64_t>> WebDataset::ownEpochOrder(const LoaderO
     }
     return v;
   };
-  if (!shuffle || shuffleBuffer <= 1) return planned(equalised(std::move(order)));
+  if (!deal.shuffle || shuffleBuffer <= 1) return planned(equalised(std::move(order)));
   // webdataset's shuffle(N): keep a buffer of N, emit a random one, refill from the stream.
   std::mt19937_64 mix(o.seed * 1000003u + static_cast<std::uint64_t>(epoch) * 7919u + static_cast<std::uint64_t>(rank));
   std::vector<std::int64_t> buffer, out;
@@ -881,12 +895,7 @@ WebDatasetOptions webDatasetOptionsOf(const DatasetSpec& spec, const LoaderOptio
     throwBadInput("sampler_type " + samplerTypeName(options.sampler_type),
                   "WebDataset shards are read in their own order (random, sequential or distributed)");
   w.keepBadSamples = options.skip_bad_samples;
-  w.seed = options.seed;
-  w.shuffle = options.shuffle && options.sampler_type != SamplerType::Sequential;
-  if (options.sampler_type == SamplerType::Distributed) {
-    w.rank = options.shard_rank;
-    w.world = options.shard_world_size;
-  }
+  w.deal = ShardDeal::of(options);
   w.parts = partOptionsOf(options);
   w.workers = options.num_workers;
   return w;

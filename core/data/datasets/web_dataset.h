@@ -42,6 +42,15 @@
 
 namespace stoker {
 
+// How the loader deals shards to ranks (WebDataset::ownEpochOrder): each epoch's shard order
+// shuffled by (seed + epoch) unless not shuffled, shard k of it to rank k % world.
+struct ShardDeal {
+  std::uint64_t seed = 0;
+  bool shuffle = true;
+  int rank = 0, world = 1;
+  static ShardDeal of(const LoaderOptions& options);
+};
+
 struct WebDatasetOptions {
   std::int64_t shuffleBuffer = 1000;
   // skip_bad_samples: a sample that makes no sense (no image or .cls, a bad .cls) is kept and fails
@@ -58,11 +67,9 @@ struct WebDatasetOptions {
   bool keepComponents = false;  // keep every member's range (to write DALI indexes)
   // `readahead_mb=N`: at most this many bytes of remote blocks held (without a cache).
   std::uint64_t readaheadBytes = std::uint64_t(1) << 30;
-  // The loader's deal of shards to ranks (ownEpochOrder): without a cache the scan keeps the
-  // shards it brought whole only for the shards this rank reads in epoch 0, not every rank's.
-  std::uint64_t seed = 0;
-  bool shuffle = true;
-  int rank = 0, world = 1;
+  // The loader's deal: without a cache the scan keeps the shards it brought whole only for the
+  // shards this rank reads in epoch 0, not every rank's.
+  ShardDeal deal;
 };
 
 class WebDataset : public EncodedImageDataset {
