@@ -173,13 +173,30 @@ sanitizer_env() {
 # whose hand-offs would otherwise look like races; Stoker's code around them stays checked.
 TSAN_SUITES='tst_loader$|tst_multi_device|tst_telemetry|tst_ckpt_reshard|tst_cli_convert|tst_cli_bench|tst_multi_process|tst_main_window|_workspace'
 
+# One ASan+UBSan build serves the suites and the libFuzzer targets: the same flags (clang,
+# address,undefined, -O1 -g1) plus libFuzzer's coverage instrumentation (-fsanitize=fuzzer-no-link,
+# which costs the suites little), so CI compiles the core once for both: a fuzz build of its own
+# compiled the whole core again, 6 of CI's minutes. A folder configured without it is configured
+# again in place.
+asan_build_dir() { echo "${STOKER_ASAN_BUILD_DIR:-$ROOT/build-asan}"; }
+asan_build() {  # TARGETS
+  local dir
+  dir=$(asan_build_dir)
+  if [[ -f "$dir/CMakeCache.txt" ]] && ! grep -q '^STOKER_FUZZ:BOOL=ON' "$dir/CMakeCache.txt" &&
+    grep -q '^CMAKE_CXX_COMPILER:.*clang' "$dir/CMakeCache.txt"; then
+    cmake -S "$ROOT" -B "$dir" -DSTOKER_FUZZ=ON >/dev/null
+  fi
+  sanitizer_build "$dir" address,undefined clang "$1" -DSTOKER_FUZZ=ON
+}
+
 run_check() {
   local which="${STOKER_CHECK:-all}"
   sanitizer_env
   if [[ "$which" == all || "$which" == asan ]]; then
-    local asan_dir="${STOKER_ASAN_BUILD_DIR:-$ROOT/build-asan}"
+    local asan_dir
+    asan_dir=$(asan_build_dir)
     log "ASan+UBSan: building in $asan_dir"
-    sanitizer_build "$asan_dir" address,undefined clang stoker_suites
+    asan_build stoker_suites
     log "ASan+UBSan: every suite"
     # ASan's allocator makes the GUI's replots ~3x slower (a loader run's longest event-loop gap:
     # 13-16 ms plain, 38-54 ms here): the 50 ms stall checks get twice that.
@@ -206,17 +223,13 @@ run_check() {
 
 # Every fuzz target for SECONDS, two at a time (a unit slower than 30 s is a hang: a starved
 # machine made 10 s units of 1 ms "time out"); a report per target (executions, coverage at the
-# start and the end, findings). Inputs that fail land in build-fuzz/findings/<target>/: copy them
+# start and the end, findings). Inputs that fail land in build-asan/findings/<target>/: copy them
 # to tests/fuzz/regressions/<target>/ once fixed, so tst_fuzz_regressions keeps them fixed.
 run_fuzz() {
   local seconds="${1:-60}"
-  local dir="${STOKER_FUZZ_BUILD_DIR:-$ROOT/build-fuzz}"
-  install_missing
-  if [[ ! -f "$dir/build.ninja" ]]; then
-    CC=clang CXX=clang++ cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DSTOKER_FUZZ=ON -DSTOKER_GUI=OFF -DSTOKER_TESTS=OFF
-  fi
-  cmake --build "$dir" --target stoker_fuzzers
+  local dir
+  dir=$(asan_build_dir)
+  asan_build stoker_fuzzers
   sanitizer_env
   export ASAN_OPTIONS="$ASAN_OPTIONS:detect_stack_use_after_return=0"
   mkdir -p "$dir/logs" "$dir/findings" "$dir/corpus"
