@@ -35,6 +35,15 @@ struct StageSeconds {
   double read = 0, decode = 0, transform = 0;
 };
 
+// A float32 field the dataset holds as the bytes it was made from, served as byte / divisor
+// (Fashion-MNIST's pixels: the file's u8, divided as torchvision's ToTensor divides them, so the
+// values are the float field's bit for bit). Gathering a batch from the bytes reads a quarter of
+// what the float32 field would: a resident loader on the host does, widening as it copies.
+struct ScaledBytes {
+  at::Tensor bytes;  // u8 [N, ...], the field's shape
+  float divisor = 255.0f;
+};
+
 // What a read knows besides the indices.
 struct ReadContext {
   std::uint64_t seed = 0;   // generator_seed: transforms draw from (seed, epoch, sample)
@@ -72,6 +81,9 @@ class Dataset {
   // Every field as one contiguous CPU tensor [N, ...] when the dataset is in
   // host memory already; empty when samples are produced on demand.
   virtual std::vector<at::Tensor> hostFields() const { return {}; }
+  // Per host field, the bytes it was made from (ScaledBytes); empty, or nullopt for a field, where
+  // there are none.
+  virtual std::vector<std::optional<ScaledBytes>> scaledFields() const { return {}; }
   // Whether resident mode suits this dataset: `avoid` makes auto stream (with `reason` in the
   // loader's notes); `refuse` makes an explicit loading_mode=resident an error (random transforms
   // drawn per epoch would be frozen at one draw).

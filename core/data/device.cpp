@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -250,14 +251,49 @@ void finishQueuedWork(DeviceBackend& device) {
   if (auto fence = device.fenceQueuedWork()) fence->wait();
 }
 
+namespace {
+
+// Rows ahead of the one being copied whose cache lines are asked for: a gather jumps to a random
+// row each time, and the hardware prefetcher, which follows sequential streams, learns a short
+// row only once it is read. Measured on Fashion-MNIST's 784-byte rows (2 threads): 3.3 M rows/s
+// without, 6.9 M with; float32 rows of 3,136 bytes, bandwidth-bound, gain ~10 %. Rows longer than
+// kPrefetchRowBytes stream well on their own.
+constexpr std::int64_t kPrefetchRowsAhead = 4;
+constexpr std::int64_t kPrefetchRowBytes = 4096;
+constexpr std::int64_t kCacheLine = 64;
+
+inline void prefetchRow(const std::uint8_t* row, std::int64_t bytes) {
+  for (std::int64_t off = 0; off < bytes; off += kCacheLine) __builtin_prefetch(row + off);
+}
+
+}  // namespace
+
 void gatherHostRows(const at::Tensor& field, const std::int64_t* indices, std::int64_t count, void* out) {
   const auto* src = static_cast<const std::uint8_t*>(field.data_ptr());
   auto* dst = static_cast<std::uint8_t*>(out);
   const std::int64_t rowBytes = field.size(0) > 0 ? static_cast<std::int64_t>(field.nbytes()) / field.size(0) : 0;
   const auto n = static_cast<std::size_t>(rowBytes);
+  const bool prefetch = rowBytes <= kPrefetchRowBytes;
   // Batches are gathered in parallel by the loader's workers (and a waiting
   // consumer), so one gather stays on one thread.
-  for (std::int64_t i = 0; i < count; ++i, dst += n) std::memcpy(dst, src + indices[i] * rowBytes, n);
+  for (std::int64_t i = 0; i < count; ++i, dst += n) {
+    if (prefetch && i + kPrefetchRowsAhead < count) prefetchRow(src + indices[i + kPrefetchRowsAhead] * rowBytes, rowBytes);
+    std::memcpy(dst, src + indices[i] * rowBytes, n);
+  }
+}
+
+void gatherScaledHostRows(const at::Tensor& bytes, float divisor, const std::int64_t* indices, std::int64_t count, float* out) {
+  const auto* src = static_cast<const std::uint8_t*>(bytes.data_ptr());
+  const std::int64_t row = bytes.size(0) > 0 ? static_cast<std::int64_t>(bytes.nbytes()) / bytes.size(0) : 0;
+  for (std::int64_t i = 0; i < count; ++i, out += row) {
+    if (i + kPrefetchRowsAhead < count) prefetchRow(src + indices[i + kPrefetchRowsAhead] * row, std::min(row, kPrefetchRowBytes));
+    const std::uint8_t* in = src + indices[i] * row;
+    // A division, not a multiplication by 1 / divisor: that rounds differently for about half of
+    // the 256 bytes. The compiler vectorises it; with the rows prefetched it costs far less than
+    // the DRAM traffic it saves (two threads: 6.9 M Fashion-MNIST rows/s against 2.3 M for
+    // float32 rows by memcpy).
+    for (std::int64_t j = 0; j < row; ++j) out[j] = static_cast<float>(in[j]) / divisor;
+  }
 }
 
 void SimDevice::setOtherUse(std::int64_t bytes) {

@@ -188,5 +188,8 @@ ResidentReplicas broadcastResident(const std::vector<at::Tensor>& fields,
 void finishQueuedWork(DeviceBackend& device);
 // Row copies for host-memory devices (cpu, sim).
 void gatherHostRows(const at::Tensor& field, const std::int64_t* indices, std::int64_t count, void* out);
+// Rows of the u8 tensor `bytes`, each byte written to `out` as float32 byte / divisor (a dataset's
+// ScaledBytes): a quarter of the bytes read that the float32 rows would need.
+void gatherScaledHostRows(const at::Tensor& bytes, float divisor, const std::int64_t* indices, std::int64_t count, float* out);
 
 }  // namespace stoker

@@ -292,7 +292,10 @@ Produced produceBatch(EpochState& s, std::int64_t b, WorkerStatus& status, Clock
         throwBadInput("sample " + std::to_string(idx[i]), "out of range for " + std::to_string(n) + " samples");
     std::vector<std::uint8_t*> outs(c.fields.size());
     for (std::size_t f = 0; f < c.fields.size(); ++f) outs[f] = out->data() + c.fieldOffsets[f];
-    c.device->gatherBatch(mapped ? c.mappedFields : c.resident, idx, count, outs);
+    if (!mapped && !c.residentScaled.empty())  // resident on the host, some fields from their bytes
+      for (std::size_t f = 0; f < c.fields.size(); ++f) c.gatherResident(f, idx, count, outs[f]);
+    else
+      c.device->gatherBatch(mapped ? c.mappedFields : c.resident, idx, count, outs);
     p.ready = c.device->fenceQueuedWork();
     out->fenceRelease(p.ready);  // a batch dropped unseen: its block waits for the gather
     checkDeadline();

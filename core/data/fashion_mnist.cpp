@@ -41,6 +41,8 @@ LabeledImages loadFashionMnist(const std::string& dir, Split split) {
   out.images.data = reinterpret_cast<const std::uint8_t*>(pixels->data());
   out.images.nbytes = n * sizeof(float);
   out.images.owner = pixels;
+  out.imageBytes = raw;
+  out.imageBytes.shape = out.images.shape;
   out.labels.dtype = Dtype::I64;
   out.labels.shape = {rawLabels.shape[0]};
   out.labels.data = reinterpret_cast<const std::uint8_t*>(labels->data());

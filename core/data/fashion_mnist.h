@@ -15,6 +15,7 @@ enum class Split { Train, Test };
 
 struct LabeledImages {
   HostTensor images;  // F32 [N,1,28,28]
+  HostTensor imageBytes;  // U8 [N,1,28,28]: the file's pixels, images = imageBytes / 255
   HostTensor labels;  // I64 [N]
 };
 

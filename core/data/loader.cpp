@@ -72,6 +72,12 @@ void loadResident(LoaderCore& c) {
   if (c.device->isHost()) {
     c.resident = host;  // already where batches are made: zero copy
     c.residentDeviceBytes = 0;
+    c.residentScaled = c.dataset->scaledFields();
+    for (std::size_t f = 0; f < c.residentScaled.size() && f < c.fields.size(); ++f)
+      if (c.residentScaled[f])
+        c.note("resident: " + c.fields[f].name + " gathered from the dataset's u8 bytes, divided by " +
+               std::to_string(static_cast<int>(c.residentScaled[f]->divisor)) +
+               " as they are copied (a quarter of the float32 field's reads, the same values)");
     return;
   }
   std::vector<at::Tensor> onDevice;
@@ -153,6 +159,7 @@ void chooseModeAndLoad(LoaderCore& c) {
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::OutOfMemory) throw;
       c.resident.clear();
+      c.residentScaled.clear();
       c.residentDeviceBytes = 0;
       if (o.loading_mode == LoadingMode::Resident)
         throw Error(ErrorKind::OutOfMemory, "loading_mode resident",
@@ -242,6 +249,13 @@ void layOutBlock(LoaderCore& c) {
 }
 
 }  // namespace
+
+void LoaderCore::gatherResident(std::size_t f, const std::int64_t* indices, std::int64_t count, void* out) const {
+  if (f < residentScaled.size() && residentScaled[f])
+    gatherScaledHostRows(residentScaled[f]->bytes, residentScaled[f]->divisor, indices, count, static_cast<float*>(out));
+  else
+    device->gatherRows(resident[f], indices, count, out);
+}
 
 void LoaderCore::note(const std::string& text) {
   std::lock_guard<std::mutex> lock(mutex);
@@ -624,7 +638,7 @@ Batch Loader::fetch(const std::vector<std::int64_t>& indices, std::int64_t epoch
     const FieldSpec& spec = c.fields[f];
     at::Tensor raw = !host.empty() && c.device->isHost() ? host[f]  // read straight into the batch
                                                           : c.device->allocateBytes(std::max<std::int64_t>(count * spec.sampleBytes, 1));
-    if (c.mode == LoadingMode::Resident) c.device->gatherRows(c.resident[f], indices.data(), count, raw.data_ptr());
+    if (c.mode == LoadingMode::Resident) c.gatherResident(f, indices.data(), count, raw.data_ptr());
     else if (!c.device->isHost()) c.device->copyToDevice(raw.data_ptr(), host[f].data_ptr(), count * spec.sampleBytes, false);
     std::vector<std::int64_t> shape{count};
     shape.insert(shape.end(), spec.sampleShape.begin(), spec.sampleShape.end());

@@ -42,6 +42,9 @@ struct LoaderCore {
   LoadingMode mode = LoadingMode::Streaming;
   std::vector<at::Tensor> resident;        // resident mode: the fields on the device
   std::int64_t residentDeviceBytes = 0;    // what resident fields cost the device (0 when zero-copy)
+  // Resident on the host: per field, the dataset's bytes behind it (Dataset::scaledFields), which
+  // batches are gathered from instead; empty where none is.
+  std::vector<std::optional<ScaledBytes>> residentScaled;
   std::vector<at::Tensor> preplaced;       // fields another loader broadcast onto this device
   // Streaming an in-memory dataset to a device that maps host memory (CUDA, pin_memory): the
   // dataset's fields, gathered by the device straight from host memory (no staging), and what keeps
@@ -78,6 +81,9 @@ struct LoaderCore {
   std::shared_ptr<EpochState> pending;
 
   void note(const std::string& text);
+  // Resident mode: field f's rows `indices` into `out`, widened from the dataset's bytes where the
+  // host holds them (residentScaled), else gathered by the device.
+  void gatherResident(std::size_t f, const std::int64_t* indices, std::int64_t count, void* out) const;
   DeviceMemory memory() const;
 };
 

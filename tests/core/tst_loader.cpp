@@ -22,6 +22,7 @@
 #include "data/datasets/synthetic_dataset.h"
 #include "data/datasets/tensor_dataset.h"
 #include "data/device.h"
+#include "data/fashion_mnist.h"
 #include "data/loader.h"
 #include "data/loader_session.h"
 #include "data/loader_sweep.h"
@@ -424,6 +425,71 @@ class TestLoader : public QObject {
     QCOMPARE((*b)["y"].scalar_type(), at::kLong);
     const std::string msg = errorOf([&] { (*b)["images"]; });
     QVERIFY2(msg.find("images") != std::string::npos && msg.find("fields: x, y") != std::string::npos, msg.c_str());
+  }
+
+  // A float32 field the dataset also holds as its u8 bytes (Fashion-MNIST's pixels): resident on
+  // the host, batches are gathered from the bytes and divided as they are copied, giving the float
+  // field's values bit for bit. The decoy's float field is zeros, so batches equal to bytes / 255
+  // can only have come from the bytes; streaming, fetch() and the workers read them too.
+  void scaledFieldsAreGatheredFromTheirBytes() {
+    const std::int64_t n = 1000;
+    at::Tensor bytes = at::randint(0, 256, {n, 1, 4, 4}, at::TensorOptions().dtype(at::kByte));
+    bytes[7].fill_(255);
+    bytes[8].fill_(0);
+    const at::Tensor values = bytes.to(at::kFloat).div(255.0f);
+    const at::Tensor labels = at::arange(n, at::kLong);
+    auto decoy = std::make_shared<TensorDataset>("decoy", std::vector<std::string>{"images", "labels"},
+                                                 std::vector<at::Tensor>{at::zeros({n, 1, 4, 4}), labels},
+                                                 std::vector<std::optional<ScaledBytes>>{ScaledBytes{bytes, 255.0f}, std::nullopt});
+    for (LoadingMode mode : {LoadingMode::Resident, LoadingMode::Streaming})
+      for (int workers : {0, 2}) {
+        LoaderOptions o = LoaderOptions::builder().batchSize(64).shuffle(true).loadingMode(mode).numWorkers(workers).build();
+        Loader loader(decoy, o);
+        QCOMPARE(loader.mode(), mode);
+        const std::vector<std::string> notes = loader.notes();
+        const bool noted = std::any_of(notes.begin(), notes.end(), [](const std::string& t) {
+          return t.find("images gathered from the dataset's u8 bytes, divided by 255") != std::string::npos;
+        });
+        QCOMPARE(noted, mode == LoadingMode::Resident);
+        std::int64_t samples = 0;
+        for (const Batch& b : loader.epoch(1)) {
+          QVERIFY(at::equal(b["images"], values.index_select(0, b.indices)));
+          QVERIFY(at::equal(b["labels"], b.indices));
+          samples += b.size();
+        }
+        QCOMPARE(samples, n - n % 64);
+        const Batch one = loader.fetch({7, 8, 3});
+        QVERIFY(at::equal(one["images"], values.index_select(0, at::tensor({7, 8, 3}, at::kLong))));
+        QCOMPARE(one["images"][0].max().item<float>(), 1.0f);
+      }
+    // Bytes that are not the field's: refused, naming the field and both shapes.
+    NAMED(test::expectBadInput(
+        [&] {
+          TensorDataset("bad", {"images"}, {values}, {ScaledBytes{bytes.view({n, 16}), 255.0f}});
+        },
+        {"images", "u8 of the float32 field's shape [1000, 1, 4, 4]", "[1000, 16]"}));
+    NAMED(test::expectBadInput([&] { TensorDataset("bad", {"labels"}, {labels}, {ScaledBytes{bytes, 255.0f}}); },
+                               {"labels", "scaled bytes must be u8"}));
+  }
+
+  // Fashion-MNIST keeps its pixels as the file's bytes: resident batches from them are the
+  // float32 images (ToTensor's x / 255) bit for bit.
+  void fashionMnistBatchesComeFromItsBytes() {
+    if (!QFile::exists(QString(kFashionMnistDefaultDir) + "/train-images-idx3-ubyte.gz"))
+      QFAIL("dataset-fashion-mnist is not installed (bash packaging/stoker.sh test installs it)");
+    auto ds = openDataset("fashion-mnist");
+    const auto scaled = ds->scaledFields();
+    QCOMPARE(scaled.size(), std::size_t{2});
+    QVERIFY(scaled[0] && !scaled[1]);
+    QCOMPARE(scaled[0]->bytes.scalar_type(), at::kByte);
+    QVERIFY(at::equal(scaled[0]->bytes.to(at::kFloat).div(255.0f), ds->hostFields()[0]));
+    Loader loader(ds, LoaderOptions::builder().batchSize(256).shuffle(true).loadingMode(LoadingMode::Resident).build());
+    Epoch epoch = loader.epoch(0);
+    for (int i = 0; i < 3; ++i) {
+      const auto b = epoch.next();
+      QVERIFY(b);
+      QVERIFY(at::equal((*b)["images"], ds->hostFields()[0].index_select(0, b->indices)));
+    }
   }
 
   void modeChoiceOnSimulatedDevices() {

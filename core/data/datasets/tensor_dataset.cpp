@@ -45,8 +45,9 @@ std::shared_ptr<Dataset> finish(const LoaderOptions& options, std::string desc, 
 
 }  // namespace
 
-TensorDataset::TensorDataset(std::string description, std::vector<std::string> names, std::vector<at::Tensor> fields)
-    : description_(std::move(description)) {
+TensorDataset::TensorDataset(std::string description, std::vector<std::string> names, std::vector<at::Tensor> fields,
+                             std::vector<std::optional<ScaledBytes>> scaled)
+    : description_(std::move(description)), scaled_(std::move(scaled)) {
   if (fields.empty() || names.size() != fields.size()) throwBadInput(description_, "a dataset needs at least one field");
   size_ = fields[0].dim() > 0 ? fields[0].size(0) : -1;
   for (std::size_t f = 0; f < fields.size(); ++f) {
@@ -64,6 +65,16 @@ TensorDataset::TensorDataset(std::string description, std::vector<std::string> n
     tensors_.push_back(t.is_contiguous() ? t : t.contiguous());
   }
   if (size_ == 0) throwBadInput(description_, "the dataset has no samples");
+  if (!scaled_.empty() && scaled_.size() != tensors_.size())
+    throwBadInput(description_, "scaled bytes for " + std::to_string(scaled_.size()) + " of " + std::to_string(tensors_.size()) + " fields");
+  for (std::size_t f = 0; f < scaled_.size(); ++f) {
+    if (!scaled_[f]) continue;
+    at::Tensor& bytes = scaled_[f]->bytes;
+    if (specs_[f].dtype != at::kFloat || bytes.scalar_type() != at::kByte || bytes.sizes() != tensors_[f].sizes())
+      throwBadInput(description_ + ": " + names[f], "scaled bytes must be u8 of the float32 field's shape " +
+                                                        shapeText(tensors_[f].sizes().vec()) + ", got shape " + shapeText(bytes.sizes().vec()));
+    if (!bytes.is_contiguous()) bytes = bytes.contiguous();
+  }
 }
 
 void TensorDataset::checkIndex(std::int64_t index) const {
@@ -74,6 +85,10 @@ void TensorDataset::checkIndex(std::int64_t index) const {
 void TensorDataset::readItem(std::int64_t index, std::uint8_t* const* dst) const {
   checkIndex(index);
   for (std::size_t f = 0; f < specs_.size(); ++f) {
+    if (f < scaled_.size() && scaled_[f]) {
+      gatherScaledHostRows(scaled_[f]->bytes, scaled_[f]->divisor, &index, 1, reinterpret_cast<float*>(dst[f]));
+      continue;
+    }
     const auto n = static_cast<std::size_t>(specs_[f].sampleBytes);
     std::memcpy(dst[f], static_cast<const std::uint8_t*>(tensors_[f].data_ptr()) + index * n, n);
   }
@@ -82,14 +97,22 @@ void TensorDataset::readItem(std::int64_t index, std::uint8_t* const* dst) const
 void TensorDataset::readBatch(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst) const {
   for (std::int64_t i = 0; i < count; ++i) checkIndex(indices[i]);
   // Field by field: one source stream at a time keeps the prefetcher on it.
-  for (std::size_t f = 0; f < specs_.size(); ++f) gatherHostRows(tensors_[f], indices, count, dst[f]);
+  for (std::size_t f = 0; f < specs_.size(); ++f) {
+    if (f < scaled_.size() && scaled_[f])
+      gatherScaledHostRows(scaled_[f]->bytes, scaled_[f]->divisor, indices, count, reinterpret_cast<float*>(dst[f]));
+    else
+      gatherHostRows(tensors_[f], indices, count, dst[f]);
+  }
 }
 
 std::shared_ptr<Dataset> openFashionMnistDataset(const std::string& spec, const LoaderOptions&) {
   const std::string dir = spec.size() > 14 ? spec.substr(14) : kFashionMnistDefaultDir;
   LabeledImages d = loadFashionMnist(dir, Split::Train);
+  // The images are also kept as the file's bytes (a quarter of their float32 size): batches are
+  // gathered from those and divided as they are copied.
   return std::make_shared<TensorDataset>("fashion-mnist (" + dir + ", train)", std::vector<std::string>{"images", "labels"},
-                                         std::vector<at::Tensor>{d.images.toTorch(), d.labels.toTorch()});
+                                         std::vector<at::Tensor>{d.images.toTorch(), d.labels.toTorch()},
+                                         std::vector<std::optional<ScaledBytes>>{ScaledBytes{d.imageBytes.toTorch(), 255.0f}, std::nullopt});
 }
 
 std::shared_ptr<Dataset> openSafetensorsDataset(const std::string& spec, const LoaderOptions& options) {

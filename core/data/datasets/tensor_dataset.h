@@ -8,13 +8,17 @@ namespace stoker {
 
 class TensorDataset : public Dataset {
  public:
-  TensorDataset(std::string description, std::vector<std::string> names, std::vector<at::Tensor> fields);
+  // `scaled`: per field, the bytes it was made from (ScaledBytes; empty or nullopt where none).
+  // Throws Error(BadInput) when a field's bytes are not u8 of its shape, or the field not float32.
+  TensorDataset(std::string description, std::vector<std::string> names, std::vector<at::Tensor> fields,
+                std::vector<std::optional<ScaledBytes>> scaled = {});
   std::string description() const override { return description_; }
   std::int64_t size() const override { return size_; }
   const std::vector<FieldSpec>& fields() const override { return specs_; }
   void readItem(std::int64_t index, std::uint8_t* const* dst) const override;
   void readBatch(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst) const override;
   std::vector<at::Tensor> hostFields() const override { return tensors_; }
+  std::vector<std::optional<ScaledBytes>> scaledFields() const override { return scaled_; }
 
  private:
   void checkIndex(std::int64_t index) const;
@@ -22,6 +26,7 @@ class TensorDataset : public Dataset {
   std::int64_t size_ = 0;
   std::vector<FieldSpec> specs_;
   std::vector<at::Tensor> tensors_;
+  std::vector<std::optional<ScaledBytes>> scaled_;  // empty, or one per field
 };
 
 // The openers of the kinds held as tensors (see data/datasets/open_dataset.cpp).
