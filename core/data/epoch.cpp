@@ -241,9 +241,8 @@ const std::shared_ptr<EpochSegment>& segmentOf(const EpochState& s, std::int64_t
 }
 
 std::int64_t consumerEnd(const EpochState& s) {
-  for (const auto& segment : s.segments)
-    if (segment->firstBatch > s.segmentFirst) return segment->firstBatch;
-  return s.batchCount;
+  // segments[0] is the consumer's epoch (adoption drops those before it); it may be empty.
+  return hasQueuedEpoch(s) ? s.segments[1]->firstBatch : s.batchCount;
 }
 
 Produced produceBatch(EpochState& s, std::int64_t b, WorkerStatus& status, Clock::time_point deadline) {
@@ -443,7 +442,7 @@ void Epoch::stop() {
   bool completed, handedOver;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
-    completed = s.consumed >= consumerEnd(s) && !s.feedOpen;
+    completed = s.consumed >= consumerEnd(s) && !consumerFeedOpen(s);
     handedOver = s.handedOver;
   }
   if (!handedOver) finishEpoch(s, completed);  // else LoaderCore::pending keeps it for the next one
@@ -453,8 +452,7 @@ bool queueSegment(EpochState& s, std::shared_ptr<EpochSegment> segment) {
   const auto count = static_cast<std::int64_t>(segment->batchBegin.size()) - 1;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
-    if (s.fed || s.workerCount == 0 || count == 0 || s.stopped || s.finished || s.handedOver ||
-        s.segments.back()->firstBatch != s.segmentFirst)
+    if (s.fed || s.workerCount == 0 || count == 0 || s.stopped || s.finished || s.handedOver || hasQueuedEpoch(s))
       return false;
     segment->firstBatch = s.batchCount;
     s.batchCount += count;
@@ -476,6 +474,26 @@ bool Epoch::queueNext(std::int64_t e, std::vector<std::int64_t> order, const std
   return queueSegment(s, std::move(segment));
 }
 
+bool Epoch::queueNextFed(std::int64_t e, std::int64_t capacity) {
+  if (!live()) return false;
+  EpochState& s = *state_;
+  if (e < 0) throwBadInput("epoch " + std::to_string(e), "must be non-negative");
+  if (capacity < 0) throwBadInput("capacity", "must be non-negative");
+  auto segment = std::make_shared<EpochSegment>();
+  segment->epoch = e;
+  segment->fed = true;
+  segment->order.reserve(static_cast<std::size_t>(capacity));  // workers read it as it grows
+  segment->batchBegin.reserve(static_cast<std::size_t>(capacity) + 1);
+  segment->batchBegin.push_back(0);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.fed || s.feedOpen || s.workerCount == 0 || s.stopped || s.finished || s.handedOver || hasQueuedEpoch(s))
+    return false;
+  segment->firstBatch = s.batchCount;
+  s.segments.push_back(std::move(segment));
+  s.feedOpen = true;
+  return true;
+}
+
 void Epoch::feed(const std::int64_t* indices, std::int64_t count, std::int64_t batchSize) {
   if (!state_) throwBadInput("feed", "the epoch has ended");
   EpochState& s = *state_;
@@ -489,7 +507,7 @@ void Epoch::feed(const std::int64_t* indices, std::int64_t count, std::int64_t b
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     if (!s.feedOpen) throwBadInput("feed", "the epoch's feed is closed (or it was not opened with openEpoch)");
-    EpochSegment& fed = *s.segments.front();  // a fed epoch has one segment
+    EpochSegment& fed = *s.segments.back();  // the consumer's, or the fed epoch queued behind it
     if (static_cast<std::int64_t>(fed.order.size()) + count > static_cast<std::int64_t>(fed.order.capacity()))
       throwBadInput("feed", "more samples than the " + std::to_string(fed.order.capacity()) + " the epoch was opened for");
     for (std::int64_t at = 0; at < count; at += batchSize) {
@@ -553,7 +571,7 @@ std::optional<Batch> Epoch::next() {
     std::lock_guard<std::mutex> lock(s.mutex);
     if (s.finished || s.handedOver) return std::nullopt;
     end = consumerEnd(s);
-    open = s.feedOpen;
+    open = consumerFeedOpen(s);
   }
   // The sampler's next order, once drawn: queued, so the workers go on into that epoch. At the
   // epoch's end it is waited for (a short epoch can end before the draw does).
@@ -600,7 +618,12 @@ std::optional<Batch> Epoch::next() {
   if (s.consumed >= end) {
     // The feeder and the consumer are one thread: waiting would never end.
     if (open) throwBadInput(subject(), "no batch fed yet: feed() the epoch (or closeFeed()) before next()");
-    if (end < s.batchCount) {  // a queued epoch follows: its workers go on, the Loader keeps it
+    bool queued;
+    {
+      std::lock_guard<std::mutex> lock(s.mutex);
+      queued = hasQueuedEpoch(s);
+    }
+    if (queued) {  // a queued epoch follows: its workers go on, the Loader keeps it
       recordSummary(s, true);
       {
         std::lock_guard<std::mutex> lock(s.mutex);

@@ -401,7 +401,7 @@ void Loader::setTelemetryCollectives(const std::string& backend) { core_->collec
 
 namespace {
 std::shared_ptr<EpochState> adoptPending(LoaderCore& c, std::int64_t e, const std::vector<std::int64_t>* order,
-                                         const std::vector<std::int64_t>* begins);
+                                         const std::vector<std::int64_t>* begins, std::int64_t fedCapacity = -1);
 }  // namespace
 
 namespace {
@@ -498,6 +498,8 @@ Epoch Loader::epochOver(std::int64_t e, std::vector<std::int64_t> order, const s
 Epoch Loader::openEpoch(std::int64_t e, std::int64_t capacity) {
   if (e < 0) throwBadInput("epoch " + std::to_string(e), "must be non-negative");
   if (capacity < 0) throwBadInput("capacity", "must be non-negative");
+  if (std::shared_ptr<EpochState> adopted = adoptPending(*core_, e, nullptr, nullptr, capacity))
+    return Epoch(std::move(adopted));  // queued by the previous epoch (Epoch::queueNextFed)
   std::vector<std::int64_t> order, begins{0};
   order.reserve(static_cast<std::size_t>(capacity));
   begins.reserve(static_cast<std::size_t>(capacity) + 1);
@@ -509,14 +511,19 @@ namespace {
 // The pending state (see LoaderCore::pending) when its queued epoch is epoch `e` over exactly this
 // order and these batches: the consumer moves on to it, the workers never stopped. Null otherwise.
 // `order` null: the sampler's order for `e` (Loader::epoch), which a segment the core queued is.
+// `fedCapacity` >= 0: a fed epoch (Loader::openEpoch) of that capacity, which a segment queued by
+// Epoch::queueNextFed with room for as many is; it is adopted fed as far as it was, feeding on.
 std::shared_ptr<EpochState> adoptPending(LoaderCore& c, std::int64_t e, const std::vector<std::int64_t>* order,
-                                         const std::vector<std::int64_t>* begins) {
+                                         const std::vector<std::int64_t>* begins, std::int64_t fedCapacity) {
   std::lock_guard<std::mutex> lock(c.mutex);
   if (!c.pending) return nullptr;
   EpochState& s = *c.pending;
   std::lock_guard<std::mutex> stateLock(s.mutex);
   const EpochSegment& next = *s.segments.back();
-  const bool same = order ? next.order == *order && next.batchBegin == *begins : next.samplerOrder;
+  const bool same = fedCapacity >= 0 ? next.fed && static_cast<std::int64_t>(next.order.capacity()) >= fedCapacity
+                   : next.fed      ? false
+                   : order         ? next.order == *order && next.batchBegin == *begins
+                                   : next.samplerOrder;
   if (s.stopped || !s.handedOver || next.epoch != e || !same) return nullptr;
   s.generation.fetch_add(1);
   s.handedOver = false;

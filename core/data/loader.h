@@ -107,6 +107,12 @@ class Epoch {
   // retune or the Loader's end drops them. False (nothing queued) for a fed epoch, without
   // workers, or when one is queued already. Throws Error(BadInput) as epochOver does.
   bool queueNext(std::int64_t e, std::vector<std::int64_t> order, const std::vector<std::int64_t>& batchSizes = {});
+  // The same for a fed epoch whose feed is closed: epoch `e` is queued behind it as a fed epoch of
+  // room for `capacity` indices, and feed() / closeFeed() now go to it, so its first batches are
+  // made before this epoch ends. Once this epoch is over, Loader::openEpoch(e, ...) adopts it, fed
+  // and feeding on. False (nothing queued) for an epoch not fed, still open for feeding, without
+  // workers, or with one queued already.
+  bool queueNextFed(std::int64_t e, std::int64_t capacity);
 
   // A fed epoch (Loader::openEpoch) serves the batches given here, in
   // order: `count` indices cut into batches of `batchSize` (the last may be
@@ -203,7 +209,8 @@ class Loader {
   Epoch epochOver(std::int64_t e, std::vector<std::int64_t> order, const std::vector<std::int64_t>& batchSizes = {});
   // Starts epoch `e` with no order of its own: the caller feeds it batch by
   // batch (Epoch::feed) up to `capacity` samples. The multi-device loader
-  // feeds each device the slices the plan gives it.
+  // feeds each device the slices the plan gives it. Adopts the fed epoch `e` the previous epoch
+  // queued (Epoch::queueNextFed, with room for `capacity`): its batches fed so far are made already.
   Epoch openEpoch(std::int64_t e, std::int64_t capacity);
   // The samples `indices` as one batch on this loader's device, now
   // (gathered on the device when resident, read and copied otherwise).

@@ -143,6 +143,7 @@ struct EpochSegment {
   std::vector<std::int64_t> order;
   std::vector<std::int64_t> batchBegin;
   bool samplerOrder = false;  // the sampler's (or the dataset's own) order for `epoch`
+  bool fed = false;           // fed as it runs (Epoch::queueNextFed): Loader::openEpoch adopts it
 };
 
 struct EpochState {
@@ -153,7 +154,7 @@ struct EpochState {
   // then reads as over and its destructor leaves the workers running.
   std::atomic<std::int64_t> generation{0};
   bool fed = false;
-  bool feedOpen = false;
+  bool feedOpen = false;  // of the last segment: feed() goes there (a queued fed epoch, once there is one)
   bool handedOver = false;  // the consumer's epoch is over, the next one's batches are being made
   std::int64_t batchCount = 0;  // over all segments: what workers may claim
   int depth = 1;
@@ -192,6 +193,11 @@ struct EpochState {
 const std::shared_ptr<EpochSegment>& segmentOf(const EpochState& s, std::int64_t b);
 // Where the consumer's epoch ends: the first batch of a queued epoch, else batchCount (under s.mutex).
 std::int64_t consumerEnd(const EpochState& s);
+// Whether an epoch is queued behind the consumer's (under s.mutex). A queued fed epoch may have no
+// batch yet, so this is not consumerEnd(s) < batchCount.
+inline bool hasQueuedEpoch(const EpochState& s) { return s.segments.size() > 1; }
+// Whether the consumer's own epoch may still be fed (under s.mutex).
+inline bool consumerFeedOpen(const EpochState& s) { return s.feedOpen && !hasQueuedEpoch(s); }
 // Error(BadInput) naming the first index of `order` outside the dataset's samples.
 void checkOrder(const Dataset& dataset, const std::vector<std::int64_t>& order);
 // Batch boundaries of an order of n samples: batch_size batches (drop_last as the options say), or

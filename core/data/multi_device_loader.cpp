@@ -39,40 +39,82 @@ struct MultiEpoch::State {
   // Chunk ratios with lookahead: the next epoch's plan, drawn on a thread, queued once there.
   std::future<std::shared_ptr<const ShardPlan>> nextPlan;
   std::shared_ptr<const ShardPlan> queueNextPlan();
+  // El Che with lookahead: the next epoch's order, drawn on a thread; queued with its first rounds
+  // once this epoch's order is used up (queueNextElChe).
+  std::future<std::vector<std::int64_t>> nextOrder;
+  std::int64_t capacity = 0;  // El Che: samples each device's fed epoch has room for
+  std::unique_ptr<State> queueNextElChe();
 
-  // Feeds device d `count` samples from the order in batches of `batch`,
+  // Feeds device d's epoch in `to` `count` samples from the order in batches of `batch`,
   // wrapping to the start of the order for padding.
-  void feed(int d, std::int64_t count, std::int64_t batch, std::vector<std::int64_t>& step) {
+  void feed(std::vector<Epoch>& to, int d, std::int64_t count, std::int64_t batch, std::vector<std::int64_t>& step) {
     std::vector<std::int64_t> slice(static_cast<std::size_t>(count));
     for (auto& i : slice) i = order[static_cast<std::size_t>(cursor++ % static_cast<std::int64_t>(order.size()))];
-    if (count > 0) epochs[static_cast<std::size_t>(d)].feed(slice.data(), count, batch);
+    if (count > 0) to[static_cast<std::size_t>(d)].feed(slice.data(), count, batch);
     step.insert(step.end(), slice.begin(), slice.end());
   }
-  void close() {
-    for (auto& e : epochs) e.closeFeed();
+  void close(std::vector<Epoch>& to) {
+    for (auto& e : to) e.closeFeed();
     closed = true;
   }
-  void assignElCheRounds();
+  // Assigns rounds of this state's order until the loader's lookahead are waiting, fed through
+  // `to` (this epoch's devices, or -- for the next epoch's first rounds -- the epochs it is queued
+  // behind); closes their feeds once the order is used up.
+  void assignElCheRounds(std::vector<Epoch>& to);
+  // Back to no round assigned: the epochs its first rounds were fed to are gone.
+  void unassign() {
+    cursor = 0;
+    rounds.clear();
+    roundIndices.clear();
+    closed = false;
+  }
 };
 
-void MultiEpoch::State::assignElCheRounds() {
+namespace {
+
+// Room in each device's fed epoch for an El Che epoch of `n` samples: padding can add up to one
+// batch per device beyond the order.
+std::int64_t elCheCapacity(std::int64_t n, std::int64_t batch, int devices) { return n + batch * devices + 2 * devices; }
+
+}  // namespace
+
+void MultiEpoch::State::assignElCheRounds(std::vector<Epoch>& to) {
   MultiDeviceLoader& m = *owner;
   const std::int64_t bs = m.options().batch_size;
   const auto n = static_cast<std::int64_t>(order.size());
   while (!closed && static_cast<int>(rounds.size()) < std::max(1, m.lookaheadRounds())) {
     const auto shares = elCheRoundShares(m.elChe()->counts(), n - cursor, bs, m.options().drop_last);
     if (shares.empty()) {
-      close();
+      close(to);
       break;
     }
     std::vector<std::int64_t> step, batches;
     for (int d = 0; d < m.devices(); ++d) {
-      feed(d, shares[static_cast<std::size_t>(d)], bs, step);  // the last round wraps: padding
+      feed(to, d, shares[static_cast<std::size_t>(d)], bs, step);  // the last round wraps: padding
       batches.push_back((shares[static_cast<std::size_t>(d)] + bs - 1) / bs);
     }
     rounds.push_back(batches);
     roundIndices.push_back(std::move(step));
   }
+}
+
+// Once this epoch's order is used up (its feeds closed), the next epoch goes behind it on every
+// device as a fed epoch (Epoch::queueNextFed) and its first rounds are assigned now, by the counts
+// of now -- as stale as any round assigned lookaheadRounds ahead -- so each device's workers make
+// them before this epoch ends. Null when a device queued nothing (no workers): the next epoch then
+// starts afresh (a device that did queue hands it over empty).
+std::unique_ptr<MultiEpoch::State> MultiEpoch::State::queueNextElChe() {
+  auto ahead = std::make_unique<State>();
+  ahead->owner = owner;
+  ahead->epoch = epoch + 1;
+  ahead->order = nextOrder.get();  // a draw that failed throws here
+  ahead->capacity = elCheCapacity(static_cast<std::int64_t>(ahead->order.size()), owner->options().batch_size,
+                                  owner->devices());
+  bool all = true;
+  for (auto& e : epochs) all = e.queueNextFed(ahead->epoch, ahead->capacity) && all;
+  if (!all) return nullptr;
+  ahead->assignElCheRounds(epochs);
+  return ahead;
 }
 
 // Each device's part of the next epoch goes behind this epoch's, so its workers go on into it
@@ -96,7 +138,11 @@ std::optional<MultiStep> MultiEpoch::next() {
   State& s = *state_;
   if (s.owner->elChe()) {
     s.owner->recalibrate();
-    s.assignElCheRounds();
+    s.assignElCheRounds(s.epochs);
+    if (s.closed && s.nextOrder.valid()) {
+      s.owner->queuedElChe_ = s.queueNextElChe();
+      s.owner->queuedEpoch_ = s.owner->queuedElChe_ ? s.epoch + 1 : -1;
+    }
   }
   if (s.rounds.empty()) {
     // Each device's epoch is told it is over: it records its summary, and one with the next
@@ -203,11 +249,35 @@ MultiEpoch MultiDeviceLoader::epoch(std::int64_t e, Loader::Lookahead lookahead)
   s->owner = this;
   s->epoch = e;
   if (elChe_) {
-    s->order = epochIndicesFor(*dataset_, options_, e);
-    const auto n = static_cast<std::int64_t>(s->order.size());
-    // Padding can add up to one batch per device beyond the order.
-    const std::int64_t capacity = n + options_.batch_size * devices() + 2 * devices();
-    for (auto& l : loaders_) s->epochs.push_back(l->openEpoch(e, capacity));
+    // The epoch a previous one queued, when it is this one (the same draw: the sampler depends only
+    // on the options, the dataset's size and e): its first rounds are fed and being made already.
+    std::unique_ptr<MultiEpoch::State> ahead = queuedEpoch_ == e ? std::move(queuedElChe_) : nullptr;
+    queuedElChe_.reset();
+    queuedEpoch_ = -1;
+    if (ahead) {
+      s = std::move(ahead);
+    } else {
+      s->order = epochIndicesFor(*dataset_, options_, e);
+      s->capacity = elCheCapacity(static_cast<std::int64_t>(s->order.size()), options_.batch_size, devices());
+    }
+    for (auto& l : loaders_) s->epochs.push_back(l->openEpoch(e, s->capacity));
+    // Each device must have adopted exactly the batches its queued epoch was fed; one that did not
+    // (a retune or another epoch in between dropped it) starts the whole epoch afresh.
+    bool adopted = true;
+    for (std::size_t d = 0; d < s->epochs.size(); ++d) {
+      std::int64_t fed = 0;
+      for (const auto& round : s->rounds) fed += round[d];
+      adopted = adopted && s->epochs[d].batches() == fed;
+    }
+    if (!adopted) {
+      s->epochs.clear();  // stops what was adopted
+      s->unassign();
+      for (auto& l : loaders_) s->epochs.push_back(l->openEpoch(e, s->capacity));
+    }
+    if (lookahead == Loader::Lookahead::NextEpoch && options_.persistent_workers && options_.num_workers > 0)
+      s->nextOrder = std::async(std::launch::async, [dataset = dataset_, options = options_, e] {
+        return epochIndicesFor(*dataset, options, e + 1);
+      });
     return MultiEpoch(std::move(s));
   }
   // Chunk ratios: each device serves its slices as an epoch of its own, in batches of its share --

@@ -7,10 +7,11 @@
 //  - El Che: per round, device d runs counts[d] whole batches of B; counts
 //    follow the times the trainer records (recordStepTime), clamped at the
 //    end of the epoch like `stoker plan --step-ms`.
-// Chunk ratios run epoch after epoch without a gap: epoch(e, Loader::Lookahead::NextEpoch) draws
-// epoch e + 1's plan on a thread and queues each device's part of it behind this epoch
-// (Epoch::queueNext), so the workers make its first steps before this one ends. El Che cannot:
-// its rounds follow times not measured yet, so it feeds each epoch as it goes.
+// Both run epoch after epoch without a gap: epoch(e, Loader::Lookahead::NextEpoch) draws epoch
+// e + 1's order on a thread and queues each device's part of it behind this epoch, so the workers
+// make its first steps before this one ends. Chunk ratios queue the whole plan (Epoch::queueNext);
+// El Che, whose rounds follow times not measured yet, queues a fed epoch (Epoch::queueNextFed)
+// once this epoch's order is used up and feeds it its first lookaheadRounds rounds.
 // The gather device (where the whole step can be assembled for the loss) is
 // the resident device with the most free memory, as flodl intends. On
 // several CUDA devices the first loads the resident dataset from the host
@@ -80,9 +81,9 @@ class MultiDeviceLoader {
   // Samples per step each device gets (chunk ratios; El Che: counts * B).
   std::vector<std::int64_t> stepShares() const;
 
-  // Starts epoch `e` on every device (one epoch at a time). Lookahead::NextEpoch (chunk ratios,
-  // persistent_workers and workers): epoch e + 1's steps are made before this epoch ends, and
-  // epoch(e + 1) starts with them ready, as Loader::epoch does.
+  // Starts epoch `e` on every device (one epoch at a time). Lookahead::NextEpoch (persistent_workers
+  // and workers): epoch e + 1's first steps are made before this epoch ends, and epoch(e + 1)
+  // starts with them ready, as Loader::epoch does.
   MultiEpoch epoch(std::int64_t e, Loader::Lookahead lookahead = Loader::Lookahead::Off);
   // The whole step as one batch on the gather device, gathered from its own resident copy: no
   // batch travels between devices or through the host.
@@ -106,8 +107,10 @@ class MultiDeviceLoader {
   std::unique_ptr<ElChe> elChe_;
   int gather_ = 0;
   std::string replication_;  // how the other CUDA devices got the resident dataset (notes)
-  // Chunk ratios: the plan an epoch queued behind it (lookahead), for the epoch(e) it is for.
+  // The epoch an epoch queued behind it (lookahead), for the epoch(e) it is for: chunk ratios'
+  // plan, or El Che's order with the rounds fed to the devices so far.
   std::shared_ptr<const ShardPlan> queuedPlan_;
+  std::unique_ptr<MultiEpoch::State> queuedElChe_;
   std::int64_t queuedEpoch_ = -1;
 };
 

@@ -182,6 +182,135 @@ class TestMultiDevice : public QObject {
     QCOMPARE(static_cast<std::int64_t>(std::set<std::int64_t>(seen.begin(), seen.end()).size()), n);
   }
 
+  // El Che epoch after epoch (stoker bench --device a,b --split elche): with Lookahead::NextEpoch,
+  // once epoch 0's order is used up each device gets epoch 1 queued as a fed epoch with its first
+  // rounds, so the workers read epoch 1's samples while epoch 0's last step is still held; epoch 1
+  // then serves exactly those, and the rest of its order, once.
+  void elCheMakesTheNextEpochAhead() {
+    const std::int64_t n = 203;
+    LoaderOptions o = baseOptions(8);
+    o.loading_mode = LoadingMode::Streaming;  // read by the workers, so the dataset counts them
+    MultiDeviceOptions m;
+    m.elChe = true;
+    m.anchorBatches = 2;
+    m.lookaheadRounds = 2;
+    for (const bool ahead : {true, false}) {
+      auto ds = std::make_shared<EpochCountingDataset>(n);
+      MultiDeviceLoader loader(ds, o, sims({1LL << 30, 1LL << 30}), m);
+      const auto lookahead = ahead ? Loader::Lookahead::NextEpoch : Loader::Lookahead::Off;
+      for (std::int64_t e : {0, 1}) {
+        const std::vector<std::int64_t> order = epochIndicesFor(*ds, o, e);
+        std::vector<std::int64_t> served;  // every step's indices, device 0's first
+        std::int64_t samples = 0;
+        auto epoch = loader.epoch(e, lookahead);
+        while (auto step = epoch.next()) {
+          std::vector<std::int64_t> fromBatches;
+          for (std::size_t d = 0; d < 2; ++d) {
+            for (const Batch& b : step->perDevice[d]) {
+              QCOMPARE(b.epoch, e);
+              QVERIFY(at::equal(b["v"], b.indices));
+              fromBatches.insert(fromBatches.end(), b.indices.data_ptr<std::int64_t>(),
+                                 b.indices.data_ptr<std::int64_t>() + b.size());
+              samples += b.size();
+            }
+            // Device 1 is three times slower per batch: the counts move while the epochs run.
+            const auto batches = static_cast<std::int64_t>(step->perDevice[d].size());
+            loader.recordStepTime(static_cast<int>(d), (d == 0 ? 5.0 : 15.0) * static_cast<double>(batches), batches);
+          }
+          QCOMPARE(fromBatches, step->indices);
+          served.insert(served.end(), step->indices.begin(), step->indices.end());
+          if (e == 0 && static_cast<std::int64_t>(served.size()) >= n) {  // epoch 0's last step, still held
+            if (ahead) {
+              QTRY_VERIFY_WITH_TIMEOUT(ds->readsOf(1) >= 8, 5000);
+            } else {
+              std::this_thread::sleep_for(std::chrono::milliseconds(200));
+              QCOMPARE(ds->readsOf(1), std::int64_t{0});
+            }
+          }
+        }
+        // The sampler's order, then padding from its start (the last round's short batches).
+        QVERIFY(static_cast<std::int64_t>(served.size()) >= n && static_cast<std::int64_t>(served.size()) < n + 2 * 8);
+        for (std::size_t i = 0; i < served.size(); ++i)
+          QVERIFY2(served[i] == order[i % order.size()], qPrintable(QString("epoch %1, position %2").arg(e).arg(i)));
+        // Every batch made early was served: the epoch read exactly what it handed out.
+        if (e == 1) QCOMPARE(ds->readsOf(1), samples);
+      }
+    }
+    // A device whose queued epoch was dropped in between (a retune) makes every device start the
+    // epoch afresh: it is still the sampler's order, once.
+    auto ds = std::make_shared<EpochCountingDataset>(n);
+    MultiDeviceLoader loader(ds, o, sims({1LL << 30, 1LL << 30}), m);
+    {
+      auto epoch = loader.epoch(0, Loader::Lookahead::NextEpoch);
+      while (epoch.next()) {
+      }
+    }
+    QTRY_VERIFY_WITH_TIMEOUT(ds->readsOf(1) >= 8, 5000);  // queued, and made
+    loader.loader(0).retune(loader.loader(0).options());
+    const std::vector<std::int64_t> order = epochIndicesFor(*ds, o, 1);
+    std::vector<std::int64_t> served;
+    auto epoch = loader.epoch(1);
+    while (auto step = epoch.next()) served.insert(served.end(), step->indices.begin(), step->indices.end());
+    QVERIFY(static_cast<std::int64_t>(served.size()) >= n);
+    for (std::size_t i = 0; i < served.size(); ++i) QCOMPARE(served[i], order[i % order.size()]);
+  }
+
+  // The fed epoch queued behind a fed one (Epoch::queueNextFed): refused while the feed is open,
+  // for an epoch that is not fed and without workers; feed() then goes to it; openEpoch adopts it
+  // with its batches made, unless it asks for more room than it has.
+  void aQueuedFedEpochIsAdoptedByOpenEpoch() {
+    auto ds = std::make_shared<EpochCountingDataset>(100);
+    auto o = baseOptions(4);
+    o.loading_mode = LoadingMode::Streaming;  // read by the workers, so the dataset counts them
+    Loader l(ds, o, DeviceSpec::parse("sim:0"));
+    const std::int64_t first[] = {1, 2, 3, 4, 5}, second[] = {10, 11, 12, 13, 14, 15};
+    {
+      auto e0 = l.openEpoch(0, 10);
+      e0.feed(first, 5, 4);
+      QVERIFY(!e0.queueNextFed(1, 10));  // its own feed is still open
+      e0.closeFeed();
+      QVERIFY(e0.queueNextFed(1, 10));
+      QVERIFY(!e0.queueNextFed(2, 10));  // one is queued already
+      e0.feed(second, 6, 4);             // to epoch 1
+      e0.closeFeed();
+      QCOMPARE(e0.batches(), std::int64_t{2});  // epoch 0's own: 4 + 1
+      QTRY_VERIFY_WITH_TIMEOUT(ds->readsOf(1) >= 4, 5000);  // epoch 1's made within the ring
+      std::vector<std::int64_t> got;
+      while (auto b = e0.next()) got.insert(got.end(), b->indices.data_ptr<std::int64_t>(), b->indices.data_ptr<std::int64_t>() + b->size());
+      QCOMPARE(got, (std::vector<std::int64_t>{1, 2, 3, 4, 5}));
+    }
+    auto e1 = l.openEpoch(1, 10);
+    QCOMPARE(e1.batches(), std::int64_t{2});  // adopted: 4 + 2, fed and closed
+    std::vector<std::int64_t> got;
+    while (auto b = e1.next()) {
+      QCOMPARE(b->epoch, std::int64_t{1});
+      got.insert(got.end(), b->indices.data_ptr<std::int64_t>(), b->indices.data_ptr<std::int64_t>() + b->size());
+    }
+    QCOMPARE(got, (std::vector<std::int64_t>{10, 11, 12, 13, 14, 15}));
+    QCOMPARE(ds->readsOf(1), std::int64_t{6});
+    {  // more room asked than queued: not adopted, a fresh epoch
+      auto e2 = l.openEpoch(2, 10);
+      e2.closeFeed();
+      QVERIFY(e2.queueNextFed(3, 10));
+      e2.feed(first, 5, 4);
+      e2.closeFeed();
+      QVERIFY(!e2.next());
+    }
+    auto e3 = l.openEpoch(3, 50);
+    QCOMPARE(e3.batches(), std::int64_t{0});
+    e3.closeFeed();
+    QVERIFY(!e3.next());
+    // Not a fed epoch; no workers.
+    QVERIFY(!l.epoch(4).queueNextFed(5, 10));
+    LoaderOptions none = o;
+    none.num_workers = 0;
+    Loader alone(ds, none, DeviceSpec::parse("sim:0"));
+    auto fed = alone.openEpoch(0, 10);
+    fed.closeFeed();
+    QVERIFY(!fed.queueNextFed(1, 10));
+    QVERIFY(expectBadInput([&] { fed.queueNextFed(-1, 10); }, {"epoch -1", "non-negative"}).isEmpty());
+  }
+
   void elCheTailIsDealtEvenlyOrDropped() {
     auto ds = numbered(95);
     for (bool drop : {false, true}) {
