@@ -120,13 +120,21 @@ void runMultiDeviceBench(const BenchArgs& a, const LoaderOptions& options, const
   }
   if (!a.json && !a.quiet)
     for (const auto& note : loader.notes()) std::fprintf(stderr, "%s\n", note.c_str());
+  // El Che balances the steps' times; a bench without a step has none to balance, and its counts
+  // would follow the timer's noise (one device given thousands of batches a round). Said even with
+  // --json (on stderr), since the figures are then meaningless.
+  const bool noStep = a.stepMicros <= 0 && std::all_of(a.deviceStepMicros.begin(), a.deviceStepMicros.end(),
+                                                       [](double us) { return us <= 0; });
+  if (m.elChe && noStep && !a.quiet)
+    std::fprintf(stderr, "warning: --split el-che balances the devices' step times, and this bench has no step: give "
+                         "--step-us U or --device-step-us u0,u1,... (the counts follow timer noise without one)\n");
   std::vector<std::int64_t> samples(n, 0), batches(n, 0);
   double steadySeconds = 0;
   std::int64_t steadySamples = 0, steps = 0;
   for (int e = 0; e < a.epochs; ++e) {
     const auto start = std::chrono::steady_clock::now();
     std::int64_t epochSamples = 0;
-    // Chunk ratios make the next epoch's first steps before this one ends (El Che cannot).
+    // Every epoch but the last makes the next one's first steps before it ends.
     auto epoch = loader.epoch(e, e + 1 < a.epochs ? Loader::Lookahead::NextEpoch : Loader::Lookahead::Off);
     while (auto step = epoch.next()) {
       cancel.throwIfCancelled("bench");

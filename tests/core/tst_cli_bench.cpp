@@ -138,6 +138,14 @@ class TestCliBench : public QObject {
     const auto seen = devices[0].toObject()["samples"].toInteger() + devices[1].toObject()["samples"].toInteger();
     QVERIFY2(seen <= 12000 && seen >= 12000 - 2 * 20, qPrintable(QString::number(seen)));
     QVERIFY(doc["samples_per_s"].toDouble() > 0);
+    QVERIFY2(!r.err.contains("warning"), r.err.constData());
+    // El Che without a step to balance: said, not refused.
+    r = runStoker({"bench", "--dataset", "synthetic:2000,16", "--device", "sim:0,sim:1", "--batch-size", "20", "--split",
+                   "el-che", "--epochs", "1", "--json"});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    QVERIFY2(r.err.contains("warning: --split el-che balances the devices' step times, and this bench has no step: give "
+                            "--step-us U or --device-step-us"),
+             r.err.constData());
     // Weighted shares: 3:1 of each 40-sample step.
     r = runStoker({"bench", "--dataset", "synthetic:4000,16", "--device", "sim:0,sim:1", "--batch-size", "20", "--split",
                    "weights", "--device-weights", "3,1", "--epochs", "1", "--json"});
