@@ -448,12 +448,21 @@ void Epoch::stop() {
   if (!handedOver) finishEpoch(s, completed);  // else LoaderCore::pending keeps it for the next one
 }
 
+namespace {
+
+// Whether an epoch may be queued behind the consumer's (under s.mutex): workers to make it, this
+// epoch still running and not handed over, none queued yet.
+bool acceptsQueuedEpoch(const EpochState& s) {
+  return s.workerCount > 0 && !s.stopped && !s.finished && !s.handedOver && !hasQueuedEpoch(s);
+}
+
+}  // namespace
+
 bool queueSegment(EpochState& s, std::shared_ptr<EpochSegment> segment) {
   const auto count = static_cast<std::int64_t>(segment->batchBegin.size()) - 1;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
-    if (s.fed || s.workerCount == 0 || count == 0 || s.stopped || s.finished || s.handedOver || hasQueuedEpoch(s))
-      return false;
+    if (s.fed || count == 0 || !acceptsQueuedEpoch(s)) return false;
     segment->firstBatch = s.batchCount;
     s.batchCount += count;
     s.segments.push_back(std::move(segment));
@@ -486,8 +495,7 @@ bool Epoch::queueNextFed(std::int64_t e, std::int64_t capacity) {
   segment->batchBegin.reserve(static_cast<std::size_t>(capacity) + 1);
   segment->batchBegin.push_back(0);
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (!s.fed || s.feedOpen || s.workerCount == 0 || s.stopped || s.finished || s.handedOver || hasQueuedEpoch(s))
-    return false;
+  if (!s.fed || s.feedOpen || !acceptsQueuedEpoch(s)) return false;
   segment->firstBatch = s.batchCount;
   s.segments.push_back(std::move(segment));
   s.feedOpen = true;
