@@ -42,8 +42,13 @@ struct MultiEpoch::State {
   // El Che with lookahead: the next epoch's order, drawn on a thread; queued with its first rounds
   // once this epoch's order is used up (queueNextElChe).
   std::future<std::vector<std::int64_t>> nextOrder;
-  std::int64_t capacity = 0;  // El Che: samples each device's fed epoch has room for
   std::unique_ptr<State> queueNextElChe();
+  // El Che: samples each device's fed epoch has room for -- the order, and padding of up to one
+  // batch per device beyond it.
+  std::int64_t elCheCapacity() const {
+    const std::int64_t batch = owner->options().batch_size, devices = owner->devices();
+    return static_cast<std::int64_t>(order.size()) + batch * devices + 2 * devices;
+  }
 
   // Feeds device d's epoch in `to` `count` samples from the order in batches of `batch`,
   // wrapping to the start of the order for padding.
@@ -69,14 +74,6 @@ struct MultiEpoch::State {
     closed = false;
   }
 };
-
-namespace {
-
-// Room in each device's fed epoch for an El Che epoch of `n` samples: padding can add up to one
-// batch per device beyond the order.
-std::int64_t elCheCapacity(std::int64_t n, std::int64_t batch, int devices) { return n + batch * devices + 2 * devices; }
-
-}  // namespace
 
 void MultiEpoch::State::assignElCheRounds(std::vector<Epoch>& to) {
   MultiDeviceLoader& m = *owner;
@@ -108,10 +105,9 @@ std::unique_ptr<MultiEpoch::State> MultiEpoch::State::queueNextElChe() {
   ahead->owner = owner;
   ahead->epoch = epoch + 1;
   ahead->order = nextOrder.get();  // a draw that failed throws here
-  ahead->capacity = elCheCapacity(static_cast<std::int64_t>(ahead->order.size()), owner->options().batch_size,
-                                  owner->devices());
+  const std::int64_t capacity = ahead->elCheCapacity();
   bool all = true;
-  for (auto& e : epochs) all = e.queueNextFed(ahead->epoch, ahead->capacity) && all;
+  for (auto& e : epochs) all = e.queueNextFed(ahead->epoch, capacity) && all;
   if (!all) return nullptr;
   ahead->assignElCheRounds(epochs);
   return ahead;
@@ -254,13 +250,12 @@ MultiEpoch MultiDeviceLoader::epoch(std::int64_t e, Loader::Lookahead lookahead)
     std::unique_ptr<MultiEpoch::State> ahead = queuedEpoch_ == e ? std::move(queuedElChe_) : nullptr;
     queuedElChe_.reset();
     queuedEpoch_ = -1;
-    if (ahead) {
+    if (ahead)
       s = std::move(ahead);
-    } else {
+    else
       s->order = epochIndicesFor(*dataset_, options_, e);
-      s->capacity = elCheCapacity(static_cast<std::int64_t>(s->order.size()), options_.batch_size, devices());
-    }
-    for (auto& l : loaders_) s->epochs.push_back(l->openEpoch(e, s->capacity));
+    const std::int64_t capacity = s->elCheCapacity();
+    for (auto& l : loaders_) s->epochs.push_back(l->openEpoch(e, capacity));
     // Each device must have adopted exactly the batches its queued epoch was fed; one that did not
     // (a retune or another epoch in between dropped it) starts the whole epoch afresh.
     bool adopted = true;
@@ -272,7 +267,7 @@ MultiEpoch MultiDeviceLoader::epoch(std::int64_t e, Loader::Lookahead lookahead)
     if (!adopted) {
       s->epochs.clear();  // stops what was adopted
       s->unassign();
-      for (auto& l : loaders_) s->epochs.push_back(l->openEpoch(e, s->capacity));
+      for (auto& l : loaders_) s->epochs.push_back(l->openEpoch(e, capacity));
     }
     if (lookahead == Loader::Lookahead::NextEpoch && options_.persistent_workers && options_.num_workers > 0)
       s->nextOrder = std::async(std::launch::async, [dataset = dataset_, options = options_, e] {
