@@ -1,5 +1,6 @@
 // c_api: errors, build facts, presets, knobs and the planner, for the Python package (stoker_c.h).
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 #include <c10/util/Exception.h>
@@ -63,6 +64,8 @@ extern "C" {
 const char* stoker_last_error(void) { return tlsMessage.c_str(); }
 int stoker_last_error_kind(void) { return tlsKind; }
 void stoker_free(char* text) { std::free(text); }
+
+char* stoker_strdup(const char* text) { return ::strdup(text ? text : ""); }
 
 char* stoker_build_info(void) {
   return guarded<>(static_cast<char*>(nullptr), [] {

@@ -13,6 +13,7 @@
 #include "c_api_util.h"
 #include "data/dataset.h"
 #include "data/datasets/tensor_dataset.h"
+#include "data/datasets/web_dataset.h"
 #include "data/device.h"
 #include "data/loader.h"
 #include "telemetry/telemetry_publisher.h"
@@ -72,6 +73,29 @@ class DescribingObserver : public TelemetryObserver {
   std::string name_, dataset_, options_;
 };
 
+// The caller's all-gather (Python: torch.distributed.all_gather_object) as the core's ScanExchange.
+ScanExchange scanExchangeThrough(stoker_exchange_fn exchange, void* user) {
+  return [exchange, user](const std::vector<ScannedShard>& mine) {
+    nlohmann::json sent = nlohmann::json::array();
+    for (const ScannedShard& s : mine) sent.push_back({{"shard", s.shard}, {"size", s.size}, {"etag", s.etag}, {"index", s.index}});
+    const std::unique_ptr<char, void (*)(void*)> got(exchange(user, sent.dump().c_str()), std::free);
+    if (!got) throw Error(ErrorKind::Network, "sharing WebDataset scans", "the ranks' exchange failed (see the Python error)");
+    std::vector<ScannedShard> all;
+    auto take = [&all](const nlohmann::json& e) {
+      all.push_back(ScannedShard{e.at("shard").get<std::int64_t>(), e.at("size").get<std::uint64_t>(),
+                                 e.at("etag").get<std::string>(), e.at("index").get<std::string>()});
+    };
+    try {
+      for (const nlohmann::json& x : nlohmann::json::parse(got.get()))
+        if (x.is_array()) for (const nlohmann::json& e : x) take(e);
+        else take(x);
+    } catch (const nlohmann::json::exception& e) {
+      throwBadInput("sharing WebDataset scans", std::string("the exchange returned no list of scans: ") + e.what());
+    }
+    return all;
+  };
+}
+
 }  // namespace
 
 struct StokerLoader {
@@ -124,12 +148,17 @@ nlohmann::json epochJson(const EpochSummary& e) {
 extern "C" {
 
 StokerLoader* stoker_loader_open(const char* spec, const char* optionsJson, const char* device, const char* publishJson,
-                                 const char* name, int telemetryRank) {
+                                 const char* name, int telemetryRank, stoker_exchange_fn exchange, void* user) {
   return guarded<>(static_cast<StokerLoader*>(nullptr), [&] {
     const LoaderOptions options = optionsFrom(optionsJson);
     const std::string text = spec ? spec : "";
     refuseTransformsUnlessImages(text, options.transforms, "transforms");
-    return makeLoader(openDataset(text, options), text, options, device, publishJson, name, telemetryRank);
+    std::shared_ptr<Dataset> dataset;
+    if (exchange && text.rfind("wds:", 0) == 0)
+      dataset = openWebDataset(text, options, scanExchangeThrough(exchange, user));
+    else
+      dataset = openDataset(text, options);
+    return makeLoader(std::move(dataset), text, options, device, publishJson, name, telemetryRank);
   });
 }
 

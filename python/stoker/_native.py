@@ -47,6 +47,8 @@ _c_char_p = ctypes.c_char_p
 _void_p = ctypes.c_void_p
 _i64 = ctypes.c_int64
 PROGRESS = ctypes.CFUNCTYPE(ctypes.c_int, _void_p, ctypes.c_uint64, ctypes.c_uint64, _c_char_p)
+# The ranks' all-gather of WebDataset scans: returns memory from stoker_strdup (the core frees it).
+EXCHANGE = ctypes.CFUNCTYPE(_void_p, _void_p, _c_char_p)
 
 # Strings come back as malloc'd char* (c_void_p, so ctypes does not copy and lose the pointer).
 for name, args in {
@@ -69,7 +71,9 @@ lib.stoker_prefetch_for_workers.argtypes, lib.stoker_prefetch_for_workers.restyp
 lib.stoker_last_error.restype = _c_char_p
 lib.stoker_last_error_kind.restype = ctypes.c_int
 lib.stoker_free.argtypes = [_void_p]
-lib.stoker_loader_open.argtypes = [_c_char_p, _c_char_p, _c_char_p, _c_char_p, _c_char_p, ctypes.c_int]
+lib.stoker_strdup.argtypes = [_c_char_p]
+lib.stoker_strdup.restype = _void_p
+lib.stoker_loader_open.argtypes = [_c_char_p, _c_char_p, _c_char_p, _c_char_p, _c_char_p, ctypes.c_int, EXCHANGE, _void_p]
 lib.stoker_loader_open.restype = _void_p
 lib.stoker_loader_from_dlpack.argtypes = [ctypes.POINTER(_void_p), ctypes.c_int, _c_char_p, _c_char_p, _c_char_p,
                                           _c_char_p, _c_char_p, ctypes.c_int]

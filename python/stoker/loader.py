@@ -9,7 +9,7 @@ import weakref
 
 import torch
 
-from . import _native, _options
+from . import _native, _options, _scan_sharing
 from ._native import lib
 
 _live = weakref.WeakSet()  # loaders with a core handle: closed at exit and dropped in a fork's child
@@ -53,7 +53,8 @@ class Loader:
     def __init__(self, dataset, *, batch_size=None, shuffle=None, drop_last=None, num_workers=None,
                  prefetch_factor=None, prefetch=None, pin_memory=None, persistent_workers=None, timeout=None,
                  sampler=None, seed=None, transforms=None, device="cpu", options=None, publish=None, name=None,
-                 rank=None, world_size=None, as_dict=None, rank_weights=None, rank_step_ms=None, **knobs):
+                 rank=None, world_size=None, as_dict=None, rank_weights=None, rank_step_ms=None, share_scans=None,
+                 **knobs):
         self._handle = None
         self._iterator = None
         # Batches as {field: tensor} when asked, or when the dataset was a dict of tensors.
@@ -108,8 +109,12 @@ class Loader:
             self.spec = None
         elif isinstance(dataset, (str, os.PathLike)):
             self.spec = os.fspath(dataset)
+            exchange = _scan_sharing.Exchange() if _scan_sharing.wanted(self.spec, self.options, share_scans) else None
             handle = lib.stoker_loader_open(_native.encode(self.spec), options_json, _native.encode(self.device),
-                                            publish_json, _native.encode(name), self.rank)
+                                            publish_json, _native.encode(name), self.rank,
+                                            exchange.callback if exchange else _native.EXCHANGE(), None)
+            if not handle and exchange and exchange.error:
+                raise exchange.error
         else:
             _refuse_dataset(dataset)
         if not handle:

@@ -16,8 +16,11 @@
 #include <ATen/ATen.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <cstdlib>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "ckpt/convert.h"
@@ -526,6 +529,205 @@ print(len(remote), 'batches alike')
     epochOf(rank1, ranked);
     const QJsonArray rankRequests = servers_.takeLog(true);
     QVERIFY2(rankRequests.isEmpty(), qPrintable(QString("%1 requests in rank 1's epoch").arg(rankRequests.size())));
+  }
+
+  // Three ranks opening the same remote shards without indexes share their scans (the all-gather
+  // here is a barrier between threads; in Python, torch.distributed's): each scans only the shards
+  // of its own first deal, so together they fetch each shard once (12 shard fetches without it),
+  // and every rank still serves the local batches -- its first epoch from the bytes its scan
+  // brought, its second from shards it knows by another rank's scan.
+  void ranksShareTheirScans() {
+    LoaderOptions o;
+    o.transforms = "Resize(40),CenterCrop(32),ToDtype(u8)";
+    o.max_inflight_parts = 2;  // part_size stays 8 MiB: each shard is one part
+    o.batch_size = 4;
+    o.num_workers = 1;
+    o.seed = 3;
+    o.drop_last = false;  // a rank's shards may hold 3 samples: padded to the others' count
+    o.sampler_type = SamplerType::Distributed;
+    o.shard_world_size = 3;
+    const QString pattern = "shards/train-{000000..000003}.tar";
+    const std::string url = "wds:" + servers_.httpUrl(pattern).toStdString();
+    // Enough epochs for this rank to read a shard another rank scanned: up to the first epoch
+    // whose deal gives it a shard outside its first deal.
+    auto epochsToAForeignShard = [](const std::shared_ptr<Dataset>& ds, const LoaderOptions& options) {
+      const auto* wds = dynamic_cast<const WebDataset*>(ds.get());
+      auto shardsOf = [&](std::int64_t e) {
+        std::set<std::int64_t> out;
+        const auto order = wds->ownEpochOrder(options, e);  // kept: a loop over *temporary would dangle
+        for (std::int64_t i : *order) out.insert(wds->shardOf(i));
+        return out;
+      };
+      const auto first = shardsOf(0);
+      for (int e = 1; e < 50; ++e)
+        for (std::int64_t shard : shardsOf(e))
+          if (!first.count(shard)) return e + 1;
+      return 0;
+    };
+    auto epochs = [&](const std::shared_ptr<Dataset>& ds, const LoaderOptions& options) {
+      std::vector<at::Tensor> out;
+      Loader loader(ds, options, DeviceSpec::parse("cpu"));
+      const int count = epochsToAForeignShard(ds, options);
+      if (count == 0) throw std::runtime_error("no epoch deals this rank a shard it did not scan");
+      for (int e = 0; e < count; ++e) {
+        auto epoch = loader.epoch(e);
+        std::vector<at::Tensor> labels;
+        while (auto batch = epoch.next()) {
+          out.push_back(batch->tensors[0].clone());
+          labels.push_back(batch->tensors[1].clone());
+        }
+        out.push_back(at::cat(labels));
+      }
+      return out;
+    };
+    auto sameBatches = [](const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+      if (a.size() != b.size()) return false;
+      for (std::size_t i = 0; i < a.size(); ++i)
+        if (!at::equal(a[i], b[i])) return false;
+      return true;
+    };
+    // The all-gather: every rank's scans, once all three have handed theirs in.
+    struct Gather {
+      std::mutex m;
+      std::condition_variable cv;
+      std::vector<ScannedShard> all;
+      int in = 0;
+    } gather;
+    ScanExchange exchange = [&gather](const std::vector<ScannedShard>& mine) {
+      std::unique_lock<std::mutex> lock(gather.m);
+      gather.all.insert(gather.all.end(), mine.begin(), mine.end());
+      ++gather.in;
+      gather.cv.notify_all();
+      gather.cv.wait_for(lock, std::chrono::seconds(60), [&] { return gather.in == 3; });
+      return gather.all;
+    };
+    servers_.takeLog(true);
+    std::vector<std::shared_ptr<Dataset>> ranks(3);
+    std::vector<std::string> failures(3);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 3; ++r)
+      threads.emplace_back([&, r] {
+        LoaderOptions mine = o;
+        mine.shard_rank = r;
+        try {
+          ranks[static_cast<std::size_t>(r)] = openWebDataset(url, mine, exchange);
+        } catch (const std::exception& e) {
+          failures[static_cast<std::size_t>(r)] = e.what();
+        }
+      });
+    for (auto& t : threads) t.join();
+    for (const auto& f : failures) QVERIFY2(f.empty(), f.c_str());
+    QMap<QString, int> fetched;
+    for (const auto& e : servers_.takeLog(true)) fetched[e.toArray()[1].toString().section('/', -1)]++;
+    QCOMPARE(fetched.size(), 4);
+    for (auto it = fetched.begin(); it != fetched.end(); ++it) QVERIFY2(it.value() == 1, qPrintable(it.key()));
+    QCOMPARE(gather.all.size(), std::size_t(4));  // one scan a shard, each with its index
+    for (const ScannedShard& x : gather.all) QVERIFY(!x.index.empty() && !x.etag.empty());
+    for (int r = 0; r < 3; ++r) {
+      LoaderOptions mine = o;
+      mine.shard_rank = r;
+      const auto local = openDataset("wds:" + (servers_.www() + "/" + pattern).toStdString(), mine);
+      QCOMPARE(ranks[static_cast<std::size_t>(r)]->size(), local->size());
+      const auto want = epochs(local, mine);
+      QVERIFY2(sameBatches(epochs(ranks[static_cast<std::size_t>(r)], mine), want), qPrintable(QString("rank %1").arg(r)));
+    }
+
+    // Bad scans from the others: one whose index does not parse is scanned here instead; one made
+    // of another version of the shard (its ETag) is refused when an epoch first reads that shard.
+    LoaderOptions rank0 = o;
+    rank0.shard_rank = 0;
+    const auto want0 = epochs(openDataset("wds:" + (servers_.www() + "/" + pattern).toStdString(), rank0), rank0);
+    const std::vector<ScannedShard> real = gather.all;
+    auto theirs = [&](const std::function<void(ScannedShard&)>& spoil) {
+      return ScanExchange([real, spoil](const std::vector<ScannedShard>& mine) {
+        std::vector<ScannedShard> all = mine;
+        for (ScannedShard x : real)
+          if (std::none_of(mine.begin(), mine.end(), [&](const ScannedShard& m) { return m.shard == x.shard; })) {
+            spoil(x);
+            all.push_back(x);
+          }
+        return all;
+      });
+    };
+    servers_.takeLog(true);
+    auto rescanned = openWebDataset(url, rank0, theirs([](ScannedShard& x) { x.index = "v1.2 3\nnot an index"; }));
+    QVERIFY(!servers_.takeLog(true).isEmpty());
+    QVERIFY(sameBatches(epochs(rescanned, rank0), want0));
+    auto changed = openWebDataset(url, rank0, theirs([](ScannedShard& x) { x.etag = "\"an-older-version\""; }));
+    NAMED(expectBadInput([&] { epochs(changed, rank0); }, {"changed on the server since another rank scanned it", "an-older-version"}));
+    NAMED(expectError([&] { openWebDataset(url, rank0, [](const std::vector<ScannedShard>&) -> std::vector<ScannedShard> {
+                        throw Error(ErrorKind::Network, "all_gather", "rank 2 is gone");
+                      }); },
+                      ErrorKind::Network, {"rank 2 is gone"}));
+  }
+
+  // The same from Python: three ranks of a Gloo job (torchrun's variables) open stoker.Loader on
+  // the remote shards; they swap their scans through torch.distributed, so each shard is fetched
+  // once between them, and each rank's first epoch equals the same rank reading the local shards.
+  // share_scans=True without a process group is refused, saying why.
+  void pythonRanksShareTheirScans() {
+#ifndef STOKER_HAVE_PYTHON_PACKAGE
+    QSKIP("this build has no Python package (stoker_c)");
+#endif
+    const QString pattern = "shards/train-{000000..000003}.tar";
+    const char* script = R"PY(
+import sys, torch, torch.distributed as dist, stoker
+dist.init_process_group("gloo")
+def epoch(spec):
+    loader = stoker.Loader(spec, batch_size=4, seed=3, num_workers=1, drop_last=False, max_inflight_parts=2,
+                           transforms="Resize(40),CenterCrop(32),ToDtype(u8)")
+    return [b for b in loader]
+remote = epoch("wds:" + sys.argv[2])
+dist.barrier()  # every rank's open and epoch are in the server's log before the test reads it
+local = epoch("wds:" + sys.argv[1])
+assert len(local) == len(remote) > 0, (len(local), len(remote))
+for a, b in zip(local, remote):
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+print(dist.get_rank(), len(remote), "batches alike")
+dist.destroy_process_group()
+)PY";
+    servers_.takeLog(true);
+    const int port = freePort();
+    std::vector<std::unique_ptr<QProcess>> ranks;
+    for (int r = 0; r < 3; ++r) {
+      auto p = std::make_unique<QProcess>();
+      QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+      env.insert("PYTHONPATH", QStringLiteral(STOKER_BUILD_PYTHON));
+      env.insert("RANK", QString::number(r));
+      env.insert("WORLD_SIZE", "3");
+      env.insert("MASTER_ADDR", "127.0.0.1");
+      env.insert("MASTER_PORT", QString::number(port));
+      p->setProcessEnvironment(env);
+      p->start(QStringLiteral(STOKER_PYTHON), {"-c", script, servers_.www() + "/" + pattern, servers_.httpUrl(pattern)});
+      ranks.push_back(std::move(p));
+    }
+    for (auto& p : ranks) {
+      QVERIFY(p->waitForFinished(180000));
+      QVERIFY2(p->exitCode() == 0, p->readAllStandardError().constData());
+      qInfo("%s", p->readAllStandardOutput().trimmed().constData());
+    }
+    QMap<QString, int> fetched;
+    for (const auto& e : servers_.takeLog(true)) fetched[e.toArray()[1].toString().section('/', -1)]++;
+    QCOMPARE(fetched.size(), 4);
+    for (auto it = fetched.begin(); it != fetched.end(); ++it) QVERIFY2(it.value() == 1, qPrintable(it.key()));
+
+    QProcess alone;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("PYTHONPATH", QStringLiteral(STOKER_BUILD_PYTHON));
+    alone.setProcessEnvironment(env);
+    alone.start(QStringLiteral(STOKER_PYTHON), {"-c", R"PY(
+import sys, stoker
+try:
+    stoker.Loader("wds:" + sys.argv[1], rank=0, world_size=2, transforms="Resize(40),CenterCrop(32)", share_scans=True)
+except ValueError as e:
+    print(e)
+else:
+    raise SystemExit("share_scans=True opened without a process group")
+)PY", servers_.httpUrl(pattern)});
+    QVERIFY(alone.waitForFinished(120000));
+    const QByteArray said = alone.readAllStandardOutput();
+    QVERIFY2(alone.exitCode() == 0, alone.readAllStandardError().constData());
+    QVERIFY2(said.contains("share_scans=True") && said.contains("torch.distributed is not initialized"), said.constData());
   }
 
   // With DALI indexes beside the shards (index=dali), opening asks for the four small .idx files

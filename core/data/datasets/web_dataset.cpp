@@ -228,22 +228,65 @@ WebDataset::WebDataset(const std::string& spec, std::vector<std::string> shards,
   if (std::any_of(isRemote_.begin(), isRemote_.end(), [](bool r) { return r; }))
     scanParallel_ = static_cast<int>(std::min<std::size_t>(
         shards_.size(), options_.daliIndex ? 32 : std::clamp(parts.maxInflight * std::max(options_.workers, 1), 1, 32)));
-  std::vector<std::vector<Sample>> scanned(shards_.size());
-  std::vector<std::exception_ptr> failed(shards_.size());
-  shardSizes_.resize(shards_.size());
-  forEachInParallel(static_cast<std::int64_t>(shards_.size()), scanParallel_, [&](std::int64_t s) {
-    try {
-      auto& samples = scanned[static_cast<std::size_t>(s)];
-      auto& size = shardSizes_[static_cast<std::size_t>(s)];
-      if (options_.daliIndex) readIndex(s, samples, size);
-      else if (isRemote_[static_cast<std::size_t>(s)] && options_.parts.cache) scanThroughCache(s, samples, size);
-      else scan(s, samples, size);
-    } catch (...) {
-      failed[static_cast<std::size_t>(s)] = std::current_exception();
-    }
-  });
-  for (const auto& f : failed)
-    if (f) std::rethrow_exception(f);
+  openShards();
+  shardBegin_.push_back(static_cast<std::int64_t>(samples_.size()));
+  if (samples_.empty()) throwBadInput(spec, "the shards hold no samples (<key>.jpg|jpeg|png|webp|tif|tiff|bmp with <key>.cls)");
+  startReadahead();
+}
+
+void WebDataset::openShards() {
+  const std::size_t n = shards_.size();
+  std::vector<std::vector<Sample>> scanned(n);
+  std::vector<std::exception_ptr> failed(n);
+  shardSizes_.resize(n);
+  peerScanEtags_.assign(n, {});
+  peerScanned_.assign(n, false);
+  // Sharing scans, this rank first scans only the remote shards of its own first deal.
+  const bool sharing = options_.shareScans && !options_.daliIndex && options_.deal.world > 1 &&
+                       std::any_of(isRemote_.begin(), isRemote_.end(), [](bool r) { return r; });
+  auto peersScan = [&](std::size_t s) { return sharing && isRemote_[s] && !firstDeal_[s]; };
+  std::vector<std::string> texts(sharing ? n : 0);
+  auto open = [&](const std::function<bool(std::size_t)>& skip) {
+    forEachInParallel(static_cast<std::int64_t>(n), scanParallel_, [&](std::int64_t s) {
+      const auto i = static_cast<std::size_t>(s);
+      if (skip(i)) return;
+      try {
+        auto& samples = scanned[i];
+        auto& size = shardSizes_[i];
+        std::string* text = sharing && isRemote_[i] ? &texts[i] : nullptr;
+        if (options_.daliIndex) readIndex(s, samples, size);
+        else if (isRemote_[i] && options_.parts.cache) scanThroughCache(s, samples, size, text);
+        else scan(s, samples, size, text);
+      } catch (...) {
+        failed[i] = std::current_exception();
+      }
+    });
+  };
+  auto rethrowFirst = [&] {
+    for (const auto& f : failed)
+      if (f) std::rethrow_exception(f);
+  };
+  open(peersScan);
+  if (sharing) {
+    // A rank whose scan failed still takes part (the others wait in the all-gather), then throws.
+    std::vector<ScannedShard> mine;
+    for (std::size_t i = 0; i < n; ++i)
+      if (isRemote_[i] && firstDeal_[i] && !failed[i]) {
+        const auto object = objectOf(static_cast<std::int64_t>(i));
+        mine.push_back(ScannedShard{static_cast<std::int64_t>(i), shardSizes_[i], object->etag(), std::move(texts[i])});
+      }
+    std::vector<const ScannedShard*> theirs(n, nullptr);
+    const std::vector<ScannedShard> all = options_.shareScans(mine);
+    rethrowFirst();
+    for (const ScannedShard& x : all)
+      if (x.shard >= 0 && x.shard < static_cast<std::int64_t>(n) && peersScan(static_cast<std::size_t>(x.shard)) && !x.index.empty())
+        theirs[static_cast<std::size_t>(x.shard)] = &x;
+    // What no rank could index (or sent in a form that does not parse) is scanned here.
+    for (std::size_t i = 0; i < n; ++i)
+      if (theirs[i] && adoptPeerScan(*theirs[i], scanned[i])) peerScanned_[i] = true;
+    open([&](std::size_t i) { return !peersScan(i) || peerScanned_[i]; });
+  }
+  rethrowFirst();
 #ifdef __GLIBC__
   // The scans' windows were freed into the allocator's per-thread arenas, which keep them: handed
   // back, they do not stay in the process for its epochs (5,000 photos in 100 shards, 16 in flight,
@@ -254,9 +297,25 @@ WebDataset::WebDataset(const std::string& spec, std::vector<std::string> shards,
     shardBegin_.push_back(static_cast<std::int64_t>(samples_.size()));
     samples_.insert(samples_.end(), std::make_move_iterator(shard.begin()), std::make_move_iterator(shard.end()));
   }
-  shardBegin_.push_back(static_cast<std::int64_t>(samples_.size()));
-  if (samples_.empty()) throwBadInput(spec, "the shards hold no samples (<key>.jpg|jpeg|png|webp|tif|tiff|bmp with <key>.cls)");
-  startReadahead();
+}
+
+// Another rank's scan, checked as a kept index is: it must parse and lie within the object it was
+// made of. The object itself is opened when a deal first reads the shard, and must still be that
+// one (objectOf).
+bool WebDataset::adoptPeerScan(const ScannedShard& scanned, std::vector<Sample>& out) {
+  const auto i = static_cast<std::size_t>(scanned.shard);
+  try {
+    std::vector<Member> members;
+    if (parseIndex(scanned.shard, scanned.index, shards_[i] + " (another rank's scan)", members) > scanned.size) return false;
+    group(scanned.shard, members, out);
+  } catch (const Error&) {
+    out.clear();
+    if (options_.keepComponents) components_[i].clear();
+    return false;
+  }
+  shardSizes_[i] = scanned.size;
+  peerScanEtags_[i] = scanned.etag;
+  return true;
 }
 
 // A rank reads its shards one after another, mixed by the shuffle buffer, so at any time its
@@ -526,17 +585,19 @@ void WebDataset::adoptScannedHeads(const std::vector<std::int64_t>& dealtShards)
 // Ranks opening together take a lock per shard: one scans, the others wait, then read its index.
 // A kept index that does not parse (a damaged disk) is scanned again and replaced; one that cannot
 // be written costs nothing but the next open's scan.
-void WebDataset::scanThroughCache(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size) {
+void WebDataset::scanThroughCache(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size, std::string* indexText) {
   const std::shared_ptr<const RemoteObject> object = objectOf(shard);  // the open request the scan makes anyway
-  if (object->cacheId().empty()) return scan(shard, out, size);  // no ETag: nothing names its content
+  if (object->cacheId().empty()) return scan(shard, out, size, indexText);  // no ETag: nothing names its content
   const std::string path = options_.parts.cache->dir() + "/" + object->cacheId() + ".wds.idx";
   auto kept = [&] {
     try {
       if (!fileExists(path)) return false;
       std::vector<Member> members;
-      if (parseIndex(shard, indexTextAt(path), path, members) > object->size()) return false;
+      std::string text = indexTextAt(path);
+      if (parseIndex(shard, text, path, members) > object->size()) return false;
       group(shard, members, out);
       size = object->size();
+      if (indexText) *indexText = std::move(text);
       return true;
     } catch (const Error&) {
       out.clear();
@@ -556,6 +617,7 @@ void WebDataset::scanThroughCache(std::int64_t shard, std::vector<Sample>& out, 
     file.commit(false);  // like a part: a copy that can be made again
   } catch (const Error&) {
   }
+  if (indexText) *indexText = std::move(text);
 }
 
 // A DALI index (tools/wds2idx.py): "v1.1 N" or "v1.2 N", then one line per sample of its members,
@@ -744,6 +806,10 @@ std::shared_ptr<const RemoteObject> WebDataset::objectOf(std::int64_t shard, Byt
   if (!isRemote_[i]) return nullptr;
   std::call_once(opened_[i], [&] {
     auto object = RemoteObject::open(shards_[i], takeHead ? headBytes : 1, nullptr, takeHead);
+    if (peerScanned_[i] && (object->size() != shardSizes_[i] || (!peerScanEtags_[i].empty() && object->etag() != peerScanEtags_[i])))
+      throwBadInput(shards_[i], "changed on the server since another rank scanned it to open the dataset (" +
+                                    std::to_string(shardSizes_[i]) + " bytes, ETag " + peerScanEtags_[i] + "; now " +
+                                    std::to_string(object->size()) + ", " + object->etag() + "): open the loaders again");
     if (options_.daliIndex && object->size() < shardSizes_[i])
       throwBadInput(daliIndexPathOf(shards_[i], options_.indexDir),
                     "names bytes up to " + std::to_string(shardSizes_[i]) + " of " + shards_[i] + ", which has " +
@@ -872,8 +938,7 @@ std::optional<std::vector<std::int64_t>> WebDataset::ownEpochOrder(const LoaderO
 }
 
 std::shared_ptr<Dataset> openWebDataset(const std::string& text, const LoaderOptions& options) {
-  parseImageTransforms(options.transforms);  // to read, an image dataset needs them (checked before the scan)
-  return listWebDataset(text, options);
+  return openWebDataset(text, options, nullptr);
 }
 
 namespace {
@@ -901,11 +966,22 @@ WebDatasetOptions webDatasetOptionsOf(const DatasetSpec& spec, const LoaderOptio
   return w;
 }
 
+std::shared_ptr<Dataset> makeWebDataset(const std::string& text, const LoaderOptions& options, ScanExchange shareScans) {
+  const DatasetSpec spec = DatasetSpec::parse(text, "wds", "shuffle,index,readahead_mb");
+  WebDatasetOptions w = webDatasetOptionsOf(spec, options);
+  w.shareScans = std::move(shareScans);
+  return std::make_shared<WebDataset>(spec.path, expandShardPattern(spec.path), options.transforms, std::move(w));
+}
+
 }  // namespace
 
 std::shared_ptr<Dataset> listWebDataset(const std::string& text, const LoaderOptions& options) {
-  const DatasetSpec spec = DatasetSpec::parse(text, "wds", "shuffle,index,readahead_mb");
-  return std::make_shared<WebDataset>(spec.path, expandShardPattern(spec.path), options.transforms, webDatasetOptionsOf(spec, options));
+  return makeWebDataset(text, options, nullptr);
+}
+
+std::shared_ptr<Dataset> openWebDataset(const std::string& text, const LoaderOptions& options, ScanExchange shareScans) {
+  parseImageTransforms(options.transforms);  // to read, an image dataset needs them (checked before the scan)
+  return makeWebDataset(text, options, std::move(shareScans));
 }
 
 std::vector<WrittenIndex> writeDaliIndexes(const std::string& text, const std::string& outDir, const LoaderOptions& options) {

@@ -11,6 +11,8 @@
 //
 // Opening scans every shard's headers with libarchive, or with `,index=dali` reads each shard's DALI
 // index (<shard>.idx, see WebDatasetOptions::daliIndex) and opens a remote shard only when dealt.
+// Ranks opening together may share the scans of remote shards (WebDatasetOptions::shareScans):
+// each scans its own first deal's and takes the others' indexes from an all-gather.
 // Either way each member's byte range is known (the scan skips the data and reads only .cls
 // files; from an index a .cls is read with its image), so a worker reads an image with one pread (the
 // shard opened for it: no descriptors are held between reads). Shards in S3 or behind HTTP(S)
@@ -32,6 +34,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <mutex>
 #include <unordered_map>
 
@@ -50,6 +53,17 @@ struct ShardDeal {
   int rank = 0, world = 1;
   static ShardDeal of(const LoaderOptions& options);
 };
+
+// One remote shard's scan, as ranks hand it to each other (WebDatasetOptions::shareScans): the
+// object it was made of (size, ETag) and its DALI index; an empty index says the shard could not be
+// indexed (a bad sample), so each rank scans it itself.
+struct ScannedShard {
+  std::int64_t shard = 0;
+  std::uint64_t size = 0;
+  std::string etag, index;
+};
+// An all-gather among the ranks of a job: given this rank's scans, every rank's (its own included).
+using ScanExchange = std::function<std::vector<ScannedShard>(const std::vector<ScannedShard>& mine)>;
 
 struct WebDatasetOptions {
   std::int64_t shuffleBuffer = 1000;
@@ -70,6 +84,12 @@ struct WebDatasetOptions {
   // The loader's deal: without a cache the scan keeps the shards it brought whole only for the
   // shards this rank reads in epoch 0, not every rank's.
   ShardDeal deal;
+  // Ranks that share their scans (no index=dali, deal.world > 1): each scans only the remote shards
+  // of its own epoch-0 deal -- the ones it reads first, whose scanned heads it keeps for that epoch
+  // -- and takes the others' indexes from this exchange, so N ranks together fetch the shards once
+  // to open them instead of N times. A shard no rank could index is scanned by each. Empty: every
+  // rank scans every shard.
+  ScanExchange shareScans;
 };
 
 class WebDataset : public EncodedImageDataset {
@@ -115,7 +135,11 @@ class WebDataset : public EncodedImageDataset {
   struct Member;  // a tar member, from the scan or an index
   // `indexText`: set to the shard's DALI index when an index would open the same samples.
   void scan(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size, std::string* indexText = nullptr);
-  void scanThroughCache(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size);
+  void scanThroughCache(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size, std::string* indexText = nullptr);
+  // Another rank's scan of `shard` (shareScans); false when its index does not parse or does not fit.
+  bool adoptPeerScan(const ScannedShard& scanned, std::vector<Sample>& out);
+  // Opens every shard: scanned, read from indexes, or (shareScans) partly from the other ranks.
+  void openShards();
   // Groups consecutive members by key into samples, as webdataset does.
   void group(std::int64_t shard, const std::vector<Member>& members, std::vector<Sample>& out) const;
   void readIndex(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size);
@@ -149,6 +173,10 @@ class WebDataset : public EncodedImageDataset {
   std::unique_ptr<std::once_flag[]> opened_;                          // per shard: remote_ set
   std::vector<bool> isRemote_;
   std::vector<std::uint64_t> shardSizes_;
+  // Per shard, the ETag another rank's scan was made of (shareScans): the object opened later must
+  // still be that one. Empty: this rank scanned it, or it came from an index.
+  std::vector<std::string> peerScanEtags_;
+  std::vector<bool> peerScanned_;
   int scanParallel_ = 1;  // shards scanned at once
   std::vector<Sample> samples_;
   std::vector<std::int64_t> shardBegin_;  // first sample of each shard, and the end
@@ -191,6 +219,9 @@ std::vector<WrittenIndex> writeDaliIndexes(const std::string& spec, const std::s
 std::vector<std::string> expandShardPattern(const std::string& pattern);
 
 std::shared_ptr<Dataset> openWebDataset(const std::string& spec, const LoaderOptions& options);
+// The same for one rank of a job whose ranks open it together and share their scans through
+// `shareScans` (WebDatasetOptions::shareScans; null: this rank scans every shard).
+std::shared_ptr<Dataset> openWebDataset(const std::string& spec, const LoaderOptions& options, ScanExchange shareScans);
 // The same, to list (openDatasetToList): without transforms when options has none.
 std::shared_ptr<Dataset> listWebDataset(const std::string& spec, const LoaderOptions& options);
 

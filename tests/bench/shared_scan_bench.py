@@ -1,0 +1,115 @@
+#!/usr/bin/python3
+"""Ranks sharing their WebDataset scans (issue 40): N ranks of a Gloo job (launched here with
+torchrun's variables) open `stoker.Loader("wds:http://...")` on the same remote shards, without
+DALI indexes or a cache, and read one epoch. With share_scans (the default under torch.distributed)
+each rank scans only the shards of its own first deal and the ranks swap the indexes; without it
+(share_scans=False) every rank scans every shard. nginx on loopback serves the shards (its access
+log counts the bytes sent), tests/bench/latency_relay.py adds LATENCY ms per request.
+
+Reports, for each way: the bytes the server sent for the opens and the epoch (all ranks), the
+slowest rank's open and open + epoch. Ranks alternate between the two ways, --rounds times.
+
+    tests/bench/shared_scan_bench.py [--images 5000] [--per-shard 50] [--ranks 3] [--latency 10] [--rounds 2]
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from remote_bench import free_port, wait_port  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(HERE))
+PY = "/usr/bin/python3"
+
+NGINX_CONF = """daemon off; master_process off; worker_processes 1;
+pid {root}/nginx.pid; error_log {root}/error.log;
+events {{ worker_connections 1024; }}
+http {{ log_format sent '$body_bytes_sent'; access_log {root}/access.log sent; sendfile on; keepalive_requests 100000;
+  client_body_temp_path {root}/tmp; proxy_temp_path {root}/tmp; fastcgi_temp_path {root}/tmp;
+  uwsgi_temp_path {root}/tmp; scgi_temp_path {root}/tmp;
+  server {{ listen 127.0.0.1:{port}; root {www}; }} }}
+"""
+
+RANK = r'''
+import json, sys, time, torch.distributed as dist, stoker
+dist.init_process_group("gloo")
+spec, share = sys.argv[1], sys.argv[2] == "1"
+dist.barrier()
+start = time.perf_counter()
+loader = stoker.Loader(spec, batch_size=64, num_workers=2, max_inflight_parts=16, share_scans=share,
+                       transforms="Resize(64),CenterCrop(56)")
+opened = time.perf_counter() - start
+n = sum(x.shape[0] for x, _ in loader)
+total = time.perf_counter() - start
+dist.barrier()
+print(json.dumps({"rank": dist.get_rank(), "open_s": opened, "run_s": total, "images": n}))
+'''
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--images", type=int, default=5000)
+    ap.add_argument("--per-shard", type=int, default=50)
+    ap.add_argument("--ranks", type=int, default=3)
+    ap.add_argument("--latency", default="10")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    a = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="stoker-shared-scan-")
+    try:
+        photos, www = os.path.join(work, "photos"), os.path.join(work, "www")
+        subprocess.run([PY, os.path.join(ROOT, "tests", "datasets", "make_photo_folder.py"), photos, "--classes", "10",
+                        "--per-class", str(a.images // 10)], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([PY, os.path.join(ROOT, "tests", "datasets", "make_wds_shards.py"), photos, os.path.join(www, "shards"),
+                        "--per-shard", str(a.per_shard)], check=True, stdout=subprocess.DEVNULL)
+        tars = sorted(f for f in os.listdir(os.path.join(www, "shards")) if f.endswith(".tar"))
+        shard_bytes = sum(os.path.getsize(os.path.join(www, "shards", f)) for f in tars)
+        run = os.path.join(work, "nginx")
+        os.makedirs(os.path.join(run, "tmp"))
+        nginx_port, relay_port = free_port(), free_port()
+        with open(os.path.join(run, "nginx.conf"), "w") as f:
+            f.write(NGINX_CONF.format(root=run, port=nginx_port, www=www))
+        servers = [subprocess.Popen(["/usr/sbin/nginx", "-c", os.path.join(run, "nginx.conf"), "-p", run], stderr=subprocess.DEVNULL)]
+        wait_port(nginx_port)
+        servers.append(subprocess.Popen([PY, os.path.join(HERE, "latency_relay.py"), str(relay_port), str(nginx_port), a.latency]))
+        wait_port(relay_port)
+        spec = f"wds:http://127.0.0.1:{relay_port}/shards/{tars[0][:-10]}{{000000..{len(tars) - 1:06d}}}.tar"
+        log = os.path.join(run, "access.log")
+        results = {"shared": [], "each_scans_all": []}
+        try:
+            for _ in range(a.rounds):
+                for way, share in (("shared", "1"), ("each_scans_all", "0")):
+                    open(log, "w").close()
+                    subprocess.run(["kill", "-USR1", str(servers[0].pid)])  # nginx reopens its log
+                    port = free_port()
+                    procs = []
+                    for r in range(a.ranks):
+                        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(a.ranks), MASTER_ADDR="127.0.0.1",
+                                   MASTER_PORT=str(port), PYTHONPATH=os.path.join(a.build, "python"))
+                        procs.append(subprocess.Popen([PY, "-c", RANK, spec, share], env=env, stdout=subprocess.PIPE, text=True))
+                    docs = [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in procs]
+                    if any(p.returncode for p in procs):
+                        sys.exit(f"a rank failed ({way})")
+                    sent = sum(int(line) for line in open(log) if line.strip().isdigit())
+                    row = {"server_bytes": sent, "of_shards": sent / shard_bytes,
+                           "open_s": max(d["open_s"] for d in docs), "run_s": max(d["run_s"] for d in docs),
+                           "images": sum(d["images"] for d in docs)}
+                    results[way].append(row)
+                    print(f"{way:>15}: server sent {sent / 1e6:,.1f} MB = {row['of_shards']:.2f}x the shards; slowest rank "
+                          f"open {row['open_s']:.2f} s, open + epoch {row['run_s']:.2f} s ({row['images']} images)", flush=True)
+        finally:
+            for p in servers:
+                p.kill()
+                p.wait()
+        print(json.dumps({"ranks": a.ranks, "latency_ms": a.latency, "shards": len(tars), "shard_bytes": shard_bytes,
+                          **results}, indent=1))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
