@@ -42,11 +42,20 @@ PY = "/usr/bin/python3"
 NGINX_CONF = """daemon off; master_process off; worker_processes 1;
 pid {root}/nginx.pid; error_log {root}/error.log;
 events {{ worker_connections 1024; }}
-http {{ access_log off; sendfile on; keepalive_requests 100000;
+http {{ {access_log} sendfile on; keepalive_requests 100000;
   client_body_temp_path {root}/tmp; proxy_temp_path {root}/tmp; fastcgi_temp_path {root}/tmp;
   uwsgi_temp_path {root}/tmp; scgi_temp_path {root}/tmp;
   server {{ listen 127.0.0.1:{port}; root {www}; }} }}
 """
+
+
+
+def nginx_conf(root, port, www, log_bytes=False):
+    """nginx's configuration, with its files in `root`; `log_bytes`: root/access.log gets the bytes
+    of each reply's body, one line each."""
+    access_log = f"log_format sent '$body_bytes_sent'; access_log {root}/access.log sent;" if log_bytes else "access_log off;"
+    return NGINX_CONF.format(root=root, port=port, www=www, access_log=access_log)
+
 
 PYTHON_PEER = r'''
 import sys, time, json, urllib.request, numpy as np, torch
@@ -125,7 +134,7 @@ def serve(www, run):
     os.makedirs(os.path.join(run, "tmp"))
     nginx_port, proxy_port = free_port(), free_port()
     with open(os.path.join(run, "nginx.conf"), "w") as f:
-        f.write(NGINX_CONF.format(root=run, port=nginx_port, www=www))
+        f.write(nginx_conf(run, nginx_port, www))
     servers = [subprocess.Popen(["/usr/sbin/nginx", "-c", os.path.join(run, "nginx.conf"), "-p", run], stderr=subprocess.DEVNULL),
                subprocess.Popen([PY, os.path.join(ROOT, "tests", "net", "fault_proxy.py"), str(proxy_port), str(nginx_port)],
                                 stdout=subprocess.DEVNULL)]

@@ -21,18 +21,9 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from remote_bench import free_port, wait_port  # noqa: E402
+from remote_bench import free_port, nginx_conf, wait_port  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(HERE))
 PY = "/usr/bin/python3"
-
-NGINX_CONF = """daemon off; master_process off; worker_processes 1;
-pid {root}/nginx.pid; error_log {root}/error.log;
-events {{ worker_connections 1024; }}
-http {{ log_format sent '$body_bytes_sent'; access_log {root}/access.log sent; sendfile on; keepalive_requests 100000;
-  client_body_temp_path {root}/tmp; proxy_temp_path {root}/tmp; fastcgi_temp_path {root}/tmp;
-  uwsgi_temp_path {root}/tmp; scgi_temp_path {root}/tmp;
-  server {{ listen 127.0.0.1:{port}; root {www}; }} }}
-"""
 
 RANK = r'''
 import json, sys, time, torch.distributed as dist, stoker
@@ -72,7 +63,7 @@ def main():
         os.makedirs(os.path.join(run, "tmp"))
         nginx_port, relay_port = free_port(), free_port()
         with open(os.path.join(run, "nginx.conf"), "w") as f:
-            f.write(NGINX_CONF.format(root=run, port=nginx_port, www=www))
+            f.write(nginx_conf(run, nginx_port, www, log_bytes=True))
         servers = [subprocess.Popen(["/usr/sbin/nginx", "-c", os.path.join(run, "nginx.conf"), "-p", run], stderr=subprocess.DEVNULL)]
         wait_port(nginx_port)
         servers.append(subprocess.Popen([PY, os.path.join(HERE, "latency_relay.py"), str(relay_port), str(nginx_port), a.latency]))
