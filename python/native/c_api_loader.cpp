@@ -73,11 +73,25 @@ class DescribingObserver : public TelemetryObserver {
   std::string name_, dataset_, options_;
 };
 
+// Whether `text` can travel in JSON (it is UTF-8): tar member names and ETags need not be.
+bool travelsAsJson(const std::string& text) {
+  try {
+    (void)nlohmann::json(text).dump();
+    return true;
+  } catch (const nlohmann::json::exception&) {
+    return false;
+  }
+}
+
 // The caller's all-gather (Python: torch.distributed.all_gather_object) as the core's ScanExchange.
 ScanExchange scanExchangeThrough(stoker_exchange_fn exchange, void* user) {
   return [exchange, user](const std::vector<ScannedShard>& mine) {
+    // What cannot travel goes empty rather than failing this rank's side of the all-gather (the
+    // others would wait): an index the others then scan for themselves, an ETag left unchecked.
     nlohmann::json sent = nlohmann::json::array();
-    for (const ScannedShard& s : mine) sent.push_back({{"shard", s.shard}, {"size", s.size}, {"etag", s.etag}, {"index", s.index}});
+    for (const ScannedShard& s : mine)
+      sent.push_back({{"shard", s.shard}, {"size", s.size}, {"etag", travelsAsJson(s.etag) ? s.etag : ""},
+                      {"index", travelsAsJson(s.index) ? s.index : ""}});
     const std::unique_ptr<char, void (*)(void*)> got(exchange(user, sent.dump().c_str()), std::free);
     if (!got) throw Error(ErrorKind::Network, "sharing WebDataset scans", "the ranks' exchange failed (see the Python error)");
     std::vector<ScannedShard> all;
