@@ -90,14 +90,16 @@ ScanExchange scanExchangeThrough(stoker_exchange_fn exchange, void* user) {
     // others would wait): an index the others then scan for themselves, an ETag left unchecked.
     nlohmann::json sent = nlohmann::json::array();
     for (const ScannedShard& s : mine)
-      sent.push_back({{"shard", s.shard}, {"size", s.size}, {"etag", travelsAsJson(s.etag) ? s.etag : ""},
-                      {"index", travelsAsJson(s.index) ? s.index : ""}});
+      if (travelsAsJson(s.url))  // else no rank could name it: each scans it
+        sent.push_back({{"shard", s.shard}, {"url", s.url}, {"size", s.size}, {"etag", travelsAsJson(s.etag) ? s.etag : ""},
+                        {"index", travelsAsJson(s.index) ? s.index : ""}});
     const std::unique_ptr<char, void (*)(void*)> got(exchange(user, sent.dump().c_str()), std::free);
     if (!got) throw Error(ErrorKind::Network, "sharing WebDataset scans", "the ranks' exchange failed (see the Python error)");
     std::vector<ScannedShard> all;
     auto take = [&all](const nlohmann::json& e) {
-      all.push_back(ScannedShard{e.at("shard").get<std::int64_t>(), e.at("size").get<std::uint64_t>(),
-                                 e.at("etag").get<std::string>(), e.at("index").get<std::string>()});
+      all.push_back(ScannedShard{e.at("shard").get<std::int64_t>(), e.at("url").get<std::string>(),
+                                 e.at("size").get<std::uint64_t>(), e.at("etag").get<std::string>(),
+                                 e.at("index").get<std::string>()});
     };
     try {
       for (const nlohmann::json& x : nlohmann::json::parse(got.get()))

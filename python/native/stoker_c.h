@@ -49,7 +49,7 @@ STOKER_C_API char* stoker_dataset_kinds(void);
 STOKER_C_API char* stoker_plan(const char* request_json);
 
 /* The ranks' all-gather for sharing WebDataset scans: given this rank's scans as a JSON array
- * [{"shard", "size", "etag", "index"}], returns every rank's as one JSON array of such arrays (or
+ * [{"shard", "url", "size", "etag", "index"}], returns every rank's as one JSON array of such arrays (or
  * of their entries), in memory from stoker_strdup, which the core frees; NULL when it failed. */
 typedef char* (*stoker_exchange_fn)(void* user, const char* mine_json);
 /* A copy of `text` in memory the core frees (what a stoker_exchange_fn returns). */
@@ -57,8 +57,9 @@ STOKER_C_API char* stoker_strdup(const char* text);
 
 /* A loader over a dataset spec (every kind `--dataset` takes). `publish_json`: a JSON array of
  * telemetry addresses (may be NULL); `name` names the loader in telemetry (may be NULL or "").
- * `exchange` (may be NULL): for a distributed wds: spec without index=, the ranks open it together
- * and share their scans through it (each scans the remote shards of its own first deal). */
+ * `exchange` (may be NULL): for a distributed wds: spec with remote shards and without index=, the
+ * ranks open it together and share their scans through it (each scans the remote shards of its
+ * own first deal); it is called once, on the calling thread. */
 STOKER_C_API StokerLoader* stoker_loader_open(const char* spec, const char* options_json, const char* device,
                                               const char* publish_json, const char* name, int telemetry_rank,
                                               stoker_exchange_fn exchange, void* user);

@@ -43,6 +43,21 @@ def _why_not(spec, options):
     return None
 
 
+_gloo = None  # a Gloo group over the default group's ranks, made once when that group is not Gloo
+
+
+def _group(dist):
+    """The group to swap scans over: Gloo (host memory). NCCL's all_gather_object would stage the
+    scans on torch.cuda.current_device(), which a script may not have set yet when it builds its
+    loaders (every rank on cuda:0)."""
+    global _gloo
+    if dist.get_backend() == "gloo":
+        return None
+    if _gloo is None:
+        _gloo = dist.new_group(backend="gloo")  # a collective too: every rank reaches it here
+    return _gloo
+
+
 class Exchange:
     """The callback the core calls once, on the opening thread, with this rank's scans."""
 
@@ -54,7 +69,7 @@ class Exchange:
         try:
             import torch.distributed as dist
             gathered = [None] * dist.get_world_size()
-            dist.all_gather_object(gathered, mine.decode("utf-8"))
+            dist.all_gather_object(gathered, mine.decode("utf-8"), group=_group(dist))
             return lib.stoker_strdup(("[" + ",".join(gathered) + "]").encode("utf-8"))
         except BaseException as e:  # raised again by the Loader once the core has returned
             self.error = e

@@ -49,7 +49,6 @@ http {{ {access_log} sendfile on; keepalive_requests 100000;
 """
 
 
-
 def nginx_conf(root, port, www, log_bytes=False):
     """nginx's configuration, with its files in `root`; `log_bytes`: root/access.log gets the bytes
     of each reply's body, one line each."""

@@ -82,9 +82,10 @@ def main():
                         env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(a.ranks), MASTER_ADDR="127.0.0.1",
                                    MASTER_PORT=str(port), PYTHONPATH=os.path.join(a.build, "python"))
                         procs.append(subprocess.Popen([PY, "-c", RANK, spec, share], env=env, stdout=subprocess.PIPE, text=True))
-                    docs = [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in procs]
+                    outs = [p.communicate()[0] for p in procs]
                     if any(p.returncode for p in procs):
                         sys.exit(f"a rank failed ({way})")
+                    docs = [json.loads(out.strip().splitlines()[-1]) for out in outs]
                     sent = sum(int(line) for line in open(log) if line.strip().isdigit())
                     row = {"server_bytes": sent, "of_shards": sent / shard_bytes,
                            "open_s": max(d["open_s"] for d in docs), "run_s": max(d["run_s"] for d in docs),

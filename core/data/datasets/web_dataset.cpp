@@ -273,13 +273,17 @@ void WebDataset::openShards() {
     for (std::size_t i = 0; i < n; ++i)
       if (isRemote_[i] && firstDeal_[i] && !failed[i]) {
         const auto object = objectOf(static_cast<std::int64_t>(i));
-        mine.push_back(ScannedShard{static_cast<std::int64_t>(i), shardSizes_[i], object->etag(), std::move(texts[i])});
+        mine.push_back(ScannedShard{static_cast<std::int64_t>(i), shards_[i], shardSizes_[i], object->etag(), std::move(texts[i])});
       }
     std::vector<const ScannedShard*> theirs(n, nullptr);
     const std::vector<ScannedShard> all = options_.shareScans(mine);
     rethrowFirst();
+    options_.shareScans = nullptr;  // used once: what it calls (a Python callback) need not outlive the open
+    // A shard is known by its number and its URL: a rank whose listing (an s3:// glob) differed
+    // sends scans of other objects under the same numbers, which are not taken.
     for (const ScannedShard& x : all)
-      if (x.shard >= 0 && x.shard < static_cast<std::int64_t>(n) && peersScan(static_cast<std::size_t>(x.shard)) && !x.index.empty())
+      if (x.shard >= 0 && x.shard < static_cast<std::int64_t>(n) && peersScan(static_cast<std::size_t>(x.shard)) &&
+          !x.index.empty() && x.url == shards_[static_cast<std::size_t>(x.shard)])
         theirs[static_cast<std::size_t>(x.shard)] = &x;
     // What no rank could index (or sent in a form that does not parse) is scanned here.
     for (std::size_t i = 0; i < n; ++i)
@@ -551,7 +555,8 @@ void WebDataset::scan(std::int64_t shard, std::vector<Sample>& out, std::uint64_
 // Without a cache, the scan of a shard of one part brought all of it, and the epoch fetched it
 // again: held here (within readahead_mb, like the blocks they become), the first epoch's deal
 // takes them into the readahead instead (adoptScannedHeads). Only the shards this rank reads in
-// epoch 0 are held: every rank scans every shard, and each held all of them until that deal.
+// epoch 0 are held: a rank may scan other ranks' shards too (all of them, unless the ranks share
+// their scans), and each held all of them until that deal.
 void WebDataset::keepScannedHead(std::int64_t shard, ByteVector head) {
   const auto i = static_cast<std::size_t>(shard);
   const std::uint64_t block = readaheadBlockBytes();
@@ -808,8 +813,10 @@ std::shared_ptr<const RemoteObject> WebDataset::objectOf(std::int64_t shard, Byt
     auto object = RemoteObject::open(shards_[i], takeHead ? headBytes : 1, nullptr, takeHead);
     if (peerScanned_[i] && (object->size() != shardSizes_[i] || (!peerScanEtags_[i].empty() && object->etag() != peerScanEtags_[i])))
       throwBadInput(shards_[i], "changed on the server since another rank scanned it to open the dataset (" +
-                                    std::to_string(shardSizes_[i]) + " bytes, ETag " + peerScanEtags_[i] + "; now " +
-                                    std::to_string(object->size()) + ", " + object->etag() + "): open the loaders again");
+                                    std::to_string(shardSizes_[i]) + " bytes" +
+                                    (peerScanEtags_[i].empty() ? "" : ", ETag " + peerScanEtags_[i]) + "; now " +
+                                    std::to_string(object->size()) + " bytes" +
+                                    (peerScanEtags_[i].empty() ? "" : ", ETag " + object->etag()) + "): open the loaders again");
     if (options_.daliIndex && object->size() < shardSizes_[i])
       throwBadInput(daliIndexPathOf(shards_[i], options_.indexDir),
                     "names bytes up to " + std::to_string(shardSizes_[i]) + " of " + shards_[i] + ", which has " +
@@ -894,10 +901,13 @@ std::optional<std::vector<std::int64_t>> WebDataset::ownEpochOrder(const LoaderO
     nextShard.assign(shards_.size(), -1);
     for (std::size_t k = 0; k + 1 < dealt.size(); ++k) nextShard[static_cast<std::size_t>(dealt[k])] = dealt[k + 1];
   }
-  if (options_.daliIndex) {  // from an index, a shard is opened when first dealt: this rank's, 32 at a time
+  // From an index or another rank's scan, a shard is opened when first dealt: this rank's, 32 at a
+  // time, here rather than on a worker's first read (a shard that changed since is refused now).
+  {
     std::vector<std::int64_t> mine;
     for (std::int64_t shard : dealt)
-      if (isRemotePath(shards_[static_cast<std::size_t>(shard)])) mine.push_back(shard);
+      if (isRemotePath(shards_[static_cast<std::size_t>(shard)]) && (options_.daliIndex || peerScanned_[static_cast<std::size_t>(shard)]))
+        mine.push_back(shard);
     std::vector<std::exception_ptr> failed(mine.size());
     forEachInParallel(static_cast<std::int64_t>(mine.size()), scanParallel_, [&](std::int64_t k) {
       try {

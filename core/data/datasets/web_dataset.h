@@ -55,10 +55,12 @@ struct ShardDeal {
 };
 
 // One remote shard's scan, as ranks hand it to each other (WebDatasetOptions::shareScans): the
-// object it was made of (size, ETag) and its DALI index; an empty index says the shard could not be
-// indexed (a bad sample), so each rank scans it itself.
+// shard (its number and URL), the object it was made of (size, ETag) and its DALI index. An empty
+// index says the others must scan the shard themselves: it could not be indexed (a bad sample) or
+// its index could not travel (member names that are not UTF-8).
 struct ScannedShard {
   std::int64_t shard = 0;
+  std::string url;
   std::uint64_t size = 0;
   std::string etag, index;
 };
@@ -87,8 +89,10 @@ struct WebDatasetOptions {
   // Ranks that share their scans (no index=dali, deal.world > 1): each scans only the remote shards
   // of its own epoch-0 deal -- the ones it reads first, whose scanned heads it keeps for that epoch
   // -- and takes the others' indexes from this exchange, so N ranks together fetch the shards once
-  // to open them instead of N times. A shard no rank could index is scanned by each. Empty: every
-  // rank scans every shard.
+  // to open them instead of N times. A shard no rank could index is scanned by each. Called once,
+  // by every rank, after its own scans (a rank whose scan failed calls it, then throws); what
+  // comes before it (an s3:// glob's listing) must not fail on one rank only, or the others wait.
+  // Indexes taken from it are not written to cache_dir. Empty: every rank scans every shard.
   ScanExchange shareScans;
 };
 
