@@ -83,6 +83,14 @@ try:
     assert len(named) == 2 and set(named[0]) == {"x", "y"}
     assert isinstance(list(stoker.Loader((x, y), batch_size=4, as_dict=True))[0], dict)
     x = x.detach()
+    # One tensor yields 1-tuples, three yield 3-tuples (the two-field case has its own fast path).
+    assert [tuple(t.tolist() for t in b) for b in stoker.Loader(y, batch_size=5)] == [([0, 1, 2, 3, 4],), ([5, 6, 7, 8, 9],)]
+    triples = list(stoker.Loader((x, y, y * 2), batch_size=5))
+    assert all(len(b) == 3 and torch.equal(b[0], x[b[1]]) and torch.equal(b[2], b[1] * 2) for b in triples)
+    # state_dict counts the samples served, also those of a short last batch.
+    counted = stoker.Loader((x, y), batch_size=4)
+    it = iter(counted)
+    assert [next(it)[0].shape[0] for _ in range(3)] == [4, 4, 2] and counted.state_dict()["samples_consumed"] == 10
 
     # A batch kept past the next ones stays intact (its buffer is not reused while Python holds it).
     keep = stoker.Loader("fashion-mnist", batch_size=256, num_workers=2, reuse_buffers=True)
