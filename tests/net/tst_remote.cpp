@@ -705,6 +705,76 @@ print(len(remote), 'batches alike')
                       ErrorKind::Network, {"rank 2 is gone"}));
   }
 
+  // Ranks on three nodes, each with its own cache_dir: besides its own scans, each node keeps the
+  // scans it took from the others, so its next open asks only for each shard's size and ETag.
+  void sharedScansAreKeptInEachCache() {
+    LoaderOptions o;
+    o.transforms = "Resize(40),CenterCrop(32),ToDtype(u8)";
+    o.max_inflight_parts = 2;
+    o.batch_size = 4;
+    o.num_workers = 1;
+    o.seed = 3;
+    o.drop_last = false;
+    o.sampler_type = SamplerType::Distributed;
+    o.shard_world_size = 3;
+    const QString pattern = "shards/train-{000000..000003}.tar";
+    for (const QString& base : {servers_.httpUrl(pattern), s3(pattern)}) {
+      const bool http = base.startsWith("http");
+      const std::string url = "wds:" + base.toStdString();
+      struct Gather {
+        std::mutex m;
+        std::condition_variable cv;
+        std::vector<ScannedShard> all;
+        int in = 0;
+      } gather;
+      ScanExchange exchange = [&gather](const std::vector<ScannedShard>& mine) {
+        std::unique_lock<std::mutex> lock(gather.m);
+        gather.all.insert(gather.all.end(), mine.begin(), mine.end());
+        ++gather.in;
+        gather.cv.notify_all();
+        gather.cv.wait_for(lock, std::chrono::seconds(60), [&] { return gather.in == 3; });
+        return gather.all;
+      };
+      auto rankOptions = [&](int r) {
+        LoaderOptions mine = o;
+        mine.shard_rank = r;
+        mine.cache_dir = tmp_.filePath(QString("node-cache-%1-%2").arg(http ? "http" : "s3").arg(r)).toStdString();
+        return mine;
+      };
+      std::vector<std::string> failures(3);
+      std::vector<std::thread> threads;
+      for (int r = 0; r < 3; ++r)
+        threads.emplace_back([&, r] {
+          try {
+            openWebDataset(url, rankOptions(r), exchange);
+          } catch (const std::exception& e) {
+            failures[static_cast<std::size_t>(r)] = e.what();
+          }
+        });
+      for (auto& t : threads) t.join();
+      for (const auto& f : failures) QVERIFY2(f.empty(), f.c_str());
+      QCOMPARE(gather.all.size(), std::size_t(4));  // each shard scanned by one rank
+      QStringList scans;
+      for (const ScannedShard& x : gather.all) scans << QString::fromStdString(x.index);
+      scans.sort();
+      for (int r = 0; r < 3; ++r) {
+        const LoaderOptions mine = rankOptions(r);
+        const QString dir = QString::fromStdString(mine.cache_dir);
+        QStringList kept;
+        for (const QFileInfo& f : QDir(dir).entryInfoList({"*.wds.idx"}, QDir::Files)) kept << QString::fromUtf8(readFile(f.filePath()));
+        kept.sort();
+        QCOMPARE(kept, scans);  // its own and the others'
+        servers_.takeLog(http);
+        const auto again = openDataset(url, mine);  // the next job on this node, sharing or not
+        const QJsonArray opens = servers_.takeLog(http);
+        QCOMPARE(opens.size(), 4);  // one open per shard, no scan
+        for (const auto& e : opens) QCOMPARE(e.toArray()[2].toString(), QString("bytes=0-0"));
+        const auto local = openDataset("wds:" + (servers_.www() + "/" + pattern).toStdString(), mine);
+        QVERIFY2(sameTensors(imageBatches(again, mine, 1), imageBatches(local, mine, 1)), qPrintable(QString("rank %1").arg(r)));
+      }
+    }
+  }
+
   // The same from Python: three ranks of a Gloo job (torchrun's variables) open stoker.Loader on
   // the remote shards; they swap their scans through torch.distributed, so each shard is fetched
   // once between them, and each rank's first epoch equals the same rank reading the local shards.

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string_view>
@@ -22,6 +23,7 @@
 #include "net/http_transfer.h"
 #include "net/part_cache.h"
 #include "net/remote_url.h"
+#include "net/s3_config.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/file_lock.h"
@@ -288,6 +290,7 @@ void WebDataset::openShards() {
     // What no rank could index (or sent in a form that does not parse) is scanned here.
     for (std::size_t i = 0; i < n; ++i)
       if (theirs[i] && adoptPeerScan(*theirs[i], scanned[i])) peerScanned_[i] = true;
+    keepPeerScans(theirs);
     open([&](std::size_t i) { return !peersScan(i) || peerScanned_[i]; });
   }
   rethrowFirst();
@@ -320,6 +323,29 @@ bool WebDataset::adoptPeerScan(const ScannedShard& scanned, std::vector<Sample>&
   shardSizes_[i] = scanned.size;
   peerScanEtags_[i] = scanned.etag;
   return true;
+}
+
+// Under cache_dir, the scans taken from other ranks are kept as this node's own are
+// (scanThroughCache), named by the object's identity as that rank saw it: the node's next open
+// reads them instead of scanning, also where each node has its own cache_dir. A shard without an
+// ETag is not kept (nothing names its content); a write that fails costs the next open a scan.
+void WebDataset::keepPeerScans(const std::vector<const ScannedShard*>& theirs) const {
+  if (!options_.parts.cache) return;
+  std::optional<S3Config> s3;  // read once for the lot, as a listing does
+  for (std::size_t i = 0; i < theirs.size(); ++i) {
+    if (!theirs[i] || !peerScanned_[i] || theirs[i]->etag.empty()) continue;
+    const ScannedShard& x = *theirs[i];
+    if (!s3 && RemoteUrl::parse(x.url).isS3()) s3 = loadS3Config();
+    const std::string id = cacheIdOf(targetOf(x.url, s3 ? &*s3 : nullptr), x.etag, x.size);
+    const std::string path = options_.parts.cache->dir() + "/" + id + ".wds.idx";
+    try {
+      if (id.empty() || fileExists(path)) continue;
+      AtomicFile file(path);
+      file.write(x.index.data(), x.index.size());
+      file.commit(false);  // a copy that can be made again, as the node's own scans
+    } catch (const Error&) {
+    }
+  }
 }
 
 // A rank reads its shards one after another, mixed by the shuffle buffer, so at any time its

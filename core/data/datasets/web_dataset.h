@@ -142,6 +142,8 @@ class WebDataset : public EncodedImageDataset {
   void scanThroughCache(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size, std::string* indexText = nullptr);
   // Another rank's scan of `shard` (shareScans); false when its index does not parse or does not fit.
   bool adoptPeerScan(const ScannedShard& scanned, std::vector<Sample>& out);
+  // Under cache_dir: the adopted scans written there as the node's own (scanThroughCache).
+  void keepPeerScans(const std::vector<const ScannedShard*>& theirs) const;
   // Opens every shard: scanned, read from indexes, or (shareScans) partly from the other ranks.
   void openShards();
   // Groups consecutive members by key into samples, as webdataset does.
