@@ -43,19 +43,21 @@ def _why_not(spec, options):
     return None
 
 
-_gloo = None  # a Gloo group over the default group's ranks, made once when that group is not Gloo
+_gloo = (None, None)  # (the default group, a Gloo group over its ranks) when that group is not Gloo
 
 
 def _group(dist):
     """The group to swap scans over: Gloo (host memory). NCCL's all_gather_object would stage the
     scans on torch.cuda.current_device(), which a script may not have set yet when it builds its
-    loaders (every rank on cuda:0)."""
+    loaders (every rank on cuda:0). Made once per default group: one made for a group since
+    destroyed is not a member of the new one."""
     global _gloo
     if dist.get_backend() == "gloo":
         return None
-    if _gloo is None:
-        _gloo = dist.new_group(backend="gloo")  # a collective too: every rank reaches it here
-    return _gloo
+    world = dist.group.WORLD
+    if _gloo[0] is not world:
+        _gloo = (world, dist.new_group(backend="gloo"))  # a collective too: every rank reaches it here
+    return _gloo[1]
 
 
 class Exchange:
