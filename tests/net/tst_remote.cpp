@@ -96,6 +96,27 @@ std::vector<at::Tensor> imageBatches(const std::shared_ptr<Dataset>& ds, const L
   return {at::cat(images), at::cat(labels)};
 }
 
+// Ranks as threads of one process sharing WebDataset scans: the all-gather hands every rank all
+// the scans once `world` ranks have handed theirs in.
+struct ThreadAllGather {
+  explicit ThreadAllGather(int ranks) : world(ranks) {}
+  ScanExchange exchange() {
+    return [this](const std::vector<ScannedShard>& mine) {
+      std::unique_lock<std::mutex> lock(m);
+      all.insert(all.end(), mine.begin(), mine.end());
+      ++in;
+      cv.notify_all();
+      cv.wait_for(lock, std::chrono::seconds(60), [&] { return in == world; });
+      return all;
+    };
+  }
+  const int world;
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<ScannedShard> all;
+  int in = 0;
+};
+
 struct CacheFolder {
   int parts = 0, temps = 0;
   qint64 bytes = 0;
@@ -623,21 +644,8 @@ print(len(remote), 'batches alike')
         if (!at::equal(a[i], b[i])) return false;
       return true;
     };
-    // The all-gather: every rank's scans, once all three have handed theirs in.
-    struct Gather {
-      std::mutex m;
-      std::condition_variable cv;
-      std::vector<ScannedShard> all;
-      int in = 0;
-    } gather;
-    ScanExchange exchange = [&gather](const std::vector<ScannedShard>& mine) {
-      std::unique_lock<std::mutex> lock(gather.m);
-      gather.all.insert(gather.all.end(), mine.begin(), mine.end());
-      ++gather.in;
-      gather.cv.notify_all();
-      gather.cv.wait_for(lock, std::chrono::seconds(60), [&] { return gather.in == 3; });
-      return gather.all;
-    };
+    ThreadAllGather gather(3);
+    const ScanExchange exchange = gather.exchange();
     servers_.takeLog(true);
     std::vector<std::shared_ptr<Dataset>> ranks(3);
     std::vector<std::string> failures(3);
@@ -724,20 +732,8 @@ print(len(remote), 'batches alike')
     for (const QString& base : {servers_.httpUrl(pattern), s3(pattern)}) {
       const bool http = base.startsWith("http");
       const std::string url = "wds:" + base.toStdString();
-      struct Gather {
-        std::mutex m;
-        std::condition_variable cv;
-        std::vector<ScannedShard> all;
-        int in = 0;
-      } gather;
-      ScanExchange exchange = [&gather](const std::vector<ScannedShard>& mine) {
-        std::unique_lock<std::mutex> lock(gather.m);
-        gather.all.insert(gather.all.end(), mine.begin(), mine.end());
-        ++gather.in;
-        gather.cv.notify_all();
-        gather.cv.wait_for(lock, std::chrono::seconds(60), [&] { return gather.in == 3; });
-        return gather.all;
-      };
+      ThreadAllGather gather(3);
+      const ScanExchange exchange = gather.exchange();
       auto rankOptions = [&](int r) {
         LoaderOptions mine = o;
         mine.shard_rank = r;
