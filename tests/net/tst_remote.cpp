@@ -117,6 +117,20 @@ struct ThreadAllGather {
   int in = 0;
 };
 
+// The options of the scan-sharing tests' three ranks (shard_rank left to each).
+LoaderOptions sharingRankOptions() {
+  LoaderOptions o;
+  o.transforms = "Resize(40),CenterCrop(32),ToDtype(u8)";
+  o.max_inflight_parts = 2;  // part_size stays 8 MiB: each shard is one part
+  o.batch_size = 4;
+  o.num_workers = 1;
+  o.seed = 3;
+  o.drop_last = false;  // a rank's shards may hold 3 samples: padded to the others' count
+  o.sampler_type = SamplerType::Distributed;
+  o.shard_world_size = 3;
+  return o;
+}
+
 struct CacheFolder {
   int parts = 0, temps = 0;
   qint64 bytes = 0;
@@ -595,15 +609,7 @@ print(len(remote), 'batches alike')
   // and every rank still serves the local batches -- its first epoch from the bytes its scan
   // brought, its second from shards it knows by another rank's scan.
   void ranksShareTheirScans() {
-    LoaderOptions o;
-    o.transforms = "Resize(40),CenterCrop(32),ToDtype(u8)";
-    o.max_inflight_parts = 2;  // part_size stays 8 MiB: each shard is one part
-    o.batch_size = 4;
-    o.num_workers = 1;
-    o.seed = 3;
-    o.drop_last = false;  // a rank's shards may hold 3 samples: padded to the others' count
-    o.sampler_type = SamplerType::Distributed;
-    o.shard_world_size = 3;
+    const LoaderOptions o = sharingRankOptions();
     const QString pattern = "shards/train-{000000..000003}.tar";
     const std::string url = "wds:" + servers_.httpUrl(pattern).toStdString();
     // Enough epochs for this rank to read a shard another rank scanned: up to the first epoch
@@ -719,15 +725,7 @@ print(len(remote), 'batches alike')
   // Ranks on three nodes, each with its own cache_dir: besides its own scans, each node keeps the
   // scans it took from the others, so its next open asks only for each shard's size and ETag.
   void sharedScansAreKeptInEachCache() {
-    LoaderOptions o;
-    o.transforms = "Resize(40),CenterCrop(32),ToDtype(u8)";
-    o.max_inflight_parts = 2;
-    o.batch_size = 4;
-    o.num_workers = 1;
-    o.seed = 3;
-    o.drop_last = false;
-    o.sampler_type = SamplerType::Distributed;
-    o.shard_world_size = 3;
+    const LoaderOptions o = sharingRankOptions();
     const QString pattern = "shards/train-{000000..000003}.tar";
     for (const QString& base : {servers_.httpUrl(pattern), s3(pattern)}) {
       const bool http = base.startsWith("http");
