@@ -338,7 +338,8 @@ class _EpochIterator:
         if not handle:
             _native.raise_last_error()
         self._handle = handle
-        self._per_row, self._per_step, self._as_dict = loader._consumed_per_row_and_step() + (loader.as_dict,)
+        self._per_row, self._per_step = loader._consumed_per_row_and_step()
+        self._as_dict = loader.as_dict
         if plan_next is not None and loader.options["num_workers"] > 0 and loader.options["persistent_workers"]:
             self._plan_next = plan_next
 

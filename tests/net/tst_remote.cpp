@@ -20,6 +20,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <cstdlib>
+#include <functional>
 #include <random>
 #include <set>
 #include <thread>
@@ -116,6 +117,26 @@ struct ThreadAllGather {
   std::vector<ScannedShard> all;
   int in = 0;
 };
+
+// Opens `url` as `world` ranks on threads of this process, rank r with optionsFor(r), sharing
+// scans through `exchange`: the datasets, and in `failures` each rank's error ("" when it opened).
+std::vector<std::shared_ptr<Dataset>> openRanksOnThreads(const std::string& url, int world,
+                                                         const std::function<LoaderOptions(int)>& optionsFor,
+                                                         const ScanExchange& exchange, std::vector<std::string>& failures) {
+  std::vector<std::shared_ptr<Dataset>> ranks(static_cast<std::size_t>(world));
+  failures.assign(static_cast<std::size_t>(world), {});
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        ranks[static_cast<std::size_t>(r)] = openWebDataset(url, optionsFor(r), exchange);
+      } catch (const std::exception& e) {
+        failures[static_cast<std::size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return ranks;
+}
 
 // The options of the scan-sharing tests' three ranks (shard_rank left to each).
 LoaderOptions sharingRankOptions() {
@@ -653,20 +674,12 @@ print(len(remote), 'batches alike')
     ThreadAllGather gather(3);
     const ScanExchange exchange = gather.exchange();
     servers_.takeLog(true);
-    std::vector<std::shared_ptr<Dataset>> ranks(3);
-    std::vector<std::string> failures(3);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < 3; ++r)
-      threads.emplace_back([&, r] {
-        LoaderOptions mine = o;
-        mine.shard_rank = r;
-        try {
-          ranks[static_cast<std::size_t>(r)] = openWebDataset(url, mine, exchange);
-        } catch (const std::exception& e) {
-          failures[static_cast<std::size_t>(r)] = e.what();
-        }
-      });
-    for (auto& t : threads) t.join();
+    std::vector<std::string> failures;
+    const auto ranks = openRanksOnThreads(url, 3, [&](int r) {
+      LoaderOptions mine = o;
+      mine.shard_rank = r;
+      return mine;
+    }, exchange, failures);
     for (const auto& f : failures) QVERIFY2(f.empty(), f.c_str());
     QMap<QString, int> fetched;
     for (const auto& e : servers_.takeLog(true)) fetched[e.toArray()[1].toString().section('/', -1)]++;
@@ -738,17 +751,8 @@ print(len(remote), 'batches alike')
         mine.cache_dir = tmp_.filePath(QString("node-cache-%1-%2").arg(http ? "http" : "s3").arg(r)).toStdString();
         return mine;
       };
-      std::vector<std::string> failures(3);
-      std::vector<std::thread> threads;
-      for (int r = 0; r < 3; ++r)
-        threads.emplace_back([&, r] {
-          try {
-            openWebDataset(url, rankOptions(r), exchange);
-          } catch (const std::exception& e) {
-            failures[static_cast<std::size_t>(r)] = e.what();
-          }
-        });
-      for (auto& t : threads) t.join();
+      std::vector<std::string> failures;
+      openRanksOnThreads(url, 3, rankOptions, exchange, failures);
       for (const auto& f : failures) QVERIFY2(f.empty(), f.c_str());
       QCOMPARE(gather.all.size(), std::size_t(4));  // each shard scanned by one rank
       QStringList scans;

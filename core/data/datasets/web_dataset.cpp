@@ -337,14 +337,29 @@ void WebDataset::keepPeerScans(const std::vector<const ScannedShard*>& theirs) c
     const ScannedShard& x = *theirs[i];
     if (!s3 && RemoteUrl::parse(x.url).isS3()) s3 = loadS3Config();
     const std::string id = cacheIdOf(targetOf(x.url, s3 ? &*s3 : nullptr), x.etag, x.size);
-    const std::string path = options_.parts.cache->dir() + "/" + id + ".wds.idx";
+    if (id.empty()) continue;
+    const std::string path = keptIndexPath(id);
     try {
-      if (id.empty() || fileExists(path)) continue;
-      AtomicFile file(path);
-      file.write(x.index.data(), x.index.size());
-      file.commit(false);  // a copy that can be made again, as the node's own scans
+      if (fileExists(path)) continue;
     } catch (const Error&) {
+      continue;  // a folder that cannot be looked up keeps nothing either
     }
+    keepIndex(path, x.index);
+  }
+}
+
+// Where cache_dir keeps the scan of the object named `cacheId` (its DALI index).
+std::string WebDataset::keptIndexPath(const std::string& cacheId) const {
+  return options_.parts.cache->dir() + "/" + cacheId + ".wds.idx";
+}
+
+// Writes a scan into cache_dir; one that cannot be written costs nothing but a later open's scan.
+void WebDataset::keepIndex(const std::string& path, const std::string& text) {
+  try {
+    AtomicFile file(path);
+    file.write(text.data(), text.size());
+    file.commit(false);  // like a part: a copy that can be made again
+  } catch (const Error&) {
   }
 }
 
@@ -619,7 +634,7 @@ void WebDataset::adoptScannedHeads(const std::vector<std::int64_t>& dealtShards)
 void WebDataset::scanThroughCache(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size, std::string* indexText) {
   const std::shared_ptr<const RemoteObject> object = objectOf(shard);  // the open request the scan makes anyway
   if (object->cacheId().empty()) return scan(shard, out, size, indexText);  // no ETag: nothing names its content
-  const std::string path = options_.parts.cache->dir() + "/" + object->cacheId() + ".wds.idx";
+  const std::string path = keptIndexPath(object->cacheId());
   auto kept = [&] {
     try {
       if (!fileExists(path)) return false;
@@ -642,12 +657,7 @@ void WebDataset::scanThroughCache(std::int64_t shard, std::vector<Sample>& out, 
   std::string text;
   scan(shard, out, size, &text);
   if (text.empty()) return;
-  try {
-    AtomicFile file(path);
-    file.write(text.data(), text.size());
-    file.commit(false);  // like a part: a copy that can be made again
-  } catch (const Error&) {
-  }
+  keepIndex(path, text);
   if (indexText) *indexText = std::move(text);
 }
 

@@ -92,7 +92,8 @@ struct WebDatasetOptions {
   // to open them instead of N times. A shard no rank could index is scanned by each. Called once,
   // by every rank, after its own scans (a rank whose scan failed calls it, then throws); what
   // comes before it (an s3:// glob's listing) must not fail on one rank only, or the others wait.
-  // Indexes taken from it are not written to cache_dir. Empty: every rank scans every shard.
+  // Under cache_dir, indexes taken from it are kept there as this rank's own scans are. Empty: every
+  // rank scans every shard.
   ScanExchange shareScans;
 };
 
@@ -144,6 +145,8 @@ class WebDataset : public EncodedImageDataset {
   bool adoptPeerScan(const ScannedShard& scanned, std::vector<Sample>& out);
   // Under cache_dir: the adopted scans written there as the node's own (scanThroughCache).
   void keepPeerScans(const std::vector<const ScannedShard*>& theirs) const;
+  std::string keptIndexPath(const std::string& cacheId) const;
+  static void keepIndex(const std::string& path, const std::string& text);
   // Opens every shard: scanned, read from indexes, or (shareScans) partly from the other ranks.
   void openShards();
   // Groups consecutive members by key into samples, as webdataset does.
