@@ -13,6 +13,7 @@
 #include "data/loader.h"
 #include "dist/dist_group.h"
 #include "dist/feed_job.h"
+#include "dist/group_scan_exchange.h"
 #include "telemetry/telemetry_publisher.h"
 #include "util/busy_work.h"
 #include "util/error.h"
@@ -22,12 +23,12 @@ namespace {
 
 struct FeedArgs {
   FeedJobOptions job;
-  std::string dataset = "fashion-mnist", device = "cpu", collectives = "auto";
+  std::string dataset = "fashion-mnist", device = "cpu", collectives = "auto", transforms;
   int workers = 1;
   double stepMicros = 0, rendezvousTimeout = 60;
   std::vector<double> rankStepMicros;
   std::vector<std::string> publish;
-  bool noShuffle = false, json = false;
+  bool noShuffle = false, json = false, noShareScans = false;
 };
 
 void runFeed(FeedArgs& a) {
@@ -44,17 +45,12 @@ void runFeed(FeedArgs& a) {
   o.num_workers = a.workers;
   o.prefetch = std::max(o.prefetch, prefetchForWorkers(a.workers));  // every worker busy
   o.drop_last = a.job.dropLast;
+  o.transforms = a.transforms;
+  refuseTransformsUnlessImages(a.dataset, o.transforms, "--transforms");
   validateLoaderOptions(o);  // the loader serves what the plan feeds it: no sampler sharding here
-  auto dataset = openDataset(a.dataset, o);
-  Loader loader(dataset, o, DeviceSpec::parse(a.device));
-  loader.setTelemetryRank(rank);
-  std::shared_ptr<TelemetryPublisher> publisher;
-  if (!a.publish.empty()) {
-    publisher = std::make_shared<TelemetryPublisher>(a.publish);
-    loader.addObserver(publisher);
-  }
+  const DeviceSpec device = DeviceSpec::parse(a.device);
   // Ranks that feed GPUs talk through NCCL (as a PyTorch job on GPUs would), others through Gloo.
-  const int cudaDevice = loader.device().kind() == DeviceKind::Cuda ? loader.device().torchDevice().index() : -1;
+  const int cudaDevice = device.kind == DeviceKind::Cuda ? device.index : -1;
   CollectiveBackend backend = collectiveBackendFor(cudaDevice);
   if (a.collectives == "gloo") backend = CollectiveBackend::Gloo;  // e.g. several ranks sharing one GPU
   if (a.collectives == "nccl") {
@@ -66,8 +62,17 @@ void runFeed(FeedArgs& a) {
   // init_process_group does (gpu-check's NCCL rank on a machine with one GPU).
   if (env && (env->worldSize > 1 || a.collectives != "auto")) {
     group = DistGroup::connect(*env, a.rendezvousTimeout, backend, cudaDevice);
-    loader.setTelemetryCollectives(collectiveBackendName(backend));
     if (!a.json) std::fprintf(stderr, "rank %d: collectives over %s\n", rank, collectiveBackendName(backend).c_str());
+  }
+  // The group is formed first: ranks opening remote WebDataset shards share their scans over it.
+  auto dataset = openDatasetSharingScans(a.dataset, o, a.noShareScans ? nullptr : group.get());
+  Loader loader(dataset, o, device);
+  loader.setTelemetryRank(rank);
+  if (group) loader.setTelemetryCollectives(collectiveBackendName(backend));
+  std::shared_ptr<TelemetryPublisher> publisher;
+  if (!a.publish.empty()) {
+    publisher = std::make_shared<TelemetryPublisher>(a.publish);
+    loader.addObserver(publisher);
   }
   const double micros = a.rankStepMicros.empty() ? a.stepMicros : a.rankStepMicros[static_cast<std::size_t>(rank)];
   const auto reports = runFeedJob(loader, group.get(), a.job, [&](const std::vector<Batch>& batches) {
@@ -103,7 +108,10 @@ void addFeedCommands(CLI::App& app, int& exitCode) {
   auto args = std::make_shared<FeedArgs>();
   FeedJobOptions& j = args->job;
   auto* feed = app.add_subcommand("feed", "Run one rank of a multi-process feeding job (torchrun environment)");
-  feed->add_option("--dataset", args->dataset, "dataset, as for bench (default fashion-mnist)");
+  feed->add_option("--dataset", args->dataset,
+                   "dataset, as for bench (default fashion-mnist); ranks opening remote wds: shards share their scans");
+  feed->add_option("--transforms", args->transforms, "image pipeline for imagefolder:/wds: datasets, as for bench");
+  feed->add_flag("--no-share-scans", args->noShareScans, "every rank scans every remote wds: shard itself");
   feed->add_option("--batch-size", j.batchSize, "samples per rank per step (default 64)");
   feed->add_option("--epochs", j.epochs, "epochs (default 1)");
   feed->add_option("--seed", j.seed, "shuffle seed (default 0)");

@@ -1,5 +1,6 @@
 #include "dist/dist_group.h"
 
+#include <algorithm>
 #include <csignal>
 #include <string>
 
@@ -230,6 +231,27 @@ std::vector<double> DistGroup::allgather(double value) {
   });
 }
 
+std::vector<std::string> DistGroup::allgather(const std::string& bytes) {
+  // c10d gathers tensors of one size: the lengths first, then every rank's bytes padded to the longest.
+  const std::vector<std::int64_t> lengths = allgather(static_cast<std::int64_t>(bytes.size()));
+  return collective(impl_->failed, "allgather", [&] {
+    const std::int64_t longest = std::max<std::int64_t>(1, *std::max_element(lengths.begin(), lengths.end()));
+    at::Tensor mine = at::zeros({longest}, at::kByte);
+    std::copy(bytes.begin(), bytes.end(), reinterpret_cast<char*>(mine.data_ptr<std::uint8_t>()));
+    std::vector<at::Tensor> in{mine.to(impl_->options(at::kByte).device())};
+    std::vector<std::vector<at::Tensor>> out(1);
+    for (int r = 0; r < worldSize(); ++r) out[0].push_back(at::empty({longest}, impl_->options(at::kByte)));
+    impl_->with([&](auto& g) { g.allgather(out, in)->wait(); });
+    std::vector<std::string> v;
+    for (int r = 0; r < worldSize(); ++r) {
+      const at::Tensor got = out[0][static_cast<std::size_t>(r)].cpu();  // waits for the GPU
+      v.emplace_back(reinterpret_cast<const char*>(got.data_ptr<std::uint8_t>()),
+                     static_cast<std::size_t>(lengths[static_cast<std::size_t>(r)]));
+    }
+    return v;
+  });
+}
+
 void DistGroup::barrier() {
   collective(impl_->failed, "barrier", [&] {
     impl_->with([&](auto& g) { g.barrier()->wait(); });
@@ -252,6 +274,7 @@ std::unique_ptr<DistGroup> DistGroup::connect(const DistEnv&, double, Collective
 }
 std::vector<std::int64_t> DistGroup::allgather(std::int64_t) { return {}; }
 std::vector<double> DistGroup::allgather(double) { return {}; }
+std::vector<std::string> DistGroup::allgather(const std::string&) { return {}; }
 void DistGroup::barrier() {}
 
 #endif

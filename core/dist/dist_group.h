@@ -42,6 +42,7 @@ class DistGroup {
   CollectiveBackend backend() const;
   std::vector<std::int64_t> allgather(std::int64_t value);
   std::vector<double> allgather(double value);
+  std::vector<std::string> allgather(const std::string& bytes);  // any lengths, any bytes
   void barrier();
 
  private:

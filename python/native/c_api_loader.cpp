@@ -12,6 +12,7 @@
 
 #include "c_api_util.h"
 #include "data/dataset.h"
+#include "data/datasets/scan_exchange_json.h"
 #include "data/datasets/tensor_dataset.h"
 #include "data/datasets/web_dataset.h"
 #include "data/device.h"
@@ -73,43 +74,13 @@ class DescribingObserver : public TelemetryObserver {
   std::string name_, dataset_, options_;
 };
 
-// Whether `text` can travel in JSON (it is UTF-8): tar member names and ETags need not be.
-bool travelsAsJson(const std::string& text) {
-  try {
-    (void)nlohmann::json(text).dump();
-    return true;
-  } catch (const nlohmann::json::exception&) {
-    return false;
-  }
-}
-
 // The caller's all-gather (Python: torch.distributed.all_gather_object) as the core's ScanExchange.
 ScanExchange scanExchangeThrough(stoker_exchange_fn exchange, void* user) {
-  return [exchange, user](const std::vector<ScannedShard>& mine) {
-    // What cannot travel goes empty rather than failing this rank's side of the all-gather (the
-    // others would wait): an index the others then scan for themselves, an ETag left unchecked.
-    nlohmann::json sent = nlohmann::json::array();
-    for (const ScannedShard& s : mine)
-      if (travelsAsJson(s.url))  // else no rank could name it: each scans it
-        sent.push_back({{"shard", s.shard}, {"url", s.url}, {"size", s.size}, {"etag", travelsAsJson(s.etag) ? s.etag : ""},
-                        {"index", travelsAsJson(s.index) ? s.index : ""}});
-    const std::unique_ptr<char, void (*)(void*)> got(exchange(user, sent.dump().c_str()), std::free);
+  return scanExchangeOverJson([exchange, user](const std::string& mine) {
+    const std::unique_ptr<char, void (*)(void*)> got(exchange(user, mine.c_str()), std::free);
     if (!got) throw Error(ErrorKind::Network, "sharing WebDataset scans", "the ranks' exchange failed (see the Python error)");
-    std::vector<ScannedShard> all;
-    auto take = [&all](const nlohmann::json& e) {
-      all.push_back(ScannedShard{e.at("shard").get<std::int64_t>(), e.at("url").get<std::string>(),
-                                 e.at("size").get<std::uint64_t>(), e.at("etag").get<std::string>(),
-                                 e.at("index").get<std::string>()});
-    };
-    try {
-      for (const nlohmann::json& x : nlohmann::json::parse(got.get()))
-        if (x.is_array()) for (const nlohmann::json& e : x) take(e);
-        else take(x);
-    } catch (const nlohmann::json::exception& e) {
-      throwBadInput("sharing WebDataset scans", std::string("the exchange returned no list of scans: ") + e.what());
-    }
-    return all;
-  };
+    return std::string(got.get());
+  });
 }
 
 }  // namespace

@@ -9,7 +9,11 @@ log counts the bytes sent), tests/bench/latency_relay.py adds LATENCY ms per req
 Reports, for each way: the bytes the server sent for the opens and the epoch (all ranks), the
 slowest rank's open and open + epoch. Ranks alternate between the two ways, --rounds times.
 
-    tests/bench/shared_scan_bench.py [--images 5000] [--per-shard 50] [--ranks 3] [--latency 10] [--rounds 2]
+With --feed the ranks are `stoker feed` processes (a c10d Gloo job whose planner deals samples),
+sharing their scans over their group or not (--no-share-scans); each rank's whole run is timed,
+process start included, as feed reports no open time.
+
+    tests/bench/shared_scan_bench.py [--images 5000] [--per-shard 50] [--ranks 3] [--latency 10] [--rounds 2] [--feed]
 """
 import argparse
 import json
@@ -18,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -49,6 +54,7 @@ def main():
     ap.add_argument("--latency", default="10")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--feed", action="store_true", help="ranks are `stoker feed` processes, not Python ones")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="stoker-shared-scan-")
     try:
@@ -78,14 +84,28 @@ def main():
                     subprocess.run(["kill", "-USR1", str(servers[0].pid)])  # nginx reopens its log
                     port = free_port()
                     procs = []
+                    started = time.perf_counter()
                     for r in range(a.ranks):
                         env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(a.ranks), MASTER_ADDR="127.0.0.1",
                                    MASTER_PORT=str(port), PYTHONPATH=os.path.join(a.build, "python"))
-                        procs.append(subprocess.Popen([PY, "-c", RANK, spec, share], env=env, stdout=subprocess.PIPE, text=True))
-                    outs = [p.communicate()[0] for p in procs]
+                        if a.feed:
+                            argv = [os.path.join(a.build, "bin", "stoker"), "feed", "--dataset", spec, "--batch-size", "64",
+                                    "--workers", "2", "--transforms", "Resize(64),CenterCrop(56)", "--json"]
+                            argv += [] if share == "1" else ["--no-share-scans"]
+                        else:
+                            argv = [PY, "-c", RANK, spec, share]
+                        procs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True))
+                    outs = []
+                    for p in procs:
+                        outs.append(p.communicate()[0])
+                        p.ended = time.perf_counter() - started
                     if any(p.returncode for p in procs):
                         sys.exit(f"a rank failed ({way})")
-                    docs = [json.loads(out.strip().splitlines()[-1]) for out in outs]
+                    if a.feed:  # whole processes: no open time of their own
+                        docs = [{"open_s": float("nan"), "run_s": p.ended,
+                                 "images": sum(e["samples"] for e in json.loads(out)["epochs"])} for p, out in zip(procs, outs)]
+                    else:
+                        docs = [json.loads(out.strip().splitlines()[-1]) for out in outs]
                     sent = sum(int(line) for line in open(log) if line.strip().isdigit())
                     row = {"server_bytes": sent, "of_shards": sent / shard_bytes,
                            "open_s": max(d["open_s"] for d in docs), "run_s": max(d["run_s"] for d in docs),
@@ -97,7 +117,7 @@ def main():
             for p in servers:
                 p.kill()
                 p.wait()
-        print(json.dumps({"ranks": a.ranks, "latency_ms": a.latency, "shards": len(tars), "shard_bytes": shard_bytes,
+        print(json.dumps({"ranks": a.ranks, "latency_ms": a.latency, "feed": a.feed, "shards": len(tars), "shard_bytes": shard_bytes,
                           **results}, indent=1))
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -8,6 +8,7 @@
 #include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
 #include <QSet>
 #include <QTemporaryDir>
@@ -1595,27 +1596,37 @@ torch.save(sd, sys.argv[1])
   // window is asked for twice, and together the ranks ask for the file about once, not three
   // times (counted at the proxy; windows of ctx + 1 tokens overlap their neighbours by one token).
   // --drop-last: DistributedSampler pads the tail otherwise, by repeating the first samples.
+  // Runs `stoker feed ARGS` as `world` ranks of one job (torchrun's variables); each rank's
+  // standard output, or a failure (QVERIFY) with the stderr of the first rank that failed.
+  void runFeedRanks(int world, const QStringList& args, QList<QByteArray>& outputs) {
+    const int port = freePort();
+    std::vector<std::unique_ptr<QProcess>> ranks;
+    for (int r = 0; r < world; ++r) {
+      auto p = std::make_unique<QProcess>();
+      QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+      env.insert("RANK", QString::number(r));
+      env.insert("WORLD_SIZE", QString::number(world));
+      env.insert("MASTER_ADDR", "127.0.0.1");
+      env.insert("MASTER_PORT", QString::number(port));
+      p->setProcessEnvironment(env);
+      p->start(STOKER_CLI_PATH, QStringList{"feed"} + args);
+      ranks.push_back(std::move(p));
+    }
+    outputs.clear();
+    for (auto& p : ranks) {
+      QVERIFY(p->waitForFinished(120000));
+      QVERIFY2(p->exitCode() == 0, p->readAllStandardError().constData());
+      outputs.append(p->readAllStandardOutput());
+    }
+  }
+
   void ranksReadDisjointBytes() {
     const QString spec = "tokens:" + servers_.httpUrl("tokens/tokens.bin") + ",ctx=64";
     const qint64 fileBytes = QFileInfo(servers_.www() + "/tokens/tokens.bin").size();
     servers_.takeLog(true);
-    const int port = freePort();
-    std::vector<std::unique_ptr<QProcess>> ranks;
-    for (int r = 0; r < 3; ++r) {
-      auto p = std::make_unique<QProcess>();
-      QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-      env.insert("RANK", QString::number(r));
-      env.insert("WORLD_SIZE", "3");
-      env.insert("MASTER_ADDR", "127.0.0.1");
-      env.insert("MASTER_PORT", QString::number(port));
-      p->setProcessEnvironment(env);
-      p->start(STOKER_CLI_PATH, {"feed", "--dataset", spec, "--batch-size", "16", "--epochs", "1", "--workers", "1", "--drop-last"});
-      ranks.push_back(std::move(p));
-    }
-    for (auto& p : ranks) {
-      QVERIFY(p->waitForFinished(120000));
-      QVERIFY2(p->exitCode() == 0, p->readAllStandardError().constData());
-    }
+    QList<QByteArray> outputs;
+    runFeedRanks(3, {"--dataset", spec, "--batch-size", "16", "--epochs", "1", "--workers", "1", "--drop-last"}, outputs);
+    if (QTest::currentTestFailed()) return;
     QSet<QString> ranges;
     qint64 bytes = 0;
     int windows = 0;
@@ -1631,6 +1642,78 @@ torch.save(sd, sys.argv[1])
     const qint64 expectedWindows = (fileBytes / 2 - 1) / 64;
     QVERIFY2(windows >= expectedWindows - 3 * 16 && windows <= expectedWindows, qPrintable(QString::number(windows)));
     QVERIFY2(bytes < fileBytes * 103 / 100 + 3 * 4096, qPrintable(QString("%1 of %2").arg(bytes).arg(fileBytes)));
+  }
+
+  // `stoker feed` ranks (a c10d job, the planner dealing samples) opening remote WebDataset shards
+  // share their scans over their group: rank r scans shards r, r + 3, ..., so each shard's scan
+  // request (from byte 0) reaches the server once for the three ranks, not three times, and every
+  // rank feeds exactly the samples it feeds from the same shards on local disk.
+  void feedRanksShareTheirScans() {
+    const QString pattern = "shards/train-{000000..000003}.tar";
+    const QTemporaryDir records;
+    auto feed = [&](const QString& shards, const QString& record, QList<QByteArray>& outputs) {
+      runFeedRanks(3, {"--dataset", "wds:" + shards, "--transforms", "Resize(40),CenterCrop(32)", "--batch-size", "4",
+                       "--epochs", "2", "--workers", "1", "--record", records.filePath(record), "--json"}, outputs);
+    };
+    QList<QByteArray> local, remote;
+    feed(servers_.www() + "/" + pattern, "local", local);
+    if (QTest::currentTestFailed()) return;
+    servers_.takeLog(true);
+    feed(servers_.httpUrl(pattern), "remote", remote);
+    if (QTest::currentTestFailed()) return;
+    // Requests from byte 0 per shard: the opens' scans. A sample lies past its tar header, and
+    // bytes=0-0 opens a shard another rank scanned (its size and ETag) when this rank first reads it.
+    QMap<QString, int> scans;
+    for (const auto& e : servers_.takeLog(true))
+      if (const QString range = e.toArray()[2].toString(); range.startsWith("bytes=0-") && range != "bytes=0-0")
+        scans[e.toArray()[1].toString().section('/', -1)]++;
+    QCOMPARE(scans.size(), 4);
+    for (auto it = scans.begin(); it != scans.end(); ++it) QVERIFY2(it.value() == 1, qPrintable(QString("%1: %2").arg(it.key()).arg(it.value())));
+    for (int r = 0; r < 3; ++r) {
+      const auto digests = [](const QByteArray& out) {
+        QStringList d;
+        for (const auto& e : QJsonDocument::fromJson(out).object()["epochs"].toArray()) d << e.toObject()["plan_digest"].toString();
+        return d;
+      };
+      QCOMPARE(digests(remote[r]), digests(local[r]));
+      QCOMPARE(digests(remote[r]).size(), 2);
+      const QString name = QString("/rank%1.txt").arg(r);
+      const QByteArray fed = readFile(records.filePath("remote") + name);
+      QVERIFY(!fed.isEmpty());
+      QCOMPARE(fed, readFile(records.filePath("local") + name));
+    }
+  }
+
+  // A rank whose listing of an s3:// glob fails (here: another bucket, which does not exist) still
+  // takes part in the exchange, with no scans: the others open, scanning its share themselves,
+  // instead of waiting in the all-gather, and it reports the listing's error.
+  void aRankWhoseListingFailsStillTakesPart() {
+    LoaderOptions o = sharingRankOptions();
+    const std::string good = "wds:s3://" + RemoteServers::bucket().toStdString() + "/shards/train-*.tar";
+    const std::string bad = "wds:s3://no-such-bucket-here/shards/train-*.tar";
+    ThreadAllGather gather(3);
+    const ScanExchange exchange = gather.exchange();
+    std::vector<std::shared_ptr<Dataset>> ranks(3);
+    std::vector<std::string> failures(3);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 3; ++r)
+      threads.emplace_back([&, r] {
+        LoaderOptions mine = o;
+        mine.shard_rank = r;
+        try {
+          ranks[static_cast<std::size_t>(r)] = openWebDataset(r == 1 ? bad : good, mine, exchange);
+        } catch (const std::exception& e) {
+          failures[static_cast<std::size_t>(r)] = e.what();
+        }
+      });
+    for (auto& t : threads) t.join();
+    QCOMPARE(gather.in, 3);  // without rank 1 the others waited out ThreadAllGather's 60 s
+    QVERIFY2(failures[1].find("NoSuchBucket") != std::string::npos, failures[1].c_str());
+    const auto local = openDataset("wds:" + (servers_.www() + "/shards/train-*.tar").toStdString(), o);
+    for (int r : {0, 2}) {
+      QVERIFY2(failures[static_cast<std::size_t>(r)].empty(), failures[static_cast<std::size_t>(r)].c_str());
+      QCOMPARE(ranks[static_cast<std::size_t>(r)]->size(), local->size());
+    }
   }
 
   // The auto-tuner searches part_size and max_inflight_parts for a remote dataset, each setting on

@@ -75,6 +75,11 @@ constexpr std::uint64_t kMaxClsBytes = 64;
 constexpr std::uint64_t kSpanSlack = std::uint64_t(64) << 10;
 constexpr std::size_t kMaxIndexBytes = std::size_t(256) << 20;
 
+// Whether an open with these options hands its scans to the other ranks (when a shard is remote).
+bool sharesScans(const WebDatasetOptions& w) {
+  return w.shareScans && !w.daliIndex && (w.deal.world > 1 || w.split.world > 1);
+}
+
 }  // namespace
 
 ShardDeal ShardDeal::of(const LoaderOptions& o) {
@@ -243,10 +248,13 @@ void WebDataset::openShards() {
   shardSizes_.resize(n);
   peerScanEtags_.assign(n, {});
   peerScanned_.assign(n, false);
-  // Sharing scans, this rank first scans only the remote shards of its own first deal.
-  const bool sharing = options_.shareScans && !options_.daliIndex && options_.deal.world > 1 &&
-                       std::any_of(isRemote_.begin(), isRemote_.end(), [](bool r) { return r; });
-  auto peersScan = [&](std::size_t s) { return sharing && isRemote_[s] && !firstDeal_[s]; };
+  // Sharing scans, this rank first scans only the remote shards of its own first deal (or split).
+  const bool sharing = sharesScans(options_) && std::any_of(isRemote_.begin(), isRemote_.end(), [](bool r) { return r; });
+  const ScanSplit& split = options_.split;
+  auto scansHere = [&](std::size_t s) {
+    return options_.deal.world > 1 ? firstDeal_[s] : static_cast<int>(s % static_cast<std::size_t>(split.world)) == split.rank;
+  };
+  auto peersScan = [&](std::size_t s) { return sharing && isRemote_[s] && !scansHere(s); };
   std::vector<std::string> texts(sharing ? n : 0);
   auto open = [&](const std::function<bool(std::size_t)>& skip) {
     forEachInParallel(static_cast<std::int64_t>(n), scanParallel_, [&](std::int64_t s) {
@@ -273,7 +281,7 @@ void WebDataset::openShards() {
     // A rank whose scan failed still takes part (the others wait in the all-gather), then throws.
     std::vector<ScannedShard> mine;
     for (std::size_t i = 0; i < n; ++i)
-      if (isRemote_[i] && firstDeal_[i] && !failed[i]) {
+      if (isRemote_[i] && scansHere(i) && !failed[i]) {
         const auto object = objectOf(static_cast<std::int64_t>(i));
         mine.push_back(ScannedShard{static_cast<std::int64_t>(i), shards_[i], shardSizes_[i], object->etag(), std::move(texts[i])});
       }
@@ -1012,22 +1020,41 @@ WebDatasetOptions webDatasetOptionsOf(const DatasetSpec& spec, const LoaderOptio
   return w;
 }
 
-std::shared_ptr<Dataset> makeWebDataset(const std::string& text, const LoaderOptions& options, ScanExchange shareScans) {
+std::shared_ptr<Dataset> makeWebDataset(const std::string& text, const LoaderOptions& options, ScanExchange shareScans,
+                                        ScanSplit split) {
   const DatasetSpec spec = DatasetSpec::parse(text, "wds", "shuffle,index,readahead_mb");
   WebDatasetOptions w = webDatasetOptionsOf(spec, options);
+  if (split.world < 1 || split.rank < 0 || split.rank >= split.world)
+    throwBadInput(text, "scan split: rank " + std::to_string(split.rank) + " of " + std::to_string(split.world));
   w.shareScans = std::move(shareScans);
-  return std::make_shared<WebDataset>(spec.path, expandShardPattern(spec.path), options.transforms, std::move(w));
+  w.split = split;
+  std::vector<std::string> shards;
+  try {
+    shards = expandShardPattern(spec.path);
+  } catch (...) {
+    // The other ranks listed the shards and wait in the exchange for this rank's scans: it takes
+    // part with none (they scan its share themselves), then says why it could not open.
+    if (sharesScans(w) && isRemotePath(spec.path)) {
+      try {
+        (void)w.shareScans({});
+      } catch (...) {  // the listing's error is the one to report
+      }
+    }
+    throw;
+  }
+  return std::make_shared<WebDataset>(spec.path, std::move(shards), options.transforms, std::move(w));
 }
 
 }  // namespace
 
 std::shared_ptr<Dataset> listWebDataset(const std::string& text, const LoaderOptions& options) {
-  return makeWebDataset(text, options, nullptr);
+  return makeWebDataset(text, options, nullptr, {});
 }
 
-std::shared_ptr<Dataset> openWebDataset(const std::string& text, const LoaderOptions& options, ScanExchange shareScans) {
+std::shared_ptr<Dataset> openWebDataset(const std::string& text, const LoaderOptions& options, ScanExchange shareScans,
+                                        ScanSplit split) {
   parseImageTransforms(options.transforms);  // to read, an image dataset needs them (checked before the scan)
-  return makeWebDataset(text, options, std::move(shareScans));
+  return makeWebDataset(text, options, std::move(shareScans), split);
 }
 
 std::vector<WrittenIndex> writeDaliIndexes(const std::string& text, const std::string& outDir, const LoaderOptions& options) {

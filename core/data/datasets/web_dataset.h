@@ -12,7 +12,8 @@
 // Opening scans every shard's headers with libarchive, or with `,index=dali` reads each shard's DALI
 // index (<shard>.idx, see WebDatasetOptions::daliIndex) and opens a remote shard only when dealt.
 // Ranks opening together may share the scans of remote shards (WebDatasetOptions::shareScans):
-// each scans its own first deal's and takes the others' indexes from an all-gather.
+// each scans its own first deal's (or, where the planner deals samples, every world-th shard) and
+// takes the others' indexes from an all-gather.
 // Either way each member's byte range is known (the scan skips the data and reads only .cls
 // files; from an index a .cls is read with its image), so a worker reads an image with one pread (the
 // shard opened for it: no descriptors are held between reads). Shards in S3 or behind HTTP(S)
@@ -66,6 +67,12 @@ struct ScannedShard {
 };
 // An all-gather among the ranks of a job: given this rank's scans, every rank's (its own included).
 using ScanExchange = std::function<std::vector<ScannedShard>(const std::vector<ScannedShard>& mine)>;
+// Which shards a rank scans when ranks share scans but the loader deals it no shards (deal.world
+// == 1: `stoker feed`, whose planner deals samples, every rank opening the whole dataset): rank r
+// of `world` scans shards r, r + world, r + 2 world, ...
+struct ScanSplit {
+  int rank = 0, world = 1;
+};
 
 struct WebDatasetOptions {
   std::int64_t shuffleBuffer = 1000;
@@ -86,15 +93,16 @@ struct WebDatasetOptions {
   // The loader's deal: without a cache the scan keeps the shards it brought whole only for the
   // shards this rank reads in epoch 0, not every rank's.
   ShardDeal deal;
-  // Ranks that share their scans (no index=dali, deal.world > 1): each scans only the remote shards
-  // of its own epoch-0 deal -- the ones it reads first, whose scanned heads it keeps for that epoch
-  // -- and takes the others' indexes from this exchange, so N ranks together fetch the shards once
-  // to open them instead of N times. A shard no rank could index is scanned by each. Called once,
-  // by every rank, after its own scans (a rank whose scan failed calls it, then throws); what
-  // comes before it (an s3:// glob's listing) must not fail on one rank only, or the others wait.
-  // Under cache_dir, indexes taken from it are kept there as this rank's own scans are. Empty: every
-  // rank scans every shard.
+  // Ranks that share their scans (no index=dali, deal.world > 1 or split.world > 1): each scans
+  // only the remote shards of its own epoch-0 deal -- the ones it reads first, whose scanned heads
+  // it keeps for that epoch -- or of its split, and takes the others' indexes from this exchange,
+  // so N ranks together fetch the shards once to open them instead of N times. A shard no rank
+  // could index is scanned by each. Called once, by every rank, after its own scans: a rank whose
+  // scan or listing (an s3:// glob) failed calls it too, with what it has, then throws, so the
+  // others do not wait in it. Under cache_dir, indexes taken from it are kept there as this rank's
+  // own scans are. Empty: every rank scans every shard.
   ScanExchange shareScans;
+  ScanSplit split;  // who scans what when the deal does not say (deal.world == 1)
 };
 
 class WebDataset : public EncodedImageDataset {
@@ -229,8 +237,10 @@ std::vector<std::string> expandShardPattern(const std::string& pattern);
 
 std::shared_ptr<Dataset> openWebDataset(const std::string& spec, const LoaderOptions& options);
 // The same for one rank of a job whose ranks open it together and share their scans through
-// `shareScans` (WebDatasetOptions::shareScans; null: this rank scans every shard).
-std::shared_ptr<Dataset> openWebDataset(const std::string& spec, const LoaderOptions& options, ScanExchange shareScans);
+// `shareScans` (WebDatasetOptions::shareScans; null: this rank scans every shard); `split` says
+// which shards this rank scans when options deal it no shards of its own (ScanSplit).
+std::shared_ptr<Dataset> openWebDataset(const std::string& spec, const LoaderOptions& options, ScanExchange shareScans,
+                                        ScanSplit split = {});
 // The same, to list (openDatasetToList): without transforms when options has none.
 std::shared_ptr<Dataset> listWebDataset(const std::string& spec, const LoaderOptions& options);
 
