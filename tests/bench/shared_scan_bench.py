@@ -102,17 +102,19 @@ def main():
                     if any(p.returncode for p in procs):
                         sys.exit(f"a rank failed ({way})")
                     if a.feed:  # whole processes: no open time of their own
-                        docs = [{"open_s": float("nan"), "run_s": p.ended,
+                        docs = [{"open_s": None, "run_s": p.ended,
                                  "images": sum(e["samples"] for e in json.loads(out)["epochs"])} for p, out in zip(procs, outs)]
                     else:
                         docs = [json.loads(out.strip().splitlines()[-1]) for out in outs]
                     sent = sum(int(line) for line in open(log) if line.strip().isdigit())
                     row = {"server_bytes": sent, "of_shards": sent / shard_bytes,
-                           "open_s": max(d["open_s"] for d in docs), "run_s": max(d["run_s"] for d in docs),
+                           "open_s": None if a.feed else max(d["open_s"] for d in docs), "run_s": max(d["run_s"] for d in docs),
                            "images": sum(d["images"] for d in docs)}
                     results[way].append(row)
+                    timing = (f"whole process {row['run_s']:.2f} s" if a.feed else
+                              f"open {row['open_s']:.2f} s, open + epoch {row['run_s']:.2f} s")
                     print(f"{way:>15}: server sent {sent / 1e6:,.1f} MB = {row['of_shards']:.2f}x the shards; slowest rank "
-                          f"open {row['open_s']:.2f} s, open + epoch {row['run_s']:.2f} s ({row['images']} images)", flush=True)
+                          f"{timing} ({row['images']} images)", flush=True)
         finally:
             for p in servers:
                 p.kill()
