@@ -23,8 +23,8 @@ namespace {
 
 struct FeedArgs {
   FeedJobOptions job;
-  std::string dataset = "fashion-mnist", device = "cpu", collectives = "auto", transforms;
-  int workers = 1;
+  std::string dataset = "fashion-mnist", device = "cpu", collectives = "auto", transforms, optionsFile;
+  int workers = -1;  // -1: the options file's, else 1
   double stepMicros = 0, rendezvousTimeout = 60;
   std::vector<double> rankStepMicros;
   std::vector<std::string> publish;
@@ -39,13 +39,19 @@ void runFeed(FeedArgs& a) {
     throwBadInput("--rank-step-us", "has " + std::to_string(a.rankStepMicros.size()) + " entries for WORLD_SIZE " +
                                         std::to_string(env->worldSize));
   if (a.rendezvousTimeout <= 0) throwBadInput("--rendezvous-timeout", "must be positive");
-  LoaderOptions o;
+  // The loader's knobs (remote reads: part_size, max_inflight_parts, cache_dir, ...) from a
+  // LoaderOptions file; the job's flags say what the plan needs.
+  LoaderOptions o = a.optionsFile.empty() ? LoaderOptions{} : loadLoaderOptions(a.optionsFile);
+  if (o.sampler_type == SamplerType::Distributed || o.sampler_type == SamplerType::Weighted ||
+      o.sampler_type == SamplerType::RandomWithReplacement)
+    throwBadInput("--options " + a.optionsFile, "sampler_type " + samplerTypeName(o.sampler_type) +
+                                                    ": stoker feed's planner deals the samples to the ranks (leave it out)");
   // With weights a rank may take up to the whole global step (batch x world).
   o.batch_size = a.job.weights.empty() ? a.job.batchSize : a.job.batchSize * (env ? env->worldSize : 1);
-  o.num_workers = a.workers;
-  o.prefetch = std::max(o.prefetch, prefetchForWorkers(a.workers));  // every worker busy
+  if (a.workers >= 0 || a.optionsFile.empty()) o.num_workers = a.workers >= 0 ? a.workers : 1;
+  o.prefetch = std::max(o.prefetch, prefetchForWorkers(o.num_workers));  // every worker busy
   o.drop_last = a.job.dropLast;
-  o.transforms = a.transforms;
+  if (!a.transforms.empty()) o.transforms = a.transforms;
   refuseTransformsUnlessImages(a.dataset, o.transforms, "--transforms");
   validateLoaderOptions(o);  // the loader serves what the plan feeds it: no sampler sharding here
   const DeviceSpec device = DeviceSpec::parse(a.device);
@@ -122,7 +128,10 @@ void addFeedCommands(CLI::App& app, int& exitCode) {
   feed->add_option("--anchor-batches", j.anchorBatches, "El Che batches of the slowest rank per round (default 4)");
   feed->add_option("--step-us", args->stepMicros, "simulated training step per batch, microseconds");
   feed->add_option("--rank-step-us", args->rankStepMicros, "per-rank step time, microseconds (u0,u1,...)")->delimiter(',');
-  feed->add_option("--workers", args->workers, "loader worker threads per rank (default 1)");
+  feed->add_option("--workers", args->workers, "loader worker threads per rank (default 1, or the --options file's)");
+  feed->add_option("--options", args->optionsFile,
+                   "LoaderOptions JSON file (knob names as keys: part_size, max_inflight_parts, cache_dir, ...); "
+                   "the batch size, drop_last and the deal come from the job's flags");
   feed->add_option("--device", args->device, "cpu, sim:N or cuda:N (default cpu)");
   feed->add_option("--collectives", args->collectives,
                    "c10d backend of the ranks: auto (NCCL when --device is CUDA, else Gloo; no group for one rank), gloo or nccl (a group even for one rank)")

@@ -325,6 +325,13 @@ class TestMultiProcess : public QObject {
     QVERIFY2(r.exitCode == 2 && r.err.contains("--collectives nccl: needs a CUDA --device"), r.err.constData());
     r = stoker::test::runStoker({"feed", "--dataset", "synthetic:100,4", "--collectives", "mpi"});
     QVERIFY2(r.exitCode == 2 && r.err.contains("--collectives"), r.err.constData());
+    // The loader's knobs may come from a file, the deal may not: the job's planner deals the samples.
+    const QString options = dir.filePath("o.json");
+    QVERIFY(stoker::test::writeFile(options, R"({"sampler_type": "distributed", "shard_world_size": 2})"));
+    r = stoker::test::runStoker({"feed", "--dataset", "synthetic:100,4", "--options", options});
+    QVERIFY2(r.exitCode == 2 && r.err.contains("sampler_type distributed: stoker feed's planner deals the samples"), r.err.constData());
+    r = stoker::test::runStoker({"feed", "--dataset", "synthetic:100,4", "--options", dir.filePath("missing.json")});
+    QVERIFY2(r.exitCode == 2 && r.err.contains("missing.json"), r.err.constData());
   }
 };
 

@@ -1651,15 +1651,16 @@ torch.save(sd, sys.argv[1])
   void feedRanksShareTheirScans() {
     const QString pattern = "shards/train-{000000..000003}.tar";
     const QTemporaryDir records;
-    auto feed = [&](const QString& shards, const QString& record, QList<QByteArray>& outputs) {
-      runFeedRanks(3, {"--dataset", "wds:" + shards, "--transforms", "Resize(40),CenterCrop(32)", "--batch-size", "4",
-                       "--epochs", "2", "--workers", "1", "--record", records.filePath(record), "--json"}, outputs);
+    auto feed = [&](const QString& shards, const QString& record, QList<QByteArray>& outputs, const QStringList& more) {
+      runFeedRanks(3, QStringList{"--dataset", "wds:" + shards, "--transforms", "Resize(40),CenterCrop(32)", "--batch-size", "4",
+                                  "--epochs", "2", "--workers", "1", "--record", records.filePath(record), "--json"} + more,
+                   outputs);
     };
-    QList<QByteArray> local, remote;
-    feed(servers_.www() + "/" + pattern, "local", local);
+    QList<QByteArray> local, remote, cached;
+    feed(servers_.www() + "/" + pattern, "local", local, {});
     if (QTest::currentTestFailed()) return;
     servers_.takeLog(true);
-    feed(servers_.httpUrl(pattern), "remote", remote);
+    feed(servers_.httpUrl(pattern), "remote", remote, {});
     if (QTest::currentTestFailed()) return;
     // Requests from byte 0 per shard: the opens' scans. A sample lies past its tar header, and
     // bytes=0-0 opens a shard another rank scanned (its size and ETag) when this rank first reads it.
@@ -1681,6 +1682,18 @@ torch.save(sd, sys.argv[1])
       const QByteArray fed = readFile(records.filePath("remote") + name);
       QVERIFY(!fed.isEmpty());
       QCOMPARE(fed, readFile(records.filePath("local") + name));
+    }
+
+    // The loader's knobs come from --options: here a cache_dir the node's three ranks share, which
+    // ends up holding every shard's index (each rank's own scans and those it took from the others).
+    const QString options = records.filePath("options.json");
+    QVERIFY(writeFile(options, QString(R"({"cache_dir": "%1", "max_inflight_parts": 2})").arg(records.filePath("cache")).toUtf8()));
+    feed(servers_.httpUrl(pattern), "cached", cached, {"--options", options});
+    if (QTest::currentTestFailed()) return;
+    QCOMPARE(QDir(records.filePath("cache")).entryList({"*.wds.idx"}, QDir::Files).size(), 4);
+    for (int r = 0; r < 3; ++r) {
+      const QString name = QString("/rank%1.txt").arg(r);
+      QCOMPARE(readFile(records.filePath("cached") + name), readFile(records.filePath("local") + name));
     }
   }
 
