@@ -55,6 +55,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--feed", action="store_true", help="ranks are `stoker feed` processes, not Python ones")
+    ap.add_argument("--cache", action="store_true", help="with --feed: the ranks share a cache_dir (--options), emptied each run")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="stoker-shared-scan-")
     try:
@@ -83,6 +84,11 @@ def main():
                     open(log, "w").close()
                     subprocess.run(["kill", "-USR1", str(servers[0].pid)])  # nginx reopens its log
                     port = free_port()
+                    if a.cache:  # an empty cache for each run, shared by its ranks (one node)
+                        cache, options = os.path.join(work, "cache"), os.path.join(work, "options.json")
+                        shutil.rmtree(cache, ignore_errors=True)
+                        with open(options, "w") as f:
+                            json.dump({"cache_dir": cache, "max_inflight_parts": 16}, f)
                     procs = []
                     started = time.perf_counter()
                     for r in range(a.ranks):
@@ -92,6 +98,7 @@ def main():
                             argv = [os.path.join(a.build, "bin", "stoker"), "feed", "--dataset", spec, "--batch-size", "64",
                                     "--workers", "2", "--transforms", "Resize(64),CenterCrop(56)", "--json"]
                             argv += [] if share == "1" else ["--no-share-scans"]
+                            argv += ["--options", options] if a.cache else []
                         else:
                             argv = [PY, "-c", RANK, spec, share]
                         procs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True))
