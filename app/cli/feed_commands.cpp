@@ -4,6 +4,7 @@
 // simulated training step, and agrees with the others through c10d.
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -31,6 +32,14 @@ struct FeedArgs {
   bool noShuffle = false, json = false, noShareScans = false;
 };
 
+// Whether the LoaderOptions file at `path` names `key` (a file that sets a knob or two leaves the
+// rest to the defaults, and feed's own default workers is 1).
+bool optionsFileSets(const std::string& path, const char* key) {
+  std::ifstream in(path);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  return j.is_object() && j.contains(key);  // unreadable: loadLoaderOptions said why already
+}
+
 void runFeed(FeedArgs& a) {
   a.job.shuffle = !a.noShuffle;
   const auto env = distEnvFromEnvironment();
@@ -48,13 +57,19 @@ void runFeed(FeedArgs& a) {
                                                     ": stoker feed's planner deals the samples to the ranks (leave it out)");
   // With weights a rank may take up to the whole global step (batch x world).
   o.batch_size = a.job.weights.empty() ? a.job.batchSize : a.job.batchSize * (env ? env->worldSize : 1);
-  if (a.workers >= 0 || a.optionsFile.empty()) o.num_workers = a.workers >= 0 ? a.workers : 1;
+  if (a.workers >= 0) o.num_workers = a.workers;
+  else if (a.optionsFile.empty() || !optionsFileSets(a.optionsFile, "num_workers")) o.num_workers = 1;
   o.prefetch = std::max(o.prefetch, prefetchForWorkers(o.num_workers));  // every worker busy
   o.drop_last = a.job.dropLast;
   if (!a.transforms.empty()) o.transforms = a.transforms;
-  refuseTransformsUnlessImages(a.dataset, o.transforms, "--transforms");
+  refuseTransformsUnlessImages(a.dataset, o.transforms, a.transforms.empty() ? "transforms (--options)" : "--transforms");
   validateLoaderOptions(o);  // the loader serves what the plan feeds it: no sampler sharding here
   const DeviceSpec device = DeviceSpec::parse(a.device);
+  // What can fail on this rank alone fails before it joins the others: a device this machine or
+  // build lacks, a telemetry address it cannot take.
+  (void)DeviceBackend::create(device);
+  std::shared_ptr<TelemetryPublisher> publisher;
+  if (!a.publish.empty()) publisher = std::make_shared<TelemetryPublisher>(a.publish);
   // Ranks that feed GPUs talk through NCCL (as a PyTorch job on GPUs would), others through Gloo.
   const int cudaDevice = device.kind == DeviceKind::Cuda ? device.index : -1;
   CollectiveBackend backend = collectiveBackendFor(cudaDevice);
@@ -75,11 +90,7 @@ void runFeed(FeedArgs& a) {
   Loader loader(dataset, o, device);
   loader.setTelemetryRank(rank);
   if (group) loader.setTelemetryCollectives(collectiveBackendName(backend));
-  std::shared_ptr<TelemetryPublisher> publisher;
-  if (!a.publish.empty()) {
-    publisher = std::make_shared<TelemetryPublisher>(a.publish);
-    loader.addObserver(publisher);
-  }
+  if (publisher) loader.addObserver(publisher);
   const double micros = a.rankStepMicros.empty() ? a.stepMicros : a.rankStepMicros[static_cast<std::size_t>(rank)];
   const auto reports = runFeedJob(loader, group.get(), a.job, [&](const std::vector<Batch>& batches) {
     busyWork(micros * static_cast<double>(batches.size()));  // the "training step", per batch
@@ -128,7 +139,7 @@ void addFeedCommands(CLI::App& app, int& exitCode) {
   feed->add_option("--anchor-batches", j.anchorBatches, "El Che batches of the slowest rank per round (default 4)");
   feed->add_option("--step-us", args->stepMicros, "simulated training step per batch, microseconds");
   feed->add_option("--rank-step-us", args->rankStepMicros, "per-rank step time, microseconds (u0,u1,...)")->delimiter(',');
-  feed->add_option("--workers", args->workers, "loader worker threads per rank (default 1, or the --options file's)");
+  feed->add_option("--workers", args->workers, "loader worker threads per rank (default 1, or the --options file's num_workers)");
   feed->add_option("--options", args->optionsFile,
                    "LoaderOptions JSON file (knob names as keys: part_size, max_inflight_parts, cache_dir, ...); "
                    "the batch size, drop_last and the deal come from the job's flags");

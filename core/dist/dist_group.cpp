@@ -234,6 +234,11 @@ std::vector<double> DistGroup::allgather(double value) {
 std::vector<std::string> DistGroup::allgather(const std::string& bytes) {
   // c10d gathers tensors of one size: the lengths first, then every rank's bytes padded to the longest.
   const std::vector<std::int64_t> lengths = allgather(static_cast<std::int64_t>(bytes.size()));
+  for (std::size_t r = 0; r < lengths.size(); ++r)
+    if (lengths[r] < 0 || lengths[r] > (std::int64_t(1) << 32))  // another collective's value: not a length
+      throw Error(ErrorKind::Internal, "collective allgather",
+                  "rank " + std::to_string(r) + " is at another collective (it sent " + std::to_string(lengths[r]) +
+                      " for a length): do all ranks run with the same flags?");
   return collective(impl_->failed, "allgather", [&] {
     const std::int64_t longest = std::max<std::int64_t>(1, *std::max_element(lengths.begin(), lengths.end()));
     at::Tensor mine = at::zeros({longest}, at::kByte);

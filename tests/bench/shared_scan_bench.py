@@ -57,6 +57,8 @@ def main():
     ap.add_argument("--feed", action="store_true", help="ranks are `stoker feed` processes, not Python ones")
     ap.add_argument("--cache", action="store_true", help="with --feed: the ranks share a cache_dir (--options), emptied each run")
     a = ap.parse_args()
+    if a.cache and not a.feed:
+        ap.error("--cache is for --feed runs (the Python ranks take cache_dir= themselves)")
     work = tempfile.mkdtemp(prefix="stoker-shared-scan-")
     try:
         photos, www = os.path.join(work, "photos"), os.path.join(work, "www")
@@ -84,11 +86,11 @@ def main():
                     open(log, "w").close()
                     subprocess.run(["kill", "-USR1", str(servers[0].pid)])  # nginx reopens its log
                     port = free_port()
-                    if a.cache:  # an empty cache for each run, shared by its ranks (one node)
+                    if a.feed:  # 16 in flight as the Python ranks; with --cache, an empty cache each run, shared by the ranks (one node)
                         cache, options = os.path.join(work, "cache"), os.path.join(work, "options.json")
                         shutil.rmtree(cache, ignore_errors=True)
                         with open(options, "w") as f:
-                            json.dump({"cache_dir": cache, "max_inflight_parts": 16}, f)
+                            json.dump({"max_inflight_parts": 16, **({"cache_dir": cache} if a.cache else {})}, f)
                     procs = []
                     started = time.perf_counter()
                     for r in range(a.ranks):
@@ -98,13 +100,18 @@ def main():
                             argv = [os.path.join(a.build, "bin", "stoker"), "feed", "--dataset", spec, "--batch-size", "64",
                                     "--workers", "2", "--transforms", "Resize(64),CenterCrop(56)", "--json"]
                             argv += [] if share == "1" else ["--no-share-scans"]
-                            argv += ["--options", options] if a.cache else []
+                            argv += ["--options", options]
                         else:
                             argv = [PY, "-c", RANK, spec, share]
                         procs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True))
                     outs = []
                     for p in procs:
-                        outs.append(p.communicate()[0])
+                        try:
+                            outs.append(p.communicate(timeout=600)[0])
+                        except subprocess.TimeoutExpired:
+                            for q in procs:
+                                q.kill()
+                            sys.exit(f"a rank hung ({way})")
                         p.ended = time.perf_counter() - started
                     if any(p.returncode for p in procs):
                         sys.exit(f"a rank failed ({way})")
@@ -126,7 +133,7 @@ def main():
             for p in servers:
                 p.kill()
                 p.wait()
-        print(json.dumps({"ranks": a.ranks, "latency_ms": a.latency, "feed": a.feed, "shards": len(tars), "shard_bytes": shard_bytes,
+        print(json.dumps({"ranks": a.ranks, "latency_ms": a.latency, "feed": a.feed, "cache": a.cache, "shards": len(tars), "shard_bytes": shard_bytes,
                           **results}, indent=1))
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -1697,35 +1697,44 @@ torch.save(sd, sys.argv[1])
     }
   }
 
-  // A rank whose listing of an s3:// glob fails (here: another bucket, which does not exist) still
-  // takes part in the exchange, with no scans: the others open, scanning its share themselves,
-  // instead of waiting in the all-gather, and it reports the listing's error.
-  void aRankWhoseListingFailsStillTakesPart() {
-    LoaderOptions o = sharingRankOptions();
+  // A rank that cannot open -- its listing of an s3:// glob fails (here: another bucket, which does
+  // not exist), or its node's cache_dir cannot be made -- still takes part in the exchange, with
+  // no scans: the others open, scanning its share themselves, instead of waiting in the
+  // all-gather, and it reports its own error.
+  void aRankThatCannotOpenStillTakesPart() {
+    const LoaderOptions o = sharingRankOptions();
     const std::string good = "wds:s3://" + RemoteServers::bucket().toStdString() + "/shards/train-*.tar";
-    const std::string bad = "wds:s3://no-such-bucket-here/shards/train-*.tar";
-    ThreadAllGather gather(3);
-    const ScanExchange exchange = gather.exchange();
-    std::vector<std::shared_ptr<Dataset>> ranks(3);
-    std::vector<std::string> failures(3);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < 3; ++r)
-      threads.emplace_back([&, r] {
-        LoaderOptions mine = o;
-        mine.shard_rank = r;
-        try {
-          ranks[static_cast<std::size_t>(r)] = openWebDataset(r == 1 ? bad : good, mine, exchange);
-        } catch (const std::exception& e) {
-          failures[static_cast<std::size_t>(r)] = e.what();
-        }
-      });
-    for (auto& t : threads) t.join();
-    QCOMPARE(gather.in, 3);  // without rank 1 the others waited out ThreadAllGather's 60 s
-    QVERIFY2(failures[1].find("NoSuchBucket") != std::string::npos, failures[1].c_str());
     const auto local = openDataset("wds:" + (servers_.www() + "/shards/train-*.tar").toStdString(), o);
-    for (int r : {0, 2}) {
-      QVERIFY2(failures[static_cast<std::size_t>(r)].empty(), failures[static_cast<std::size_t>(r)].c_str());
-      QCOMPARE(ranks[static_cast<std::size_t>(r)]->size(), local->size());
+    QVERIFY(writeFile(tmp_.filePath("a-file"), "not a folder"));
+    const QList<QPair<std::function<void(std::string&, LoaderOptions&)>, std::string>> cases = {
+        {[](std::string& spec, LoaderOptions&) { spec = "wds:s3://no-such-bucket-here/shards/train-*.tar"; }, "NoSuchBucket"},
+        {[&](std::string&, LoaderOptions& mine) { mine.cache_dir = tmp_.filePath("a-file/cache").toStdString(); }, "a-file"},
+    };
+    for (const auto& [spoil, message] : cases) {
+      ThreadAllGather gather(3);
+      const ScanExchange exchange = gather.exchange();
+      std::vector<std::shared_ptr<Dataset>> ranks(3);
+      std::vector<std::string> failures(3);
+      std::vector<std::thread> threads;
+      for (int r = 0; r < 3; ++r)
+        threads.emplace_back([&, r] {
+          LoaderOptions mine = o;
+          mine.shard_rank = r;
+          std::string spec = good;
+          if (r == 1) spoil(spec, mine);
+          try {
+            ranks[static_cast<std::size_t>(r)] = openWebDataset(spec, mine, exchange);
+          } catch (const std::exception& e) {
+            failures[static_cast<std::size_t>(r)] = e.what();
+          }
+        });
+      for (auto& t : threads) t.join();
+      QCOMPARE(gather.in, 3);  // without rank 1 the others waited out ThreadAllGather's 60 s
+      QVERIFY2(failures[1].find(message) != std::string::npos, failures[1].c_str());
+      for (int r : {0, 2}) {
+        QVERIFY2(failures[static_cast<std::size_t>(r)].empty(), failures[static_cast<std::size_t>(r)].c_str());
+        QCOMPARE(ranks[static_cast<std::size_t>(r)]->size(), local->size());
+      }
     }
   }
 

@@ -1022,26 +1022,31 @@ WebDatasetOptions webDatasetOptionsOf(const DatasetSpec& spec, const LoaderOptio
 
 std::shared_ptr<Dataset> makeWebDataset(const std::string& text, const LoaderOptions& options, ScanExchange shareScans,
                                         ScanSplit split) {
-  const DatasetSpec spec = DatasetSpec::parse(text, "wds", "shuffle,index,readahead_mb");
-  WebDatasetOptions w = webDatasetOptionsOf(spec, options);
   if (split.world < 1 || split.rank < 0 || split.rank >= split.world)
     throwBadInput(text, "scan split: rank " + std::to_string(split.rank) + " of " + std::to_string(split.world));
-  w.shareScans = std::move(shareScans);
-  w.split = split;
+  const DatasetSpec spec = DatasetSpec::parse(text, "wds", "shuffle,index,readahead_mb");  // the same on every rank
+  // Whether this rank's open joins the others' exchange (sharesScans, decided from what every rank
+  // shares: an index= option is index=dali or no open at all).
+  const bool joins = shareScans && !spec.options.count("index") && (ShardDeal::of(options).world > 1 || split.world > 1) &&
+                     isRemotePath(spec.path);
+  WebDatasetOptions w;
   std::vector<std::string> shards;
   try {
-    shards = expandShardPattern(spec.path);
+    w = webDatasetOptionsOf(spec, options);  // cache_dir: a folder this node may not be able to make
+    shards = expandShardPattern(spec.path);  // an s3:// glob: a listing
   } catch (...) {
-    // The other ranks listed the shards and wait in the exchange for this rank's scans: it takes
-    // part with none (they scan its share themselves), then says why it could not open.
-    if (sharesScans(w) && isRemotePath(spec.path)) {
+    // The other ranks may have got past these and wait in the exchange for this rank's scans: it
+    // takes part with none (they scan its share themselves), then says why it could not open.
+    if (joins) {
       try {
-        (void)w.shareScans({});
-      } catch (...) {  // the listing's error is the one to report
+        (void)shareScans({});
+      } catch (...) {  // this rank's own error is the one to report
       }
     }
     throw;
   }
+  w.shareScans = std::move(shareScans);
+  w.split = split;
   return std::make_shared<WebDataset>(spec.path, std::move(shards), options.transforms, std::move(w));
 }
 

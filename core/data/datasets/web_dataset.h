@@ -98,8 +98,9 @@ struct WebDatasetOptions {
   // it keeps for that epoch -- or of its split, and takes the others' indexes from this exchange,
   // so N ranks together fetch the shards once to open them instead of N times. A shard no rank
   // could index is scanned by each. Called once, by every rank, after its own scans: a rank whose
-  // scan or listing (an s3:// glob) failed calls it too, with what it has, then throws, so the
-  // others do not wait in it. Under cache_dir, indexes taken from it are kept there as this rank's
+  // scan, listing (an s3:// glob) or cache_dir failed calls it too, with what it has, then throws,
+  // so the others do not wait in it. What fails on one rank before the open (its transforms, its
+  // options) must not, or the others wait. Under cache_dir, indexes taken from it are kept there as this rank's
   // own scans are. Empty: every rank scans every shard.
   ScanExchange shareScans;
   ScanSplit split;  // who scans what when the deal does not say (deal.world == 1)
