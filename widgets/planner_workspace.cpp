@@ -12,7 +12,7 @@
 #include <QPushButton>
 #include <QSpinBox>
 #include <QSplitter>
-#include <QTableWidget>
+#include <QTableView>
 #include <QTimer>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
@@ -24,6 +24,7 @@
 
 #include "plan/shard_plan.h"
 #include "plan_grid_view.h"
+#include "plan_rows_model.h"
 #include "util/error.h"
 
 namespace stoker {
@@ -34,9 +35,7 @@ struct PlannerResult {
   QString error;
   QString policy;
   qint64 samples = 0, steps = 0, padding = 0, dropped = 0;
-  struct Row {
-    qint64 samples, padding, steps;
-  };
+  using Row = PlanRowsModel::Row;
   QVector<Row> rows;
   std::vector<double> weights;  // as asked (weighted), for "1 : 2 as asked"
   PlanGrid grid, resumeGrid;
@@ -263,8 +262,9 @@ PlannerWorkspace::PlannerWorkspace(QWidget* parent) : QWidget(parent) {
   grid_ = new PlanGridView(top);
   grid_->setObjectName("planGrid");
   topLayout->addWidget(grid_, 1);
-  table_ = new QTableWidget(0, 5, results);
-  table_->setHorizontalHeaderLabels({tr("rank"), tr("samples"), tr("padding"), tr("steps"), tr("share")});
+  rows_ = new PlanRowsModel(this);
+  table_ = new QTableView(results);
+  table_->setModel(rows_);
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
   table_->verticalHeader()->hide();
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -419,21 +419,7 @@ void PlannerWorkspace::showResult(const PlannerResult& r) {
                      .arg(r.dropped);
   summary_->setText(lastSummary_ + "; " + splitVerdict(r) + tr("; planned in %L1 ms").arg(r.ms, 0, 'f', 1));
   grid_->setGrid(r.grid);
-  table_->setUpdatesEnabled(false);
-  table_->setRowCount(static_cast<int>(r.rows.size()));
-  const double total = std::max<double>(1, static_cast<double>(r.samples));
-  for (int k = 0; k < r.rows.size(); ++k) {
-    const auto& row = r.rows[k];
-    const QStringList cells = {QString::number(k), QLocale().toString(row.samples), QLocale().toString(row.padding),
-                               QLocale().toString(row.steps),
-                               QString::number(100.0 * static_cast<double>(row.samples) / total, 'f', 1) + " %"};
-    for (int c = 0; c < cells.size(); ++c) {
-      auto* item = new QTableWidgetItem(cells[c]);
-      if (c == 0) item->setBackground(PlanGridView::rankColor(k));
-      table_->setItem(k, c, item);
-    }
-  }
-  table_->setUpdatesEnabled(true);
+  rows_->setRows(r.rows, r.samples);
   PlanGrid noResume;
   noResume.caption = tr("set “Resume after” to preview an interrupted epoch on another world size");
   resumeGrid_->setGrid(r.hasResume ? r.resumeGrid : noResume);

@@ -14,12 +14,13 @@ class QComboBox;
 class QLabel;
 class QLineEdit;
 class QSpinBox;
-class QTableWidget;
+class QTableView;
 class QTimer;
 
 namespace stoker {
 
 class PlanGridView;
+class PlanRowsModel;
 struct PlannerResult;
 
 struct PlannerInputs {
@@ -74,7 +75,8 @@ class PlannerWorkspace : public QWidget {
   QString lastSummary_;  // the last valid plan's header, quoted while the form is invalid
   QComboBox* policy_;
   QLabel *summary_, *error_;
-  QTableWidget* table_;
+  QTableView* table_;
+  PlanRowsModel* rows_;
   PlanGridView *grid_, *resumeGrid_;
   QTimer* debounce_;
   QFutureWatcher<PlannerResult>* watcher_;

@@ -8,7 +8,7 @@
 #include <QLabel>
 #include <QLocale>
 #include <QSignalSpy>
-#include <QTableWidget>
+#include <QTableView>
 #include <QThread>
 #include <QTimer>
 #include <ctime>
@@ -42,9 +42,9 @@ class TestPlannerWorkspace : public QObject {
 
   void showsTheCorePlan() {
     PlannerWorkspace w;
-    auto* table = w.findChild<QTableWidget*>();
+    auto* table = w.findChild<QTableView*>();
     QVERIFY(table);
-    QCOMPARE(table->rowCount(), 4);  // the default plan is there from the start
+    QCOMPARE(table->model()->rowCount(), 4);  // the default plan is there from the start
     PlannerInputs in;
     in.samples = 1003, in.worldSize = 3, in.batchSize = 16, in.seed = 9, in.epoch = 2;
     in.policy = "weighted", in.weights = "3,1,2", in.resumeFrom = 0;
@@ -53,10 +53,10 @@ class TestPlannerWorkspace : public QObject {
     PlanRequest r;
     r.samples = 1003, r.worldSize = 3, r.batchSize = 16, r.seed = 9, r.epoch = 2, r.weights = {3, 1, 2};
     const ShardPlan plan = makeShardPlan(r);
-    QCOMPARE(table->rowCount(), 3);
+    QCOMPARE(table->model()->rowCount(), 3);
     for (int k = 0; k < 3; ++k) {
-      QCOMPARE(table->item(k, 1)->text().remove(QLocale().groupSeparator()).toLongLong(), static_cast<qint64>(plan.ranks[static_cast<std::size_t>(k)].indices.size()));
-      QCOMPARE(table->item(k, 3)->text().remove(QLocale().groupSeparator()).toLongLong(), static_cast<qint64>(plan.ranks[static_cast<std::size_t>(k)].stepSizes.size()));
+      QCOMPARE(table->model()->index(k, 1).data().toString().remove(QLocale().groupSeparator()).toLongLong(), static_cast<qint64>(plan.ranks[static_cast<std::size_t>(k)].indices.size()));
+      QCOMPARE(table->model()->index(k, 3).data().toString().remove(QLocale().groupSeparator()).toLongLong(), static_cast<qint64>(plan.ranks[static_cast<std::size_t>(k)].stepSizes.size()));
     }
     auto* grid = w.findChild<PlanGridView*>("planGrid");
     QVERIFY(grid);
@@ -104,7 +104,7 @@ class TestPlannerWorkspace : public QObject {
     QCOMPARE(in.worldSize, 3);
     QCOMPARE(in.policy, QString("weighted"));
     QCOMPARE(in.weights, QString("2,1,1"));
-    QCOMPARE(w.findChild<QTableWidget*>()->item(0, 1)->text().remove(QLocale().groupSeparator()).toLongLong(), qint64{30000});
+    QCOMPARE(w.findChild<QTableView*>()->model()->index(0, 1).data().toString().remove(QLocale().groupSeparator()).toLongLong(), qint64{30000});
   }
 
   void resumePreviewOnAnotherWorldSize() {
@@ -132,7 +132,7 @@ class TestPlannerWorkspace : public QObject {
     QVERIFY(!w.planIsStale());
     QVERIFY2(w.summaryText().contains("10,000 samples"), qPrintable(w.summaryText()));
     auto* grid = w.findChild<PlanGridView*>("planGrid");
-    auto* table = w.findChild<QTableWidget*>();
+    auto* table = w.findChild<QTableView*>();
     QVERIFY(grid->isEnabled() && table->isEnabled());
 
     in.resumeFrom = 24576;
@@ -210,7 +210,7 @@ class TestPlannerWorkspace : public QObject {
     QTest::qWait(50);  // the repaint after the result
     probe.stop();
     QVERIFY(!ready.isEmpty());
-    QCOMPARE(w.findChild<QTableWidget*>()->rowCount(), 1024);
+    QCOMPARE(w.findChild<QTableView*>()->model()->rowCount(), 1024);
     qInfo("longest event-loop gap: %lld ms (%lld ms by the wall clock, waits for a CPU included)", probe.worstMs(), probe.rawWorstMs());
     QVERIFY2(probe.worstMs() < stoker::test::stallBudgetMs(),
              qPrintable(QString("the event loop stalled %1 ms").arg(probe.worstMs())));
