@@ -1710,7 +1710,8 @@ torch.save(sd, sys.argv[1])
         {[](std::string& spec, LoaderOptions&) { spec = "wds:s3://no-such-bucket-here/shards/train-*.tar"; }, "NoSuchBucket"},
         {[&](std::string&, LoaderOptions& mine) { mine.cache_dir = tmp_.filePath("a-file/cache").toStdString(); }, "a-file"},
     };
-    for (const auto& [spoil, message] : cases) {
+    for (const auto& [spoilRank1, message] : cases) {
+      const auto& spoil = spoilRank1;  // a plain reference: a lambda may not capture a structured binding (C++17)
       ThreadAllGather gather(3);
       const ScanExchange exchange = gather.exchange();
       std::vector<std::shared_ptr<Dataset>> ranks(3);
