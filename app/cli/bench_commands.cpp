@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -55,15 +54,6 @@ struct BenchArgs {
   std::int64_t anchorBatches = 4;
 };
 
-
-// Whether the options file names `prefetch` itself (a file saved by --save-options does; one
-// written by hand to set a knob or two often does not, and then takes the ring from --workers).
-bool optionsFileSetsPrefetch(const std::string& path) {
-  std::ifstream in(path);
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-  return !j.is_object() || j.contains("prefetch");  // unreadable: loadLoaderOptions said why already
-}
-
 LoaderOptions resolveOptions(const BenchArgs& a) {
   LoaderOptions o = !a.preset.empty() ? presetByName(a.preset)
                     : !a.optionsFile.empty() ? loadLoaderOptions(a.optionsFile)
@@ -75,7 +65,9 @@ LoaderOptions resolveOptions(const BenchArgs& a) {
   // More workers than a preset's ring can keep busy: the ring grows with them (two batches each,
   // as gpu_optimized sizes it), unless --prefetch or the options file sets the depth. A file that
   // set only normalize_on left 15 workers on an H200 behind a ring of 4 (5,000 img/s for 18,000).
-  else if (a.workers > 0 && (a.optionsFile.empty() || !optionsFileSetsPrefetch(a.optionsFile)))
+  // A file saved by --save-options names prefetch; one written by hand often does not, and then
+  // takes the ring from --workers.
+  else if (a.workers > 0 && (a.optionsFile.empty() || !loaderOptionsFileSets(a.optionsFile, "prefetch")))
     o.prefetch = std::max(o.prefetch, prefetchForWorkers(a.workers));
   if (a.reuse) o.reuse_buffers = true;
   if (!a.transforms.empty()) o.transforms = a.transforms;

@@ -4,7 +4,6 @@
 // simulated training step, and agrees with the others through c10d.
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -32,14 +31,6 @@ struct FeedArgs {
   bool noShuffle = false, json = false, noShareScans = false;
 };
 
-// Whether the LoaderOptions file at `path` names `key` (a file that sets a knob or two leaves the
-// rest to the defaults, and feed's own default workers is 1).
-bool optionsFileSets(const std::string& path, const char* key) {
-  std::ifstream in(path);
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-  return j.is_object() && j.contains(key);  // unreadable: loadLoaderOptions said why already
-}
-
 void runFeed(FeedArgs& a) {
   a.job.shuffle = !a.noShuffle;
   const auto env = distEnvFromEnvironment();
@@ -58,7 +49,7 @@ void runFeed(FeedArgs& a) {
   // With weights a rank may take up to the whole global step (batch x world).
   o.batch_size = a.job.weights.empty() ? a.job.batchSize : a.job.batchSize * (env ? env->worldSize : 1);
   if (a.workers >= 0) o.num_workers = a.workers;
-  else if (a.optionsFile.empty() || !optionsFileSets(a.optionsFile, "num_workers")) o.num_workers = 1;
+  else if (a.optionsFile.empty() || !loaderOptionsFileSets(a.optionsFile, "num_workers")) o.num_workers = 1;  // feed's default
   o.prefetch = std::max(o.prefetch, prefetchForWorkers(o.num_workers));  // every worker busy
   o.drop_last = a.job.dropLast;
   if (!a.transforms.empty()) o.transforms = a.transforms;

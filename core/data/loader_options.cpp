@@ -263,6 +263,12 @@ LoaderOptions loadLoaderOptions(const std::string& path) {
   return loaderOptionsFromJson(text.str(), path);
 }
 
+bool loaderOptionsFileSets(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  return j.is_object() && j.contains(key);
+}
+
 void saveLoaderOptions(const std::string& path, const LoaderOptions& o) {
   validateLoaderOptions(o);
   AtomicFile file(path);

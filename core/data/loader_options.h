@@ -133,6 +133,10 @@ void validateLoaderOptions(const LoaderOptions& o);
 std::string loaderOptionsToJson(const LoaderOptions& o);
 LoaderOptions loaderOptionsFromJson(const std::string& text, const std::string& source = "options");
 LoaderOptions loadLoaderOptions(const std::string& path);
+// Whether the options file at `path` names `key` itself: a file written by hand to set a knob or
+// two leaves the rest to the defaults, which a command may choose otherwise (false for a file
+// that does not parse: loadLoaderOptions says why).
+bool loaderOptionsFileSets(const std::string& path, const std::string& key);
 void saveLoaderOptions(const std::string& path, const LoaderOptions& o);
 
 // What a knob does in Stoker: the effect, or that it only matters in the

@@ -119,9 +119,10 @@ struct ThreadAllGather {
   int in = 0;
 };
 
-// Opens `url` as `world` ranks on threads of this process, rank r with optionsFor(r), sharing
-// scans through `exchange`: the datasets, and in `failures` each rank's error ("" when it opened).
-std::vector<std::shared_ptr<Dataset>> openRanksOnThreads(const std::string& url, int world,
+// Opens urlFor(r) as rank r of `world` ranks on threads of this process, with optionsFor(r),
+// sharing scans through `exchange`: the datasets, and in `failures` each rank's error ("" when it
+// opened).
+std::vector<std::shared_ptr<Dataset>> openRanksOnThreads(const std::function<std::string(int)>& urlFor, int world,
                                                          const std::function<LoaderOptions(int)>& optionsFor,
                                                          const ScanExchange& exchange, std::vector<std::string>& failures) {
   std::vector<std::shared_ptr<Dataset>> ranks(static_cast<std::size_t>(world));
@@ -130,13 +131,19 @@ std::vector<std::shared_ptr<Dataset>> openRanksOnThreads(const std::string& url,
   for (int r = 0; r < world; ++r)
     threads.emplace_back([&, r] {
       try {
-        ranks[static_cast<std::size_t>(r)] = openWebDataset(url, optionsFor(r), exchange);
+        ranks[static_cast<std::size_t>(r)] = openWebDataset(urlFor(r), optionsFor(r), exchange);
       } catch (const std::exception& e) {
         failures[static_cast<std::size_t>(r)] = e.what();
       }
     });
   for (auto& t : threads) t.join();
   return ranks;
+}
+// The same ranks all opening `url`.
+std::vector<std::shared_ptr<Dataset>> openRanksOnThreads(const std::string& url, int world,
+                                                         const std::function<LoaderOptions(int)>& optionsFor,
+                                                         const ScanExchange& exchange, std::vector<std::string>& failures) {
+  return openRanksOnThreads([&url](int) { return url; }, world, optionsFor, exchange, failures);
 }
 
 // The options of the scan-sharing tests' three ranks (shard_rank left to each).
@@ -1706,32 +1713,26 @@ torch.save(sd, sys.argv[1])
     const std::string good = "wds:s3://" + RemoteServers::bucket().toStdString() + "/shards/train-*.tar";
     const auto local = openDataset("wds:" + (servers_.www() + "/shards/train-*.tar").toStdString(), o);
     QVERIFY(writeFile(tmp_.filePath("a-file"), "not a folder"));
-    const QList<QPair<std::function<void(std::string&, LoaderOptions&)>, std::string>> cases = {
-        {[](std::string& spec, LoaderOptions&) { spec = "wds:s3://no-such-bucket-here/shards/train-*.tar"; }, "NoSuchBucket"},
-        {[&](std::string&, LoaderOptions& mine) { mine.cache_dir = tmp_.filePath("a-file/cache").toStdString(); }, "a-file"},
+    struct Case {
+      std::string rank1Spec, rank1CacheDir, message;
     };
-    for (const auto& [spoilRank1, message] : cases) {
-      const auto& spoil = spoilRank1;  // a plain reference: a lambda may not capture a structured binding (C++17)
+    const Case cases[] = {
+        {"wds:s3://no-such-bucket-here/shards/train-*.tar", "", "NoSuchBucket"},
+        {good, tmp_.filePath("a-file/cache").toStdString(), "a-file"},
+    };
+    for (const Case& c : cases) {
       ThreadAllGather gather(3);
-      const ScanExchange exchange = gather.exchange();
-      std::vector<std::shared_ptr<Dataset>> ranks(3);
-      std::vector<std::string> failures(3);
-      std::vector<std::thread> threads;
-      for (int r = 0; r < 3; ++r)
-        threads.emplace_back([&, r] {
-          LoaderOptions mine = o;
-          mine.shard_rank = r;
-          std::string spec = good;
-          if (r == 1) spoil(spec, mine);
-          try {
-            ranks[static_cast<std::size_t>(r)] = openWebDataset(spec, mine, exchange);
-          } catch (const std::exception& e) {
-            failures[static_cast<std::size_t>(r)] = e.what();
-          }
-        });
-      for (auto& t : threads) t.join();
+      std::vector<std::string> failures;
+      const auto ranks = openRanksOnThreads([&](int r) { return r == 1 ? c.rank1Spec : good; }, 3,
+                                            [&](int r) {
+                                              LoaderOptions mine = o;
+                                              mine.shard_rank = r;
+                                              if (r == 1) mine.cache_dir = c.rank1CacheDir;
+                                              return mine;
+                                            },
+                                            gather.exchange(), failures);
       QCOMPARE(gather.in, 3);  // without rank 1 the others waited out ThreadAllGather's 60 s
-      QVERIFY2(failures[1].find(message) != std::string::npos, failures[1].c_str());
+      QVERIFY2(failures[1].find(c.message) != std::string::npos, failures[1].c_str());
       for (int r : {0, 2}) {
         QVERIFY2(failures[static_cast<std::size_t>(r)].empty(), failures[static_cast<std::size_t>(r)].c_str());
         QCOMPARE(ranks[static_cast<std::size_t>(r)]->size(), local->size());

@@ -75,9 +75,10 @@ constexpr std::uint64_t kMaxClsBytes = 64;
 constexpr std::uint64_t kSpanSlack = std::uint64_t(64) << 10;
 constexpr std::size_t kMaxIndexBytes = std::size_t(256) << 20;
 
-// Whether an open with these options hands its scans to the other ranks (when a shard is remote).
-bool sharesScans(const WebDatasetOptions& w) {
-  return w.shareScans && !w.daliIndex && (w.deal.world > 1 || w.split.world > 1);
+// Whether an open hands its scans to the other ranks (when a shard is remote): an exchange, no
+// index=dali, and ranks that deal shards or split the scans. Every rank of a job decides alike.
+bool sharesScans(bool exchange, bool daliIndex, int dealWorld, int splitWorld) {
+  return exchange && !daliIndex && (dealWorld > 1 || splitWorld > 1);
 }
 
 }  // namespace
@@ -249,7 +250,8 @@ void WebDataset::openShards() {
   peerScanEtags_.assign(n, {});
   peerScanned_.assign(n, false);
   // Sharing scans, this rank first scans only the remote shards of its own first deal (or split).
-  const bool sharing = sharesScans(options_) && std::any_of(isRemote_.begin(), isRemote_.end(), [](bool r) { return r; });
+  const bool sharing = sharesScans(static_cast<bool>(options_.shareScans), options_.daliIndex, options_.deal.world, options_.split.world) &&
+                       std::any_of(isRemote_.begin(), isRemote_.end(), [](bool r) { return r; });
   const ScanSplit& split = options_.split;
   auto scansHere = [&](std::size_t s) {
     return options_.deal.world > 1 ? firstDeal_[s] : static_cast<int>(s % static_cast<std::size_t>(split.world)) == split.rank;
@@ -1025,9 +1027,10 @@ std::shared_ptr<Dataset> makeWebDataset(const std::string& text, const LoaderOpt
   if (split.world < 1 || split.rank < 0 || split.rank >= split.world)
     throwBadInput(text, "scan split: rank " + std::to_string(split.rank) + " of " + std::to_string(split.world));
   const DatasetSpec spec = DatasetSpec::parse(text, "wds", "shuffle,index,readahead_mb");  // the same on every rank
-  // Whether this rank's open joins the others' exchange (sharesScans, decided from what every rank
-  // shares: an index= option is index=dali or no open at all).
-  const bool joins = shareScans && !spec.options.count("index") && (ShardDeal::of(options).world > 1 || split.world > 1) &&
+  // Whether this rank's open joins the others' exchange, decided before anything that may fail on
+  // this rank alone (an index= option is index=dali, or no rank opens).
+  const bool joins = sharesScans(static_cast<bool>(shareScans), spec.options.count("index") > 0, ShardDeal::of(options).world,
+                                 split.world) &&
                      isRemotePath(spec.path);
   WebDatasetOptions w;
   std::vector<std::string> shards;
