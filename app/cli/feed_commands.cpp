@@ -3,6 +3,7 @@
 // as rank 0 of 1. Each rank loads its planned share of every epoch, runs a
 // simulated training step, and agrees with the others through c10d.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <memory>
 
@@ -77,7 +78,9 @@ void runFeed(FeedArgs& a) {
     if (!a.json) std::fprintf(stderr, "rank %d: collectives over %s\n", rank, collectiveBackendName(backend).c_str());
   }
   // The group is formed first: ranks opening remote WebDataset shards share their scans over it.
+  const auto opening = std::chrono::steady_clock::now();
   auto dataset = openDatasetSharingScans(a.dataset, o, a.noShareScans ? nullptr : group.get());
+  const double openSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - opening).count();
   Loader loader(dataset, o, device);
   loader.setTelemetryRank(rank);
   if (group) loader.setTelemetryCollectives(collectiveBackendName(backend));
@@ -95,8 +98,9 @@ void runFeed(FeedArgs& a) {
                       {"samples", r.samples},
                       {"padding", r.padding},
                       {"plan_digest", r.planDigest},
-                      {"el_che_counts", r.elCheCounts}});
-  nlohmann::json doc = {{"rank", rank}, {"world_size", env ? env->worldSize : 1}, {"epochs", epochs}};
+                      {"el_che_counts", r.elCheCounts},
+                      {"seconds", r.seconds}});
+  nlohmann::json doc = {{"rank", rank}, {"world_size", env ? env->worldSize : 1}, {"open_s", openSeconds}, {"epochs", epochs}};
   if (group) doc["collectives"] = collectiveBackendName(group->backend());
   if (a.json) {
     printJson(doc);

@@ -242,7 +242,9 @@ std::vector<FeedEpochReport> runFeedJob(Loader& loader, DistGroup* group, const 
   EpochRun run{loader, ranks, o, step, recorder, samples};
   std::vector<FeedEpochReport> reports;
   for (std::int64_t e = firstEpoch; e < o.epochs; ++e) {
+    const auto start = Clock::now();
     reports.push_back(o.elChe ? run.elChe(e, resumeFrom) : run.planned(e, resumeFrom));
+    reports.back().seconds = std::chrono::duration<double>(Clock::now() - start).count();
     resumeFrom = 0;
     run.commit(e + 1, 0);
   }

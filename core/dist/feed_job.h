@@ -54,6 +54,7 @@ struct FeedEpochReport {
   std::int64_t padding = 0;
   std::string planDigest;    // equal on every rank (checked)
   std::vector<std::int64_t> elCheCounts;  // El Che counts after the last exchange (before the end-of-epoch clamp)
+  double seconds = 0;  // this rank's wall time for the epoch, from its plan to its last step
 };
 
 // `step` is the training step on the rank's batches of one step (El Che:

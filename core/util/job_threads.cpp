@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -37,7 +38,11 @@ class KeptThreads {
 
   // body() on `helpers` helper threads and on the caller; returns once every run has returned.
   // A body must not throw (forEachInParallel's catches what its items throw).
-  void run(int helpers, const std::function<void()>& body) {
+  void run(int helpers, const std::function<void()>& body) { run(helpers, body, body); }
+
+  // body() on `helpers` helper threads while the caller runs `own`; returns once every run has
+  // returned. Neither may throw.
+  void run(int helpers, const std::function<void()>& body, const std::function<void()>& own) {
     busy_ = true;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -47,7 +52,7 @@ class KeptThreads {
       taken_ = 0;
     }
     wake_.notify_all();
-    body();
+    own();
     std::unique_lock<std::mutex> lock(mutex_);
     // The caller's body returned: every item is taken. Helpers not started yet have nothing to do.
     wanted_ = taken_;
@@ -104,6 +109,57 @@ void forEachInParallelKept(std::int64_t count, int threads, const std::function<
       }
     }
   });
+  if (failure) std::rethrow_exception(failure);
+}
+
+void forEachFetchedInOrder(std::int64_t count, int threads, const std::function<void(std::int64_t)>& fetch,
+                           const std::function<void(std::int64_t)>& use, double* waited) {
+  using Clock = std::chrono::steady_clock;
+  thread_local KeptThreads kept;
+  const int helpers = static_cast<int>(std::clamp<std::int64_t>(count, 1, std::max(threads, 1)));
+  if (count <= 1 || kept.busy()) {
+    const auto start = Clock::now();
+    forEachInParallel(count, threads, fetch);
+    if (waited) *waited += std::chrono::duration<double>(Clock::now() - start).count();
+    for (std::int64_t i = 0; i < count; ++i) use(i);
+    return;
+  }
+  std::atomic<std::int64_t> next{0};
+  std::atomic<bool> stop{false};
+  std::mutex mutex;
+  std::condition_variable fetched;
+  std::vector<char> done(static_cast<std::size_t>(count), 0);  // guarded by mutex
+  std::exception_ptr failure;
+  kept.run(
+      helpers,
+      [&] {
+        for (std::int64_t i; !stop.load(std::memory_order_relaxed) && (i = next++) < count;) {
+          fetch(i);
+          {
+            std::lock_guard<std::mutex> lock(mutex);
+            done[static_cast<std::size_t>(i)] = 1;
+          }
+          fetched.notify_one();  // only the caller waits
+        }
+      },
+      [&] {
+        try {
+          for (std::int64_t i = 0; i < count; ++i) {
+            {
+              std::unique_lock<std::mutex> lock(mutex);
+              if (!done[static_cast<std::size_t>(i)]) {
+                const auto start = Clock::now();
+                fetched.wait(lock, [&] { return done[static_cast<std::size_t>(i)] != 0; });
+                if (waited) *waited += std::chrono::duration<double>(Clock::now() - start).count();
+              }
+            }
+            use(i);
+          }
+        } catch (...) {
+          failure = std::current_exception();
+          stop = true;  // run() then waits for the fetches still running
+        }
+      });
   if (failure) std::rethrow_exception(failure);
 }
 

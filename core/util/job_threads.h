@@ -14,4 +14,13 @@ namespace stoker {
 // rethrown here. A call made from inside a body on the same thread runs on fresh threads instead.
 void forEachInParallelKept(std::int64_t count, int threads, const std::function<void(std::int64_t)>& body);
 
+// fetch(i) for every i in [0, count) on `threads` kept helper threads (taken in index order),
+// while the caller runs use(0), use(1), ... each as soon as its fetch has returned: a remote batch's
+// first image is decoded while the rest download, not after the last arrives. fetch must not
+// throw (keep the error for use to throw). An exception from use stops the helpers taking more
+// items, waits for the fetches running, and is rethrown. Nested in a body, the fetches run first.
+// `waited`, when given, gains the seconds the caller spent waiting for fetches (a read stage).
+void forEachFetchedInOrder(std::int64_t count, int threads, const std::function<void(std::int64_t)>& fetch,
+                           const std::function<void(std::int64_t)>& use, double* waited = nullptr);
+
 }  // namespace stoker

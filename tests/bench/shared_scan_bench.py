@@ -11,7 +11,8 @@ slowest rank's open and open + epoch. Ranks alternate between the two ways, --ro
 
 With --feed the ranks are `stoker feed` processes (a c10d Gloo job whose planner deals samples),
 sharing their scans over their group or not (--no-share-scans); each rank's whole run is timed,
-process start included, as feed reports no open time.
+process start included, beside the open and the epoch each rank reports. A third way, "local", runs the same ranks on
+the shards' own files: the peer the remote runs are measured against.
 
     tests/bench/shared_scan_bench.py [--images 5000] [--per-shard 50] [--ranks 3] [--latency 10] [--rounds 2] [--feed]
 """
@@ -46,6 +47,13 @@ print(json.dumps({"rank": dist.get_rank(), "open_s": opened, "run_s": total, "im
 '''
 
 
+def busy_cpu_seconds():
+    """The machine's CPU time so far, every process and the kernel's network work included."""
+    with open("/proc/stat") as f:
+        user, nice, system, idle, iowait, irq, softirq = (int(x) for x in f.readline().split()[1:8])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--images", type=int, default=5000)
@@ -55,6 +63,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--feed", action="store_true", help="ranks are `stoker feed` processes, not Python ones")
+    ap.add_argument("--max-inflight-parts", type=int, default=16, help="with --feed: the ranks' max_inflight_parts")
     ap.add_argument("--cache", action="store_true", help="with --feed: the ranks share a cache_dir (--options), emptied each run")
     a = ap.parse_args()
     if a.cache and not a.feed:
@@ -79,25 +88,28 @@ def main():
         wait_port(relay_port)
         spec = f"wds:http://127.0.0.1:{relay_port}/shards/{tars[0][:-10]}{{000000..{len(tars) - 1:06d}}}.tar"
         log = os.path.join(run, "access.log")
-        results = {"shared": [], "each_scans_all": []}
+        local_spec = f"wds:{os.path.join(www, 'shards', tars[0][:-10])}{{000000..{len(tars) - 1:06d}}}.tar"
+        ways = (("shared", "1"), ("each_scans_all", "0")) + ((("local", "1"),) if a.feed else ())
+        results = {way: [] for way, _ in ways}
         try:
             for _ in range(a.rounds):
-                for way, share in (("shared", "1"), ("each_scans_all", "0")):
+                for way, share in ways:
                     open(log, "w").close()
                     subprocess.run(["kill", "-USR1", str(servers[0].pid)])  # nginx reopens its log
                     port = free_port()
-                    if a.feed:  # 16 in flight as the Python ranks; with --cache, an empty cache each run, shared by the ranks (one node)
+                    if a.feed:  # 16 in flight as the Python ranks (--max-inflight-parts); with --cache, an empty cache each run, shared by the ranks (one node)
                         cache, options = os.path.join(work, "cache"), os.path.join(work, "options.json")
                         shutil.rmtree(cache, ignore_errors=True)
                         with open(options, "w") as f:
-                            json.dump({"max_inflight_parts": 16, **({"cache_dir": cache} if a.cache else {})}, f)
+                            json.dump({"max_inflight_parts": a.max_inflight_parts, **({"cache_dir": cache} if a.cache else {})}, f)
                     procs = []
+                    cpu_before = busy_cpu_seconds()
                     started = time.perf_counter()
                     for r in range(a.ranks):
                         env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(a.ranks), MASTER_ADDR="127.0.0.1",
                                    MASTER_PORT=str(port), PYTHONPATH=os.path.join(a.build, "python"))
                         if a.feed:
-                            argv = [os.path.join(a.build, "bin", "stoker"), "feed", "--dataset", spec, "--batch-size", "64",
+                            argv = [os.path.join(a.build, "bin", "stoker"), "feed", "--dataset", local_spec if way == "local" else spec, "--batch-size", "64",
                                     "--workers", "2", "--transforms", "Resize(64),CenterCrop(56)", "--json"]
                             argv += [] if share == "1" else ["--no-share-scans"]
                             argv += ["--options", options]
@@ -113,22 +125,28 @@ def main():
                                 q.kill()
                             sys.exit(f"a rank hung ({way})")
                         p.ended = time.perf_counter() - started
+                    cpu = busy_cpu_seconds() - cpu_before
                     if any(p.returncode for p in procs):
                         sys.exit(f"a rank failed ({way})")
-                    if a.feed:  # whole processes: no open time of their own
-                        docs = [{"open_s": None, "run_s": p.ended,
-                                 "images": sum(e["samples"] for e in json.loads(out)["epochs"])} for p, out in zip(procs, outs)]
+                    if a.feed:  # whole processes, and the open and the epoch each rank reports
+                        docs = []
+                        for p, out in zip(procs, outs):
+                            doc = json.loads(out)
+                            docs.append({"open_s": doc["open_s"], "run_s": p.ended, "epoch_s": sum(e["seconds"] for e in doc["epochs"]),
+                                         "images": sum(e["samples"] for e in doc["epochs"])})
                     else:
                         docs = [json.loads(out.strip().splitlines()[-1]) for out in outs]
                     sent = sum(int(line) for line in open(log) if line.strip().isdigit())
                     row = {"server_bytes": sent, "of_shards": sent / shard_bytes,
-                           "open_s": None if a.feed else max(d["open_s"] for d in docs), "run_s": max(d["run_s"] for d in docs),
-                           "images": sum(d["images"] for d in docs)}
+                           "open_s": max(d["open_s"] for d in docs), "run_s": max(d["run_s"] for d in docs),
+                           "images": sum(d["images"] for d in docs), "cpu_s": cpu}
+                    if a.feed:
+                        row["epoch_s"] = max(d["epoch_s"] for d in docs)
                     results[way].append(row)
-                    timing = (f"whole process {row['run_s']:.2f} s" if a.feed else
+                    timing = (f"open {row['open_s']:.2f} s, epoch {row['epoch_s']:.2f} s, whole process {row['run_s']:.2f} s" if a.feed else
                               f"open {row['open_s']:.2f} s, open + epoch {row['run_s']:.2f} s")
                     print(f"{way:>15}: server sent {sent / 1e6:,.1f} MB = {row['of_shards']:.2f}x the shards; slowest rank "
-                          f"{timing} ({row['images']} images)", flush=True)
+                          f"{timing}; machine CPU {cpu:.1f} s ({row['images']} images)", flush=True)
         finally:
             for p in servers:
                 p.kill()

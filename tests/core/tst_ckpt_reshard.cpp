@@ -12,6 +12,7 @@
 #include <fstream>
 #include <mutex>
 #include <set>
+#include <numeric>
 #include <thread>
 
 #include <sys/xattr.h>
@@ -485,6 +486,61 @@ class TestCkptReshard : public QObject {
     std::atomic<int> inner{0};
     forEachInParallelKept(3, 3, [&](std::int64_t) { forEachInParallelKept(5, 2, [&](std::int64_t) { ++inner; }); });
     QCOMPARE(inner.load(), 15);
+  }
+
+  // forEachFetchedInOrder: each item used once, in order, as soon as its own fetch is in (the
+  // first is used while later fetches still run); an error from use stops the fetches not yet
+  // taken and comes back after the running ones end; nested, it still fetches then uses.
+  void fetchedItemsAreUsedInOrderAsTheyArrive() {
+    constexpr int kItems = 24;
+    std::vector<std::atomic<int>> fetched(kItems);
+    std::vector<std::int64_t> used;
+    std::atomic<int> fetchesEnded{0};
+    int endedWhenFirstUsed = -1;
+    forEachFetchedInOrder(
+        kItems, 4,
+        [&](std::int64_t i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(i == 0 ? 1 : 20));
+          ++fetched[static_cast<std::size_t>(i)];
+          ++fetchesEnded;
+        },
+        [&](std::int64_t i) {
+          QCOMPARE(fetched[static_cast<std::size_t>(i)].load(), 1);  // never before its fetch
+          if (i == 0) endedWhenFirstUsed = fetchesEnded.load();
+          used.push_back(i);
+        });
+    std::vector<std::int64_t> inOrder(kItems);
+    std::iota(inOrder.begin(), inOrder.end(), 0);
+    QCOMPARE(used, inOrder);
+    // 24 fetches of 20 ms on 4 threads take ~120 ms; item 0 was in after 1 ms.
+    QVERIFY2(endedWhenFirstUsed < kItems / 2, qPrintable(QString::number(endedWhenFirstUsed)));
+    std::atomic<int> started{0};
+    try {
+      forEachFetchedInOrder(
+          200, 2,
+          [&](std::int64_t) {
+            ++started;
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          },
+          [](std::int64_t i) {
+            if (i == 1) throw Error(ErrorKind::BadInput, "item 1", "refused");
+          });
+      QFAIL("use's error was lost");
+    } catch (const Error& e) {
+      QVERIFY(std::string(e.what()).find("item 1") != std::string::npos);
+    }
+    QVERIFY2(started.load() < 200, "the fetches went on after use failed");
+    int inner = 0;
+    forEachFetchedInOrder(
+        2, 2, [](std::int64_t) {},
+        [&](std::int64_t) {
+          std::vector<int> seen;
+          forEachFetchedInOrder(
+              3, 2, [](std::int64_t) {}, [&](std::int64_t i) { seen.push_back(static_cast<int>(i)); });
+          QCOMPARE(seen, (std::vector<int>{0, 1, 2}));
+          ++inner;
+        });
+    QCOMPARE(inner, 2);
   }
 
   void resumeRefusesAnotherSourcesFinishedConversion() {

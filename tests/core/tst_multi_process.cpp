@@ -105,7 +105,11 @@ class TestMultiProcess : public QObject {
       const QJsonObject doc = QJsonDocument::fromJson(job.out(r)).object();
       QCOMPARE(doc["rank"].toInt(), r);
       QCOMPARE(doc["collectives"].toString(), QString("gloo"));  // CPU ranks: Gloo (CUDA ranks: NCCL)
-      for (const auto& e : doc["epochs"].toArray()) digests << e.toObject()["plan_digest"].toString();
+      QVERIFY(doc["open_s"].isDouble() && doc["open_s"].toDouble() >= 0);
+      for (const auto& e : doc["epochs"].toArray()) {
+        digests << e.toObject()["plan_digest"].toString();
+        QVERIFY(e.toObject()["seconds"].toDouble() > 0);  // the epoch's wall time
+      }
     }
     QCOMPARE(digests.size(), 6);
     QCOMPARE(digests[0], digests[2]);  // epoch 0 on ranks 0 and 1

@@ -72,8 +72,10 @@ void EncodedImageDataset::readSamples(const std::int64_t* indices, std::int64_t 
   for (std::int64_t i = 0; i < count; ++i)
     if (indices[i] < 0 || indices[i] >= size())
       throwBadInput("sample " + std::to_string(indices[i]), "out of range for " + std::to_string(size()) + " samples");
-  // Remote bytes: every sample of the batch fetched first, parallelFetches_ at a time; a failed
-  // fetch is kept and thrown at its sample, so skip_bad_samples sees the same order of errors.
+  // Remote bytes: the batch's samples fetched parallelFetches_ at a time, in order, each decoded
+  // as soon as it has arrived while later ones download (at 50 ms a batch of 64, 16 in flight,
+  // waited four round trips before its first decode); a failed fetch is kept and thrown at its
+  // sample, so skip_bad_samples sees the same order of errors.
   struct Fetched {
     std::vector<std::uint8_t> bytes;
     std::int64_t label = 0;
@@ -83,53 +85,51 @@ void EncodedImageDataset::readSamples(const std::int64_t* indices, std::int64_t 
   // Kept between batches with their buffers, so a batch's bytes land in pages already faulted in.
   thread_local std::vector<Fetched> keptFetched;
   std::vector<Fetched>& fetched = keptFetched;  // a name the helpers' lambda captures: theirs would be their own
-  const bool parallel = parallelFetches_ > 1 && count > 1;
-  if (parallel) {
-    if (fetched.size() < static_cast<std::size_t>(count)) fetched.resize(static_cast<std::size_t>(count));
-    const double t0 = context.stages ? monotonicSeconds() : 0;
-    forEachInParallelKept(count, parallelFetches_, [&](std::int64_t i) {
-      Fetched& f = fetched[static_cast<std::size_t>(i)];
-      f.error = nullptr;
-      try {
-        fetch(indices[i], context.epoch, f.bytes, f.label, f.name);
-      } catch (...) {
-        f.error = std::current_exception();  // thrown at its sample below, in order
-      }
-    });
-    if (context.stages) context.stages->read += monotonicSeconds() - t0;
-  }
-  for (std::int64_t i = 0; i < count; ++i) {
-    std::int64_t label = 0;
+  auto decode = [&](std::int64_t i, const std::uint8_t* data, std::size_t n, const std::string& sampleName, std::int64_t label) {
     ImageStageSeconds seconds;
-    try {
-      const std::uint8_t* data = nullptr;
-      std::size_t n = 0;
-      const std::string* sampleName = &name;
-      if (parallel) {
-        Fetched& f = fetched[static_cast<std::size_t>(i)];
-        if (f.error) std::rethrow_exception(f.error);
-        data = f.bytes.data();
-        n = f.bytes.size();
-        label = f.label;
-        sampleName = &f.name;
-      } else {
-        const double t0 = context.stages ? monotonicSeconds() : 0;
-        fetch(indices[i], context.epoch, bytes, label, name);
-        if (context.stages) context.stages->read += monotonicSeconds() - t0;
-        data = bytes.data();
-        n = bytes.size();
-      }
-      pipeline_.run(data, n, *sampleName, SampleSeed{context.seed, context.epoch, indices[i]},
-                    dst[0] + i * imageBytes, context.stages ? &seconds : nullptr,
-                    JpegIndexSlot{index_.get(), indices[i]}, asBytes);
-    } catch (...) {
-      rethrowForSample(indices[i]);
-    }
+    pipeline_.run(data, n, sampleName, SampleSeed{context.seed, context.epoch, indices[i]}, dst[0] + i * imageBytes,
+                  context.stages ? &seconds : nullptr, JpegIndexSlot{index_.get(), indices[i]}, asBytes);
     if (context.stages) {
       context.stages->decode += seconds.decode;
       context.stages->transform += seconds.transform;
     }
     std::memcpy(dst[1] + i * 8, &label, 8);
+  };
+  if (parallelFetches_ > 1 && count > 1) {
+    if (fetched.size() < static_cast<std::size_t>(count)) fetched.resize(static_cast<std::size_t>(count));
+    forEachFetchedInOrder(
+        count, parallelFetches_,
+        [&](std::int64_t i) {
+          Fetched& f = fetched[static_cast<std::size_t>(i)];
+          f.error = nullptr;
+          try {
+            fetch(indices[i], context.epoch, f.bytes, f.label, f.name);
+          } catch (...) {
+            f.error = std::current_exception();  // thrown at its sample, in order
+          }
+        },
+        [&](std::int64_t i) {
+          try {
+            Fetched& f = fetched[static_cast<std::size_t>(i)];
+            if (f.error) std::rethrow_exception(f.error);
+            decode(i, f.bytes.data(), f.bytes.size(), f.name, f.label);
+          } catch (...) {
+            rethrowForSample(indices[i]);
+          }
+        },
+        context.stages ? &context.stages->read : nullptr);
+    return;
+  }
+  for (std::int64_t i = 0; i < count; ++i) {
+    try {
+      std::int64_t label = 0;
+      const double t0 = context.stages ? monotonicSeconds() : 0;
+      fetch(indices[i], context.epoch, bytes, label, name);
+      if (context.stages) context.stages->read += monotonicSeconds() - t0;
+      decode(i, bytes.data(), bytes.size(), name, label);
+    } catch (...) {
+      rethrowForSample(indices[i]);
+    }
   }
 }
 

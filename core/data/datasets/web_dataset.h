@@ -23,7 +23,8 @@
 // loader reading in the dataset's own order without a cache gets whole blocks of part_size fetched
 // ahead of its reads (within a shard, and the next shards of the rank's deal), the first epoch
 // starting from the one-part shards of its first deal that the scan brought (kept within readahead_mb); otherwise (a cache, or a plan dealing single
-// samples) each batch's images are fetched max_inflight_parts at a time, one range read each. The
+// samples) each batch's images are fetched max_inflight_parts at a time, one range read each, and
+// decoded in order as they arrive. The
 // epoch's order is the dataset's own (ownEpochOrder): shards shuffled by (seed + epoch), dealt
 // round-robin to the ranks of a distributed sampler, read shard after shard, samples mixed within
 // a bounded buffer (webdataset's shuffle(N)), seeded and reproducible -- so each rank reads its
