@@ -741,6 +741,13 @@ print(len(remote), 'batches alike')
                         throw Error(ErrorKind::Network, "all_gather", "rank 2 is gone");
                       }); },
                       ErrorKind::Network, {"rank 2 is gone"}));
+    // This rank's own scans failed (no such shards) and then the exchange did: both are told, its
+    // own error first.
+    const std::string missing = "wds:" + servers_.httpUrl("shards/missing-{000000..000003}.tar").toStdString();
+    NAMED(expectError([&] { openWebDataset(missing, rank0, [](const std::vector<ScannedShard>&) -> std::vector<ScannedShard> {
+                        throw Error(ErrorKind::Network, "all_gather", "rank 2 is gone");
+                      }); },
+                      ErrorKind::BadInput, {"missing-00000", "404", "then sharing the scans failed too", "rank 2 is gone"}));
   }
 
   // Ranks on three nodes, each with its own cache_dir: besides its own scans, each node keeps the

@@ -288,7 +288,20 @@ void WebDataset::openShards() {
         mine.push_back(ScannedShard{static_cast<std::int64_t>(i), shards_[i], shardSizes_[i], object->etag(), std::move(texts[i])});
       }
     std::vector<const ScannedShard*> theirs(n, nullptr);
-    const std::vector<ScannedShard> all = options_.shareScans(mine);
+    std::vector<ScannedShard> all;
+    try {
+      all = options_.shareScans(mine);
+    } catch (const std::exception& exchange) {
+      // This rank's own scan error comes first (the exchange may have failed because of it,
+      // and it is what this rank can mend); the exchange's is kept beside it.
+      for (const auto& f : failed)
+        if (f) try {
+            std::rethrow_exception(f);
+          } catch (const Error& e) {
+            throw Error(e.kind(), "", std::string(e.what()) + " (then sharing the scans failed too: " + exchange.what() + ")");
+          }
+      throw;
+    }
     rethrowFirst();
     options_.shareScans = nullptr;  // used once: what it calls (a Python callback) need not outlive the open
     // A shard is known by its number and its URL: a rank whose listing (an s3:// glob) differed
