@@ -2,6 +2,7 @@
 // DLPack views of the core's own tensors: no copy, and the buffer-pool lease stays with the tensor,
 // so a block is recycled only once Python has released every tensor viewing it.
 #include <ATen/DLConvertor.h>
+#include <c10/util/SmallVector.h>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -36,10 +37,11 @@ DLManagedTensor* exportField(const at::Tensor& t, std::shared_ptr<void> keep) {
     DLManagedTensor managed;
     at::Tensor tensor;
     std::shared_ptr<void> keep;
-    std::vector<int64_t> shape, strides;
+    // Inline for the dimensions batches have (std::vector: two more allocations a field).
+    c10::SmallVector<int64_t, 6> shape, strides;
   };
   const c10::DeviceType type = t.device().type();  // CPU or CUDA: checked for the whole batch first
-  auto* e = new Export{{}, t, std::move(keep), t.sizes().vec(), t.strides().vec()};
+  auto* e = new Export{{}, t, std::move(keep), {t.sizes().begin(), t.sizes().end()}, {t.strides().begin(), t.strides().end()}};
   DLTensor& d = e->managed.dl_tensor;
   d.data = t.data_ptr();
   d.device.device_type = type == c10::kCUDA ? kDLCUDA : kDLCPU;
