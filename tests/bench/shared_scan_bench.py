@@ -64,6 +64,7 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--feed", action="store_true", help="ranks are `stoker feed` processes, not Python ones")
     ap.add_argument("--max-inflight-parts", type=int, default=16, help="with --feed: the ranks' max_inflight_parts")
+    ap.add_argument("--workers", type=int, default=2, help="with --feed: each rank's loader workers")
     ap.add_argument("--cache", action="store_true", help="with --feed: the ranks share a cache_dir (--options), emptied each run")
     a = ap.parse_args()
     if a.cache and not a.feed:
@@ -110,7 +111,7 @@ def main():
                                    MASTER_PORT=str(port), PYTHONPATH=os.path.join(a.build, "python"))
                         if a.feed:
                             argv = [os.path.join(a.build, "bin", "stoker"), "feed", "--dataset", local_spec if way == "local" else spec, "--batch-size", "64",
-                                    "--workers", "2", "--transforms", "Resize(64),CenterCrop(56)", "--json"]
+                                    "--workers", str(a.workers), "--transforms", "Resize(64),CenterCrop(56)", "--json"]
                             argv += [] if share == "1" else ["--no-share-scans"]
                             argv += ["--options", options]
                         else:
