@@ -106,11 +106,12 @@ void runFeed(FeedArgs& a) {
     printJson(doc);
     return;
   }
+  std::printf("rank %d: opened the dataset in %.2f s\n", rank, openSeconds);
   for (const auto& r : reports)
-    std::printf("rank %d epoch %lld: %lld steps, %lld samples (%lld padding)%s, plan %s\n", rank,
+    std::printf("rank %d epoch %lld: %lld steps, %lld samples (%lld padding)%s in %.2f s, plan %s\n", rank,
                 static_cast<long long>(r.epoch), static_cast<long long>(r.steps), static_cast<long long>(r.samples),
                 static_cast<long long>(r.padding),
-                r.resumeFrom > 0 ? (", resumed after " + std::to_string(r.resumeFrom)).c_str() : "",
+                r.resumeFrom > 0 ? (", resumed after " + std::to_string(r.resumeFrom)).c_str() : "", r.seconds,
                 r.planDigest.c_str());
 }
 
