@@ -36,10 +36,6 @@ class KeptThreads {
 
   bool busy() const { return busy_; }
 
-  // body() on `helpers` helper threads and on the caller; returns once every run has returned.
-  // A body must not throw (forEachInParallel's catches what its items throw).
-  void run(int helpers, const std::function<void()>& body) { run(helpers, body, body); }
-
   // body() on `helpers` helper threads while the caller runs `own`; returns once every run has
   // returned. Neither may throw.
   void run(int helpers, const std::function<void()>& body, const std::function<void()>& own) {
@@ -54,7 +50,8 @@ class KeptThreads {
     wake_.notify_all();
     own();
     std::unique_lock<std::mutex> lock(mutex_);
-    // The caller's body returned: every item is taken. Helpers not started yet have nothing to do.
+    // The caller is done: every item is taken (or the rest are not wanted). Helpers not started
+    // yet have nothing to do.
     wanted_ = taken_;
     done_.wait(lock, [&] { return running_ == 0; });
     job_ = nullptr;
@@ -88,29 +85,6 @@ class KeptThreads {
 };
 
 }  // namespace
-
-void forEachInParallelKept(std::int64_t count, int threads, const std::function<void(std::int64_t)>& body) {
-  thread_local KeptThreads kept;
-  const int n = static_cast<int>(std::clamp<std::int64_t>(count, 1, std::max(threads, 1)));
-  if (n <= 1 || kept.busy()) return forEachInParallel(count, threads, body);
-  std::atomic<std::int64_t> next{0};
-  std::atomic<bool> failed{false};
-  std::exception_ptr failure;
-  std::mutex failureMutex;
-  kept.run(n - 1, [&] {
-    for (std::int64_t i; !failed.load(std::memory_order_relaxed) && (i = next++) < count;) {
-      try {
-        body(i);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(failureMutex);
-        if (!failure) failure = std::current_exception();
-        failed = true;
-        return;
-      }
-    }
-  });
-  if (failure) std::rethrow_exception(failure);
-}
 
 void forEachFetchedInOrder(std::int64_t count, int threads, const std::function<void(std::int64_t)>& fetch,
                            const std::function<void(std::int64_t)>& use, double* waited) {

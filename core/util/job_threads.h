@@ -1,5 +1,5 @@
-// util/job_threads: forEachInParallel on threads kept between calls. A loader worker fetching a
-// remote batch's images max_inflight_parts at a time started and joined that many threads per
+// util/job_threads: a remote batch's fetches on threads kept between calls. A loader worker
+// fetching a batch's images max_inflight_parts at a time started and joined that many threads per
 // batch (1,264 thread starts in a 5,000-photo epoch, each faulting in its stack and TLS); here
 // each calling thread keeps its own helpers, started on first use and joined when it exits.
 #pragma once
@@ -8,11 +8,6 @@
 #include <functional>
 
 namespace stoker {
-
-// body(i) for every i in [0, count), on at most `threads` threads (the caller's included), as
-// util/run_jobs' forEachInParallel: the first exception stops the others taking more items and is
-// rethrown here. A call made from inside a body on the same thread runs on fresh threads instead.
-void forEachInParallelKept(std::int64_t count, int threads, const std::function<void(std::int64_t)>& body);
 
 // fetch(i) for every i in [0, count) on `threads` kept helper threads (taken in index order),
 // while the caller runs use(0), use(1), ... each as soon as its fetch has returned: a remote batch's

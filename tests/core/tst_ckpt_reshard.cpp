@@ -456,35 +456,33 @@ class TestCkptReshard : public QObject {
     QCOMPARE(fs::file_size(path("atomic/empty.part")), std::uintmax_t(0));
   }
 
-  // forEachInParallelKept: every item once, on several threads, the same helpers call after call;
-  // the first error rethrown; a call from inside a body (same thread) still works.
+  // forEachFetchedInOrder's helpers are kept: every item fetched once, on several threads, the
+  // same helpers call after call; a call from inside a use (same thread) still works.
   void keptThreadsShareTheItems() {
     std::mutex mutex;
     std::set<std::thread::id> firstIds, laterIds;
     auto run = [&](std::set<std::thread::id>& ids) {
       std::vector<std::atomic<int>> seen(24);
-      forEachInParallelKept(24, 4, [&](std::int64_t i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(3));  // long enough for every helper to take items
-        ++seen[static_cast<std::size_t>(i)];
-        std::lock_guard<std::mutex> lock(mutex);
-        ids.insert(std::this_thread::get_id());
-      });
+      forEachFetchedInOrder(
+          24, 4,
+          [&](std::int64_t i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(3));  // long enough for every helper to take items
+            ++seen[static_cast<std::size_t>(i)];
+            std::lock_guard<std::mutex> lock(mutex);
+            ids.insert(std::this_thread::get_id());
+          },
+          [](std::int64_t) {});
       for (const auto& n : seen) QCOMPARE(n.load(), 1);
     };
     run(firstIds);
     QVERIFY2(firstIds.size() >= 2 && firstIds.size() <= 4, qPrintable(QString::number(firstIds.size())));
+    QVERIFY(!firstIds.count(std::this_thread::get_id()));  // the caller uses, the helpers fetch
     run(laterIds);
     for (const auto& id : laterIds) QVERIFY(firstIds.count(id));  // no new threads
-    try {
-      forEachInParallelKept(50, 4, [](std::int64_t i) {
-        if (i == 3) throw Error(ErrorKind::BadInput, "item 3", "refused");
-      });
-      QFAIL("the item's error was lost");
-    } catch (const Error& e) {
-      QVERIFY(std::string(e.what()).find("item 3") != std::string::npos);
-    }
     std::atomic<int> inner{0};
-    forEachInParallelKept(3, 3, [&](std::int64_t) { forEachInParallelKept(5, 2, [&](std::int64_t) { ++inner; }); });
+    forEachFetchedInOrder(
+        3, 3, [](std::int64_t) {},
+        [&](std::int64_t) { forEachFetchedInOrder(5, 2, [&](std::int64_t) { ++inner; }, [](std::int64_t) {}); });
     QCOMPARE(inner.load(), 15);
   }
 
