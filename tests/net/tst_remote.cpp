@@ -20,6 +20,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <numeric>
 #include <cstdlib>
 #include <functional>
 #include <random>
@@ -630,6 +631,46 @@ print(len(remote), 'batches alike')
     epochOf(rank1, ranked);
     const QJsonArray rankRequests = servers_.takeLog(true);
     QVERIFY2(rankRequests.isEmpty(), qPrintable(QString("%1 requests in rank 1's epoch").arg(rankRequests.size())));
+  }
+
+  // Fed single samples (stoker feed's planner deals them), a loader reads no order of the
+  // dataset's own, so each image is its own request -- but its first epoch takes each image from
+  // the shard its scan brought whole, asking the server for nothing, and lets a shard go once its
+  // samples are read. The next epoch fetches each image.
+  void fedEpochsReadTheScannedShards() {
+    LoaderOptions o;
+    o.transforms = "Resize(40),CenterCrop(32),ToDtype(u8)";
+    o.max_inflight_parts = 2;  // part_size stays 8 MiB: each shard is one part
+    o.batch_size = 4;
+    o.num_workers = 2;
+    const QString pattern = "shards/train-{000000..000003}.tar";
+    auto fedEpoch = [](const std::shared_ptr<Dataset>& ds, const LoaderOptions& options, std::int64_t e,
+                       const std::vector<std::int64_t>& order) {
+      Loader loader(ds, options, DeviceSpec::parse("cpu"));
+      auto epoch = loader.openEpoch(e, static_cast<std::int64_t>(order.size()));
+      epoch.feed(order.data(), static_cast<std::int64_t>(order.size()), options.batch_size);
+      epoch.closeFeed();
+      std::vector<at::Tensor> images;
+      while (auto batch = epoch.next()) images.push_back(batch->tensors[0].clone());
+      return at::cat(images);
+    };
+    const auto local = openDataset("wds:" + (servers_.www() + "/" + pattern).toStdString(), o);
+    std::vector<std::int64_t> order(static_cast<std::size_t>(local->size()));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), std::mt19937(7));
+    QCOMPARE(order.size(), std::size_t{18});
+    servers_.takeLog(true);
+    auto remote = openDataset("wds:" + servers_.httpUrl(pattern).toStdString(), o);
+    const auto* wds = dynamic_cast<const WebDataset*>(remote.get());
+    QVERIFY(wds);
+    QCOMPARE(servers_.takeLog(true).size(), 4);  // the scan: one request a shard
+    QVERIFY(wds->scannedHeadBytes() > 0);
+    QVERIFY(at::equal(fedEpoch(remote, o, 0, order), fedEpoch(local, o, 0, order)));
+    const QJsonArray first = servers_.takeLog(true);
+    QVERIFY2(first.isEmpty(), qPrintable(QString("%1 requests in the first epoch").arg(first.size())));
+    QCOMPARE(wds->scannedHeadBytes(), std::uint64_t{0});  // every shard's samples read: none held
+    QVERIFY(at::equal(fedEpoch(remote, o, 1, order), fedEpoch(local, o, 1, order)));
+    QCOMPARE(servers_.takeLog(true).size(), 18);  // one range read an image
   }
 
   // Three ranks opening the same remote shards without indexes share their scans (the all-gather

@@ -613,24 +613,29 @@ void WebDataset::scan(std::int64_t shard, std::vector<Sample>& out, std::uint64_
   indexable = indexable && std::none_of(out.begin(), out.end(), [](const Sample& x) { return !x.problem.empty(); });
   if (indexText && indexable) *indexText = daliIndexTextOf(components);
   if (options_.keepComponents) components_[static_cast<std::size_t>(shard)] = std::move(components);
-  if (stream) keepScannedHead(shard, std::move(stream->first));
+  if (stream) keepScannedHead(shard, std::move(stream->first), out);
 }
 
 // Without a cache, the scan of a shard of one part brought all of it, and the epoch fetched it
 // again: held here (within readahead_mb, like the blocks they become), the first epoch's deal
-// takes them into the readahead instead (adoptScannedHeads). Only the shards this rank reads in
+// takes them into the readahead instead (adoptScannedHeads), or, where samples are dealt one by
+// one, the first epoch copies its images from them (readScannedHead). Only the shards this rank reads in
 // epoch 0 are held: a rank may scan other ranks' shards too (all of them, unless the ranks share
 // their scans), and each held all of them until that deal.
-void WebDataset::keepScannedHead(std::int64_t shard, ByteVector head) {
+void WebDataset::keepScannedHead(std::int64_t shard, ByteVector head, const std::vector<Sample>& samples) {
   const auto i = static_cast<std::size_t>(shard);
   const std::uint64_t block = readaheadBlockBytes();
   if (options_.parts.cache || options_.keepComponents || head.empty() || !remote_[i] || !firstDeal_[i] ||
       head.size() != std::min<std::uint64_t>(block, remote_[i]->size()))
     return;  // not the readahead's block 0 (a part under 64 KiB, or only part of a larger shard's first block)
+  // The samples readScannedHead may serve from it: whole in it, and readable.
+  const auto inHead = std::count_if(samples.begin(), samples.end(), [&](const Sample& x) {
+    return x.problem.empty() && x.offset + x.size <= head.size();
+  });
   std::lock_guard<std::mutex> lock(headsMutex_);
   if (headsBytes_ + head.size() > options_.readaheadBytes) return;
   headsBytes_ += head.size();
-  scannedHeads_.emplace(shard, std::move(head));
+  scannedHeads_.emplace(shard, ScannedHead{std::move(head), inHead});
   headsKept_ = true;
 }
 
@@ -643,9 +648,31 @@ void WebDataset::adoptScannedHeads(const std::vector<std::int64_t>& dealtShards)
   // to be read.
   for (std::int64_t shard : dealtShards)
     if (const auto head = scannedHeads_.find(shard); head != scannedHeads_.end())
-      readahead_->adopt(remote_[static_cast<std::size_t>(shard)], 0, head->second);
+      readahead_->adopt(remote_[static_cast<std::size_t>(shard)], 0, head->second.bytes);
   scannedHeads_.clear();  // other ranks' shards
   headsBytes_ = 0;
+}
+
+bool WebDataset::readScannedHead(std::int64_t shard, std::int64_t epoch, std::uint64_t offset, std::uint8_t* dst,
+                                 std::uint64_t n) const {
+  if (!headsKept_.load(std::memory_order_acquire)) return false;  // the common case, without a lock
+  std::lock_guard<std::mutex> lock(headsMutex_);
+  if (headsEpoch_ < 0) headsEpoch_ = epoch;
+  if (epoch != headsEpoch_) {  // a later epoch: what the first did not read, this one fetches as it reads
+    scannedHeads_.clear();
+    headsBytes_ = 0;
+    headsKept_ = false;
+    return false;
+  }
+  const auto head = scannedHeads_.find(shard);
+  if (head == scannedHeads_.end() || offset > head->second.bytes.size() || n > head->second.bytes.size() - offset) return false;
+  std::memcpy(dst, head->second.bytes.data() + offset, static_cast<std::size_t>(n));
+  if (--head->second.unread <= 0) {  // each of its samples read (a repeat, padding a rank's steps, is fetched)
+    headsBytes_ -= head->second.bytes.size();
+    scannedHeads_.erase(head);
+    headsKept_ = !scannedHeads_.empty();
+  }
+  return true;
 }
 
 // Remote shards under cache_dir: the scan is kept in the folder as the shard's DALI index, named by
@@ -814,7 +841,7 @@ void WebDataset::fetch(std::int64_t index, std::int64_t epoch, std::vector<std::
   label = s.label;
   if (!s.labelAtRead) {
     bytes.resize(static_cast<std::size_t>(s.size));
-    readSpan(s, s.offset, bytes.data(), s.size);
+    readSpan(s, epoch, s.offset, bytes.data(), s.size);
     if (plan_) plan_->read(index, epoch);
     return;
   }
@@ -824,14 +851,14 @@ void WebDataset::fetch(std::int64_t index, std::int64_t epoch, std::vector<std::
   std::string text(static_cast<std::size_t>(s.clsSize), '\0');
   if (readsTogether(s, first, last)) {
     bytes.resize(static_cast<std::size_t>(last - first));
-    readSpan(s, first, bytes.data(), last - first);
+    readSpan(s, epoch, first, bytes.data(), last - first);
     std::memcpy(text.data(), bytes.data() + (s.clsOffset - first), text.size());
     std::memmove(bytes.data(), bytes.data() + (s.offset - first), static_cast<std::size_t>(s.size));
     bytes.resize(static_cast<std::size_t>(s.size));
   } else {
     bytes.resize(static_cast<std::size_t>(s.size));
-    readSpan(s, s.offset, bytes.data(), s.size);
-    readSpan(s, s.clsOffset, reinterpret_cast<std::uint8_t*>(text.data()), s.clsSize);
+    readSpan(s, epoch, s.offset, bytes.data(), s.size);
+    readSpan(s, epoch, s.clsOffset, reinterpret_cast<std::uint8_t*>(text.data()), s.clsSize);
   }
   if (plan_) plan_->read(index, epoch);
   if (std::string problem = parseClassNumber(text, label); !problem.empty())
@@ -844,15 +871,15 @@ bool WebDataset::readsTogether(const Sample& s, std::uint64_t& lo, std::uint64_t
   return hi - lo <= s.size + s.clsSize + kSpanSlack;
 }
 
-void WebDataset::readSpan(const Sample& s, std::uint64_t offset, std::uint8_t* dst, std::uint64_t n) const {
+void WebDataset::readSpan(const Sample& s, std::int64_t epoch, std::uint64_t offset, std::uint8_t* dst, std::uint64_t n) const {
   // A plan dealing single samples (stoker feed's) reads across every shard at random: there a
-  // block would bring one image and many another rank reads, so each image is its own request.
+  // block would bring one image and many another rank reads, so each image is its own request --
+  // except in the first epoch, from the shards this rank's scan brought whole.
   if (const auto remote = objectOf(s.shard)) {
     const std::int64_t index = &s - samples_.data();
     if (readahead_ && ownOrderDrawn_.load(std::memory_order_relaxed)) {
       if (!plan_->readKept(index, offset, dst, n)) readRemote(s, offset, dst, n);
-    } else {
-      if (readahead_) adoptScannedHeads({});  // no order of the dataset's own to take them: they go
+    } else if (!(readahead_ && readScannedHead(s.shard, epoch, offset, dst, n))) {
       remote->read(offset, dst, static_cast<std::size_t>(n), options_.parts);
     }
     return;

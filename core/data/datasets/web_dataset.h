@@ -24,7 +24,8 @@
 // ahead of its reads (within a shard, and the next shards of the rank's deal), the first epoch
 // starting from the one-part shards of its first deal that the scan brought (kept within readahead_mb); otherwise (a cache, or a plan dealing single
 // samples) each batch's images are fetched max_inflight_parts at a time, one range read each, and
-// decoded in order as they arrive. The
+// decoded in order as they arrive -- in the first epoch of a plan dealing samples, those in a shard
+// this rank's scan brought whole are copied from it instead (readScannedHead). The
 // epoch's order is the dataset's own (ownEpochOrder): shards shuffled by (seed + epoch), dealt
 // round-robin to the ranks of a distributed sampler, read shard after shard, samples mixed within
 // a bounded buffer (webdataset's shuffle(N)), seeded and reproducible -- so each rank reads its
@@ -174,17 +175,22 @@ class WebDataset : public EncodedImageDataset {
   // From an index: whether fetch reads sample `s`'s image and .cls as one span [lo, hi) (they lie
   // together, as tar writers put them).
   static bool readsTogether(const Sample& s, std::uint64_t& lo, std::uint64_t& hi);
-  void readSpan(const Sample& s, std::uint64_t offset, std::uint8_t* dst, std::uint64_t n) const;
+  void readSpan(const Sample& s, std::int64_t epoch, std::uint64_t offset, std::uint8_t* dst, std::uint64_t n) const;
   void startReadahead();
   // The readahead's blocks: part_size, at least 64 KiB (what a scan's head must be to become block 0).
   std::uint64_t readaheadBlockBytes() const {
     return static_cast<std::uint64_t>(std::max<std::int64_t>(options_.parts.partSize, 64 << 10));
   }
-  void keepScannedHead(std::int64_t shard, ByteVector head);
+  // `samples`: the shard's, from its scan.
+  void keepScannedHead(std::int64_t shard, ByteVector head, const std::vector<Sample>& samples);
   std::vector<bool> firstDeal_;  // the shards this rank reads in epoch 0 (keepScannedHead keeps theirs)
   // The first order drawn: the heads kept of `dealtShards` become readahead blocks; every other
   // head is dropped.
   void adoptScannedHeads(const std::vector<std::int64_t>& dealtShards) const;
+  // A plan dealing single samples (no order of the dataset's own): the first epoch read takes the
+  // image from the held head of its shard when there is one; false: fetch it. A head goes once it
+  // served each of its shard's samples, and every head at the first read of another epoch.
+  bool readScannedHead(std::int64_t shard, std::int64_t epoch, std::uint64_t offset, std::uint8_t* dst, std::uint64_t n) const;
   void readRemote(const Sample& s, std::uint64_t offset, std::uint8_t* dst, std::uint64_t n) const;
   std::vector<std::string> shards_;
   WebDatasetOptions options_;
@@ -210,8 +216,13 @@ class WebDataset : public EncodedImageDataset {
   std::unique_ptr<RemoteReadahead> readahead_;
   std::uint64_t blockBytes_ = 0;  // the readahead's
   mutable std::mutex headsMutex_;
-  mutable std::unordered_map<std::int64_t, ByteVector> scannedHeads_;  // shard -> its first block, from the scan
+  struct ScannedHead {
+    ByteVector bytes;     // the shard's first block, from the scan
+    std::int64_t unread;  // its samples not yet served from it (readScannedHead)
+  };
+  mutable std::unordered_map<std::int64_t, ScannedHead> scannedHeads_;  // by shard
   mutable std::uint64_t headsBytes_ = 0;
+  mutable std::int64_t headsEpoch_ = -1;  // the epoch readScannedHead serves (the first it was asked for)
   mutable std::atomic<bool> headsKept_{false};
   int aheadShards_ = 0;  // the next shards of the deal whose first block a rank's first read of a shard queues
   mutable std::atomic<bool> ownOrderDrawn_{false};  // the loader reads in ownEpochOrder's order
