@@ -419,12 +419,14 @@ void workerLoop(const std::shared_ptr<EpochState>& state, int worker) {
     }
     status.batch.store(-1);
     status.stage.store(static_cast<int>(Stage::Idle));
+    bool awaited;
     {
       std::lock_guard<std::mutex> lock(s.mutex);
       if (s.stopped) break;
       std::swap(s.slots[static_cast<std::size_t>(b % s.depth)], p);
+      awaited = s.consumerSleepsFor == b;
     }
-    s.readyCv.notify_all();
+    if (awaited) s.readyCv.notify_one();
   }
   status.batch.store(-1);
 }
@@ -561,7 +563,9 @@ bool Epoch::waitReady(std::chrono::milliseconds wait) {
     if (s.core->options.timeout <= 0 && s.nextClaim < end && s.nextClaim < s.consumed + s.depth) return true;
     const auto now = Clock::now();
     if (now >= until) return false;
+    s.consumerSleepsFor = s.consumed;
     s.readyCv.wait_until(lock, std::min(until, now + std::chrono::milliseconds(20)));
+    s.consumerSleepsFor = -1;
     const LoaderCore& c = *s.core;
     if (c.cancel && c.cancel->cancelled()) return true;
     if (c.options.timeout > 0 && seconds(Clock::now() - s.waitingSince) > c.options.timeout) return true;
@@ -686,7 +690,9 @@ std::optional<Batch> Epoch::next() {
         std::swap(s.slots[static_cast<std::size_t>(b % s.depth)], mine);
         continue;
       }
+      s.consumerSleepsFor = s.consumed;
       s.readyCv.wait_for(lock, std::chrono::milliseconds(20));
+      s.consumerSleepsFor = -1;
       if (c.cancel && c.cancel->cancelled()) {
         lock.unlock();
         finishEpoch(s, false);

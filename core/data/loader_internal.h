@@ -167,6 +167,9 @@ struct EpochState {
   std::future<std::vector<std::int64_t>> nextOrder;
   std::int64_t nextOrderEpoch = -1;
   std::condition_variable workCv, readyCv;
+  // The batch the consumer sleeps on readyCv for (-1: it does not): a worker wakes it only with
+  // that batch, not with each one it makes.
+  std::int64_t consumerSleepsFor = -1;
   std::int64_t nextClaim = 0;
   std::int64_t consumed = 0;
   std::vector<Produced> slots;
