@@ -147,13 +147,19 @@ std::vector<std::shared_ptr<Dataset>> openRanksOnThreads(const std::string& url,
   return openRanksOnThreads([&url](int) { return url; }, world, optionsFor, exchange, failures);
 }
 
-// The options of the scan-sharing tests' three ranks (shard_rank left to each).
-LoaderOptions sharingRankOptions() {
+// Small decoded batches of the test shards, read `workers` at a time.
+LoaderOptions onePartShardOptions(int workers) {
   LoaderOptions o;
   o.transforms = "Resize(40),CenterCrop(32),ToDtype(u8)";
   o.max_inflight_parts = 2;  // part_size stays 8 MiB: each shard is one part
   o.batch_size = 4;
-  o.num_workers = 1;
+  o.num_workers = workers;
+  return o;
+}
+
+// The options of the scan-sharing tests' three ranks (shard_rank left to each).
+LoaderOptions sharingRankOptions() {
+  LoaderOptions o = onePartShardOptions(1);
   o.seed = 3;
   o.drop_last = false;  // a rank's shards may hold 3 samples: padded to the others' count
   o.sampler_type = SamplerType::Distributed;
@@ -569,11 +575,7 @@ print(len(remote), 'batches alike')
   // epochs read those bytes (the readahead adopts them) instead of asking for the shard again, and
   // give the local batches. Before, each epoch's first read of a shard was one more request.
   void webDatasetScansFeedTheFirstEpoch() {
-    LoaderOptions o;
-    o.transforms = "Resize(40),CenterCrop(32),ToDtype(u8)";
-    o.max_inflight_parts = 2;  // part_size stays 8 MiB: each shard is one part
-    o.batch_size = 4;
-    o.num_workers = 2;
+    LoaderOptions o = onePartShardOptions(2);
     o.seed = 3;
     o.drop_last = false;
     const QString pattern = "shards/train-{000000..000003}.tar";
@@ -638,11 +640,7 @@ print(len(remote), 'batches alike')
   // the shard its scan brought whole, asking the server for nothing, and lets a shard go once its
   // samples are read. The next epoch fetches each image.
   void fedEpochsReadTheScannedShards() {
-    LoaderOptions o;
-    o.transforms = "Resize(40),CenterCrop(32),ToDtype(u8)";
-    o.max_inflight_parts = 2;  // part_size stays 8 MiB: each shard is one part
-    o.batch_size = 4;
-    o.num_workers = 2;
+    const LoaderOptions o = onePartShardOptions(2);
     const QString pattern = "shards/train-{000000..000003}.tar";
     auto fedEpoch = [](const std::shared_ptr<Dataset>& ds, const LoaderOptions& options, std::int64_t e,
                        const std::vector<std::int64_t>& order) {
