@@ -649,8 +649,13 @@ void WebDataset::adoptScannedHeads(const std::vector<std::int64_t>& dealtShards)
   for (std::int64_t shard : dealtShards)
     if (const auto head = scannedHeads_.find(shard); head != scannedHeads_.end())
       readahead_->adopt(remote_[static_cast<std::size_t>(shard)], 0, head->second.bytes);
-  scannedHeads_.clear();  // other ranks' shards
+  dropScannedHeads();  // other ranks' shards
+}
+
+void WebDataset::dropScannedHeads() const {
+  scannedHeads_.clear();
   headsBytes_ = 0;
+  headsKept_ = false;
 }
 
 bool WebDataset::readScannedHead(std::int64_t shard, std::int64_t epoch, std::uint64_t offset, std::uint8_t* dst,
@@ -659,9 +664,7 @@ bool WebDataset::readScannedHead(std::int64_t shard, std::int64_t epoch, std::ui
   std::lock_guard<std::mutex> lock(headsMutex_);
   if (headsEpoch_ < 0) headsEpoch_ = epoch;
   if (epoch != headsEpoch_) {  // a later epoch: what the first did not read, this one fetches as it reads
-    scannedHeads_.clear();
-    headsBytes_ = 0;
-    headsKept_ = false;
+    dropScannedHeads();
     return false;
   }
   const auto head = scannedHeads_.find(shard);
@@ -879,7 +882,7 @@ void WebDataset::readSpan(const Sample& s, std::int64_t epoch, std::uint64_t off
     const std::int64_t index = &s - samples_.data();
     if (readahead_ && ownOrderDrawn_.load(std::memory_order_relaxed)) {
       if (!plan_->readKept(index, offset, dst, n)) readRemote(s, offset, dst, n);
-    } else if (!(readahead_ && readScannedHead(s.shard, epoch, offset, dst, n))) {
+    } else if (!readScannedHead(s.shard, epoch, offset, dst, n)) {
       remote->read(offset, dst, static_cast<std::size_t>(n), options_.parts);
     }
     return;

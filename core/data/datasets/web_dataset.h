@@ -187,6 +187,7 @@ class WebDataset : public EncodedImageDataset {
   // The first order drawn: the heads kept of `dealtShards` become readahead blocks; every other
   // head is dropped.
   void adoptScannedHeads(const std::vector<std::int64_t>& dealtShards) const;
+  void dropScannedHeads() const;  // every head held; the caller holds headsMutex_
   // A plan dealing single samples (no order of the dataset's own): the first epoch read takes the
   // image from the held head of its shard when there is one; false: fetch it. A head goes once it
   // served each of its shard's samples, and every head at the first read of another epoch.
