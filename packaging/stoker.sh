@@ -40,6 +40,7 @@ PACKAGES=(
   xvfb xauth
   dataset-fashion-mnist
   python3 python3-torch python3-numpy
+  python3-dev  # Python.h for the extension stoker._batches (stoker.Loader's per-batch path; without it, ctypes)
   dpkg-dev desktop-file-utils appstream  # the .deb: dpkg-shlibdeps, metadata checks
   clang libclang-rt-14-dev llvm  # libFuzzer targets and readable sanitizer stacks (llvm-symbolizer)
   libcpp-httplib-dev  # the Prometheus /metrics endpoint

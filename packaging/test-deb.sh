@@ -48,6 +48,9 @@ for f in ./usr/bin/stoker ./usr/lib/stoker/stoker-torch ./usr/bin/stoker-workben
          ./usr/lib/python3/dist-packages/stoker/libstoker_c.so; do
   grep -q " $f\$" <<<"$contents" || fail "the package lacks $f"
 done
+# The extension stoker._batches (stoker.Loader's per-batch path), named for the Python it was built for.
+grep -qE " ./usr/lib/python3/dist-packages/stoker/_batches\.cpython-[0-9]+-.*\.so\$" <<<"$contents" \
+  || fail "the package lacks the extension stoker._batches"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -96,6 +99,7 @@ grep -q '"source":"python"' "$tmp/probe.jsonl" || fail "the installed probe publ
 "${clean_env[@]}" /usr/bin/python3 -c "import stoker, torch
 loader = stoker.Loader((torch.arange(10.0).reshape(5, 2), torch.arange(5)), batch_size=2)
 assert [y.tolist() for _, y in loader] == [[0, 1], [2, 3], [4]]
+assert stoker._native.batches is not None, 'the installed extension stoker._batches did not load'
 assert stoker.__file__.startswith('/usr/lib/python3/dist-packages/')" || fail "python3 -c 'import stoker' (installed)"
 if [[ -d /usr/share/datasets/fashion-mnist ]]; then
   "${clean_env[@]}" /usr/bin/python3 -c "import stoker

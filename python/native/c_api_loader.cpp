@@ -1,7 +1,10 @@
 // c_api_loader: the loader and its epochs for the Python package (stoker_c.h). Batches leave as
-// DLPack views of the core's own tensors: no copy, and the buffer-pool lease stays with the tensor,
-// so a block is recycled only once Python has released every tensor viewing it.
+// DLPack views of the core's own tensors, or as those tensors themselves for the extension
+// stoker._batches (stoker_c_tensors.h): no copy either way, and under reuse_buffers the
+// buffer-pool lease stays with the tensor, so a block is recycled only once Python has released
+// every tensor viewing it.
 #include <ATen/DLConvertor.h>
+#include <ATen/ops/from_blob.h>
 #include <c10/util/SmallVector.h>
 #include <nlohmann/json.hpp>
 
@@ -12,6 +15,7 @@
 #include <vector>
 
 #include "c_api_util.h"
+#include "stoker_c_tensors.h"
 #include "data/dataset.h"
 #include "data/datasets/scan_exchange_json.h"
 #include "data/datasets/tensor_dataset.h"
@@ -99,9 +103,36 @@ struct StokerLoader {
 struct StokerEpoch {
   std::optional<Epoch> epoch;
   at::Tensor lastIndices;  // of the batch handed out last (stoker_epoch_indices)
+  bool ended = false;      // the last batch was handed out
 };
 
 namespace {
+
+// The next batch of the epoch, or nullopt when the wait ran out or the epoch ended (then
+// handle.ended). `keep`: the pooled block's lease under reuse_buffers, which every tensor handed
+// to Python must hold (the pool recycles the block once Python has released the batch).
+std::optional<Batch> takeBatch(StokerEpoch& handle, int waitMs, int capacity, std::shared_ptr<void>& keep) {
+  if (!handle.epoch->waitReady(std::chrono::milliseconds(waitMs))) return std::nullopt;
+  std::optional<Batch> batch = handle.epoch->next();
+  if (!batch) {
+    handle.ended = true;
+    return std::nullopt;
+  }
+  const int n = static_cast<int>(batch->tensors.size());
+  if (n > capacity) throwBadInput("batch", std::to_string(n) + " fields, room for " + std::to_string(capacity));
+  keep = batch->buffers.lock();
+  for (const at::Tensor& t : batch->tensors)
+    if (!t.is_cpu() && !t.is_cuda()) throwBadInput("batch", "a field on " + t.device().str() + " (only CPU and CUDA fields leave as DLPack)");
+  handle.lastIndices = std::move(batch->indices);
+  return batch;
+}
+
+// A view of `t` whose storage also holds `keep` (only under reuse_buffers: a tensor of its own costs
+// an allocation more than handing the core's tensor over).
+at::Tensor leased(const at::Tensor& t, std::shared_ptr<void> keep) {
+  return at::from_blob(
+      t.data_ptr(), t.sizes(), t.strides(), [t, keep = std::move(keep)](void*) {}, t.options());
+}
 
 // `spec`: the dataset spec the workbench can open again ("" for tensors a script holds).
 StokerLoader* makeLoader(std::shared_ptr<Dataset> dataset, const std::string& spec, const LoaderOptions& options,
@@ -268,18 +299,25 @@ int stoker_epoch_queue_next(StokerEpoch* handle, int64_t nextEpoch, const int64_
 
 int stoker_epoch_next(StokerEpoch* handle, int waitMs, void** fields, int capacity) {
   return guarded<>(-1, [&] {
-    if (!handle->epoch->waitReady(std::chrono::milliseconds(waitMs))) return STOKER_NOT_READY;
-    std::optional<Batch> batch = handle->epoch->next();
-    if (!batch) return 0;
+    std::shared_ptr<void> keep;
+    std::optional<Batch> batch = takeBatch(*handle, waitMs, capacity, keep);
+    if (!batch) return handle->ended ? 0 : STOKER_NOT_READY;
     const int n = static_cast<int>(batch->tensors.size());
-    if (n > capacity) throwBadInput("batch", std::to_string(n) + " fields, room for " + std::to_string(capacity));
-    // reuse_buffers: the tensors Python gets hold the block too, so the pool recycles it only once
-    // Python has released the batch (a script may keep any batch as long as it likes).
-    const std::shared_ptr<void> keep = batch->buffers.lock();
-    for (const at::Tensor& t : batch->tensors)
-      if (!t.is_cpu() && !t.is_cuda()) throwBadInput("batch", "a field on " + t.device().str() + " (only CPU and CUDA fields leave as DLPack)");
     for (int f = 0; f < n; ++f) fields[f] = exportField(batch->tensors[static_cast<std::size_t>(f)], keep);
-    handle->lastIndices = std::move(batch->indices);
+    return n;
+  });
+}
+
+int stoker_epoch_next_tensors(StokerEpoch* handle, int waitMs, at::Tensor* out, int capacity) {
+  return guarded<>(-1, [&] {
+    std::shared_ptr<void> keep;
+    std::optional<Batch> batch = takeBatch(*handle, waitMs, capacity, keep);
+    if (!batch) return handle->ended ? 0 : STOKER_NOT_READY;
+    const int n = static_cast<int>(batch->tensors.size());
+    for (int f = 0; f < n; ++f) {
+      at::Tensor& t = batch->tensors[static_cast<std::size_t>(f)];
+      out[f] = keep ? leased(t, keep) : std::move(t);
+    }
     return n;
   });
 }

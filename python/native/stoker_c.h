@@ -7,6 +7,9 @@
  * like torchcodec's ops library; tensors cross it as DLPack (DLManagedTensor*), which torch turns
  * into a torch.Tensor without a copy (torch.utils.dlpack.from_dlpack) and back (to_dlpack).
  * ctypes releases the GIL for every call, so the core loads while Python threads run.
+ * Where the build also finds Python.h and torch's libtorch_python, the optional extension
+ * stoker._batches takes the per-batch path (stoker_c_tensors.h) and the package falls back to
+ * this ABI elsewhere.
  *
  * Conventions: a function returning a pointer returns NULL on error, one returning int returns -1;
  * stoker_last_error() / stoker_last_error_kind() then say why (per thread). Strings returned as

@@ -4,7 +4,9 @@ Why ctypes over a C ABI: the library must match the libtorch of the torch this p
 and that is all it depends on -- no Python.h, no pybind11 (pip's torch wheels bring neither for
 the interpreter; Debian needs python3-dev). ctypes releases the GIL during every call, so the
 core's waits and the consumer's share of the work run while other Python threads go on.
-Tensors cross as DLPack capsules, without a copy, in both directions.
+Tensors cross as DLPack capsules, without a copy, in both directions. Batches take a shorter way
+where the build made the optional extension stoker._batches: it wraps the core's tensors as
+torch.Tensors itself (see _load_batches).
 """
 
 import ctypes
@@ -91,6 +93,23 @@ lib.stoker_epoch_indices.argtypes = [_void_p]
 lib.stoker_epoch_indices.restype = _void_p
 NOT_READY = -2
 lib.stoker_epoch_free.argtypes = [_void_p]
+
+
+def _load_batches():
+    """stoker._batches, the per-batch path without ctypes (python/native/batches_module.cpp), bound
+    to this process's libstoker_c; None where it was not built (no Python.h at build time) or
+    STOKER_PYTHON_CTYPES=1 asks for the ctypes path."""
+    if os.environ.get("STOKER_PYTHON_CTYPES") == "1":
+        return None
+    try:
+        from . import _batches
+    except ImportError:
+        return None
+    _batches.bind(ctypes.cast(lib.stoker_epoch_next_tensors, _void_p).value)
+    return _batches
+
+
+batches = _load_batches()
 
 _capsule_new = ctypes.pythonapi.PyCapsule_New
 _capsule_new.argtypes = [_void_p, _c_char_p, _void_p]

@@ -18,6 +18,7 @@ _from_dlpack = _native._from_dlpack
 _capsule_new = _native._capsule_new
 _DLTENSOR = _native._DLTENSOR
 _NOT_READY = _native.NOT_READY
+_batches_next = _native.batches.next if _native.batches else None
 
 _live = weakref.WeakSet()  # loaders with a core handle: closed at exit and dropped in a fork's child
 _live_lock = threading.Lock()
@@ -186,7 +187,7 @@ class Loader:
         self._resume = None
         self._next_epoch = epoch + 1
         self._state = {"epoch": epoch, "consumed": start, "done": False}
-        self._iterator = _EpochIterator(self, epoch, order, sizes, plan_next)
+        self._iterator = (_BatchesEpochIterator if _batches_next else _EpochIterator)(self, epoch, order, sizes, plan_next)
         return self._iterator
 
     def close(self):
@@ -437,6 +438,35 @@ class _EpochIterator:
             self.close()
         except Exception:
             pass
+
+
+class _BatchesEpochIterator(_EpochIterator):
+    """The per-batch path through the extension stoker._batches: one call waits (GIL released,
+    Ctrl-C seen between waits) and returns the batch as the core's own tensors."""
+
+    def __next__(self):
+        handle = self._handle
+        if not handle:
+            raise StopIteration
+        try:
+            batch = _batches_next(handle, _WAIT_MS)
+        except BaseException:  # KeyboardInterrupt: stop the workers before it propagates
+            self.close()
+            raise
+        if batch.__class__ is int:
+            self.close()
+            if batch < 0:
+                _native.raise_last_error()
+            self._loader._state["done"] = True
+            raise StopIteration
+        self._indices = None
+        if self._plan_next is not None or self._ahead_thread is not None:
+            self._look_ahead()
+        loader = self._loader
+        loader._state["consumed"] += self._per_step or batch[0].size(0) * self._per_row
+        if self._as_dict:
+            return dict(zip(loader.fields, batch))
+        return batch
 
 
 def _close_all():

@@ -9,6 +9,8 @@
   against `stoker bench` and torchvision's ImageFolder + DataLoader (0/1/2 workers, the best);
 - a training loop whose step costs 5 ms (busy CPU work): the data-wait share of the step time,
   from the loader's own summary;
+- batches of 4 (the per-batch cost of the Python path): the extension stoker._batches against the
+  ctypes path and `stoker bench`, taking turns;
 - the gap at an epoch boundary: the longest wait for the first batch of an epoch, against the
   median wait inside it; with nothing else in the loop (the loader is the bottleneck: the first
   batch waits like any other) and, for images, with a step that leaves the CPU to the loader
@@ -202,6 +204,30 @@ def main():
                             "dataloader_best": dl, "python_vs_bench": py_rate / cli_rate,
                             "python_vs_bench_whole_run": py_run / cli_run,
                             "python_vs_dataloader": py_rate / dl}
+    # Batches of 4: the per-batch cost of the Python path shows (the core makes one in ~10 us).
+    # The extension stoker._batches against the ctypes path and the CLI, taking turns.
+    import stoker.loader
+    fast = stoker.loader._batches_next
+    small = {"extension": [], "ctypes": [], "stoker_bench": []}
+
+    def python_small(path):
+        stoker.loader._batches_next = fast if path == "extension" else None
+        try:
+            small[path].append(stoker_python("fashion-mnist", 4, batch_size=4, shuffle=True,
+                                             num_workers=a.workers)["samples_per_s"] / 4)
+        finally:
+            stoker.loader._batches_next = fast
+    for r in range(a.rounds):
+        turn = [lambda: python_small("extension") if fast else None, lambda: python_small("ctypes"),
+                lambda: small["stoker_bench"].append(stoker_bench(a.build, "fashion-mnist", 4, 4, a.workers)["samples_per_s"] / 4)]
+        for run in (turn if r % 2 == 0 else turn[::-1]):
+            run()
+    out["fashion_mnist_batch_4"] = {"batches_per_s_medians": {k: round(statistics.median(v)) for k, v in small.items() if v},
+                                    "runs": {k: [round(x) for x in v] for k, v in small.items()}}
+    if fast:
+        out["fashion_mnist_batch_4"]["extension_vs_ctypes"] = statistics.median(small["extension"]) / statistics.median(small["ctypes"])
+        out["fashion_mnist_batch_4"]["extension_vs_bench"] = statistics.median(small["extension"]) / statistics.median(small["stoker_bench"])
+    out["fashion_mnist_batch_4"]["ctypes_vs_bench"] = statistics.median(small["ctypes"]) / statistics.median(small["stoker_bench"])
     if a.tokens:
         spec = f"tokens:{a.tokens},dtype=u16,ctx=1024"
         py = stoker_python(spec, 2, batch_size=64, shuffle=True, num_workers=a.workers, drop_last=True)

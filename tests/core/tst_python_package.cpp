@@ -18,9 +18,16 @@ struct Run {
   QByteArray out, err;
 };
 
+#ifndef STOKER_BATCHES_MODULE
+#define STOKER_BATCHES_MODULE 0
+#endif
+
 Run runScript(const QString& script, int timeoutMs) {
   QProcess p;
   QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
+  // Whether the build made the extension stoker._batches: the scripts check that it loads (or not).
+  e.insert("STOKER_EXPECT_BATCHES_MODULE", STOKER_BATCHES_MODULE ? "1" : "0");
+  e.remove("STOKER_PYTHON_CTYPES");
   e.insert("PYTHONPATH", QStringLiteral(STOKER_BUILD_PYTHON ":" STOKER_SOURCE_DIR "/tests/python"));
   e.insert("PYTHONDONTWRITEBYTECODE", "1");
   e.insert("OMP_NUM_THREADS", "1");
@@ -110,6 +117,13 @@ class TestPythonPackage : public QObject {
     const QJsonObject f = figures(r);
     QVERIFY(f["cases"].toInt() >= 13);
     QVERIFY(f["ctrl_c_latency_s"].toDouble() < 1.0);
+  }
+
+  // The extension stoker._batches and the ctypes path hand over the same batches (values, strides,
+  // indices, state), and neither overwrites a batch Python holds.
+  void bothBatchPathsAgree() {
+    RUN_SCRIPT(r, "batch_paths.py", 120000);
+    if (STOKER_BATCHES_MODULE) QVERIFY(figures(r)["batches_compared"].toInt() > 600);
   }
 
   // Real photos: eval batches equal the export's and torchvision's, train batches the export's for
