@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <random>
@@ -109,7 +110,9 @@ class HandleLease {
 
 struct Transfer {
   CURL* curl = nullptr;
-  std::uint8_t* dst = nullptr;  // null: collect into text
+  std::uint8_t* dst = nullptr;     // the range's bytes go here, or to sink; neither: collect into text
+  const ByteSink* sink = nullptr;
+  std::exception_ptr sinkFailure;  // what the sink threw (it must not cross curl's C frames)
   std::size_t want = 0, got = 0;
   std::uint64_t wantStart = 0;
   bool rangeAsked = false, allowShort = false;
@@ -147,6 +150,22 @@ std::size_t onHeader(char* data, std::size_t size, std::size_t count, void* user
   return size * count;
 }
 
+// Hands n body bytes of a range on: copied to dst, or given to the sink. False: the sink threw.
+bool deliver(Transfer* t, const char* data, std::size_t n) {
+  if (t->dst) {
+    std::memcpy(t->dst + t->got, data, n);
+  } else {
+    try {
+      (*t->sink)(reinterpret_cast<const std::uint8_t*>(data), n);
+    } catch (...) {
+      t->sinkFailure = std::current_exception();
+      return false;
+    }
+  }
+  t->got += n;
+  return true;
+}
+
 std::size_t onBody(char* data, std::size_t size, std::size_t count, void* user) {
   auto* t = static_cast<Transfer*>(user);
   const std::size_t n = size * count;
@@ -154,7 +173,7 @@ std::size_t onBody(char* data, std::size_t size, std::size_t count, void* user) 
     t->errorBody.append(data, std::min(n, std::size_t(8192) - std::min(t->errorBody.size(), std::size_t(8192))));
     return n;
   }
-  if (!t->dst) {
+  if (!t->dst && !t->sink) {
     if (t->text.size() + n > t->maxText) {
       t->refused = "the reply is larger than " + std::to_string(t->maxText) + " bytes";
       return 0;
@@ -182,16 +201,13 @@ std::size_t onBody(char* data, std::size_t size, std::size_t count, void* user) 
   if (t->got + n > t->want) {
     if (t->allowShort || (t->rangeAsked && t->status == 200)) {  // a whole-body 200 to a first read: keep what fits
       const std::size_t take = t->want - t->got;
-      std::memcpy(t->dst + t->got, data, take);
-      t->got += take;
+      if (!deliver(t, data, take)) return 0;
       return take == n ? n : 0;
     }
     t->refused = "the server sent more bytes than asked (" + std::to_string(t->want) + ")";
     return 0;
   }
-  std::memcpy(t->dst + t->got, data, n);
-  t->got += n;
-  return n;
+  return deliver(t, data, n) ? n : 0;
 }
 
 // S3's <Error><Code>…</Code><Message>…</Message></Error>, or the first line of a page.
@@ -321,17 +337,19 @@ void perform(Transfer& t, const HttpTarget& target, const std::string& what, con
     t.errorBody.clear();
     t.refused.clear();
     const std::size_t gotBefore = t.got;
-    if (!t.dst) t.text.clear();
+    const bool ranged = t.dst || t.sink;
+    if (!ranged) t.text.clear();
     curl_slist* headers = nullptr;
     prepare(t, target, s, headers, rangeOfRest ? rangeOfRest() : std::string(), etag);
     netCounters().requests++;
     const CURLcode rc = curl_easy_perform(t.curl);
     curl_slist_free_all(headers);
     netCounters().bytes += t.got - gotBefore;
+    if (t.sinkFailure) std::rethrow_exception(t.sinkFailure);
     if (!t.refused.empty()) throwBadInput(what, t.refused);
-    const bool filled = rc == CURLE_WRITE_ERROR && t.dst && t.got == t.want;  // a whole-body 200 cut at what was asked
+    const bool filled = rc == CURLE_WRITE_ERROR && ranged && t.got == t.want;  // a whole-body 200 cut at what was asked
     if ((rc == CURLE_OK || filled) && t.status >= 200 && t.status < 300) {
-      if (t.dst && t.got < t.want && !t.allowShort && !(t.rangeAsked && t.status == 200)) {
+      if (ranged && t.got < t.want && !t.allowShort && !(t.rangeAsked && t.status == 200)) {
         lastProblem = "the body ended after " + std::to_string(t.got) + " of " + std::to_string(t.want) + " bytes";
         continue;  // a clean close before the end: resume where it broke
       }
@@ -376,10 +394,10 @@ NetCounters& netCounters() {
   return counters;
 }
 
-RangeReply httpGetRange(const HttpTarget& target, std::uint64_t offset, std::size_t n, std::uint8_t* dst, const std::string& etag,
-                        bool allowShort) {
-  Transfer t;
-  t.dst = dst;
+namespace {
+
+RangeReply getRange(Transfer& t, const HttpTarget& target, std::uint64_t offset, std::size_t n, const std::string& etag,
+                    bool allowShort) {
   t.want = n;
   t.rangeAsked = true;
   t.allowShort = allowShort;
@@ -399,6 +417,22 @@ RangeReply httpGetRange(const HttpTarget& target, std::uint64_t offset, std::siz
   else if (t.status == 200 && t.contentLength >= 0) reply.objectSize = static_cast<std::uint64_t>(t.contentLength);
   else if (t.status == 416) reply.objectSize = 0;
   return reply;
+}
+
+}  // namespace
+
+RangeReply httpGetRange(const HttpTarget& target, std::uint64_t offset, std::size_t n, std::uint8_t* dst, const std::string& etag,
+                        bool allowShort) {
+  Transfer t;
+  t.dst = dst;
+  return getRange(t, target, offset, n, etag, allowShort);
+}
+
+RangeReply httpGetRange(const HttpTarget& target, std::uint64_t offset, std::size_t n, const ByteSink& sink,
+                        const std::string& etag) {
+  Transfer t;
+  t.sink = &sink;
+  return getRange(t, target, offset, n, etag, false);
 }
 
 std::string httpGetText(const HttpTarget& target, std::size_t maxBytes) {

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -45,6 +46,13 @@ struct RangeReply {
 // (the first read of an object, whose size is not known yet): the reply says how much came.
 RangeReply httpGetRange(const HttpTarget& target, std::uint64_t offset, std::size_t n, std::uint8_t* dst,
                         const std::string& etag, bool allowShort = false);
+
+// Receives a range's bytes in order as they arrive, each byte once (a retry resumes after the last
+// byte it got). What it throws ends the request and reaches httpGetRange's caller.
+using ByteSink = std::function<void(const std::uint8_t* data, std::size_t n)>;
+// GET bytes [offset, offset + n) into `sink` (a part written to its cache file as it arrives).
+RangeReply httpGetRange(const HttpTarget& target, std::uint64_t offset, std::size_t n, const ByteSink& sink,
+                        const std::string& etag);
 
 // GET a whole small response (an S3 listing) of at most maxBytes.
 std::string httpGetText(const HttpTarget& target, std::size_t maxBytes);

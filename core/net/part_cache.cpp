@@ -10,10 +10,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <optional>
 #include <vector>
 
 #include "util/atomic_file.h"
+#include "util/byte_vector.h"
 #include "util/ends_with.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
@@ -151,6 +154,16 @@ std::uint64_t PartCache::scan(bool evict) {
 PartCache::Part PartCache::part(const std::string& objectId, std::uint64_t partSize, std::uint64_t index, std::size_t bytes,
                                 const std::function<void(std::uint8_t*)>& fetch) {
   const std::string path = fileOf(objectId, partSize, index);
+  return once(path, bytes, [&] { return fetchAndStore(path, bytes, fetch); });
+}
+
+PartCache::Part PartCache::streamedPart(const std::string& objectId, std::uint64_t partSize, std::uint64_t index,
+                                        std::size_t bytes, const std::function<void(const ByteSink&)>& fetch) {
+  const std::string path = fileOf(objectId, partSize, index);
+  return once(path, bytes, [&] { return streamAndStore(path, bytes, fetch); });
+}
+
+PartCache::Part PartCache::once(const std::string& path, std::size_t bytes, const std::function<Part()>& store) {
   std::promise<Part> mine;
   {
     std::unique_lock<std::mutex> lock(mutex_);
@@ -173,7 +186,7 @@ PartCache::Part PartCache::part(const std::string& objectId, std::uint64_t partS
       std::lock_guard<std::mutex> lock(mutex_);
       ++counters_.hits;
     } else {
-      out = fetchAndStore(path, bytes, fetch);
+      out = store();
       std::lock_guard<std::mutex> lock(mutex_);
       ++counters_.misses;
     }
@@ -223,6 +236,75 @@ PartCache::Part PartCache::fetchAndStore(const std::string& path, std::size_t by
   }
   std::vector<std::uint8_t> data(bytes);
   fetch(data.data());
+  out.bytes = MappedFile::fromBytes(path, std::move(data));
+  return out;
+}
+
+// Written as it arrives, in 2 MiB pieces: whole huge folios of page cache (see streamedPart). The
+// blocks are reserved first, so a full disk is found before the fetch, which then fills memory.
+// A write that fails anyway (an I/O error) costs a second fetch, into memory.
+PartCache::Part PartCache::streamAndStore(const std::string& path, std::size_t bytes,
+                                          const std::function<void(const ByteSink&)>& fetch) {
+  constexpr std::size_t kPiece = std::size_t(2) << 20;  // x86-64's and arm64's (4 KiB pages) huge page
+  std::unique_ptr<AtomicFile> file;
+  if (limit_ == 0 || bytes <= limit_) {  // else it would evict itself
+    try {
+      file = std::make_unique<AtomicFile>(path);
+      file->reserve(bytes);
+    } catch (const Error& e) {
+      noteWriteFailure(e);
+      file.reset();
+    }
+  }
+  Part out;
+  if (file) {
+    thread_local ByteVector piece;  // one a fetching thread (workers, warm-up threads): 2 MiB each
+    piece.resize(kPiece);
+    std::size_t filled = 0;
+    std::optional<Error> diskFailure;
+    const auto writePiece = [&] {
+      try {
+        file->write(piece.data(), filled);
+      } catch (const Error& e) {
+        diskFailure = e;
+        throw;
+      }
+      filled = 0;
+    };
+    try {
+      fetch([&](const std::uint8_t* data, std::size_t n) {
+        while (n > 0) {
+          const std::size_t take = std::min(n, kPiece - filled);
+          std::memcpy(piece.data() + filled, data, take);
+          filled += take;
+          data += take;
+          n -= take;
+          if (filled == kPiece) writePiece();
+        }
+      });
+      if (filled > 0) writePiece();
+      // Mapped before the rename: the bytes stay readable here if it fails, or if another process's
+      // eviction removes the part at once.
+      out.bytes = MappedFile::open(file->tempPath());
+      try {
+        file->commit(false);
+        noteStored(bytes);
+        out.onDisk = true;
+      } catch (const Error& e) {
+        noteWriteFailure(e);  // this read is served from the mapping, the next fetches again
+      }
+      return out;
+    } catch (const Error& e) {
+      if (!diskFailure) throw;  // the network's error (or the server's): the reader's
+      noteWriteFailure(*diskFailure);
+    }
+  }
+  std::vector<std::uint8_t> data(bytes);
+  std::size_t at = 0;
+  fetch([&](const std::uint8_t* p, std::size_t n) {
+    std::memcpy(data.data() + at, p, n);
+    at += n;
+  });
   out.bytes = MappedFile::fromBytes(path, std::move(data));
   return out;
 }

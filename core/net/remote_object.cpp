@@ -101,8 +101,8 @@ RemoteObject::PartView RemoteObject::cachedPart(std::uint64_t index, std::uint64
     if (const MappedFile* hit = table_[index].load(std::memory_order_acquire)) return {hit, nullptr};
   const std::uint64_t at = index * partSize;
   const auto bytes = static_cast<std::size_t>(std::min<std::uint64_t>(partSize, size_ - at));
-  PartCache::Part p = parts.cache->part(cacheId_, partSize, index, bytes,
-                                        [&](std::uint8_t* into) { httpGetRange(target_, at, bytes, into, etag_); });
+  PartCache::Part p = parts.cache->streamedPart(cacheId_, partSize, index, bytes,
+                                                [&](const ByteSink& sink) { httpGetRange(target_, at, bytes, sink, etag_); });
   // A part held in memory (the disk was full) serves this read only: memory stays bounded by the
   // parts in use. One on disk is kept for the object's life (a mapping costs pages only when read).
   if (!p.onDisk) return {p.bytes.get(), p.bytes};

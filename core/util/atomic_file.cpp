@@ -16,6 +16,7 @@ namespace stoker {
 namespace {
 
 constexpr std::size_t kBufferBytes = 4 << 20;  // large writes go straight through
+constexpr std::size_t kDirectBytes = 1 << 20;  // ... and so do writes of 1 MiB with nothing buffered
 std::atomic<unsigned> gTempCounter{0};
 std::atomic<std::uint64_t> gFaultWritten{0};
 
@@ -72,7 +73,9 @@ AtomicFile::~AtomicFile() {
 
 void AtomicFile::writeAll(const void* data, std::size_t n) {
   auto* p = static_cast<const std::uint8_t*>(data);
-  const std::size_t allowed = allowedByFaultHook(n);
+  const auto reserved = static_cast<std::size_t>(std::min<std::uint64_t>(n, reservedLeft_));
+  reservedLeft_ -= reserved;
+  const std::size_t allowed = reserved == n ? n : reserved + allowedByFaultHook(n - reserved);
   if (allowed < n) {
     if (allowed > 0 && ::write(fd_, p, allowed) < 0) throwIo(finalPath_, "write failed", errno);
     throwIo(finalPath_, "write failed", ENOSPC);
@@ -113,6 +116,12 @@ void AtomicFile::flushBuffer() {
 
 void AtomicFile::write(const void* data, std::size_t n) {
   if (committed_ || mapped_) throw Error(ErrorKind::Internal, finalPath_, "write after commit or mapForWrite");
+  if (buffer_.empty() && n >= kDirectBytes) {  // a copy into the buffer would gain nothing
+    writeAll(data, n);
+    written_ += n;
+    startWriteback();
+    return;
+  }
   if (buffer_.size() + n > kBufferBytes) {
     flushBuffer();
     if (n >= kBufferBytes) {
@@ -141,6 +150,16 @@ std::uint8_t* AtomicFile::mapForWrite(std::size_t n) {
   mapped_ = p;
   mappedBytes_ = n;
   return static_cast<std::uint8_t*>(p);
+}
+
+void AtomicFile::reserve(std::size_t n) {
+  if (committed_ || mapped_) throw Error(ErrorKind::Internal, finalPath_, "reserve after commit or mapForWrite");
+  if (allowedByFaultHook(n) < n) throwIo(finalPath_, "write failed", ENOSPC);
+  reservedLeft_ += n;
+  if (n == 0) return;
+  const std::uint64_t from = written_;
+  if (const int rc = ::posix_fallocate(fd_, static_cast<off_t>(from), static_cast<off_t>(n)); rc != 0)
+    throwIo(finalPath_, "write failed", rc);
 }
 
 void AtomicFile::copyFrom(int srcFd, std::uint64_t offset, std::uint64_t n) {

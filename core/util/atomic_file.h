@@ -19,7 +19,8 @@ class AtomicFile {
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
 
-  // Buffered append; throws Error(Io) on failure (ENOSPC included).
+  // Buffered append (1 MiB and more, with nothing buffered, goes straight to write()); throws
+  // Error(Io) on failure (ENOSPC included).
   void write(const void* data, std::size_t n);
   // Appends `n` bytes of another file starting at `offset`, inside the kernel
   // (copy_file_range; read/write where the file systems cannot).
@@ -30,6 +31,10 @@ class AtomicFile {
   // Only on a file with nothing written yet; the bytes stay mapped until destruction (readable
   // after commit()). Subject to the fault hooks below like write().
   std::uint8_t* mapForWrite(std::size_t n);
+  // Reserves the blocks of the next `n` bytes to be written (posix_fallocate), so that a full disk
+  // fails here with Error(Io) ENOSPC -- before a network fetch whose bytes are written as they
+  // arrive -- and not in a write() halfway. Those bytes pass the fault hooks here, not when written.
+  void reserve(std::size_t n);
   std::uint64_t bytesWritten() const { return written_; }
 
   // Flushes, fsyncs, renames to the final name and fsyncs the directory. `durable` false skips
@@ -52,6 +57,7 @@ class AtomicFile {
   int fd_ = -1;
   bool committed_ = false;
   std::uint64_t written_ = 0;
+  std::uint64_t reservedLeft_ = 0;  // bytes reserve() let through the fault hooks, not yet written
   std::vector<std::uint8_t> buffer_;
   void* mapped_ = nullptr;  // mapForWrite's bytes
   std::size_t mappedBytes_ = 0;

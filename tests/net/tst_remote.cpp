@@ -1983,6 +1983,45 @@ with tarfile.open(sys.argv[1], 'w') as tf:
                       ErrorKind::Io, {"blob.bin/cache", "cache_dir cannot be created"}));
   }
 
+  // Parts of more than one 2 MiB piece are written as they arrive, piece by piece: the bytes and the
+  // files are the object's, also when the body breaks halfway and the retry resumes it (the file
+  // then gets each byte once), and a later open reads them with no request.
+  void cachedPartsStreamInPieces() {
+    const QByteArray big = randomBytes((5 << 20) + 777, 9);
+    QVERIFY(writeFile(servers_.www() + "/big.bin", big));
+    const std::uint64_t partSize = (4 << 20) + 4096;  // two pieces and a bit, then the rest
+    for (const bool broken : {false, true}) {
+      const QString dir = tmp_.filePath(broken ? "pieces-broken" : "pieces");
+      PartOptions parts{static_cast<std::int64_t>(partSize), 2, PartCache::at(dir.toStdString(), 0)};
+      auto object = RemoteObject::open(servers_.httpUrl("big.bin").toStdString());
+      const std::uint64_t retries = netCounters().retries;
+      if (broken) QVERIFY(servers_.fault(true, "drop", 2));  // each part's body cut at its half
+      QByteArray got(big.size(), '\0');
+      object->read(0, got.data(), static_cast<std::size_t>(got.size()), parts);
+      QVERIFY(servers_.fault(true, "", 0));
+      QVERIFY(got == big);
+      QCOMPARE(netCounters().retries - retries, std::uint64_t(broken ? 2 : 0));
+      const CacheFolder c = cacheFolder(dir);
+      QCOMPARE(c.parts, 2);
+      QCOMPARE(c.temps, 0);
+      QCOMPARE(c.bytes, big.size());
+      QByteArray files;
+      QStringList names = QDir(dir).entryList({"*.part"}, QDir::Files);
+      std::sort(names.begin(), names.end(), [](const QString& a, const QString& b) { return a.length() != b.length() ? a.length() < b.length() : a < b; });
+      for (const QString& n : names) files += readFile(QDir(dir).filePath(n));  // index 0, then 1
+      QVERIFY(files == big);
+      // A window across the first part's piece boundary, and one across the parts, from a new open.
+      servers_.takeLog(true);
+      auto again = RemoteObject::open(servers_.httpUrl("big.bin").toStdString());
+      ByteVector scratch;
+      for (const std::uint64_t at : {(std::uint64_t(2) << 20) - 100, partSize - 100}) {
+        const std::uint8_t* p = again->bytesAt(at, 200, parts, scratch);
+        QVERIFY(QByteArray(reinterpret_cast<const char*>(p), 200) == big.mid(static_cast<qsizetype>(at), 200));
+      }
+      QCOMPARE(servers_.takeLog(true).size(), 1);  // the open: both parts from the folder
+    }
+  }
+
   // cache_limit: the least recently used parts go, the folder stays under the limit, reads stay right.
   void theCacheStaysUnderItsLimit() {
     const QString dir = tmp_.filePath("small-cache");
