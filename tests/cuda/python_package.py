@@ -44,8 +44,9 @@ def main():
     except Exception as e:  # the import itself is a check: a build for another torch is refused here
         emit("python_import", False, f"{type(e).__name__}: {e}")
         return
+    path = "the extension stoker._batches" if stoker._native.batches else "ctypes (stoker._batches not built: no Python.h?)"
     emit("python_import", True, f"stoker {stoker.__version__} built for torch {stoker._native.build_info()['torch']}, "
-                                f"imported {torch.__version__}")
+                                f"imported {torch.__version__}; batches through {path}")
     spec = f"fashion-mnist:{a.data}"
     host = stoker.Loader(spec, batch_size=60000, num_workers=0)
     images, labels = next(iter(host))
