@@ -153,6 +153,12 @@ fi
 PYTHON_BUILT=1
 cmake --build "$BUILD" -j "$JOBS" --target stoker_c "${KEEP_GOING[@]}" >"$OUT/build-python.log" 2>&1 ||
   { PYTHON_BUILT=""; tail -40 "$OUT/build-python.log" >&2; log "the Python package did not build (log: $OUT/build-python.log)"; }
+# Its optional extension (configured only where the python3 with this torch has Python.h): without
+# it the package takes the ctypes path, and the import check says which.
+if [[ -n "$PYTHON_BUILT" ]]; then
+  cmake --build "$BUILD" -j "$JOBS" --target stoker_batches >"$OUT/build-python-extension.log" 2>&1 ||
+    log "the extension stoker._batches was not built (log: $OUT/build-python-extension.log): batches take the ctypes path"
+fi
 log "built in $((SECONDS - START)) s"
 # Two libjpeg ABIs in one process (the carried libjpeg.so.62 beside a machine's libjpeg.so.8) mix
 # struct layouts between the headers compiled against and the library called: refuse to go on.
