@@ -264,7 +264,7 @@ PartCache::Part PartCache::streamAndStore(const std::string& path, std::size_t b
     std::optional<Error> diskFailure;
     const auto writePiece = [&] {
       try {
-        file->write(piece.data(), filled);
+        file->writeThrough(piece.data(), filled);
       } catch (const Error& e) {
         diskFailure = e;
         throw;

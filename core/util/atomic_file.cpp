@@ -16,7 +16,6 @@ namespace stoker {
 namespace {
 
 constexpr std::size_t kBufferBytes = 4 << 20;  // large writes go straight through
-constexpr std::size_t kDirectBytes = 1 << 20;  // ... and so do writes of 1 MiB with nothing buffered
 std::atomic<unsigned> gTempCounter{0};
 std::atomic<std::uint64_t> gFaultWritten{0};
 
@@ -116,12 +115,6 @@ void AtomicFile::flushBuffer() {
 
 void AtomicFile::write(const void* data, std::size_t n) {
   if (committed_ || mapped_) throw Error(ErrorKind::Internal, finalPath_, "write after commit or mapForWrite");
-  if (buffer_.empty() && n >= kDirectBytes) {  // a copy into the buffer would gain nothing
-    writeAll(data, n);
-    written_ += n;
-    startWriteback();
-    return;
-  }
   if (buffer_.size() + n > kBufferBytes) {
     flushBuffer();
     if (n >= kBufferBytes) {
@@ -150,6 +143,14 @@ std::uint8_t* AtomicFile::mapForWrite(std::size_t n) {
   mapped_ = p;
   mappedBytes_ = n;
   return static_cast<std::uint8_t*>(p);
+}
+
+void AtomicFile::writeThrough(const void* data, std::size_t n) {
+  if (committed_ || mapped_) throw Error(ErrorKind::Internal, finalPath_, "write after commit or mapForWrite");
+  flushBuffer();
+  writeAll(data, n);
+  written_ += n;
+  startWriteback();
 }
 
 void AtomicFile::reserve(std::size_t n) {

@@ -19,9 +19,11 @@ class AtomicFile {
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
 
-  // Buffered append (1 MiB and more, with nothing buffered, goes straight to write()); throws
-  // Error(Io) on failure (ENOSPC included).
+  // Buffered append; throws Error(Io) on failure (ENOSPC included).
   void write(const void* data, std::size_t n);
+  // The same, straight to write(2): for a writer that gathers its own pieces (their size is what
+  // the page cache's folios are made of).
+  void writeThrough(const void* data, std::size_t n);
   // Appends `n` bytes of another file starting at `offset`, inside the kernel
   // (copy_file_range; read/write where the file systems cannot).
   void copyFrom(int srcFd, std::uint64_t offset, std::uint64_t n);
