@@ -394,8 +394,7 @@ class _EpochIterator:
 
     def __next__(self):
         # The per-batch path: a Fashion-MNIST batch takes ~40 us to make on 2 cores, so every
-        # attribute lookup and call here shows in the figures (hence the module-level aliases and no
-        # helper calls for the two-field case).
+        # attribute lookup and call here shows in the figures (hence the module-level aliases).
         handle = self._handle
         if not handle:
             raise StopIteration
@@ -408,22 +407,28 @@ class _EpochIterator:
             self.close()
             raise
         if n <= 0:
-            self.close()
-            if n < 0:
-                _native.raise_last_error()
-            self._loader._state["done"] = True
-            raise StopIteration
+            self._end(n)
+        first = _from_dlpack(_capsule_new(fields[0], _DLTENSOR, None))
+        if n == 2:
+            return self._hand_out((first, _from_dlpack(_capsule_new(fields[1], _DLTENSOR, None))))
+        return self._hand_out((first, *[_from_dlpack(_capsule_new(fields[i], _DLTENSOR, None)) for i in range(1, n)]))
+
+    def _end(self, n):
+        """The epoch's end (n == 0) or a worker's error (n < 0): the workers stop, and it is said."""
+        self.close()
+        if n < 0:
+            _native.raise_last_error()
+        self._loader._state["done"] = True
+        raise StopIteration
+
+    def _hand_out(self, batch):
+        """A batch's bookkeeping, then the batch (a dict with as_dict)."""
         self._indices = None
         if self._plan_next is not None or self._ahead_thread is not None:
             self._look_ahead()
-        first = _from_dlpack(_capsule_new(fields[0], _DLTENSOR, None))
-        if n == 2:
-            batch = (first, _from_dlpack(_capsule_new(fields[1], _DLTENSOR, None)))
-        else:
-            batch = (first, *[_from_dlpack(_capsule_new(fields[i], _DLTENSOR, None)) for i in range(1, n)])
         loader = self._loader
         # Samples of the epoch's global order this step consumed (every rank in lockstep).
-        loader._state["consumed"] += self._per_step or first.size(0) * self._per_row
+        loader._state["consumed"] += self._per_step or batch[0].size(0) * self._per_row
         if self._as_dict:
             return dict(zip(loader.fields, batch))
         return batch
@@ -454,19 +459,8 @@ class _BatchesEpochIterator(_EpochIterator):
             self.close()
             raise
         if batch.__class__ is int:
-            self.close()
-            if batch < 0:
-                _native.raise_last_error()
-            self._loader._state["done"] = True
-            raise StopIteration
-        self._indices = None
-        if self._plan_next is not None or self._ahead_thread is not None:
-            self._look_ahead()
-        loader = self._loader
-        loader._state["consumed"] += self._per_step or batch[0].size(0) * self._per_row
-        if self._as_dict:
-            return dict(zip(loader.fields, batch))
-        return batch
+            self._end(batch)
+        return self._hand_out(batch)
 
 
 def _close_all():
