@@ -294,7 +294,7 @@ PartCache::Part PartCache::streamAndStore(const std::string& path, std::size_t b
         noteWriteFailure(e);  // this read is served from the mapping, the next fetches again
       }
       return out;
-    } catch (const Error& e) {
+    } catch (const Error&) {
       if (!diskFailure) throw;  // the network's error (or the server's): the reader's
       noteWriteFailure(*diskFailure);
     }

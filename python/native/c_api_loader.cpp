@@ -103,26 +103,21 @@ struct StokerLoader {
 struct StokerEpoch {
   std::optional<Epoch> epoch;
   at::Tensor lastIndices;  // of the batch handed out last (stoker_epoch_indices)
-  bool ended = false;      // the last batch was handed out
 };
 
 namespace {
 
-// The next batch of the epoch, or nullopt when the wait ran out or the epoch ended (then
-// handle.ended). `keep`: the pooled block's lease under reuse_buffers, which every tensor handed
-// to Python must hold (the pool recycles the block once Python has released the batch).
-std::optional<Batch> takeBatch(StokerEpoch& handle, int waitMs, int capacity, std::shared_ptr<void>& keep) {
-  if (!handle.epoch->waitReady(std::chrono::milliseconds(waitMs))) return std::nullopt;
+// The next batch of the epoch (its wait is over), or nullopt after the last. `keep`: the pooled
+// block's lease under reuse_buffers, which every tensor handed to Python must hold (the pool
+// recycles the block once Python has released the batch).
+std::optional<Batch> takeBatch(StokerEpoch& handle, int capacity, std::shared_ptr<void>& keep) {
   std::optional<Batch> batch = handle.epoch->next();
-  if (!batch) {
-    handle.ended = true;
-    return std::nullopt;
-  }
+  if (!batch) return std::nullopt;
   const int n = static_cast<int>(batch->tensors.size());
   if (n > capacity) throwBadInput("batch", std::to_string(n) + " fields, room for " + std::to_string(capacity));
   keep = batch->buffers.lock();
   for (const at::Tensor& t : batch->tensors)
-    if (!t.is_cpu() && !t.is_cuda()) throwBadInput("batch", "a field on " + t.device().str() + " (only CPU and CUDA fields leave as DLPack)");
+    if (!t.is_cpu() && !t.is_cuda()) throwBadInput("batch", "a field on " + t.device().str() + " (only CPU and CUDA fields are handed to Python)");
   handle.lastIndices = std::move(batch->indices);
   return batch;
 }
@@ -299,9 +294,10 @@ int stoker_epoch_queue_next(StokerEpoch* handle, int64_t nextEpoch, const int64_
 
 int stoker_epoch_next(StokerEpoch* handle, int waitMs, void** fields, int capacity) {
   return guarded<>(-1, [&] {
+    if (!handle->epoch->waitReady(std::chrono::milliseconds(waitMs))) return STOKER_NOT_READY;
     std::shared_ptr<void> keep;
-    std::optional<Batch> batch = takeBatch(*handle, waitMs, capacity, keep);
-    if (!batch) return handle->ended ? 0 : STOKER_NOT_READY;
+    std::optional<Batch> batch = takeBatch(*handle, capacity, keep);
+    if (!batch) return 0;
     const int n = static_cast<int>(batch->tensors.size());
     for (int f = 0; f < n; ++f) fields[f] = exportField(batch->tensors[static_cast<std::size_t>(f)], keep);
     return n;
@@ -310,9 +306,10 @@ int stoker_epoch_next(StokerEpoch* handle, int waitMs, void** fields, int capaci
 
 int stoker_epoch_next_tensors(StokerEpoch* handle, int waitMs, at::Tensor* out, int capacity) {
   return guarded<>(-1, [&] {
+    if (!handle->epoch->waitReady(std::chrono::milliseconds(waitMs))) return STOKER_NOT_READY;
     std::shared_ptr<void> keep;
-    std::optional<Batch> batch = takeBatch(*handle, waitMs, capacity, keep);
-    if (!batch) return handle->ended ? 0 : STOKER_NOT_READY;
+    std::optional<Batch> batch = takeBatch(*handle, capacity, keep);
+    if (!batch) return 0;
     const int n = static_cast<int>(batch->tensors.size());
     for (int f = 0; f < n; ++f) {
       at::Tensor& t = batch->tensors[static_cast<std::size_t>(f)];
