@@ -133,13 +133,23 @@ def serve(www, run):
     os.makedirs(os.path.join(run, "tmp"))
     nginx_port, proxy_port = free_port(), free_port()
     with open(os.path.join(run, "nginx.conf"), "w") as f:
-        f.write(nginx_conf(run, nginx_port, www))
+        f.write(nginx_conf(run, nginx_port, www, log_bytes=True))
     servers = [subprocess.Popen(["/usr/sbin/nginx", "-c", os.path.join(run, "nginx.conf"), "-p", run], stderr=subprocess.DEVNULL),
                subprocess.Popen([PY, os.path.join(ROOT, "tests", "net", "fault_proxy.py"), str(proxy_port), str(nginx_port)],
                                 stdout=subprocess.DEVNULL)]
     wait_port(nginx_port)
     wait_port(proxy_port)
     return nginx_port, proxy_port, servers
+
+
+def served_bytes(run, nginx):
+    """The bytes nginx sent since the last call (its access log, emptied and reopened)."""
+    log = os.path.join(run, "access.log")
+    sent = sum(int(line) for line in open(log) if line.strip().isdigit()) if os.path.exists(log) else 0
+    open(log, "w").close()
+    subprocess.run(["kill", "-USR1", str(nginx.pid)], check=True)  # nginx reopens its log
+    time.sleep(0.1)
+    return sent
 
 
 def bench(stoker, spec, options, epochs, extra=()):
@@ -165,6 +175,7 @@ def main():
     ap.add_argument("--tokens-bytes", default="1GiB")
     ap.add_argument("--latencies", default="direct,0,10,50", help="ms the proxy adds per request; direct = nginx without the proxy")
     ap.add_argument("--images", type=int, default=1000)
+    ap.add_argument("--per-shard", type=int, default=50, help="photos per WebDataset shard (50: one 8 MiB part a shard)")
     ap.add_argument("--max-inflight-parts", type=int, default=4, help="the remote runs' max_inflight_parts")
     ap.add_argument("--peer-seconds", type=float, default=6)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -182,15 +193,16 @@ def main():
     if not os.path.exists(os.path.join(tokens, "tokens.bin")):
         subprocess.run([PY, os.path.join(ROOT, "tests", "datasets", "make_token_files.py"), tokens, "--tokens-bytes", a.tokens_bytes],
                        check=True, stdout=subprocess.DEVNULL)
-    shards = os.path.join(www, f"shards-{a.images}")
+    shards = os.path.join(www, f"shards-{a.images}" + (f"-{a.per_shard}" if a.per_shard != 50 else ""))
     if not os.path.isdir(shards):
         photos = os.path.join(a.data, "photos")
         per_class = a.images // 10
         subprocess.run([PY, os.path.join(ROOT, "tests", "datasets", "make_photo_folder.py"), photos, "--classes", "10",
                         "--per-class", str(per_class), "--seed", "4"], check=True, stdout=subprocess.DEVNULL)
-        subprocess.run([PY, os.path.join(ROOT, "tests", "datasets", "make_wds_shards.py"), photos, shards, "--per-shard", "50"],
+        subprocess.run([PY, os.path.join(ROOT, "tests", "datasets", "make_wds_shards.py"), photos, shards, "--per-shard", str(a.per_shard)],
                        check=True, stdout=subprocess.DEVNULL)
     shard_names = sorted(n for n in os.listdir(shards) if n.endswith(".tar"))
+    shard_bytes = sum(os.path.getsize(os.path.join(shards, n)) for n in shard_names)
     images = a.images // 10 * 10
     token_file = os.path.join(tokens, "tokens.bin")
     token_bytes = os.path.getsize(token_file)
@@ -226,13 +238,16 @@ def main():
             cache = os.path.join(run, f"cache-{latency}")
             remote_wds, remote_wds_wall = bench(stoker, f"wds:{base}{pattern}", {**image_opts, "cache_dir": cache, "max_inflight_parts": a.max_inflight_parts}, 1)
             shutil.rmtree(cache)
+            served_bytes(run, servers[0])
             _, nocache_wds_wall = bench(stoker, f"wds:{base}{pattern}", {**image_opts, "max_inflight_parts": a.max_inflight_parts}, 1)
+            nocache_sent = served_bytes(run, servers[0]) / shard_bytes  # the open's scan and the epoch together
             if a.wds_only:
                 print(f"{latency:>6}{' ms' if latency != 'direct' else ''}  wds: {images / remote_wds_wall:,.0f} img/s with a cache = "
                       f"{local_wds_wall / remote_wds_wall:.2f}x local ({images / local_wds_wall:,.0f}), without "
-                      f"{images / nocache_wds_wall:,.0f} img/s = {local_wds_wall / nocache_wds_wall:.2f}x", flush=True)
+                      f"{images / nocache_wds_wall:,.0f} img/s = {local_wds_wall / nocache_wds_wall:.2f}x "
+                      f"(the server sent {nocache_sent:.2f}x the shards' bytes)", flush=True)
                 rows.append({"latency_ms": latency, "wds_local_img_s": images / local_wds_wall, "wds_remote_img_s": images / remote_wds_wall,
-                             "wds_remote_nocache_img_s": images / nocache_wds_wall})
+                             "wds_remote_nocache_img_s": images / nocache_wds_wall, "wds_nocache_served_x": nocache_sent})
                 continue
             local_tokens, _ = bench(stoker, f"tokens:{token_file},ctx=1024", token_opts, 3)
             remote_tokens, _ = bench(stoker, f"tokens:{base}{rel_tokens},ctx=1024", {**token_opts, "cache_dir": cache, "max_inflight_parts": a.max_inflight_parts}, 3)
@@ -273,7 +288,7 @@ def main():
                 "tokens_download_then_epoch_s": download_s + after_download["per_device"][0]["epochs"][0]["seconds"],
                 "tokens_curl_devnull_s": network_s,
                 "wds_local_img_s": images / local_wds_wall, "wds_remote_img_s": images / remote_wds_wall,
-                "wds_remote_nocache_img_s": images / nocache_wds_wall,
+                "wds_remote_nocache_img_s": images / nocache_wds_wall, "wds_nocache_served_x": nocache_sent,
                 "wds_remote_open_epoch_img_s": images / remote_wds["run_seconds"],
                 "wds_curl_img_s": images / curl_wall, "wds_pipe_curl_img_s": pipe_doc["images_per_s"],
             })
@@ -288,7 +303,8 @@ def main():
                   f"({r['tokens_download_then_epoch_s']:.2f} s); the network path alone (curl into /dev/null) "
                   f"{r['tokens_curl_devnull_s']:.2f} s, a local epoch {r['tokens_local_first_s']:.2f} s", flush=True)
             print(f"           wds: {r['wds_remote_img_s']:,.0f} img/s = {r['wds_remote_img_s'] / r['wds_local_img_s']:.2f}x local "
-                  f"({r['wds_local_img_s']:,.0f}), without a cache {r['wds_remote_nocache_img_s'] / r['wds_local_img_s']:.2f}x; "
+                  f"({r['wds_local_img_s']:,.0f}), without a cache {r['wds_remote_nocache_img_s'] / r['wds_local_img_s']:.2f}x "
+                  f"(server bytes {r['wds_nocache_served_x']:.2f}x the shards'); "
                   f"vs pipe:curl + PIL/torchvision in a DataLoader ({r['wds_pipe_curl_img_s']:,.0f} img/s, from its first batch request): "
                   f"{r['wds_remote_open_epoch_img_s'] / r['wds_pipe_curl_img_s']:.2f}x Stoker's open + epoch "
                   f"({r['wds_remote_open_epoch_img_s']:,.0f} img/s), {r['wds_remote_img_s'] / r['wds_pipe_curl_img_s']:.2f}x its whole process; "

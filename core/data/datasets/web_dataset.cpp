@@ -20,6 +20,7 @@
 
 #include "data/datasets/byte_source.h"
 #include "data/datasets/dataset_spec.h"
+#include "data/datasets/wds_remote_stream.h"
 #include "net/http_transfer.h"
 #include "net/part_cache.h"
 #include "net/remote_url.h"
@@ -435,79 +436,6 @@ void WebDataset::startReadahead() {
   });
 }
 
-// A remote shard as libarchive's input: windows of part_size × max_inflight_parts bytes, each
-// fetched in parallel parts; a skip (the data of a member not read) moves on without fetching
-// what the next window does not need. A network error is kept for the scan to rethrow as it came
-// (libarchive would only say "truncated"; the retry budget's Error(Io) stays an Io error).
-struct WebDataset::RemoteStream {
-  RemoteStream(const RemoteObject& o, const PartOptions& p) : object(o), parts(p) {}
-  const RemoteObject& object;
-  PartOptions parts;
-  ByteVector window;  // filled by the network (or a cached part), never zeroed
-  ByteVector first;  // the object's first bytes, brought by its open: the first window (freed at the next)
-  std::uint64_t at = 0;  // the object's next unread byte
-  std::uint64_t cachedTo = 0;  // with a cache: the parts before this byte are in it
-  std::exception_ptr error;
-  void rethrowIfFailed() const {
-    if (error) std::rethrow_exception(error);
-  }
-
-  // With a cache, libarchive reads the cache's mapping of each part in place: copied into the
-  // window (zeroed first), every byte was written twice more and every page of a fresh window
-  // faulted (5,000 photos in 100 shards: 26 % of the run's page faults). The parts of the next
-  // window are still fetched in parallel.
-  la_ssize_t readCachedParts(const void** buffer) {
-    const std::uint64_t windowBytes = static_cast<std::uint64_t>(parts.partSize) * static_cast<std::uint64_t>(std::max(parts.maxInflight, 1));
-    if (at >= cachedTo) {
-      cachedTo = at + std::min<std::uint64_t>(windowBytes, object.size() - at);
-      object.cacheParts(at, cachedTo - at, parts);
-    }
-    const auto partSize = static_cast<std::uint64_t>(std::max<std::int64_t>(parts.partSize, 4096));  // as RemoteObject's table
-    const std::uint64_t n = std::min<std::uint64_t>((at / partSize + 1) * partSize, object.size()) - at;
-    *buffer = object.bytesAt(at, static_cast<std::size_t>(n), parts, window);
-    at += n;
-    return static_cast<la_ssize_t>(n);
-  }
-
-  static la_ssize_t read(archive*, void* self, const void** buffer) {
-    auto* s = static_cast<RemoteStream*>(self);
-    if (s->at >= s->object.size()) return 0;
-    if (s->parts.cache && !s->object.cacheId().empty()) {
-      try {
-        return s->readCachedParts(buffer);
-      } catch (...) {
-        s->error = std::current_exception();
-        return -1;
-      }
-    }
-    if (s->at == 0 && !s->first.empty()) {
-      s->at = s->first.size();
-      *buffer = s->first.data();
-      return static_cast<la_ssize_t>(s->first.size());
-    }
-    ByteVector().swap(s->first);  // libarchive is done with it once it asks for more
-    const std::uint64_t windowBytes =
-        static_cast<std::uint64_t>(s->parts.partSize) * static_cast<std::uint64_t>(std::max(s->parts.maxInflight, 1));
-    const std::uint64_t n = std::min<std::uint64_t>(windowBytes, s->object.size() - s->at);
-    s->window.resize(static_cast<std::size_t>(n));
-    try {
-      s->object.read(s->at, s->window.data(), s->window.size(), s->parts);
-    } catch (...) {
-      s->error = std::current_exception();
-      return -1;
-    }
-    s->at += n;
-    *buffer = s->window.data();
-    return static_cast<la_ssize_t>(n);
-  }
-  static la_int64_t skip(archive*, void* self, la_int64_t request) {
-    auto* s = static_cast<RemoteStream*>(self);
-    const std::uint64_t n = std::min<std::uint64_t>(static_cast<std::uint64_t>(request), s->object.size() - s->at);
-    s->at += n;
-    return static_cast<la_int64_t>(n);
-  }
-};
-
 struct WebDataset::Member {
   std::string key, ext;  // ext lower-cased, as webdataset's group_by_keys(lcase=True)
   std::string name;      // the member's path in the tar
@@ -529,7 +457,8 @@ void WebDataset::scan(std::int64_t shard, std::vector<Sample>& out, std::uint64_
   std::unique_ptr<archive, int (*)(archive*)> a(archive_read_new(), archive_read_free);
   archive_read_support_format_tar(a.get());
   std::int64_t fileSize = 0;
-  std::unique_ptr<RemoteStream> stream;
+  std::vector<std::pair<std::uint64_t, ByteVector>> kept;  // blocks the first epoch may read (keepScannedBlocks)
+  std::unique_ptr<WdsRemoteStream> stream;
   if (isRemotePath(path)) {
     PartOptions window = options_.parts;
     window.maxInflight = std::max(1, window.maxInflight * std::max(options_.workers, 1) / scanParallel_);
@@ -538,12 +467,9 @@ void WebDataset::scan(std::int64_t shard, std::vector<Sample>& out, std::uint64_
     ByteVector head;
     const auto firstPart = static_cast<std::size_t>(std::max<std::int64_t>(window.partSize, 4096));
     const auto object = objectOf(shard, window.cache ? nullptr : &head, firstPart);
-    stream = std::make_unique<RemoteStream>(*object, window);
-    stream->first = std::move(head);
-    fileSize = static_cast<std::int64_t>(stream->object.size());
-    archive_read_set_callback_data(a.get(), stream.get());
-    archive_read_set_read_callback(a.get(), &RemoteStream::read);
-    archive_read_set_skip_callback(a.get(), &RemoteStream::skip);
+    stream = std::make_unique<WdsRemoteStream>(*object, window, std::move(head), keeperOf(shard, kept));
+    fileSize = static_cast<std::int64_t>(object->size());
+    stream->attach(a.get());
     if (archive_read_open1(a.get()) != ARCHIVE_OK) {
       stream->rethrowIfFailed();
       throwBadInput(path, std::string("not a readable tar: ") + archive_error_string(a.get()));
@@ -613,69 +539,116 @@ void WebDataset::scan(std::int64_t shard, std::vector<Sample>& out, std::uint64_
   indexable = indexable && std::none_of(out.begin(), out.end(), [](const Sample& x) { return !x.problem.empty(); });
   if (indexText && indexable) *indexText = daliIndexTextOf(components);
   if (options_.keepComponents) components_[static_cast<std::size_t>(shard)] = std::move(components);
-  if (stream) keepScannedHead(shard, std::move(stream->first), out);
+  if (stream) {
+    stream->finish();
+    keepScannedBlocks(shard, std::move(kept), out);
+  }
 }
 
-// Without a cache, the scan of a shard of one part brought all of it, and the epoch fetched it
-// again: held here (within readahead_mb, like the blocks they become), the first epoch's deal
-// takes them into the readahead instead (adoptScannedHeads), or, where samples are dealt one by
-// one, the first epoch copies its images from them (readScannedHead). Only the shards this rank reads in
-// epoch 0 are held: a rank may scan other ranks' shards too (all of them, unless the ranks share
-// their scans), and each held all of them until that deal.
-void WebDataset::keepScannedHead(std::int64_t shard, ByteVector head, const std::vector<Sample>& samples) {
+// Without a cache, a shard's scan brings (nearly) all of it, and the first epoch fetched it again.
+// The blocks the scan passed are held instead (within readahead_mb, like the readahead's blocks
+// they become): the first epoch's deal takes them into the readahead (adoptScannedBlocks), or,
+// where samples are dealt one by one, the first epoch copies its images from them
+// (readScannedBlocks). Only the shards this rank reads in epoch 0 are held: a rank may scan other
+// ranks' shards too (all of them, unless the ranks share their scans). The budget goes to the
+// blocks in the order the scans pass them (up to 32 shards at once), not in the deal's order: a
+// dataset larger than readahead_mb has some of its first shards fetched again.
+WdsRemoteStream::KeepFn WebDataset::keeperOf(std::int64_t shard, std::vector<std::pair<std::uint64_t, ByteVector>>& kept) {
   const auto i = static_cast<std::size_t>(shard);
   const std::uint64_t block = readaheadBlockBytes();
-  if (options_.parts.cache || options_.keepComponents || head.empty() || !remote_[i] || !firstDeal_[i] ||
-      head.size() != std::min<std::uint64_t>(block, remote_[i]->size()))
-    return;  // not the readahead's block 0 (a part under 64 KiB, or only part of a larger shard's first block)
-  // The samples readScannedHead may serve from it: whole in it, and readable.
-  const auto inHead = std::count_if(samples.begin(), samples.end(), [&](const Sample& x) {
-    return x.problem.empty() && x.offset + x.size <= head.size();
-  });
-  std::lock_guard<std::mutex> lock(headsMutex_);
-  if (headsBytes_ + head.size() > options_.readaheadBytes) return;
-  headsBytes_ += head.size();
-  scannedHeads_.emplace(shard, ScannedHead{std::move(head), inHead});
-  headsKept_ = true;
+  // Blocks of another size are not the readahead's (a part_size under 64 KiB).
+  if (options_.parts.cache || options_.keepComponents || !firstDeal_[i] || block != static_cast<std::uint64_t>(std::max<std::int64_t>(options_.parts.partSize, 4096)))
+    return nullptr;
+  return [this, &kept](std::uint64_t index, ByteVector& bytes) {
+    {
+      std::lock_guard<std::mutex> lock(blocksMutex_);
+      if (blocksBytes_ + bytes.size() > options_.readaheadBytes) return false;
+      blocksBytes_ += bytes.size();  // a scan that fails fails the open: nothing to give back
+    }
+    kept.emplace_back(index, std::move(bytes));
+    return true;
+  };
 }
 
-void WebDataset::adoptScannedHeads(const std::vector<std::int64_t>& dealtShards) const {
-  if (!headsKept_.load(std::memory_order_acquire)) return;  // the common case, without a lock
-  std::lock_guard<std::mutex> lock(headsMutex_);
-  headsKept_ = false;
-  // All of this rank's (held within readahead_mb by keepScannedHead): the rank reads its shards in
-  // this order, so the readahead's own prefetching waits only while every block held is one still
-  // to be read.
+void WebDataset::keepScannedBlocks(std::int64_t shard, std::vector<std::pair<std::uint64_t, ByteVector>> kept,
+                                   const std::vector<Sample>& samples) {
+  if (kept.empty()) return;
+  const std::uint64_t block = readaheadBlockBytes();
+  ScannedBlocks held;
+  for (auto& [index, bytes] : kept) held.emplace(index, ScannedBlock{std::move(bytes), 0});
+  // Each block's readable samples: readScannedBlocks lets a block go once they have been read.
+  for (const Sample& x : samples) {
+    if (!x.problem.empty() || x.size == 0) continue;
+    for (std::uint64_t b = x.offset / block; b <= (x.offset + x.size - 1) / block; ++b)
+      if (const auto it = held.find(b); it != held.end()) ++it->second.unread;
+  }
+  // A block no sample reads (tar headers, the end's padding) is never asked for.
+  std::uint64_t unused = 0;
+  for (auto it = held.begin(); it != held.end();)
+    if (it->second.unread == 0) {
+      unused += it->second.bytes.size();
+      it = held.erase(it);
+    } else {
+      ++it;
+    }
+  std::lock_guard<std::mutex> lock(blocksMutex_);
+  blocksBytes_ -= unused;
+  if (held.empty()) return;
+  scannedBlocks_.emplace(shard, std::move(held));
+  blocksKept_ = true;
+}
+
+void WebDataset::adoptScannedBlocks(const std::vector<std::int64_t>& dealtShards) const {
+  if (!blocksKept_.load(std::memory_order_acquire)) return;  // the common case, without a lock
+  std::lock_guard<std::mutex> lock(blocksMutex_);
+  blocksKept_ = false;
+  // In the order the rank reads them: the readahead lets the last adopted go first when it needs
+  // room, and its own prefetching waits only while every block held is one still to be read.
   for (std::int64_t shard : dealtShards)
-    if (const auto head = scannedHeads_.find(shard); head != scannedHeads_.end())
-      readahead_->adopt(remote_[static_cast<std::size_t>(shard)], 0, head->second.bytes);
-  dropScannedHeads();  // other ranks' shards
+    if (const auto held = scannedBlocks_.find(shard); held != scannedBlocks_.end())
+      for (auto& [index, block] : held->second) readahead_->adopt(remote_[static_cast<std::size_t>(shard)], index, block.bytes);
+  dropScannedBlocks();  // other ranks' shards
 }
 
-void WebDataset::dropScannedHeads() const {
-  scannedHeads_.clear();
-  headsBytes_ = 0;
-  headsKept_ = false;
+void WebDataset::dropScannedBlocks() const {
+  scannedBlocks_.clear();
+  blocksBytes_ = 0;
+  blocksKept_ = false;
 }
 
-bool WebDataset::readScannedHead(std::int64_t shard, std::int64_t epoch, std::uint64_t offset, std::uint8_t* dst,
-                                 std::uint64_t n) const {
-  if (!headsKept_.load(std::memory_order_acquire)) return false;  // the common case, without a lock
-  std::lock_guard<std::mutex> lock(headsMutex_);
-  if (headsEpoch_ < 0) headsEpoch_ = epoch;
-  if (epoch != headsEpoch_) {  // a later epoch: what the first did not read, this one fetches as it reads
-    dropScannedHeads();
+bool WebDataset::readScannedBlocks(std::int64_t shard, std::int64_t epoch, std::uint64_t offset, std::uint8_t* dst,
+                                   std::uint64_t n) const {
+  if (!blocksKept_.load(std::memory_order_acquire) || n == 0) return false;  // the common case, without a lock
+  std::lock_guard<std::mutex> lock(blocksMutex_);
+  if (blocksEpoch_ < 0) blocksEpoch_ = epoch;
+  if (epoch != blocksEpoch_) {  // a later epoch: what the first did not read, this one fetches as it reads
+    dropScannedBlocks();
     return false;
   }
-  const auto head = scannedHeads_.find(shard);
-  if (head == scannedHeads_.end() || offset > head->second.bytes.size() || n > head->second.bytes.size() - offset) return false;
-  std::memcpy(dst, head->second.bytes.data() + offset, static_cast<std::size_t>(n));
-  if (--head->second.unread <= 0) {  // each of its samples read (a repeat, padding a rank's steps, is fetched)
-    headsBytes_ -= head->second.bytes.size();
-    scannedHeads_.erase(head);
-    headsKept_ = !scannedHeads_.empty();
+  const auto held = scannedBlocks_.find(shard);
+  if (held == scannedBlocks_.end()) return false;
+  const std::uint64_t block = readaheadBlockBytes(), first = offset / block, last = (offset + n - 1) / block;
+  bool whole = true;  // else a block is not held (the scan skipped it): the caller fetches the sample
+  for (std::uint64_t b = first; b <= last && whole; ++b) {
+    const auto it = held->second.find(b);
+    whole = it != held->second.end() && !(b == last && offset + n > b * block + it->second.bytes.size());
   }
-  return true;
+  for (std::uint64_t b = first; b <= last; ++b) {
+    const auto it = held->second.find(b);
+    if (it == held->second.end()) continue;
+    if (whole) {
+      const std::uint64_t from = std::max(offset, b * block), to = std::min(offset + n, b * block + it->second.bytes.size());
+      std::memcpy(dst + (from - offset), it->second.bytes.data() + (from - b * block), static_cast<std::size_t>(to - from));
+    }
+    // Each of its samples read, from it or fetched (a repeat, padding a rank's steps, is fetched): let it go.
+    if (--it->second.unread <= 0) {
+      blocksBytes_ -= it->second.bytes.size();
+      held->second.erase(it);
+    }
+  }
+  if (held->second.empty()) scannedBlocks_.erase(held);
+  blocksKept_ = !scannedBlocks_.empty();
+  return whole;
 }
 
 // Remote shards under cache_dir: the scan is kept in the folder as the shard's DALI index, named by
@@ -882,7 +855,7 @@ void WebDataset::readSpan(const Sample& s, std::int64_t epoch, std::uint64_t off
     const std::int64_t index = &s - samples_.data();
     if (readahead_ && ownOrderDrawn_.load(std::memory_order_relaxed)) {
       if (!plan_->readKept(index, offset, dst, n)) readRemote(s, offset, dst, n);
-    } else if (!readScannedHead(s.shard, epoch, offset, dst, n)) {
+    } else if (!readScannedBlocks(s.shard, epoch, offset, dst, n)) {
       remote->read(offset, dst, static_cast<std::size_t>(n), options_.parts);
     }
     return;
@@ -1013,7 +986,7 @@ std::optional<std::vector<std::int64_t>> WebDataset::ownEpochOrder(const LoaderO
     if (readahead_) {
       plan_->planned(v, epoch, std::move(nextShard));
       ownOrderDrawn_ = true;
-      adoptScannedHeads(dealt);
+      adoptScannedBlocks(dealt);
     }
     return v;
   };

@@ -19,13 +19,14 @@
 // shard opened for it: no descriptors are held between reads). Shards in S3 or behind HTTP(S)
 // (`wds:s3://bucket/train-{000..099}.tar`, `wds:https://host/...`; an s3:// glob is matched
 // against the bucket's listing) are scanned max_inflight_parts x workers at a time (at most 32),
-// each as a stream of windows of part_size bytes (with a cache, the cached parts read in place). A
-// loader reading in the dataset's own order without a cache gets whole blocks of part_size fetched
-// ahead of its reads (within a shard, and the next shards of the rank's deal), the first epoch
-// starting from the one-part shards of its first deal that the scan brought (kept within readahead_mb); otherwise (a cache, or a plan dealing single
+// each as a stream of aligned blocks of part_size bytes (data/datasets/wds_remote_stream; with a
+// cache, the cached parts read in place). A loader reading in the dataset's own order without a
+// cache gets whole blocks of part_size fetched ahead of its reads (within a shard, and the next
+// shards of the rank's deal), the first epoch starting from the blocks of its first deal's shards
+// that the scan brought (kept within readahead_mb); otherwise (a cache, or a plan dealing single
 // samples) each batch's images are fetched max_inflight_parts at a time, one range read each, and
-// decoded in order as they arrive -- in the first epoch of a plan dealing samples, those in a shard
-// this rank's scan brought whole are copied from it instead (readScannedHead). The
+// decoded in order as they arrive -- in the first epoch of a plan dealing samples, those in blocks
+// this rank's scan brought are copied from them instead (readScannedBlocks). The
 // epoch's order is the dataset's own (ownEpochOrder): shards shuffled by (seed + epoch), dealt
 // round-robin to the ranks of a distributed sampler, read shard after shard, samples mixed within
 // a bounded buffer (webdataset's shuffle(N)), seeded and reproducible -- so each rank reads its
@@ -38,11 +39,13 @@
 #include <algorithm>
 #include <atomic>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 
 #include "data/datasets/image_dataset.h"
 #include "data/datasets/wds_read_plan.h"
+#include "data/datasets/wds_remote_stream.h"
 #include "net/remote_object.h"
 #include "net/remote_readahead.h"
 
@@ -115,10 +118,10 @@ class WebDataset : public EncodedImageDataset {
   std::optional<std::vector<std::int64_t>> ownEpochOrder(const LoaderOptions& options, std::int64_t epoch) const override;
   bool hasOwnEpochOrder() const override { return true; }
   const std::vector<std::string>& shards() const { return shards_; }
-  // Bytes of the shards the scan brought whole that are held for this rank's first epoch.
-  std::uint64_t scannedHeadBytes() const {
-    std::lock_guard<std::mutex> lock(headsMutex_);
-    return headsBytes_;
+  // Bytes of the blocks the scan brought that are held for this rank's first epoch.
+  std::uint64_t scannedBlockBytes() const {
+    std::lock_guard<std::mutex> lock(blocksMutex_);
+    return blocksBytes_;
   }
   std::uint64_t shardBytes() const;  // all shards' sizes together (from an index: up to their last member's end)
   std::int64_t shardOf(std::int64_t index) const { return samples_[static_cast<std::size_t>(index)].shard; }
@@ -147,7 +150,6 @@ class WebDataset : public EncodedImageDataset {
     std::uint64_t offset = 0, size = 0;
     std::string name;
   };
-  struct RemoteStream;
   struct Member;  // a tar member, from the scan or an index
   // `indexText`: set to the shard's DALI index when an index would open the same samples.
   void scan(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size, std::string* indexText = nullptr);
@@ -177,21 +179,25 @@ class WebDataset : public EncodedImageDataset {
   static bool readsTogether(const Sample& s, std::uint64_t& lo, std::uint64_t& hi);
   void readSpan(const Sample& s, std::int64_t epoch, std::uint64_t offset, std::uint8_t* dst, std::uint64_t n) const;
   void startReadahead();
-  // The readahead's blocks: part_size, at least 64 KiB (what a scan's head must be to become block 0).
+  // The readahead's blocks: part_size, at least 64 KiB (what a scan's blocks must be to be kept).
   std::uint64_t readaheadBlockBytes() const {
     return static_cast<std::uint64_t>(std::max<std::int64_t>(options_.parts.partSize, 64 << 10));
   }
-  // `samples`: the shard's, from its scan.
-  void keepScannedHead(std::int64_t shard, ByteVector head, const std::vector<Sample>& samples);
-  std::vector<bool> firstDeal_;  // the shards this rank reads in epoch 0 (keepScannedHead keeps theirs)
-  // The first order drawn: the heads kept of `dealtShards` become readahead blocks; every other
-  // head is dropped.
-  void adoptScannedHeads(const std::vector<std::int64_t>& dealtShards) const;
-  void dropScannedHeads() const;  // every head held; the caller holds headsMutex_
-  // A plan dealing single samples (no order of the dataset's own): the first epoch read takes the
-  // image from the held head of its shard when there is one; false: fetch it. A head goes once it
-  // served each of its shard's samples, and every head at the first read of another epoch.
-  bool readScannedHead(std::int64_t shard, std::int64_t epoch, std::uint64_t offset, std::uint8_t* dst, std::uint64_t n) const;
+  // What a shard's scan hands the blocks it passed to (into `kept`, within readahead_mb): null when
+  // they are not kept (a cache, another rank's shard in epoch 0, blocks not the readahead's).
+  WdsRemoteStream::KeepFn keeperOf(std::int64_t shard, std::vector<std::pair<std::uint64_t, ByteVector>>& kept);
+  // After the scan: `samples` are the shard's.
+  void keepScannedBlocks(std::int64_t shard, std::vector<std::pair<std::uint64_t, ByteVector>> kept,
+                         const std::vector<Sample>& samples);
+  std::vector<bool> firstDeal_;  // the shards this rank reads in epoch 0 (keeperOf keeps theirs)
+  // The first order drawn: the blocks kept of `dealtShards` become readahead blocks; every other
+  // is dropped.
+  void adoptScannedBlocks(const std::vector<std::int64_t>& dealtShards) const;
+  void dropScannedBlocks() const;  // every block held; the caller holds blocksMutex_
+  // A plan dealing single samples (no order of the dataset's own): the first epoch's read takes the
+  // image from the held blocks of its shard when they hold it; false: fetch it. A block goes once
+  // it served each of the samples in it, and every block at the first read of another epoch.
+  bool readScannedBlocks(std::int64_t shard, std::int64_t epoch, std::uint64_t offset, std::uint8_t* dst, std::uint64_t n) const;
   void readRemote(const Sample& s, std::uint64_t offset, std::uint8_t* dst, std::uint64_t n) const;
   std::vector<std::string> shards_;
   WebDatasetOptions options_;
@@ -216,15 +222,16 @@ class WebDataset : public EncodedImageDataset {
   std::unique_ptr<WdsReadPlan> plan_;
   std::unique_ptr<RemoteReadahead> readahead_;
   std::uint64_t blockBytes_ = 0;  // the readahead's
-  mutable std::mutex headsMutex_;
-  struct ScannedHead {
-    ByteVector bytes;     // the shard's first block, from the scan
-    std::int64_t unread;  // its samples not yet served from it (readScannedHead)
+  mutable std::mutex blocksMutex_;
+  struct ScannedBlock {
+    ByteVector bytes;     // a block of the shard, from the scan
+    std::int64_t unread;  // the samples in it not yet served from it (readScannedBlocks)
   };
-  mutable std::unordered_map<std::int64_t, ScannedHead> scannedHeads_;  // by shard
-  mutable std::uint64_t headsBytes_ = 0;
-  mutable std::int64_t headsEpoch_ = -1;  // the epoch readScannedHead serves (the first it was asked for)
-  mutable std::atomic<bool> headsKept_{false};
+  using ScannedBlocks = std::map<std::uint64_t, ScannedBlock>;  // by block index
+  mutable std::unordered_map<std::int64_t, ScannedBlocks> scannedBlocks_;  // by shard
+  mutable std::uint64_t blocksBytes_ = 0;
+  mutable std::int64_t blocksEpoch_ = -1;  // the epoch readScannedBlocks serves (the first it was asked for)
+  mutable std::atomic<bool> blocksKept_{false};
   int aheadShards_ = 0;  // the next shards of the deal whose first block a rank's first read of a shard queues
   mutable std::atomic<bool> ownOrderDrawn_{false};  // the loader reads in ownEpochOrder's order
 };
