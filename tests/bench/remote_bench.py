@@ -20,7 +20,10 @@ about 0.5 GB/s). For each latency:
   fetching the shards one by one, the download alone.
 
     tests/bench/remote_bench.py [--tokens-bytes 1GiB] [--latencies direct,0,10,50] [--images 1000]
-                                [--max-inflight-parts N] [--json OUT]
+                                [--per-shard 50] [--max-inflight-parts N] [--json OUT]
+
+The runs without a cache also say how many bytes nginx sent, against the shards' own (its access
+log): the open's scan and the epoch together.
 """
 import argparse
 import json
@@ -195,7 +198,7 @@ def main():
                        check=True, stdout=subprocess.DEVNULL)
     shards = os.path.join(www, f"shards-{a.images}" + (f"-{a.per_shard}" if a.per_shard != 50 else ""))
     if not os.path.isdir(shards):
-        photos = os.path.join(a.data, "photos")
+        photos = os.path.join(a.data, f"photos-{a.images}")  # one folder per count: the script adds to a folder, never clears it
         per_class = a.images // 10
         subprocess.run([PY, os.path.join(ROOT, "tests", "datasets", "make_photo_folder.py"), photos, "--classes", "10",
                         "--per-class", str(per_class), "--seed", "4"], check=True, stdout=subprocess.DEVNULL)
