@@ -99,6 +99,9 @@ class Dataset {
   }
   // Whether ownEpochOrder gives orders (without drawing one: that shuffles every sample).
   virtual bool hasOwnEpochOrder() const { return false; }
+  // What the open did that a user should know (a remote WebDataset downloaded its shards to scan
+  // them): the loader's notes start with these.
+  virtual std::vector<std::string> openNotes() const { return {}; }
 
   std::int64_t sampleBytes() const;  // all fields of one sample
   std::int64_t totalBytes() const { return sampleBytes() * size(); }

@@ -327,6 +327,7 @@ Loader::Loader(std::shared_ptr<Dataset> dataset, LoaderOptions options, std::sha
   gethostname(host, sizeof host - 1);
   c.host = host;
   c.pid = getpid();
+  c.notes = c.dataset->openNotes();
   checkSamplerFits(c.options, c.dataset->size());  // at construction, not at the first epoch
   hugePagesWanted();  // a bad STOKER_HUGE_PAGES is refused here, not at the first block
   chooseByteExpansion(c);

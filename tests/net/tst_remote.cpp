@@ -643,6 +643,13 @@ print(len(remote), 'batches alike')
     const auto* boundedWds = dynamic_cast<const WebDataset*>(bounded.get());
     QVERIFY(boundedWds);
     QVERIFY(boundedWds->scannedBlockBytes() > 0 && boundedWds->scannedBlockBytes() <= (1 << 20));
+    // The loader says what the open downloaded and what the first epoch fetches again.
+    const std::vector<std::string> notes = Loader(bounded, o, DeviceSpec::parse("cpu")).notes();
+    QVERIFY(!notes.empty());
+    const QString note = QString::fromStdString(notes[0]);
+    QVERIFY2(note.startsWith("wds: the open downloaded ") && note.contains("readahead_mb=1), the rest is fetched again") &&
+                 note.contains("index=dali"),
+             qPrintable(note));
     servers_.takeLog(true);
     const auto again = epochOf(bounded, o);
     QVERIFY(at::equal(again.first, want.first));
@@ -1124,8 +1131,11 @@ dist.destroy_process_group()
       const QString dir = QString::fromStdString(cached.cache_dir);
       const std::string spec = "wds:" + base.toStdString();
       servers_.takeLog(http);
-      QVERIFY(sameTensors(batchesOf(openDataset(spec, cached), cached), expected));
+      const auto scanned = openDataset(spec, cached);
+      QVERIFY(sameTensors(batchesOf(scanned, cached), expected));
       QVERIFY(servers_.takeLog(http).size() > 4);  // the opens and the scans
+      for (const std::string& n : Loader(scanned, cached, DeviceSpec::parse("cpu")).notes())  // the scan went to the cache
+        QVERIFY2(n.find("the open downloaded") == std::string::npos, n.c_str());
       QCOMPARE(keptIndexes(dir), want);
       QCOMPARE(QDir(dir).entryList({"*.lock"}, QDir::Files), QStringList());
       // The parts gone (cache_limit evicts them first): the scan would fetch every shard again.

@@ -26,6 +26,7 @@
 #include "net/remote_url.h"
 #include "net/s3_config.h"
 #include "util/atomic_file.h"
+#include "util/byte_size.h"
 #include "util/error.h"
 #include "util/file_lock.h"
 #include "util/file_exists.h"
@@ -238,6 +239,10 @@ WebDataset::WebDataset(const std::string& spec, std::vector<std::string> shards,
     scanParallel_ = static_cast<int>(std::min<std::size_t>(
         shards_.size(), options_.daliIndex ? 32 : std::clamp(parts.maxInflight * std::max(options_.workers, 1), 1, 32)));
   openShards();
+  {
+    std::lock_guard<std::mutex> lock(blocksMutex_);
+    keptAtOpen_ = blocksBytes_;
+  }
   shardBegin_.push_back(static_cast<std::int64_t>(samples_.size()));
   if (samples_.empty()) throwBadInput(spec, "the shards hold no samples (<key>.jpg|jpeg|png|webp|tif|tiff|bmp with <key>.cls)");
   startReadahead();
@@ -542,6 +547,10 @@ void WebDataset::scan(std::int64_t shard, std::vector<Sample>& out, std::uint64_
   if (stream) {
     stream->finish();
     keepScannedBlocks(shard, std::move(kept), out);
+    if (!options_.parts.cache) {
+      scanDownloaded_ += size;
+      if (firstDeal_[static_cast<std::size_t>(shard)]) firstDealScanned_ += size;
+    }
   }
 }
 
@@ -596,6 +605,19 @@ void WebDataset::keepScannedBlocks(std::int64_t shard, std::vector<std::pair<std
   if (held.empty()) return;
   scannedBlocks_.emplace(shard, std::move(held));
   blocksKept_ = true;
+}
+
+std::vector<std::string> WebDataset::openNotes() const {
+  const std::uint64_t downloaded = scanDownloaded_.load();
+  if (downloaded == 0) return {};
+  const std::uint64_t first = firstDealScanned_.load();
+  std::string text = "wds: the open downloaded " + formatMiB(static_cast<std::int64_t>(downloaded)) +
+                     " of remote shards to read their tar headers (no index=dali, no cache_dir); ";
+  text += first == 0 ? std::string("none of them is this rank's in the first epoch")
+                     : formatMiB(static_cast<std::int64_t>(keptAtOpen_)) + " of the " + formatMiB(static_cast<std::int64_t>(first)) +
+                           " this rank reads first are held for its first epoch (readahead_mb=" +
+                           std::to_string(options_.readaheadBytes >> 20) + "), the rest is fetched again";
+  return {text + ". DALI indexes (`stoker dataset index`, then index=dali) or cache_dir spare the download"};
 }
 
 void WebDataset::adoptScannedBlocks(const std::vector<std::int64_t>& dealtShards) const {

@@ -117,6 +117,9 @@ class WebDataset : public EncodedImageDataset {
   std::int64_t size() const override { return static_cast<std::int64_t>(samples_.size()); }
   std::optional<std::vector<std::int64_t>> ownEpochOrder(const LoaderOptions& options, std::int64_t epoch) const override;
   bool hasOwnEpochOrder() const override { return true; }
+  // Remote shards scanned without a cache: what the open downloaded, and how much of it the first
+  // epoch reads instead of fetching it again.
+  std::vector<std::string> openNotes() const override;
   const std::vector<std::string>& shards() const { return shards_; }
   // Bytes of the blocks the scan brought that are held for this rank's first epoch.
   std::uint64_t scannedBlockBytes() const {
@@ -232,6 +235,9 @@ class WebDataset : public EncodedImageDataset {
   mutable std::uint64_t blocksBytes_ = 0;
   mutable std::int64_t blocksEpoch_ = -1;  // the epoch readScannedBlocks serves (the first it was asked for)
   mutable std::atomic<bool> blocksKept_{false};
+  std::atomic<std::uint64_t> scanDownloaded_{0};  // bytes of remote shards this rank scanned without a cache
+  std::atomic<std::uint64_t> firstDealScanned_{0};  // of those, the shards it reads in epoch 0
+  std::uint64_t keptAtOpen_ = 0;  // blocksBytes_ once every shard was scanned
   int aheadShards_ = 0;  // the next shards of the deal whose first block a rank's first read of a shard queues
   mutable std::atomic<bool> ownOrderDrawn_{false};  // the loader reads in ownEpochOrder's order
 };
