@@ -643,6 +643,10 @@ print(len(remote), 'batches alike')
     const auto* boundedWds = dynamic_cast<const WebDataset*>(bounded.get());
     QVERIFY(boundedWds);
     QVERIFY(boundedWds->scannedBlockBytes() > 0 && boundedWds->scannedBlockBytes() <= (1 << 20));
+    // With room for all, the note says they are held (and nothing of fetching again).
+    const std::vector<std::string> roomy = Loader(remote, o, DeviceSpec::parse("cpu")).notes();
+    QVERIFY(!roomy.empty());
+    QVERIFY2(QString::fromStdString(roomy[0]).contains("are held for its first epoch (readahead_mb=1024). DALI"), roomy[0].c_str());
     // The loader says what the open downloaded and what the first epoch fetches again.
     const std::vector<std::string> notes = Loader(bounded, o, DeviceSpec::parse("cpu")).notes();
     QVERIFY(!notes.empty());

@@ -571,7 +571,10 @@ WdsRemoteStream::KeepFn WebDataset::keeperOf(std::int64_t shard, std::vector<std
   return [this, &kept](std::uint64_t index, ByteVector& bytes) {
     {
       std::lock_guard<std::mutex> lock(blocksMutex_);
-      if (blocksBytes_ + bytes.size() > options_.readaheadBytes) return false;
+      if (blocksBytes_ + bytes.size() > options_.readaheadBytes) {
+        keepRefused_ = true;
+        return false;
+      }
       blocksBytes_ += bytes.size();  // a scan that fails fails the open: nothing to give back
     }
     kept.emplace_back(index, std::move(bytes));
@@ -616,7 +619,7 @@ std::vector<std::string> WebDataset::openNotes() const {
   text += first == 0 ? std::string("none of them is this rank's in the first epoch")
                      : formatMiB(static_cast<std::int64_t>(keptAtOpen_)) + " of the " + formatMiB(static_cast<std::int64_t>(first)) +
                            " this rank reads first are held for its first epoch (readahead_mb=" +
-                           std::to_string(options_.readaheadBytes >> 20) + "), the rest is fetched again";
+                           std::to_string(options_.readaheadBytes >> 20) + ")" + (keepRefused_ ? ", the rest is fetched again" : "");
   return {text + ". DALI indexes (`stoker dataset index`, then index=dali) or cache_dir spare the download"};
 }
 

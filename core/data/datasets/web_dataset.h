@@ -238,6 +238,7 @@ class WebDataset : public EncodedImageDataset {
   std::atomic<std::uint64_t> scanDownloaded_{0};  // bytes of remote shards this rank scanned without a cache
   std::atomic<std::uint64_t> firstDealScanned_{0};  // of those, the shards it reads in epoch 0
   std::uint64_t keptAtOpen_ = 0;  // blocksBytes_ once every shard was scanned
+  std::atomic<bool> keepRefused_{false};  // readahead_mb left a scanned block of this rank's out
   int aheadShards_ = 0;  // the next shards of the deal whose first block a rank's first read of a shard queues
   mutable std::atomic<bool> ownOrderDrawn_{false};  // the loader reads in ownEpochOrder's order
 };
