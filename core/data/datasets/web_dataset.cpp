@@ -875,7 +875,7 @@ bool WebDataset::readsTogether(const Sample& s, std::uint64_t& lo, std::uint64_t
 void WebDataset::readSpan(const Sample& s, std::int64_t epoch, std::uint64_t offset, std::uint8_t* dst, std::uint64_t n) const {
   // A plan dealing single samples (stoker feed's) reads across every shard at random: there a
   // block would bring one image and many another rank reads, so each image is its own request --
-  // except in the first epoch, from the shards this rank's scan brought whole.
+  // except in the first epoch, from the blocks this rank's scan brought.
   if (const auto remote = objectOf(s.shard)) {
     const std::int64_t index = &s - samples_.data();
     if (readahead_ && ownOrderDrawn_.load(std::memory_order_relaxed)) {

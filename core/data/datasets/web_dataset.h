@@ -95,11 +95,11 @@ struct WebDatasetOptions {
   bool keepComponents = false;  // keep every member's range (to write DALI indexes)
   // `readahead_mb=N`: at most this many bytes of remote blocks held (without a cache).
   std::uint64_t readaheadBytes = std::uint64_t(1) << 30;
-  // The loader's deal: without a cache the scan keeps the shards it brought whole only for the
-  // shards this rank reads in epoch 0, not every rank's.
+  // The loader's deal: without a cache the scan keeps the blocks it brought only for the shards
+  // this rank reads in epoch 0, not every rank's.
   ShardDeal deal;
   // Ranks that share their scans (no index=dali, deal.world > 1 or split.world > 1): each scans
-  // only the remote shards of its own epoch-0 deal -- the ones it reads first, whose scanned heads
+  // only the remote shards of its own epoch-0 deal -- the ones it reads first, whose scanned blocks
   // it keeps for that epoch -- or of its split, and takes the others' indexes from this exchange,
   // so N ranks together fetch the shards once to open them instead of N times. A shard no rank
   // could index is scanned by each. Called once, by every rank, after its own scans: a rank whose
