@@ -27,7 +27,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from remote_bench import free_port, nginx_conf, wait_port  # noqa: E402
+from remote_bench import free_port, nginx_conf, served_bytes, wait_port  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(HERE))
 PY = "/usr/bin/python3"
 
@@ -88,15 +88,13 @@ def main():
         servers.append(subprocess.Popen([PY, os.path.join(HERE, "latency_relay.py"), str(relay_port), str(nginx_port), a.latency]))
         wait_port(relay_port)
         spec = f"wds:http://127.0.0.1:{relay_port}/shards/{tars[0][:-10]}{{000000..{len(tars) - 1:06d}}}.tar"
-        log = os.path.join(run, "access.log")
         local_spec = f"wds:{os.path.join(www, 'shards', tars[0][:-10])}{{000000..{len(tars) - 1:06d}}}.tar"
         ways = (("shared", "1"), ("each_scans_all", "0")) + ((("local", "1"),) if a.feed else ())
         results = {way: [] for way, _ in ways}
         try:
             for _ in range(a.rounds):
                 for way, share in ways:
-                    open(log, "w").close()
-                    subprocess.run(["kill", "-USR1", str(servers[0].pid)])  # nginx reopens its log
+                    served_bytes(run, servers[0])  # the log starts empty
                     port = free_port()
                     if a.feed:  # 16 in flight as the Python ranks (--max-inflight-parts); with --cache, an empty cache each run, shared by the ranks (one node)
                         cache, options = os.path.join(work, "cache"), os.path.join(work, "options.json")
@@ -137,7 +135,7 @@ def main():
                                          "images": sum(e["samples"] for e in doc["epochs"])})
                     else:
                         docs = [json.loads(out.strip().splitlines()[-1]) for out in outs]
-                    sent = sum(int(line) for line in open(log) if line.strip().isdigit())
+                    sent = served_bytes(run, servers[0])
                     row = {"server_bytes": sent, "of_shards": sent / shard_bytes,
                            "open_s": max(d["open_s"] for d in docs), "run_s": max(d["run_s"] for d in docs),
                            "images": sum(d["images"] for d in docs), "cpu_s": cpu}

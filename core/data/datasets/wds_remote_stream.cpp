@@ -9,7 +9,7 @@ namespace stoker {
 WdsRemoteStream::WdsRemoteStream(const RemoteObject& object, const PartOptions& parts, ByteVector head, KeepFn keep)
     : object_(object),
       parts_(parts),
-      block_(static_cast<std::uint64_t>(std::max<std::int64_t>(parts.partSize, 4096))),
+      block_(blockBytesFor(parts)),
       keep_(parts.cache ? nullptr : std::move(keep)) {
   if (!head.empty() && head.size() == std::min<std::uint64_t>(block_, object_.size())) fetched_.push_back(Block{0, std::move(head)});
 }

@@ -17,6 +17,7 @@
 
 #include <archive.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <exception>
@@ -40,8 +41,11 @@ class WdsRemoteStream {
   WdsRemoteStream(const WdsRemoteStream&) = delete;
   WdsRemoteStream& operator=(const WdsRemoteStream&) = delete;
 
-  // The blocks' size: max(part_size, 4 KiB), as the open's head and RemoteObject's parts.
-  std::uint64_t blockBytes() const { return block_; }
+  // The blocks' size for `parts`: max(part_size, 4 KiB), as RemoteObject's parts (and the open's
+  // head the scan asks for, which is block 0).
+  static std::uint64_t blockBytesFor(const PartOptions& parts) {
+    return static_cast<std::uint64_t>(std::max<std::int64_t>(parts.partSize, 4096));
+  }
   // Sets libarchive's read and skip callbacks on `a` (before archive_read_open1).
   void attach(archive* a);
   void rethrowIfFailed() const {

@@ -470,8 +470,7 @@ void WebDataset::scan(std::int64_t shard, std::vector<Sample>& out, std::uint64_
     // Without a cache, the open's request brings the first part too: one round trip less per shard
     // (a shard of one part is scanned in one request). With one, the first part goes through it.
     ByteVector head;
-    const auto firstPart = static_cast<std::size_t>(std::max<std::int64_t>(window.partSize, 4096));
-    const auto object = objectOf(shard, window.cache ? nullptr : &head, firstPart);
+    const auto object = objectOf(shard, window.cache ? nullptr : &head, static_cast<std::size_t>(WdsRemoteStream::blockBytesFor(window)));
     stream = std::make_unique<WdsRemoteStream>(*object, window, std::move(head), keeperOf(shard, kept));
     fileSize = static_cast<std::int64_t>(object->size());
     stream->attach(a.get());
@@ -566,7 +565,7 @@ WdsRemoteStream::KeepFn WebDataset::keeperOf(std::int64_t shard, std::vector<std
   const auto i = static_cast<std::size_t>(shard);
   const std::uint64_t block = readaheadBlockBytes();
   // Blocks of another size are not the readahead's (a part_size under 64 KiB).
-  if (options_.parts.cache || options_.keepComponents || !firstDeal_[i] || block != static_cast<std::uint64_t>(std::max<std::int64_t>(options_.parts.partSize, 4096)))
+  if (options_.parts.cache || options_.keepComponents || !firstDeal_[i] || block != WdsRemoteStream::blockBytesFor(options_.parts))
     return nullptr;
   return [this, &kept](std::uint64_t index, ByteVector& bytes) {
     {
