@@ -130,8 +130,14 @@ class TestCliBench : public QObject {
     QCOMPARE(doc["split"].toString(), QString("el-che"));
     QJsonArray devices = doc["per_device"].toArray();
     QCOMPARE(devices.size(), 2);
-    const double ratio = devices[0].toObject()["step_share"].toDouble() / devices[1].toObject()["step_share"].toDouble();
-    QVERIFY2(ratio >= 1.5 && ratio <= 6.0, qPrintable(QString::number(ratio)));  // 3 in theory; the cores are shared
+    // The batches each device ran over the whole run: 3 to 1 in theory. Summed over every round,
+    // so one round whose step lost its core to another process moves it little; the counts of the
+    // last round alone (step_share) follow the last 5 readings: a sanitizer build on a loaded CI
+    // machine gave 8.5 to 1 there, three busy loops beside a Release build 1.5 to 1 (the sums:
+    // 2.6-3.3 to 1), so they are only checked to be there.
+    const double ratio = double(devices[0].toObject()["batches"].toInteger()) / devices[1].toObject()["batches"].toInteger();
+    QVERIFY2(ratio >= 1.5 && ratio <= 6.0, qPrintable(QString::number(ratio)));
+    for (const auto& d : devices) QVERIFY(d.toObject()["step_share"].toInteger() >= 20);  // at least one batch
     // drop_last (the default): when fewer whole batches than devices are left, El Che drops them
     // (plan/el_che.h). Whether one is left depends on the counts the measured times give -- a slow
     // sanitizer build in CI met it -- so each epoch may end up to one batch short.
