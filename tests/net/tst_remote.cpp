@@ -660,6 +660,48 @@ print(len(remote), 'batches alike')
     QSet<QString> asked;
     for (const auto& e : servers_.takeLog(true)) asked.insert(e.toArray()[1].toString().section('/', -1));
     QVERIFY2(onePart ? asked.contains("train-000001.tar") : !asked.isEmpty(), qPrintable(QStringList(asked.values()).join(", ")));
+    if (onePart) {
+      // Scanned one at a time (1 in flight, 1 worker), the shards are scanned in the order epoch 0
+      // reads them, so the room goes to the first that fit: the epoch starts from memory and
+      // fetches only later shards. 400 KiB of room (readahead_mb counts whole MiB, which hold
+      // every shard here but shard 1 in any order) keeps other shards in the shards' own order.
+      LoaderOptions one = o;
+      one.max_inflight_parts = 1;
+      one.num_workers = 1;
+      const auto localOne = openDataset("wds:" + (servers_.www() + "/" + pattern).toStdString(), one);
+      const auto* localOneWds = dynamic_cast<const WebDataset*>(localOne.get());
+      QVERIFY(localOneWds);
+      const auto oneOrder = localOneWds->ownEpochOrder(one, 0);
+      QVERIFY(oneOrder);
+      QList<std::int64_t> dealOrder;
+      for (std::int64_t i : *oneOrder)
+        if (!dealOrder.contains(localOneWds->shardOf(i))) dealOrder.push_back(localOneWds->shardOf(i));
+      QCOMPARE(dealOrder.size(), 4);
+      const qint64 room = 400 << 10;
+      auto nameOf = [](std::int64_t s) { return QString("train-%1.tar").arg(s, 6, 10, QChar('0')); };
+      auto firstFit = [&](const QList<std::int64_t>& order) {
+        QSet<QString> kept;
+        qint64 left = room;
+        for (std::int64_t s : order)
+          if (const qint64 size = QFileInfo(shards_ + "/" + nameOf(s)).size(); size <= left) kept.insert(nameOf(s)), left -= size;
+        return kept;
+      };
+      const QSet<QString> keptByDeal = firstFit(dealOrder);
+      QVERIFY2(!keptByDeal.isEmpty() && keptByDeal != firstFit({0, 1, 2, 3}), "the fixture's deal must keep other shards than the shards' order");
+      WebDatasetOptions w;
+      w.readaheadBytes = room;
+      w.deal = ShardDeal::of(one);
+      w.parts.maxInflight = 1;
+      std::vector<std::string> shardUrls;
+      for (int s = 0; s < 4; ++s) shardUrls.push_back(servers_.httpUrl("shards/" + nameOf(s)).toStdString());
+      auto inOrder = std::make_shared<WebDataset>(pattern.toStdString(), shardUrls, one.transforms, w);
+      servers_.takeLog(true);
+      QVERIFY(at::equal(epochOf(inOrder, one).first, want.first));
+      QSet<QString> fetched, all;
+      for (const auto& e : servers_.takeLog(true)) fetched.insert(e.toArray()[1].toString().section('/', -1));
+      for (std::int64_t s : dealOrder) all.insert(nameOf(s));
+      QCOMPARE(fetched, all - keptByDeal);
+    }
 
     // Rank 1 of 2 holds only the shards it reads in epoch 0 (every rank scans every shard, and
     // each used to hold them all until its first deal), and its epoch asks for nothing its scan

@@ -226,8 +226,8 @@ WebDataset::WebDataset(const std::string& spec, std::vector<std::string> shards,
   }
   if (options_.keepComponents) components_.resize(shards_.size());
   firstDeal_.assign(shards_.size(), false);
-  for (std::int64_t shard : rankShardsOf(shardOrderOf(shards_.size(), options_.deal, 0), options_.deal))
-    firstDeal_[static_cast<std::size_t>(shard)] = true;
+  firstDealOrder_ = rankShardsOf(shardOrderOf(shards_.size(), options_.deal, 0), options_.deal);
+  for (std::int64_t shard : firstDealOrder_) firstDeal_[static_cast<std::size_t>(shard)] = true;
   // Remote shards are scanned up to 32 at a time: each scan waits on the network (20 shards 4 at
   // a time took 0.5 s of a 1.5 s run at 50 ms; 16 at a time, two waves of an open and a part each,
   // 0.2 s). The open may use what the loader's workers may have in flight, max_inflight_parts
@@ -264,8 +264,15 @@ void WebDataset::openShards() {
   };
   auto peersScan = [&](std::size_t s) { return sharing && isRemote_[s] && !scansHere(s); };
   std::vector<std::string> texts(sharing ? n : 0);
+  // Shards are scanned in the order this rank reads them in epoch 0, then the others: the blocks
+  // kept for the first epoch within readahead_mb (keeperOf) are then those of the shards it reads
+  // first, up to the scans running at once, and what is fetched again comes later in the epoch.
+  std::vector<std::int64_t> scanOrder = firstDealOrder_;
+  for (std::size_t i = 0; i < n; ++i)
+    if (!firstDeal_[i]) scanOrder.push_back(static_cast<std::int64_t>(i));
   auto open = [&](const std::function<bool(std::size_t)>& skip) {
-    forEachInParallel(static_cast<std::int64_t>(n), scanParallel_, [&](std::int64_t s) {
+    forEachInParallel(static_cast<std::int64_t>(n), scanParallel_, [&](std::int64_t k) {
+      const std::int64_t s = scanOrder[static_cast<std::size_t>(k)];
       const auto i = static_cast<std::size_t>(s);
       if (skip(i)) return;
       try {
@@ -559,8 +566,8 @@ void WebDataset::scan(std::int64_t shard, std::vector<Sample>& out, std::uint64_
 // where samples are dealt one by one, the first epoch copies its images from them
 // (readScannedBlocks). Only the shards this rank reads in epoch 0 are held: a rank may scan other
 // ranks' shards too (all of them, unless the ranks share their scans). The budget goes to the
-// blocks in the order the scans pass them (up to 32 shards at once), not in the deal's order: a
-// dataset larger than readahead_mb has some of its first shards fetched again.
+// blocks in the order the scans pass them: the scans start in the deal's order (openShards), but
+// up to 32 run at once, so among those the first to pass a block takes the room.
 WdsRemoteStream::KeepFn WebDataset::keeperOf(std::int64_t shard, std::vector<std::pair<std::uint64_t, ByteVector>>& kept) {
   const auto i = static_cast<std::size_t>(shard);
   const std::uint64_t block = readaheadBlockBytes();

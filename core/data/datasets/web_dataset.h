@@ -193,6 +193,7 @@ class WebDataset : public EncodedImageDataset {
   void keepScannedBlocks(std::int64_t shard, std::vector<std::pair<std::uint64_t, ByteVector>> kept,
                          const std::vector<Sample>& samples);
   std::vector<bool> firstDeal_;  // the shards this rank reads in epoch 0 (keeperOf keeps theirs)
+  std::vector<std::int64_t> firstDealOrder_;  // the same, in the order it reads them (the scans' order)
   // The first order drawn: the blocks kept of `dealtShards` become readahead blocks; every other
   // is dropped.
   void adoptScannedBlocks(const std::vector<std::int64_t>& dealtShards) const;
