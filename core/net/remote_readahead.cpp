@@ -25,12 +25,14 @@ RemoteReadahead::Counters RemoteReadahead::counters() const {
   return c;
 }
 
-void RemoteReadahead::read(const std::shared_ptr<const RemoteObject>& object, void* dst, std::uint64_t n, std::uint64_t offset) {
+void RemoteReadahead::read(const std::shared_ptr<const RemoteObject>& object, void* dst, std::uint64_t n, std::uint64_t offset,
+                           const std::function<bool()>& fromElsewhere) {
   object->requireRange(offset, n);
   auto* out = static_cast<std::uint8_t*>(dst);
   while (n > 0) {
     const std::uint64_t index = offset / options_.blockBytes;
-    const std::shared_ptr<Block> block = demand(object, index);
+    const std::shared_ptr<Block> block = demand(object, index, fromElsewhere);
+    if (!block) return;
     const std::uint64_t in = offset - index * options_.blockBytes;
     const std::uint64_t take = std::min<std::uint64_t>(n, block->bytes.size() - in);
     std::memcpy(out, block->bytes.data() + in, static_cast<std::size_t>(take));
@@ -41,12 +43,13 @@ void RemoteReadahead::read(const std::shared_ptr<const RemoteObject>& object, vo
 }
 
 std::shared_ptr<RemoteReadahead::Block> RemoteReadahead::demand(const std::shared_ptr<const RemoteObject>& object,
-                                                                std::uint64_t index) {
+                                                                std::uint64_t index, const std::function<bool()>& fromElsewhere) {
   std::unique_lock<std::mutex> lock(mutex_);
   startFetchers();
   const Key key{object.get(), index};
-  lastIndex_[object.get()] = index;
   auto it = blocks_.find(key);
+  if (it == blocks_.end() && fromElsewhere && fromElsewhere()) return nullptr;
+  lastIndex_[object.get()] = index;
   if (it == blocks_.end()) {
     makeRoom();  // a block a reader needs is taken even past the limit
     auto block = std::make_shared<Block>();

@@ -52,7 +52,13 @@ class RemoteReadahead {
   // Exactly `n` bytes at `offset` of `object` (which must outlive this). Errors of the fetch that
   // brought a block (Error(Network), Error(BadInput) for an object changed since it was opened)
   // are thrown here, to the reader that needs the block.
-  void read(const std::shared_ptr<const RemoteObject>& object, void* dst, std::uint64_t n, std::uint64_t offset);
+  // `fromElsewhere`, when given, is asked under the readahead's lock when a block of the range is
+  // not held: true when it copied the whole range from somewhere else -- what onEvict kept of a
+  // block dropped between the caller's own look and this read -- and the read is done. Without it
+  // a reader that found nothing kept, then waited for the lock while another thread's prefetching
+  // dropped the block, fetched it again (a third of the misses of a tight readahead_mb).
+  void read(const std::shared_ptr<const RemoteObject>& object, void* dst, std::uint64_t n, std::uint64_t offset,
+            const std::function<bool()>& fromElsewhere = {});
   // Queues block `index` of `object` behind what is queued, unless it is held, queued or there is
   // no room: for a caller that knows which object its reader turns to next (a WebDataset rank's
   // next shard), where reading in order within one object cannot tell.
@@ -89,7 +95,9 @@ class RemoteReadahead {
     std::exception_ptr error;
     std::uint64_t lastUse = 0;
   };
-  std::shared_ptr<Block> demand(const std::shared_ptr<const RemoteObject>& object, std::uint64_t index);
+  // Null when the block is not held and fromElsewhere served the read.
+  std::shared_ptr<Block> demand(const std::shared_ptr<const RemoteObject>& object, std::uint64_t index,
+                                const std::function<bool()>& fromElsewhere);
   void queueAhead(const std::shared_ptr<const RemoteObject>& object, std::uint64_t index);
   bool queueBack(const std::shared_ptr<const RemoteObject>& object, std::uint64_t index);  // under mutex_: false when full
   void startFetchers();  // under mutex_

@@ -786,7 +786,7 @@ class TestImageDatasets : public QObject {
     QCOMPARE(plan.keptSamples(), std::size_t(0));
     plan.planned({1, 0, 3, 2}, 0, {1, -1});
     plan.planned({2, 3, 0, 1}, 1, {-1, 0});  // drawn ahead when epoch 0 starts
-    QCOMPARE(plan.shardsAfter(0, 3), std::vector<std::int64_t>{1});
+    QCOMPARE(plan.shardsAfter(0, 3, 10), std::vector<std::int64_t>{1});
     plan.read(1, 0);
     plan.keepFrom(0, 0, block.data(), block.size());
     QCOMPARE(plan.keptSamples(), std::size_t(1));  // sample 0; sample 1 was read this epoch
@@ -803,7 +803,7 @@ class TestImageDatasets : public QObject {
     plan.read(2, 1);  // epoch 1 begins: epoch 0's tail is still kept in case its last batch is late
     plan.keepFrom(1, 0, std::vector<std::uint8_t>(30, 9).data(), 30);
     QVERIFY(plan.readKept(3, 10, out.data(), 10));
-    QCOMPARE(plan.shardsAfter(1, 3), std::vector<std::int64_t>{0});  // epoch 1's deal now
+    QCOMPARE(plan.shardsAfter(1, 3, 10), std::vector<std::int64_t>{0});  // epoch 1's deal now
     plan.read(0, 2);  // two epochs on: epoch 0's plan goes; epoch 1 has still to read sample 3
     QCOMPARE(plan.keptSamples(), std::size_t(1));
     plan.read(3, 1);
@@ -813,6 +813,21 @@ class TestImageDatasets : public QObject {
     // Another start (a new loader at epoch 0): what was kept goes.
     plan.planned({0, 1}, 0, {1, -1});
     QCOMPARE(plan.keptSamples(), std::size_t(0));
+
+    // The shards worth fetching ahead: only while a sample in their first block is still to be
+    // read and not kept (a shard the shuffle buffer drew from, its block dropped, was fetched
+    // again for nothing and held unread).
+    using Shards = std::vector<std::int64_t>;
+    WdsReadPlan ahead({{0, 10}, {10, 20}, {0, 10}, {10, 30}}, {0, 2, 4});
+    ahead.planned({0, 1, 2, 3}, 0, {1, -1});
+    QCOMPARE(ahead.shardsAfter(0, 3, 10), Shards{1});
+    QCOMPARE(ahead.shardsAfter(0, 0, 10), Shards{});  // none asked for
+    QCOMPARE(ahead.shardsAfter(1, 3, 10), Shards{});  // the deal's last shard
+    ahead.read(2, 0);                                 // shard 1's first 10 bytes are read
+    QCOMPARE(ahead.shardsAfter(0, 3, 10), Shards{});  // sample 3 begins in a later block
+    QCOMPARE(ahead.shardsAfter(0, 3, 20), Shards{1});  // within 20-byte blocks it is still to read
+    ahead.keepFrom(1, 0, std::vector<std::uint8_t>(30, 5).data(), 30);  // dropped: sample 3 kept
+    QCOMPARE(ahead.shardsAfter(0, 3, 20), Shards{});
   }
 
   void badShardsAreNamed() {

@@ -1535,8 +1535,8 @@ torch.save(sd, sys.argv[1])
 
   // The readahead a remote conversion reads through: every read gives the object's bytes, in
   // order or not; each block is fetched once while it stays held; blocks ahead are fetched
-  // concurrently (counted at the proxy); no more blocks are held than allowed; a fetch that failed
-  // reaches the reader that needed the block.
+  // concurrently (counted at the proxy); no more blocks are held than allowed; a block the reader
+  // has elsewhere is not fetched; a fetch that failed reaches the reader that needed the block.
   void readaheadServesEveryRead() {
     auto object = RemoteObject::open(servers_.httpUrl("blob.bin").toStdString());
     ReadaheadOptions o;
@@ -1591,6 +1591,30 @@ torch.save(sd, sys.argv[1])
       QByteArray tail(1000, '\0');
       readahead.read(object, tail.data(), 1000, 8 * block + 5);  // adopted, or fetched again if it gave way
       QVERIFY(tail == blob_.mid(static_cast<qsizetype>(8 * block + 5), 1000));
+    }
+    // A block not held whose bytes the reader has elsewhere (a WebDataset's samples kept from a
+    // dropped block): the read is served from there without a request. Where the caller has
+    // nothing, the block is fetched as before; once held, the caller is not asked.
+    {
+      RemoteReadahead readahead(o);
+      servers_.takeLog(true);
+      int asked = 0;
+      QByteArray got(100, '\0');
+      readahead.read(object, got.data(), 100, 5, [&] {
+        ++asked;
+        got.fill('k');
+        return true;
+      });
+      QCOMPARE(asked, 1);
+      QCOMPARE(got, QByteArray(100, 'k'));
+      QCOMPARE(readahead.counters().fetched, std::uint64_t(0));
+      QVERIFY(servers_.takeLog(true).isEmpty());
+      readahead.read(object, got.data(), 100, 5, [&] { return ++asked, false; });
+      QCOMPARE(asked, 2);
+      QVERIFY(got == blob_.mid(5, 100));
+      readahead.read(object, got.data(), 100, 105, [&] { return ++asked, false; });
+      QCOMPARE(asked, 2);
+      QVERIFY(got == blob_.mid(105, 100));
     }
     // A server that keeps failing: the reader gets the named error after the retry budget.
     RemoteReadahead failing(o);

@@ -43,13 +43,20 @@ bool WdsReadPlan::stillToRead(std::int64_t index) const {
   return false;
 }
 
-std::vector<std::int64_t> WdsReadPlan::shardsAfter(std::int64_t shard, int count) const {
+std::vector<std::int64_t> WdsReadPlan::shardsAfter(std::int64_t shard, int count, std::uint64_t firstBlock) const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<std::int64_t> out;
   const Plan* now = planReadNow();
-  for (std::int64_t at = shard; now && static_cast<int>(out.size()) < count;) {
+  auto wanted = [&](std::int64_t at) {
+    for (std::int64_t k = shardBegin_[static_cast<std::size_t>(at)]; k < shardBegin_[static_cast<std::size_t>(at) + 1]; ++k) {
+      const Span& s = spans_[static_cast<std::size_t>(k)];
+      if (s.hi > s.lo && s.lo < firstBlock && stillToRead(k) && !kept_.count(k)) return true;
+    }
+    return false;
+  };
+  for (std::int64_t at = shard; now && count-- > 0;) {
     if ((at = now->nextShard[static_cast<std::size_t>(at)]) < 0) break;
-    out.push_back(at);
+    if (wanted(at)) out.push_back(at);
   }
   return out;
 }

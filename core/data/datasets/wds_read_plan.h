@@ -31,8 +31,12 @@ class WdsReadPlan {
   // An epoch's order drawn for this rank and, per shard, the shard after it in the rank's deal
   // (-1 at its end). Another epoch than the next one drawn is a new start: what was kept goes.
   void planned(const std::vector<std::int64_t>& order, std::int64_t epoch, std::vector<std::int64_t> nextShard);
-  // Up to `count` shards after `shard` in the deal of the epoch read now.
-  std::vector<std::int64_t> shardsAfter(std::int64_t shard, int count) const;
+  // Of the `count` shards after `shard` in the deal of the epoch read now, those whose first
+  // `firstBlock` bytes hold a sample still to be read and not kept: the blocks worth fetching
+  // ahead. A shard the shuffle buffer already drew from lies behind the reads as often as ahead,
+  // and once its block was dropped what is left of it is kept: prefetched again, it was fetched
+  // for nothing and held unread (100 shards with readahead_mb=64 fetched 143 blocks an epoch for 71).
+  std::vector<std::int64_t> shardsAfter(std::int64_t shard, int count, std::uint64_t firstBlock) const;
   // A block of `shard` ([start, start + n)) is being dropped: keep each sample lying whole in it
   // that is still to be read.
   void keepFrom(std::int64_t shard, std::uint64_t start, const std::uint8_t* bytes, std::size_t n);

@@ -924,9 +924,10 @@ std::shared_ptr<const RemoteObject> WebDataset::objectOf(std::int64_t shard, Byt
 }
 
 void WebDataset::readRemote(const Sample& s, std::uint64_t offset, std::uint8_t* dst, std::uint64_t n) const {
-  readahead_->read(objectOf(s.shard), dst, n, offset);
+  const std::int64_t index = &s - samples_.data();
+  readahead_->read(objectOf(s.shard), dst, n, offset, [&] { return plan_->readKept(index, offset, dst, n); });
   // Within a shard the readahead queues the next blocks itself; the deal says which shard follows.
-  const std::vector<std::int64_t> next = plan_->shardsAfter(s.shard, aheadShards_);
+  const std::vector<std::int64_t> next = plan_->shardsAfter(s.shard, aheadShards_, blockBytes_);
   for (std::int64_t shard : next) readahead_->prefetch(objectOf(shard), 0);
 }
 
