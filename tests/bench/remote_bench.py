@@ -180,6 +180,9 @@ def main():
     ap.add_argument("--images", type=int, default=1000)
     ap.add_argument("--per-shard", type=int, default=50, help="photos per WebDataset shard (50: one 8 MiB part a shard)")
     ap.add_argument("--max-inflight-parts", type=int, default=4, help="the remote runs' max_inflight_parts")
+    ap.add_argument("--readahead-mb", type=int, default=0,
+                    help="the WebDataset run without a cache holds at most this many MiB of blocks (readahead_mb; default 1024): "
+                         "below the shards' size, the first epoch fetches again what the scan could not keep")
     ap.add_argument("--peer-seconds", type=float, default=6)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--data", default=os.path.join(ROOT, "build", "bench-data", "remote"))
@@ -242,7 +245,8 @@ def main():
             remote_wds, remote_wds_wall = bench(stoker, f"wds:{base}{pattern}", {**image_opts, "cache_dir": cache, "max_inflight_parts": a.max_inflight_parts}, 1)
             shutil.rmtree(cache)
             served_bytes(run, servers[0])
-            _, nocache_wds_wall = bench(stoker, f"wds:{base}{pattern}", {**image_opts, "max_inflight_parts": a.max_inflight_parts}, 1)
+            readahead = f",readahead_mb={a.readahead_mb}" if a.readahead_mb else ""
+            _, nocache_wds_wall = bench(stoker, f"wds:{base}{pattern}{readahead}", {**image_opts, "max_inflight_parts": a.max_inflight_parts}, 1)
             nocache_sent = served_bytes(run, servers[0]) / shard_bytes  # the open's scan and the epoch together
             if a.wds_only:
                 print(f"{latency:>6}{' ms' if latency != 'direct' else ''}  wds: {images / remote_wds_wall:,.0f} img/s with a cache = "
