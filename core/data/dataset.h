@@ -97,6 +97,9 @@ class Dataset {
   virtual std::optional<std::vector<std::int64_t>> ownEpochOrder(const LoaderOptions&, std::int64_t) const {
     return std::nullopt;
   }
+  // ownEpochOrder's length, without drawing the order: drawing one also prepares its reading
+  // (WebDataset plans its readahead for that epoch), which a question about the length must not.
+  virtual std::optional<std::int64_t> ownEpochLength(const LoaderOptions&, std::int64_t) const { return std::nullopt; }
   // Whether ownEpochOrder gives orders (without drawing one: that shuffles every sample).
   virtual bool hasOwnEpochOrder() const { return false; }
   // What the open did that a user should know (a remote WebDataset downloaded its shards to scan

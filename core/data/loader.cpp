@@ -685,9 +685,9 @@ std::int64_t Loader::sampledPerEpoch() const {
     std::lock_guard<std::mutex> lock(core_->mutex);
     if (core_->ownOrderLength) return *core_->ownOrderLength;
   }
-  if (auto own = core_->dataset->ownEpochOrder(o, 0)) {  // the sample-order knobs cannot be retuned
+  if (auto own = core_->dataset->ownEpochLength(o, 0)) {  // the sample-order knobs cannot be retuned
     std::lock_guard<std::mutex> lock(core_->mutex);
-    core_->ownOrderLength = static_cast<std::int64_t>(own->size());
+    core_->ownOrderLength = *own;
     return *core_->ownOrderLength;
   }
   if (o.sampler_type == SamplerType::Distributed)

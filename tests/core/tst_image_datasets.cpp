@@ -110,6 +110,12 @@ class TestImageDatasets : public QObject {
   }
 
  private Q_SLOTS:
+  // QTemporaryDir cannot remove names that are not UTF-8 (QString holds no stray bytes): those of
+  // namesThatAreNotUtf8SortAsTorchvision go by their bytes, or every run left them in /tmp.
+  void cleanupTestCase() {
+    std::error_code ignored;
+    std::filesystem::remove_all(std::filesystem::path(tmp_.path().toStdString()) / "names", ignored);
+  }
   void initTestCase() {
     QVERIFY(tmp_.isValid());
     photos_ = tmp_.filePath("photos");
@@ -662,6 +668,9 @@ class TestImageDatasets : public QObject {
           o.drop_last = dropLast;
           o.seed = 11;
           auto ds = openDataset("wds:" + pattern + ",shuffle=5", o);
+          // The length, asked without drawing the order, is the order's.
+          QCOMPARE(ds->ownEpochLength(o, epoch), std::optional<std::int64_t>(dropLast ? 12 : 14));
+          QCOMPARE(static_cast<std::int64_t>(ds->ownEpochOrder(o, epoch)->size()), *ds->ownEpochLength(o, epoch));
           Loader loader(ds, o, DeviceSpec::parse("cpu"));
           auto e = loader.epoch(epoch);
           std::int64_t n = 0;
@@ -687,6 +696,41 @@ class TestImageDatasets : public QObject {
     many.sampler_type = SamplerType::Distributed;
     many.shard_world_size = 5;
     QVERIFY(expectBadInput([&] { wds->ownEpochOrder(many, 0); }, {"shard_world_size 5", "4 WebDataset shards cannot feed 5 ranks"}).isEmpty());
+    QVERIFY(expectBadInput([&] { wds->ownEpochLength(many, 0); }, {"shard_world_size 5", "4 WebDataset shards cannot feed 5 ranks"}).isEmpty());
+    // A rank dealt only empty shards while another has samples (no drop_last, so it would have to
+    // pad from nothing): refused, by the length as by the order. An empty tar is 1 KiB of zeros.
+    {
+      const QString mixed = tmp_.filePath("mixed");
+      QVERIFY(QDir().mkpath(mixed));
+      QVERIFY(QFile::copy(shards + "/train-000000.tar", mixed + "/m-0.tar"));
+      QFile empty(mixed + "/m-1.tar");
+      QVERIFY(empty.open(QIODevice::WriteOnly));
+      empty.write(QByteArray(1024, '\0'));
+      empty.close();
+      LoaderOptions two = withTransforms(t);
+      two.sampler_type = SamplerType::Distributed;
+      two.shard_world_size = 2;
+      two.drop_last = false;
+      auto halfEmpty = openDataset("wds:" + mixed.toStdString() + "/m-{0..1}.tar", two);
+      QCOMPARE(halfEmpty->size(), std::int64_t{7});
+      // One rank is dealt the photos (7), the other the empty shard: that one is refused.
+      int refused = 0;
+      for (int rank = 0; rank < 2; ++rank) {
+        two.shard_rank = rank;
+        const QString rankName = QString("rank %1").arg(rank);
+        const QString byLength = expectBadInput([&] { halfEmpty->ownEpochLength(two, 0); },
+                                                {rankName, "its WebDataset shards hold no samples in epoch 0, while other ranks' hold 7"});
+        if (byLength == "no error") {  // the photos' rank
+          QCOMPARE(halfEmpty->ownEpochLength(two, 0), std::optional<std::int64_t>(7));
+          QCOMPARE(halfEmpty->ownEpochOrder(two, 0)->size(), std::size_t{7});
+          continue;
+        }
+        NAMED(byLength);
+        NAMED(expectBadInput([&] { halfEmpty->ownEpochOrder(two, 0); }, {rankName, "hold no samples"}));
+        ++refused;
+      }
+      QCOMPARE(refused, 1);
+    }
     // The order is the seed's: the same twice, another epoch another.
     LoaderOptions o = withTransforms(t);
     o.seed = 3;

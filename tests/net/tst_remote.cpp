@@ -747,6 +747,9 @@ print(len(remote), 'batches alike')
     auto fedEpoch = [](const std::shared_ptr<Dataset>& ds, const LoaderOptions& options, std::int64_t e,
                        const std::vector<std::int64_t>& order) {
       Loader loader(ds, options, DeviceSpec::parse("cpu"));
+      // Asked as the Python binding's len() asks: a length must not turn the fed epoch into one
+      // read in the dataset's own order (drawing that order planned a readahead for it).
+      if (loader.batchesPerEpoch() < 1) throw std::runtime_error("no batches");
       auto epoch = loader.openEpoch(e, static_cast<std::int64_t>(order.size()));
       epoch.feed(order.data(), static_cast<std::int64_t>(order.size()), options.batch_size);
       epoch.closeFeed();

@@ -959,33 +959,44 @@ std::uint64_t WebDataset::shardBytes() const {
   return n;
 }
 
-std::optional<std::vector<std::int64_t>> WebDataset::ownEpochOrder(const LoaderOptions& o, std::int64_t epoch) const {
-  const ShardDeal deal = ShardDeal::of(o);
-  const std::vector<std::int64_t> shardOrder = shardOrderOf(shards_.size(), deal, epoch);
-  const int rank = deal.rank, world = deal.world;
-  if (shardOrder.size() < static_cast<std::size_t>(world))
+WebDataset::EpochDeal WebDataset::epochDealOf(const LoaderOptions& o, std::int64_t epoch) const {
+  EpochDeal d{ShardDeal::of(o), {}, 0};
+  d.shardOrder = shardOrderOf(shards_.size(), d.deal, epoch);
+  const int rank = d.deal.rank, world = d.deal.world;
+  if (d.shardOrder.size() < static_cast<std::size_t>(world))
     throwBadInput("shard_world_size " + std::to_string(world),
-                  std::to_string(shardOrder.size()) + " WebDataset shards cannot feed " + std::to_string(world) +
+                  std::to_string(d.shardOrder.size()) + " WebDataset shards cannot feed " + std::to_string(world) +
                       " ranks: each rank reads whole shards (split the data into at least as many shards as ranks)");
   // Every rank must take the same number of steps, or a DDP job hangs in its last all-reduce: as
   // DistributedSampler does, drop_last trims every rank to the smallest rank's count this epoch,
   // otherwise every rank is padded to the largest by repeating its own first samples.
   std::vector<std::int64_t> samplesOf(static_cast<std::size_t>(world), 0);  // shard k goes to rank k % world
-  for (std::size_t k = 0; k < shardOrder.size(); ++k)
+  for (std::size_t k = 0; k < d.shardOrder.size(); ++k)
     samplesOf[k % static_cast<std::size_t>(world)] +=
-        shardBegin_[static_cast<std::size_t>(shardOrder[k]) + 1] - shardBegin_[static_cast<std::size_t>(shardOrder[k])];
+        shardBegin_[static_cast<std::size_t>(d.shardOrder[k]) + 1] - shardBegin_[static_cast<std::size_t>(d.shardOrder[k])];
   const auto [fewest, most] = std::minmax_element(samplesOf.begin(), samplesOf.end());
-  const std::int64_t perRank = o.drop_last ? *fewest : *most;
-  auto equalised = [&](std::vector<std::int64_t> v) {
-    const std::size_t own = v.size(), want = static_cast<std::size_t>(perRank);
-    if (own == 0 && want > 0)
-      throwBadInput("rank " + std::to_string(rank), "its WebDataset shards hold no samples in epoch " + std::to_string(epoch) +
-                                                         ", while other ranks' hold " + std::to_string(want));
+  d.perRank = o.drop_last ? *fewest : *most;
+  if (samplesOf[static_cast<std::size_t>(std::max(rank, 0))] == 0 && d.perRank > 0)
+    throwBadInput("rank " + std::to_string(rank), "its WebDataset shards hold no samples in epoch " + std::to_string(epoch) +
+                                                       ", while other ranks' hold " + std::to_string(d.perRank));
+  return d;
+}
+
+std::optional<std::int64_t> WebDataset::ownEpochLength(const LoaderOptions& o, std::int64_t epoch) const {
+  return epochDealOf(o, epoch).perRank;
+}
+
+std::optional<std::vector<std::int64_t>> WebDataset::ownEpochOrder(const LoaderOptions& o, std::int64_t epoch) const {
+  const EpochDeal epochDeal = epochDealOf(o, epoch);
+  const ShardDeal& deal = epochDeal.deal;
+  const int rank = deal.rank;
+  auto equalised = [&](std::vector<std::int64_t> v) {  // epochDealOf refused an empty rank among others
+    const std::size_t own = v.size(), want = static_cast<std::size_t>(epochDeal.perRank);
     if (want < own) v.resize(want);
     for (std::size_t i = 0; v.size() < want; ++i) v.push_back(v[i % own]);
     return v;
   };
-  const std::vector<std::int64_t> dealt = rankShardsOf(shardOrder, deal);
+  const std::vector<std::int64_t> dealt = rankShardsOf(epochDeal.shardOrder, deal);
   std::vector<std::int64_t> order;
   for (std::int64_t shard : dealt)
     for (std::int64_t i = shardBegin_[static_cast<std::size_t>(shard)]; i < shardBegin_[static_cast<std::size_t>(shard) + 1]; ++i)

@@ -116,6 +116,7 @@ class WebDataset : public EncodedImageDataset {
   WebDataset(const std::string& spec, std::vector<std::string> shards, const std::string& transforms, WebDatasetOptions options);
   std::int64_t size() const override { return static_cast<std::int64_t>(samples_.size()); }
   std::optional<std::vector<std::int64_t>> ownEpochOrder(const LoaderOptions& options, std::int64_t epoch) const override;
+  std::optional<std::int64_t> ownEpochLength(const LoaderOptions& options, std::int64_t epoch) const override;
   bool hasOwnEpochOrder() const override { return true; }
   // Remote shards scanned without a cache: what the open downloaded, and how much of it the first
   // epoch reads instead of fetching it again.
@@ -138,6 +139,13 @@ class WebDataset : public EncodedImageDataset {
              std::string& name) const override;
 
  private:
+  // An epoch's shards dealt to ranks, and the samples every rank serves in it (equalised).
+  struct EpochDeal {
+    ShardDeal deal;
+    std::vector<std::int64_t> shardOrder;
+    std::int64_t perRank = 0;
+  };
+  EpochDeal epochDealOf(const LoaderOptions& options, std::int64_t epoch) const;
   struct Sample {
     std::int64_t shard = 0;
     std::string key;
