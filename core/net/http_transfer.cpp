@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "util/byte_vector.h"
 #include "util/error.h"
 
 namespace stoker {
@@ -180,6 +181,10 @@ std::size_t onBody(char* data, std::size_t size, std::size_t count, void* user) 
     }
     t->text.append(data, n);
     return n;
+  }
+  if (t->got == 0 && t->dst) {  // what the reply will fill goes on huge pages (util/byte_vector)
+    const std::uint64_t fills = t->contentLength >= 0 ? std::min<std::uint64_t>(t->want, static_cast<std::uint64_t>(t->contentLength)) : 0;
+    adviseFilledHugePages(t->dst, static_cast<std::size_t>(fills));
   }
   if (t->got == 0) {  // the first bytes of a reply: is it the range that was asked for?
     if (t->rangeAsked && t->status == 200 && t->wantStart > 0) {

@@ -2,7 +2,8 @@
 // event's stand-in): a block the device still uses is never handed out again, a pool full of
 // such blocks waits for the oldest instead of growing, a fence maker bound at hand-over is called
 // at release and wins over the producer's fence, a stream recorded beside it is waited for too, and blocks over the pool's size are freed only
-// once their fence is done; pinned staging locked in place, exact size, unlocked last. The CUDA
+// once their fence is done; pinned staging locked in place, exact size, unlocked last; large byte
+// buffers (util/byte_vector) on huge pages but for their tail. The CUDA
 // events and cudaHostRegister themselves are exercised by the GPU check.
 #include <QtTest>
 
@@ -10,11 +11,15 @@
 
 #include <atomic>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <vector>
 #include <stdexcept>
 
 #include "data/buffer_pool.h"
 #include "data/device.h"
+#include "util/byte_vector.h"
 #include "util/huge_pages.h"
 
 using namespace stoker;
@@ -255,6 +260,56 @@ class TestBufferPool : public QObject {
     QCOMPARE(stoker::cachingHostAllocatorBytes(bytes), std::int64_t{64} << 20);
     QCOMPARE(stoker::cachingHostAllocatorBytes(1 << 20), std::int64_t{1} << 20);
     QCOMPARE(stoker::cachingHostAllocatorBytes((1 << 20) + 1), std::int64_t{2} << 20);
+  }
+
+  // A ByteVector of 2 MiB or more (a remote shard's blocks) is its own mapping from a 2 MiB
+  // boundary, on 4 KiB pages until told how much of it will be filled: then the whole 2 MiB pages
+  // of that are advised for THP, and not the rest (the head of a 2.2 MB shard, received into 8 MiB,
+  // must not hold 4 MiB); growing one keeps its bytes; small ones come from operator new as before.
+  void largeByteVectorsStartOnHugePages() {
+    ByteVector grown;
+    for (std::size_t i = 0; i < (5u << 20) + 12345; ++i) grown.push_back(static_cast<std::uint8_t>(i * 7));  // reallocates past 2 MiB
+    for (std::size_t i = 0; i < grown.size(); i += 4093) QCOMPARE(grown[i], static_cast<std::uint8_t>(i * 7));
+    ByteVector small(1 << 20);
+    std::memset(small.data(), 1, small.size());
+    ByteVector big;
+    big.resize((5u << 20) + 12345);
+    std::memset(big.data(), 3, big.size());  // every byte is the buffer's
+    if (!largeBuffersOnHugePages()) QSKIP("AddressSanitizer or STOKER_HUGE_PAGES=0: large buffers come from operator new");
+    const auto at = reinterpret_cast<std::uintptr_t>(big.data());
+    QCOMPARE(at % kHugePageBytes, std::uintptr_t{0});
+    std::ifstream mode("/sys/kernel/mm/transparent_hugepage/enabled");
+    std::string modes;
+    std::getline(mode, modes);
+    if (modes.empty() || modes.find("[never]") != std::string::npos) QSKIP("no transparent huge pages on this kernel");
+    // THPeligible of the mapping holding an address (the kernel's smaps; a neighbour with the same
+    // flags may have merged with it, which keeps the flag).
+    auto eligible = [](std::uintptr_t address) {
+      std::ifstream smaps("/proc/self/smaps");
+      std::string line;
+      bool inside = false;
+      while (std::getline(smaps, line)) {
+        std::uintptr_t lo = 0, hi = 0;
+        char dash = 0;
+        std::istringstream head(line);
+        if (line.find(':') == std::string::npos || line.find('-') < line.find(' ')) {
+          if (head >> std::hex >> lo >> dash >> hi && dash == '-') inside = lo <= address && address < hi;
+          continue;
+        }
+        if (inside && line.rfind("THPeligible:", 0) == 0) return line.find('1') != std::string::npos ? 1 : 0;
+      }
+      return -1;
+    };
+    QCOMPARE(eligible(at), 0);  // nothing said yet
+    ByteVector head;
+    head.resize(8u << 20);  // a whole part, for a shard of 5 MiB and a bit
+    const auto headAt = reinterpret_cast<std::uintptr_t>(head.data());
+    adviseFilledHugePages(head.data(), (5u << 20) + 12345);
+    QCOMPARE(eligible(headAt), 1);
+    QCOMPARE(eligible(headAt + (4u << 20) - 1), 1);
+    QCOMPARE(eligible(headAt + (4u << 20)), 0);  // the filled tail past the last whole huge page
+    QCOMPARE(eligible(headAt + head.size() - 1), 0);  // and what the reply does not reach
+    adviseFilledHugePages(small.data(), small.size());  // not a mapping of its own: left alone
   }
 };
 
