@@ -27,7 +27,7 @@ class EventLoopProbe {
     QObject::connect(&timer_, &QTimer::timeout, [this] { tick(); });
   }
   void start() {
-    worst_ = rawWorst_ = 0;
+    worst_ = second_ = rawWorst_ = 0;
     gap_.start();
     queuedNs_ = runQueueWaitNs();
     timer_.start();
@@ -35,6 +35,10 @@ class EventLoopProbe {
   void stop() { timer_.stop(); }
   // The longest gap less the time the thread waited for a CPU in it.
   qint64 worstMs() const { return worst_; }
+  // The longest but one: for a steady load, where a stall of the widget's own making comes back
+  // with every refresh, while a VM's hiccup (its host holding the vCPU, which the thread's
+  // schedstat cannot see: CI failed on single gaps of 111 and 124 ms under ASan) comes once.
+  qint64 secondWorstMs() const { return second_; }
   // The longest gap as the wall clock saw it, for the log.
   qint64 rawWorstMs() const { return rawWorst_; }
 
@@ -46,7 +50,13 @@ class EventLoopProbe {
     const qint64 waited = queuedNs >= 0 && queuedNs_ >= 0 ? std::clamp(queuedNs - queuedNs_, qint64(0), gapNs) : 0;
     queuedNs_ = queuedNs;
     rawWorst_ = std::max(rawWorst_, gapNs / 1000000);
-    worst_ = std::max(worst_, (gapNs - waited) / 1000000);
+    const qint64 gapMs = (gapNs - waited) / 1000000;
+    if (gapMs > worst_) {
+      second_ = worst_;
+      worst_ = gapMs;
+    } else {
+      second_ = std::max(second_, gapMs);
+    }
   }
   // Nanoseconds this thread has spent ready but not running since it started; -1 where the
   // kernel does not say (then gaps count in full).
@@ -63,6 +73,7 @@ class EventLoopProbe {
   QElapsedTimer gap_;
   qint64 queuedNs_ = -1;
   qint64 worst_ = 0;
+  qint64 second_ = 0;
   qint64 rawWorst_ = 0;
 };
 
