@@ -545,6 +545,12 @@ std::int64_t Epoch::batches() const {
   return consumerEnd(*state_) - state_->segmentFirst;
 }
 
+std::vector<std::int64_t> Epoch::order() const {
+  if (!live()) return {};
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->segments.front()->order;  // the consumer's epoch (adoption drops those before it)
+}
+
 bool Epoch::waitReady(std::chrono::milliseconds wait) {
   if (!live()) return true;
   EpochState& s = *state_;

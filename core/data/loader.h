@@ -92,6 +92,9 @@ class Epoch {
   // Error(Cancelled) when the loader's cancel token fires.
   std::optional<Batch> next();
   std::int64_t batches() const;  // so far, for a fed epoch
+  // The indices this epoch serves, in order: the sampler's (or the dataset's own) whole order, or
+  // what was fed so far. Empty once the epoch has ended. A copy: the workers read the original.
+  std::vector<std::int64_t> order() const;
   // Waits up to `wait` for the next batch; true once next() would not wait for another thread
   // (the batch is ready, the epoch is over or failed, or the caller would produce it itself).
   // Lets a caller that must stay responsive (a Python thread checking for Ctrl-C) wait in

@@ -20,6 +20,9 @@ struct LoaderSession::DeviceRun {
   std::unique_ptr<Loader> loader;
   std::vector<EpochSummary> epochs;  // since the last retune
   std::uint64_t generation = 0;      // of the options this device runs with
+  // Epoch `orderEpoch`'s whole order, kept at its first retune between batches for the ones after.
+  std::int64_t orderEpoch = -1;
+  std::vector<std::int64_t> order;
 };
 
 namespace {
@@ -144,11 +147,18 @@ void LoaderSession::applyAtBatch(DeviceRun& r, std::optional<Epoch>& epoch, std:
   }
   const LoaderOptions current = r.loader->options();
   if (!onlyBatchKnobs(current, next)) return;  // waits for the epoch's end
+  // The rest of the order the epoch is serving, not a new draw of it: a dataset's own order may do
+  // more than return indices when drawn (a remote WebDataset plans its reads for the epoch, and a
+  // second draw of epoch e counts as a new start: what it kept goes, what was read is read again).
+  if (r.orderEpoch != e) {
+    r.order = epoch->order();  // the sampler's: batch knobs do not change it
+    r.orderEpoch = e;
+  }
   epoch->stop();
   r.loader->retune(next);
   r.generation = generation;
   r.epochs.clear();  // rates count from the change
-  const std::vector<std::int64_t> order = epochIndicesFor(r.loader->dataset(), next, e);
+  const std::vector<std::int64_t>& order = r.order;
   const auto total = std::min<std::int64_t>(r.loader->samplesPerEpoch(), static_cast<std::int64_t>(order.size()));
   const std::int64_t rest = std::max<std::int64_t>(0, total - served);
   epoch.emplace(r.loader->openEpoch(e, rest));

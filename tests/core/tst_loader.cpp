@@ -859,6 +859,49 @@ class TestLoader : public QObject {
     QVERIFY(r.devices[0].notes.back().find("retuned: prefetch 4") != std::string::npos);
   }
 
+  // A dataset's own order (WebDataset's) is drawn once an epoch, also when the epoch is retuned
+  // between batches: for a remote WebDataset a second draw of epoch e re-plans its reads as a new
+  // start (the samples kept from dropped blocks go, those already read count as still to read).
+  // Two retunes in one epoch serve the rest of the order first drawn.
+  void retuneMidEpochDrawsTheOwnOrderOnce() {
+    struct OwnOrder : HookedDataset {
+      using HookedDataset::HookedDataset;
+      mutable std::map<std::int64_t, int> draws;  // epoch -> draws of its order
+      bool hasOwnEpochOrder() const override { return true; }
+      std::optional<std::vector<std::int64_t>> ownEpochOrder(const LoaderOptions&, std::int64_t epoch) const override {
+        {
+          std::lock_guard<std::mutex> lock(m);
+          ++draws[epoch];
+        }
+        std::vector<std::int64_t> v(static_cast<std::size_t>(n));
+        for (std::int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = (i * 7 + epoch) % n;  // 7 is prime to 300
+        return v;
+      }
+    };
+    auto ds = std::make_shared<OwnOrder>(300);
+    LoaderOptions o = LoaderOptions::builder().batchSize(16).numWorkers(0).dropLast(false)
+                          .loadingMode(LoadingMode::Streaming).build();
+    LoaderSessionOptions so;
+    so.epochs = 2;
+    int retunes = 0;
+    so.onRetuned = [&retunes](const RetuneApplied&) { ++retunes; };
+    LoaderSession session(ds, o, {DeviceSpec::parse("cpu")}, so);
+    LoaderOptions first = o, second = o;
+    first.timeout = 5;
+    second.timeout = 6;
+    ds->onRead = [&](std::size_t count) {
+      if (count == 100) session.retune(first);
+      if (count == 200) session.retune(second);
+    };
+    session.run(nullptr, nullptr);
+    QCOMPARE(retunes, 2);
+    std::vector<std::int64_t> expected = *ds->ownEpochOrder(o, 0), next = *ds->ownEpochOrder(o, 1);
+    expected.insert(expected.end(), next.begin(), next.end());
+    QCOMPARE(ds->read, expected);
+    QCOMPARE(ds->draws[0], 2);  // the run's one draw, and this test's
+    QCOMPARE(ds->draws[1], 2);
+  }
+
   // Workers can change between two batches; sample-order knobs wait for the epoch's end and get
   // a new loader; dataset-level knobs re-open the dataset (refused without a way to re-open).
   void retuneWorkersBatchSizeAndReader() {
