@@ -102,6 +102,10 @@ class Dataset {
   virtual std::optional<std::int64_t> ownEpochLength(const LoaderOptions&, std::int64_t) const { return std::nullopt; }
   // Whether ownEpochOrder gives orders (without drawing one: that shuffles every sample).
   virtual bool hasOwnEpochOrder() const { return false; }
+  // Epoch `epoch` of ownEpochOrder has these samples left to read, and only these: it was stopped
+  // between batches and goes on from `indices` (a retune), and the batches made ahead were dropped
+  // unserved. A dataset that plans its reads from its order (WebDataset) plans the rest again.
+  virtual void ownEpochRest(std::int64_t /*epoch*/, const std::int64_t* /*indices*/, std::int64_t /*count*/) const {}
   // What the open did that a user should know (a remote WebDataset downloaded its shards to scan
   // them): the loader's notes start with these.
   virtual std::vector<std::string> openNotes() const { return {}; }

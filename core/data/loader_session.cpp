@@ -161,6 +161,7 @@ void LoaderSession::applyAtBatch(DeviceRun& r, std::optional<Epoch>& epoch, std:
   const std::vector<std::int64_t>& order = r.order;
   const auto total = std::min<std::int64_t>(r.loader->samplesPerEpoch(), static_cast<std::int64_t>(order.size()));
   const std::int64_t rest = std::max<std::int64_t>(0, total - served);
+  if (rest > 0) r.loader->dataset().ownEpochRest(e, order.data() + served, rest);
   epoch.emplace(r.loader->openEpoch(e, rest));
   if (rest > 0) epoch->feed(order.data() + served, rest, next.batch_size);
   epoch->closeFeed();

@@ -858,6 +858,43 @@ class TestImageDatasets : public QObject {
     plan.planned({0, 1}, 0, {1, -1});
     QCOMPARE(plan.keptSamples(), std::size_t(0));
 
+    // An epoch drawn again (the next epoch, drawn ahead, dropped by a retune between batches and
+    // drawn again at the boundary) replaces its plan: what was kept stays. It went before, and the
+    // readahead fetched those blocks again.
+    WdsReadPlan again({{0, 10}, {10, 20}, {0, 10}, {10, 30}}, {0, 2, 4});
+    again.planned({0, 1, 2, 3}, 0, {1, -1});
+    again.planned({0, 1, 2, 3}, 1, {1, -1});
+    again.read(1, 0);
+    again.keepFrom(0, 0, block.data(), block.size());
+    QCOMPARE(again.keptSamples(), std::size_t(1));  // sample 0
+    again.planned({3, 2, 1, 0}, 1, {-1, 0});
+    QCOMPARE(again.keptSamples(), std::size_t(1));
+    QVERIFY(again.readKept(0, 0, out.data(), 10));
+    QCOMPARE(int(out[9]), 9);
+    // A new start keeps what its order still reads, and only that.
+    again.planned({0, 2}, 0, {1, -1});
+    QCOMPARE(again.keptSamples(), std::size_t(1));
+    again.planned({1, 2}, 0, {1, -1});
+    QCOMPARE(again.keptSamples(), std::size_t(0));
+
+    // An epoch stopped between batches and fed on from the middle (a retune): its reads left are
+    // the rest it is given, also samples read for batches that were dropped unserved.
+    WdsReadPlan stopped({{0, 10}, {10, 20}, {0, 10}, {10, 30}}, {0, 2, 4});
+    stopped.planned({0, 1, 2, 3}, 0, {1, -1});
+    stopped.read(2, 0);  // served
+    stopped.read(0, 0);  // read for a batch then dropped unserved
+    stopped.keepFrom(0, 0, block.data(), block.size());
+    QCOMPARE(stopped.keptSamples(), std::size_t(1));  // sample 1: nothing was left to read of sample 0
+    const std::int64_t restOfZero[] = {0, 1, 3};
+    stopped.rest(0, restOfZero, 3);
+    stopped.keepFrom(0, 0, block.data(), block.size());
+    QCOMPARE(stopped.keptSamples(), std::size_t(2));  // sample 0 is read again
+    QCOMPARE(stopped.shardsAfter(0, 3, 10), std::vector<std::int64_t>{});  // shard 1's first 10 bytes: sample 2, served
+    QCOMPARE(stopped.shardsAfter(0, 3, 20), std::vector<std::int64_t>{1});  // sample 3 is still to read
+    stopped.read(0, 0);
+    stopped.read(1, 0);
+    QCOMPARE(stopped.keptSamples(), std::size_t(0));
+
     // The shards worth fetching ahead: only while a sample in their first block is still to be
     // read and not kept (a shard the shuffle buffer drew from, its block dropped, was fetched
     // again for nothing and held unread).

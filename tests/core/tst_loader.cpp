@@ -867,7 +867,13 @@ class TestLoader : public QObject {
     struct OwnOrder : HookedDataset {
       using HookedDataset::HookedDataset;
       mutable std::map<std::int64_t, int> draws;  // epoch -> draws of its order
+      mutable std::vector<std::vector<std::int64_t>> rests;  // what ownEpochRest was told
       bool hasOwnEpochOrder() const override { return true; }
+      void ownEpochRest(std::int64_t epoch, const std::int64_t* indices, std::int64_t count) const override {
+        std::lock_guard<std::mutex> lock(m);
+        rests.push_back({epoch});
+        rests.back().insert(rests.back().end(), indices, indices + count);
+      }
       std::optional<std::vector<std::int64_t>> ownEpochOrder(const LoaderOptions&, std::int64_t epoch) const override {
         {
           std::lock_guard<std::mutex> lock(m);
@@ -900,6 +906,13 @@ class TestLoader : public QObject {
     QCOMPARE(ds->read, expected);
     QCOMPARE(ds->draws[0], 2);  // the run's one draw, and this test's
     QCOMPARE(ds->draws[1], 2);
+    // The dataset is told what is left at each retune: after 7 batches of 16, then after 13.
+    QCOMPARE(ds->rests.size(), std::size_t(2));
+    for (const auto& [rest, served] : {std::pair{ds->rests[0], 112}, std::pair{ds->rests[1], 208}}) {
+      QCOMPARE(rest.front(), std::int64_t(0));  // the epoch
+      QCOMPARE(std::vector<std::int64_t>(rest.begin() + 1, rest.end()),
+               std::vector<std::int64_t>(expected.begin() + served, expected.begin() + 300));
+    }
   }
 
   // Workers can change between two batches; sample-order knobs wait for the epoch's end and get

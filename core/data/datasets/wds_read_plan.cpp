@@ -1,5 +1,6 @@
 #include "data/datasets/wds_read_plan.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace stoker {
@@ -9,11 +10,15 @@ WdsReadPlan::WdsReadPlan(std::vector<Span> spans, std::vector<std::int64_t> shar
 
 void WdsReadPlan::planned(const std::vector<std::int64_t>& order, std::int64_t epoch, std::vector<std::int64_t> nextShard) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!plans_.empty() && epoch != plans_.back().epoch + 1) {  // a new start (another loader, a resumed job)
-    plans_.clear();
-    kept_.clear();
-    readingEpoch_ = -1;
-  }
+  // A second draw of an epoch already planned replaces its plan and those after it: a loader's
+  // next epoch, drawn ahead when this one started and dropped by a retune between batches, is
+  // drawn again at the boundary. Any other epoch than the next is a new start (another loader, a
+  // resumed job): the plans go. What was kept stays while the plans left read it -- the bytes are
+  // the shard's, whoever drew the order: dropping them made the readahead fetch their blocks again.
+  const bool redrawn = !plans_.empty() && epoch != plans_.back().epoch + 1;
+  while (!plans_.empty() && plans_.back().epoch >= epoch) plans_.pop_back();
+  if (!plans_.empty() && epoch != plans_.back().epoch + 1) plans_.clear();
+  if (plans_.empty()) readingEpoch_ = -1;
   Plan plan;
   plan.epoch = epoch;
   plan.nextShard = std::move(nextShard);
@@ -22,6 +27,8 @@ void WdsReadPlan::planned(const std::vector<std::int64_t>& order, std::int64_t e
     if (plan.left[static_cast<std::size_t>(i)] < UINT16_MAX) ++plan.left[static_cast<std::size_t>(i)];
   plans_.push_back(std::move(plan));
   while (plans_.size() > 3) plans_.pop_front();  // drawn and never read (an abandoned loop)
+  if (redrawn)
+    for (auto it = kept_.begin(); it != kept_.end();) it = stillToRead(it->first) ? std::next(it) : kept_.erase(it);
 }
 
 const WdsReadPlan::Plan* WdsReadPlan::planOf(std::int64_t epoch) const {
@@ -81,6 +88,16 @@ bool WdsReadPlan::readKept(std::int64_t index, std::uint64_t offset, std::uint8_
   if (it == kept_.end() || offset < it->second.start || offset + n > it->second.start + it->second.bytes.size()) return false;
   std::memcpy(dst, it->second.bytes.data() + (offset - it->second.start), static_cast<std::size_t>(n));
   return true;
+}
+
+void WdsReadPlan::rest(std::int64_t epoch, const std::int64_t* indices, std::int64_t count) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (Plan& plan : plans_) {
+    if (plan.epoch != epoch) continue;
+    std::fill(plan.left.begin(), plan.left.end(), std::uint16_t{0});
+    for (std::int64_t k = 0; k < count; ++k)
+      if (plan.left[static_cast<std::size_t>(indices[k])] < UINT16_MAX) ++plan.left[static_cast<std::size_t>(indices[k])];
+  }
 }
 
 // Once reads reach epoch e, epochs before e - 1 are left behind (a tail never read stays with

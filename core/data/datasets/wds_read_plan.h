@@ -29,7 +29,9 @@ class WdsReadPlan {
   WdsReadPlan(std::vector<Span> spans, std::vector<std::int64_t> shardBegin);
 
   // An epoch's order drawn for this rank and, per shard, the shard after it in the rank's deal
-  // (-1 at its end). Another epoch than the next one drawn is a new start: what was kept goes.
+  // (-1 at its end). An epoch drawn again replaces its plan (and those after it); another epoch
+  // than the next one drawn is a new start: the plans go, and what was kept stays only while the
+  // new plans still read it.
   void planned(const std::vector<std::int64_t>& order, std::int64_t epoch, std::vector<std::int64_t> nextShard);
   // Of the `count` shards after `shard` in the deal of the epoch read now, those whose first
   // `firstBlock` bytes hold a sample still to be read and not kept: the blocks worth fetching
@@ -42,6 +44,9 @@ class WdsReadPlan {
   void keepFrom(std::int64_t shard, std::uint64_t start, const std::uint8_t* bytes, std::size_t n);
   // Copies [offset, offset + n) of sample `index` from what was kept; false when not kept.
   bool readKept(std::int64_t index, std::uint64_t offset, std::uint8_t* dst, std::uint64_t n) const;
+  // Epoch `epoch` has these reads left, and only these (stopped between batches, it goes on from
+  // them: what was read for batches dropped unserved is read again).
+  void rest(std::int64_t epoch, const std::int64_t* indices, std::int64_t count);
   // Sample `index` was read for `epoch`.
   void read(std::int64_t index, std::int64_t epoch);
   std::size_t keptSamples() const;

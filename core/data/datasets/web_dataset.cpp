@@ -986,6 +986,10 @@ std::optional<std::int64_t> WebDataset::ownEpochLength(const LoaderOptions& o, s
   return epochDealOf(o, epoch).perRank;
 }
 
+void WebDataset::ownEpochRest(std::int64_t epoch, const std::int64_t* indices, std::int64_t count) const {
+  if (plan_) plan_->rest(epoch, indices, count);
+}
+
 std::optional<std::vector<std::int64_t>> WebDataset::ownEpochOrder(const LoaderOptions& o, std::int64_t epoch) const {
   const EpochDeal epochDeal = epochDealOf(o, epoch);
   const ShardDeal& deal = epochDeal.deal;

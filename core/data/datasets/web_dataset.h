@@ -117,6 +117,7 @@ class WebDataset : public EncodedImageDataset {
   std::int64_t size() const override { return static_cast<std::int64_t>(samples_.size()); }
   std::optional<std::vector<std::int64_t>> ownEpochOrder(const LoaderOptions& options, std::int64_t epoch) const override;
   std::optional<std::int64_t> ownEpochLength(const LoaderOptions& options, std::int64_t epoch) const override;
+  void ownEpochRest(std::int64_t epoch, const std::int64_t* indices, std::int64_t count) const override;
   bool hasOwnEpochOrder() const override { return true; }
   // Remote shards scanned without a cache: what the open downloaded, and how much of it the first
   // epoch reads instead of fetching it again.
