@@ -5,6 +5,17 @@
 
 namespace stoker {
 
+namespace {
+
+// Per sample, how many times `indices` reads it (an order may repeat a sample: padding).
+void countReads(std::vector<std::uint16_t>& left, const std::int64_t* indices, std::size_t count) {
+  std::fill(left.begin(), left.end(), std::uint16_t{0});
+  for (std::size_t k = 0; k < count; ++k)
+    if (left[static_cast<std::size_t>(indices[k])] < UINT16_MAX) ++left[static_cast<std::size_t>(indices[k])];
+}
+
+}  // namespace
+
 WdsReadPlan::WdsReadPlan(std::vector<Span> spans, std::vector<std::int64_t> shardBegin)
     : spans_(std::move(spans)), shardBegin_(std::move(shardBegin)) {}
 
@@ -15,19 +26,18 @@ void WdsReadPlan::planned(const std::vector<std::int64_t>& order, std::int64_t e
   // drawn again at the boundary. Any other epoch than the next is a new start (another loader, a
   // resumed job): the plans go. What was kept stays while the plans left read it -- the bytes are
   // the shard's, whoever drew the order: dropping them made the readahead fetch their blocks again.
-  const bool redrawn = !plans_.empty() && epoch != plans_.back().epoch + 1;
+  const bool replanned = !plans_.empty() && epoch != plans_.back().epoch + 1;
   while (!plans_.empty() && plans_.back().epoch >= epoch) plans_.pop_back();
   if (!plans_.empty() && epoch != plans_.back().epoch + 1) plans_.clear();
   if (plans_.empty()) readingEpoch_ = -1;
   Plan plan;
   plan.epoch = epoch;
   plan.nextShard = std::move(nextShard);
-  plan.left.assign(spans_.size(), 0);
-  for (std::int64_t i : order)
-    if (plan.left[static_cast<std::size_t>(i)] < UINT16_MAX) ++plan.left[static_cast<std::size_t>(i)];
+  plan.left.resize(spans_.size());
+  countReads(plan.left, order.data(), order.size());
   plans_.push_back(std::move(plan));
   while (plans_.size() > 3) plans_.pop_front();  // drawn and never read (an abandoned loop)
-  if (redrawn)
+  if (replanned)
     for (auto it = kept_.begin(); it != kept_.end();) it = stillToRead(it->first) ? std::next(it) : kept_.erase(it);
 }
 
@@ -92,12 +102,8 @@ bool WdsReadPlan::readKept(std::int64_t index, std::uint64_t offset, std::uint8_
 
 void WdsReadPlan::rest(std::int64_t epoch, const std::int64_t* indices, std::int64_t count) {
   std::lock_guard<std::mutex> lock(mutex_);
-  for (Plan& plan : plans_) {
-    if (plan.epoch != epoch) continue;
-    std::fill(plan.left.begin(), plan.left.end(), std::uint16_t{0});
-    for (std::int64_t k = 0; k < count; ++k)
-      if (plan.left[static_cast<std::size_t>(indices[k])] < UINT16_MAX) ++plan.left[static_cast<std::size_t>(indices[k])];
-  }
+  for (Plan& plan : plans_)
+    if (plan.epoch == epoch) countReads(plan.left, indices, static_cast<std::size_t>(count));
 }
 
 // Once reads reach epoch e, epochs before e - 1 are left behind (a tail never read stays with
