@@ -373,7 +373,7 @@ const std::vector<KnobInfo>& knobTable() {
       {"loading_mode", false, "resident (dataset on the device, gather) / streaming (collate + copy) / auto", "Memory", "none (DALI/flodl-style resident datasets)"},
       {"reader_mode", false, "file datasets: mmap (zero-copy) or read (into memory, part_size reads)", "Files", "none (s3dlio's reader modes)"},
       {"part_size", false, "read mode: bytes per read call; remote datasets: bytes per range request", "Files", "none (s3dlio's part size)"},
-      {"max_inflight_parts", false, "read mode: reads in parallel; remote datasets: range requests in flight per worker", "Files", "none (s3dlio's parallel parts)"},
+      {"max_inflight_parts", false, "read mode: reads in parallel; remote datasets: parts in flight per worker (small reads count by bytes)", "Files", "none (s3dlio's parallel parts)"},
       {"cache_dir", false, "remote datasets: keep the parts read in this folder and serve later epochs from it (shared by the ranks of a node)", "Files", "none (MosaicML Streaming's local cache, cache_dir=)"},
       {"cache_limit", false, "bytes cache_dir may hold; the least recently used parts go first (0 = no limit)", "Files", "none (MosaicML Streaming's cache_limit=)"},
       {"shard_rank", false, "distributed sampler: this rank", "Distributed", "DistributedSampler(rank=)"},

@@ -27,6 +27,14 @@ HttpTarget targetOf(const std::string& url, const S3Config* s3) {
   return t;
 }
 
+int readsInFlight(const PartOptions& parts, std::uint64_t bytesEach) {
+  const int least = std::max(parts.maxInflight, 1);
+  if (parts.cache || bytesEach == 0) return least;
+  const std::uint64_t budget = static_cast<std::uint64_t>(std::max<std::int64_t>(parts.partSize, 1)) * static_cast<std::uint64_t>(least);
+  return static_cast<int>(std::clamp<std::uint64_t>(budget / bytesEach, static_cast<std::uint64_t>(least),
+                                                    static_cast<std::uint64_t>(std::max(least, kMaxReadsInFlight))));
+}
+
 std::string cacheIdOf(const HttpTarget& target, const std::string& etag, std::uint64_t size) {
   // Where the object is without credentials: an S3 request URL carries none (the signature is a
   // header), an HTTP one may (user:password@, a presigned query), so its redacted form.

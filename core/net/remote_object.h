@@ -31,6 +31,14 @@ struct PartOptions {
   std::shared_ptr<PartCache> cache;
 };
 
+// How many reads of `bytesEach` bytes each (an image, a token window) go at once: as many as
+// max_inflight_parts parts of part_size hold, never fewer than max_inflight_parts, at most
+// kMaxReadsInFlight. One small request is latency-bound: at 50 ms, 4 images in flight per worker
+// read 80 a second, where the bytes of 4 parts would hold hundreds. With a cache a read may fetch
+// a whole part, so it counts as one.
+constexpr int kMaxReadsInFlight = 64;
+int readsInFlight(const PartOptions& parts, std::uint64_t bytesEach);
+
 class RemoteObject {
  public:
   // Error(BadInput) for a URL that is not one, 403/404 and the like; Error(Io) when the server

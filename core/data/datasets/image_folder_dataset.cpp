@@ -71,14 +71,13 @@ Walk walkS3(const std::string& top, std::map<std::string, ListedObject>& listed)
 
 }  // namespace
 
-ImageFolderDataset::ImageFolderDataset(const std::string& root, const std::string& transforms, int parallelFetches,
+ImageFolderDataset::ImageFolderDataset(const std::string& root, const std::string& transforms, const PartOptions& parts,
                                        std::shared_ptr<PartCache> cache)
     : EncodedImageDataset("imagefolder (" + root + ")", transforms), cache_(std::move(cache)) {
   if (isRemotePath(root)) {
     if (root.rfind("s3://", 0) != 0)
       throwBadInput(root, "an HTTP server has no listing to find classes in: imagefolder: reads local folders and s3:// prefixes "
                           "(pack the images into WebDataset shards to read them over HTTP)");
-    parallelFetches_ = parallelFetches;
     s3_ = std::make_shared<const S3Config>(loadS3Config());  // read once, not per image
     std::string top = root;
     while (!top.empty() && top.back() == '/') top.pop_back();
@@ -91,7 +90,13 @@ ImageFolderDataset::ImageFolderDataset(const std::string& root, const std::strin
     std::map<std::string, ListedObject> listed;
     addClassFiles(root, [&](const std::string& c) { return walkS3(top + "/" + c, listed); });
     listed_.reserve(files_.size());
-    for (const std::string& f : files_) listed_.push_back(listed.at(f));
+    std::uint64_t bytes = 0;
+    for (const std::string& f : files_) {
+      listed_.push_back(listed.at(f));
+      bytes += listed_.back().size;
+    }
+    // A cached image is a part of its own size, so the byte budget holds with a cache too.
+    if (!files_.empty()) parallelFetches_ = readsInFlight({parts.partSize, parts.maxInflight, nullptr}, bytes / files_.size());
     return;
   }
   std::error_code ec;
@@ -168,7 +173,8 @@ std::shared_ptr<Dataset> listImageFolderDataset(const std::string& spec, const L
   std::shared_ptr<PartCache> cache;
   if (!options.cache_dir.empty() && isRemotePath(root))
     cache = PartCache::at(options.cache_dir, static_cast<std::uint64_t>(options.cache_limit));
-  return std::make_shared<ImageFolderDataset>(root, options.transforms, options.max_inflight_parts, std::move(cache));
+  return std::make_shared<ImageFolderDataset>(root, options.transforms, PartOptions{options.part_size, options.max_inflight_parts, nullptr},
+                                              std::move(cache));
 }
 
 std::shared_ptr<Dataset> openImageFolderDataset(const std::string& spec, const LoaderOptions& options) {

@@ -21,10 +21,11 @@ class PartCache;
 class ImageFolderDataset : public EncodedImageDataset {
  public:
   // `root` may be an s3:// prefix: classes are its common prefixes (ListObjectsV2 with '/'),
-  // images the keys under each, fetched `parallelFetches` at a time per batch. With `cache`
-  // (cache_dir), an image once fetched is read from local disk by later epochs and processes,
-  // without a request: the listing's ETag and size name it in the cache.
-  ImageFolderDataset(const std::string& root, const std::string& transforms, int parallelFetches = 1,
+  // images the keys under each, a batch's fetched as many at a time as `parts` allows for images
+  // of their mean size (readsInFlight). With `cache` (cache_dir), an image once fetched is read
+  // from local disk by later epochs and processes, without a request: the listing's ETag and size
+  // name it in the cache.
+  ImageFolderDataset(const std::string& root, const std::string& transforms, const PartOptions& parts = {},
                      std::shared_ptr<PartCache> cache = nullptr);
   std::int64_t size() const override { return static_cast<std::int64_t>(files_.size()); }
   const std::vector<std::string>& classes() const { return classes_; }

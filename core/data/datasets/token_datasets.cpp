@@ -84,7 +84,8 @@ void TokenWindowDataset::readItem(std::int64_t index, std::uint8_t* const* dst) 
   std::memcpy(dst[1], window.data() + 1, bytes);
 }
 
-// Remote windows are latency-bound: a batch's are fetched by max_inflight_parts threads at once.
+// Remote windows are latency-bound: a batch's are fetched by readsInFlight threads at once (as
+// many windows as max_inflight_parts parts of part_size hold, at most 64).
 void TokenWindowDataset::readBatch(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst) const {
   if (parallelReads() <= 1 || count <= 1) return Dataset::readBatch(indices, count, dst);
   forEachInParallel(count, inflight_, [&](std::int64_t i) {
@@ -129,7 +130,7 @@ std::shared_ptr<Dataset> openTokensDataset(const std::string& text, const Loader
   std::vector<TokenWindowDataset::Span> spans{{0, file.size() / static_cast<std::size_t>(bytes)}};
   auto out = std::make_shared<TokenWindowDataset>("tokens (" + spec.path + ", " + dtype + ", ctx " + std::to_string(ctx) + ")",
                                                   file, bytes, false, std::move(spans), ctx);
-  out->setInflight(options.max_inflight_parts);
+  out->setInflight(readsInFlight(partOptionsOf(options), static_cast<std::uint64_t>(ctx + 1) * static_cast<std::uint64_t>(bytes)));
   return out;
 }
 
@@ -200,7 +201,7 @@ std::shared_ptr<Dataset> openMegatronDataset(const std::string& text, const Load
   auto out = std::make_shared<TokenWindowDataset>("megatron (" + spec.path + ", " + std::to_string(documents ? documents - 1 : 0) +
                                                       " documents, ctx " + std::to_string(ctx) + ")",
                                                   bin, bytes, isSigned, std::move(spans), ctx);
-  out->setInflight(options.max_inflight_parts);
+  out->setInflight(readsInFlight(partOptionsOf(options), static_cast<std::uint64_t>(ctx + 1) * static_cast<std::uint64_t>(bytes)));
   return out;
 }
 

@@ -15,7 +15,8 @@
 namespace stoker {
 
 // A stream of tokens made of spans of a file: mapped when local; in S3 or behind HTTP(S), each
-// window is a range read, and a batch's windows are fetched max_inflight_parts at a time.
+// window is a range read, and a batch's windows are fetched as many at a time as
+// max_inflight_parts parts of part_size hold (readsInFlight).
 class TokenWindowDataset : public Dataset {
  public:
   struct Span {
@@ -29,7 +30,7 @@ class TokenWindowDataset : public Dataset {
   const std::vector<FieldSpec>& fields() const override { return specs_; }
   void readItem(std::int64_t index, std::uint8_t* const* dst) const override;
   void readBatch(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst) const override;
-  // Uncached remote windows are one request each: a batch's go max_inflight_parts at a time. Cached
+  // Uncached remote windows are one request each: a batch's go readsInFlight at a time. Cached
   // ones are memory reads once their part is there (the part cache fetches ahead), where threads
   // per batch would only cost.
   int parallelReads() const override { return file_.remote() && !file_.cached() ? inflight_ : 1; }

@@ -217,13 +217,8 @@ WebDataset::WebDataset(const std::string& spec, std::vector<std::string> shards,
                        WebDatasetOptions options)
     : EncodedImageDataset("wds (" + spec + ")", transforms), shards_(std::move(shards)), options_(std::move(options)),
       remote_(shards_.size()), opened_(new std::once_flag[shards_.size()]) {
-  // Remote shards: a batch's images are fetched max_inflight_parts at a time (local ones are a
-  // pread each, cheaper than a thread).
   const PartOptions& parts = options_.parts;
-  for (const std::string& shard : shards_) {
-    isRemote_.push_back(isRemotePath(shard));
-    if (isRemote_.back()) parallelFetches_ = parts.maxInflight;
-  }
+  for (const std::string& shard : shards_) isRemote_.push_back(isRemotePath(shard));
   if (options_.keepComponents) components_.resize(shards_.size());
   firstDeal_.assign(shards_.size(), false);
   firstDealOrder_ = rankShardsOf(shardOrderOf(shards_.size(), options_.deal, 0), options_.deal);
@@ -245,6 +240,13 @@ WebDataset::WebDataset(const std::string& spec, std::vector<std::string> shards,
   }
   shardBegin_.push_back(static_cast<std::int64_t>(samples_.size()));
   if (samples_.empty()) throwBadInput(spec, "the shards hold no samples (<key>.jpg|jpeg|png|webp|tif|tiff|bmp with <key>.cls)");
+  // Remote shards: a batch's images are fetched as many at a time as max_inflight_parts parts
+  // would hold (readsInFlight; local ones are a pread each, cheaper than a thread).
+  if (std::any_of(isRemote_.begin(), isRemote_.end(), [](bool r) { return r; })) {
+    std::uint64_t bytes = 0;
+    for (const Sample& s : samples_) bytes += s.size + s.clsSize;
+    parallelFetches_ = readsInFlight(parts, bytes / samples_.size());
+  }
   startReadahead();
 }
 

@@ -24,7 +24,9 @@
 // cache gets whole blocks of part_size fetched ahead of its reads (within a shard, and the next
 // shards of the rank's deal), the first epoch starting from the blocks of its first deal's shards
 // that the scan brought (kept within readahead_mb); otherwise (a cache, or a plan dealing single
-// samples) each batch's images are fetched max_inflight_parts at a time, one range read each, and
+// samples) each batch's images are fetched as many at a time as max_inflight_parts parts of
+// part_size hold (readsInFlight, by the mean sample; with a cache max_inflight_parts, as each may
+// bring a whole part), one range read each, and
 // decoded in order as they arrive -- in the first epoch of a plan dealing samples, those in blocks
 // this rank's scan brought are copied from them instead (readScannedBlocks). The
 // epoch's order is the dataset's own (ownEpochOrder): shards shuffled by (seed + epoch), dealt
