@@ -84,8 +84,16 @@ TelemetryPlots::TelemetryPlots(QWidget* parent) : QWidget(parent), timer_(new QT
     }
     if (p == Throughput) {  // the legend appears with the first series
       plot->legend->setFont(QFont(font().family(), 8));
-      // Bottom right, where falling-off-a-cliff throughput is rarest; see-through.
-      plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignRight);
+      // In rows under the plot, never over the curves: inside the axis rect it covered the band
+      // of a run whose throughput sits where the box was.
+      plot->axisRect()->insetLayout()->take(plot->legend);
+      plot->plotLayout()->addElement(2, 0, plot->legend);
+      plot->plotLayout()->setRowStretchFactor(2, 0.001);
+      plot->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
+      plot->legend->setWrap(2);  // a rank's name is long: three a row would set the window's minimum width
+      plot->legend->setMargins(QMargins(4, 0, 4, 0));
+      plot->legend->setRowSpacing(0);
+      plot->plotLayout()->setRowSpacing(0);
     }
     noData_[p] = new QCPItemText(plot);
     noData_[p]->position->setType(QCPItemPosition::ptAxisRectRatio);
@@ -580,11 +588,10 @@ void TelemetryPlots::applyPalette() {
       axis->setLabelColor(text);
       axis->grid()->setPen(QPen(gridColour, 0, Qt::DotLine));
     }
-    QColor legendBase = base;
-    legendBase.setAlpha(200);
-    plot->legend->setBrush(legendBase);
+    // The legend is a row of its own under the plot (Throughput's): no box around it.
+    plot->legend->setBrush(Qt::NoBrush);
     plot->legend->setTextColor(text);
-    plot->legend->setBorderPen(QPen(gridColour));
+    plot->legend->setBorderPen(Qt::NoPen);
     if (auto* title = qobject_cast<QCPTextElement*>(plot->plotLayout()->element(0, 0))) title->setTextColor(text);
     plot->replot(QCustomPlot::rpQueuedReplot);
   }
