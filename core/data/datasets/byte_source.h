@@ -26,6 +26,7 @@ class ByteSource {
   std::uint64_t size() const;
   bool remote() const { return remote_ != nullptr; }
   bool cached() const { return parts_.cache != nullptr; }  // remote, read through cache_dir
+  const PartOptions& parts() const { return parts_; }  // how a remote file is read (defaults when local)
   // The bytes themselves when mapped; null when remote.
   const std::uint8_t* mapped() const;
   // Exactly n bytes at offset (Error(BadInput) past the end).

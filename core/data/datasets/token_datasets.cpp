@@ -40,6 +40,7 @@ TokenWindowDataset::TokenWindowDataset(std::string description, ByteSource file,
     starts_.push_back(total_);
     total_ += s.tokens;
   }
+  inflight_ = readsInFlight(file_.parts(), static_cast<std::uint64_t>(ctx_ + 1) * static_cast<std::uint64_t>(tokenBytes_));
   samples_ = total_ > static_cast<std::uint64_t>(ctx_) ? static_cast<std::int64_t>((total_ - 1) / static_cast<std::uint64_t>(ctx_)) : 0;
   if (total_ == 0) throwBadInput(description_, "holds no tokens");
   if (samples_ == 0)
@@ -130,7 +131,6 @@ std::shared_ptr<Dataset> openTokensDataset(const std::string& text, const Loader
   std::vector<TokenWindowDataset::Span> spans{{0, file.size() / static_cast<std::size_t>(bytes)}};
   auto out = std::make_shared<TokenWindowDataset>("tokens (" + spec.path + ", " + dtype + ", ctx " + std::to_string(ctx) + ")",
                                                   file, bytes, false, std::move(spans), ctx);
-  out->setInflight(readsInFlight(partOptionsOf(options), static_cast<std::uint64_t>(ctx + 1) * static_cast<std::uint64_t>(bytes)));
   return out;
 }
 
@@ -201,7 +201,6 @@ std::shared_ptr<Dataset> openMegatronDataset(const std::string& text, const Load
   auto out = std::make_shared<TokenWindowDataset>("megatron (" + spec.path + ", " + std::to_string(documents ? documents - 1 : 0) +
                                                       " documents, ctx " + std::to_string(ctx) + ")",
                                                   bin, bytes, isSigned, std::move(spans), ctx);
-  out->setInflight(readsInFlight(partOptionsOf(options), static_cast<std::uint64_t>(ctx + 1) * static_cast<std::uint64_t>(bytes)));
   return out;
 }
 

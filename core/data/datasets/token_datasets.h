@@ -40,12 +40,11 @@ class TokenWindowDataset : public Dataset {
     return {true, false, "token windows are read from the mapping; a resident copy would hold every token twice as int64"};
   }
   std::int64_t tokens() const { return total_; }
-  void setInflight(int n) { inflight_ = n; }
 
  private:
   std::string description_;
   ByteSource file_;
-  int inflight_ = 1;  // remote: windows of a batch fetched at once
+  int inflight_ = 1;  // remote: windows of a batch fetched at once (readsInFlight of file_'s parts)
   int tokenBytes_;
   bool signed_;
   std::vector<Span> spans_;
