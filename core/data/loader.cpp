@@ -130,7 +130,9 @@ void chooseModeAndLoad(LoaderCore& c) {
     for (const auto& t : preplaced) c.residentDeviceBytes += static_cast<std::int64_t>(t.nbytes());
     c.resident = std::move(preplaced);
     c.mode = LoadingMode::Resident;
-    c.note("resident: the dataset arrived on " + c.device->name() + " from another device's loader (NCCL broadcast)");
+    // How they came (another device's loader by NCCL broadcast, a script's own tensors) is the
+    // caller's to say; the loader only neither loads nor copies them.
+    c.note("resident: the dataset's fields were handed to the loader on " + c.device->name() + " (not loaded, not copied)");
     return;
   }
   const Dataset::ResidentAdvice advice = c.dataset->residentAdvice();

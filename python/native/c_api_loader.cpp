@@ -17,11 +17,13 @@
 #include "c_api_util.h"
 #include "stoker_c_tensors.h"
 #include "data/dataset.h"
+#include "data/datasets/device_tensor_dataset.h"
 #include "data/datasets/scan_exchange_json.h"
 #include "data/datasets/tensor_dataset.h"
 #include "data/datasets/web_dataset.h"
 #include "data/device.h"
 #include "data/loader.h"
+#include "net/remote_url.h"
 #include "telemetry/telemetry_publisher.h"
 #include "util/error.h"
 
@@ -130,19 +132,26 @@ at::Tensor leased(const at::Tensor& t, std::shared_ptr<void> keep) {
 }
 
 // `spec`: the dataset spec the workbench can open again ("" for tensors a script holds).
-StokerLoader* makeLoader(std::shared_ptr<Dataset> dataset, const std::string& spec, const LoaderOptions& options,
-                         const char* device, const char* publishJson, const char* name, int telemetryRank) {
+StokerLoader* wrapLoader(std::unique_ptr<Loader> loader, const std::string& spec, const LoaderOptions& options,
+                         const char* publishJson, const char* name, int telemetryRank) {
   auto made = std::make_unique<StokerLoader>();
   if (publishJson && *publishJson) {
     const auto addresses = nlohmann::json::parse(publishJson).get<std::vector<std::string>>();
     if (!addresses.empty()) made->publisher = std::make_shared<TelemetryPublisher>(addresses);
   }
-  made->loader = std::make_unique<Loader>(std::move(dataset), options, DeviceSpec::parse(device && *device ? device : "cpu"));
+  made->loader = std::move(loader);
   if (made->publisher)
-    made->loader->addObserver(std::make_shared<DescribingObserver>(made->publisher, name ? name : "", spec,
+    // The spec as the Monitor may see it: a URL's password or presigned signature hidden.
+    made->loader->addObserver(std::make_shared<DescribingObserver>(made->publisher, name ? name : "", redactedUrl(spec),
                                                                    loaderOptionsToJson(options)));
   if (telemetryRank >= 0) made->loader->setTelemetryRank(telemetryRank);
   return made.release();
+}
+
+StokerLoader* makeLoader(std::shared_ptr<Dataset> dataset, const std::string& spec, const LoaderOptions& options,
+                         const char* device, const char* publishJson, const char* name, int telemetryRank) {
+  return wrapLoader(std::make_unique<Loader>(std::move(dataset), options, DeviceSpec::parse(device && *device ? device : "cpu")),
+                    spec, options, publishJson, name, telemetryRank);
 }
 
 LoaderOptions optionsFrom(const char* optionsJson) {
@@ -198,9 +207,11 @@ StokerLoader* stoker_loader_from_dlpack(void* const* tensors, int count, const c
     if (fields.empty()) throwBadInput("tensors", "give at least one tensor");
     for (std::size_t f = 0; f < fields.size(); ++f) {
       const at::Tensor& t = fields[f];
-      if (!t.device().is_cpu())
-        throwBadInput(names[f], "is on " + t.device().str() + ": give CPU tensors (Stoker moves them to `device` itself, "
-                                "resident when they fit)");
+      if (t.device() != fields[0].device())
+        throwBadInput(names[f], "is on " + t.device().str() + ", " + names[0] + " on " + fields[0].device().str() +
+                                    ": give every tensor on one device");
+      if (!t.device().is_cpu() && !t.device().is_cuda())
+        throwBadInput(names[f], "is on " + t.device().str() + ": give CPU or CUDA tensors");
       if (t.dim() < 1) throwBadInput(names[f], "needs a sample dimension (dim 0); it is a scalar");
       if (!t.is_contiguous()) throwBadInput(names[f], "is not contiguous (call .contiguous() first)");
       if (t.size(0) != fields[0].size(0))
@@ -209,6 +220,13 @@ StokerLoader* stoker_loader_from_dlpack(void* const* tensors, int count, const c
     }
     const LoaderOptions options = optionsFrom(optionsJson);
     if (!options.transforms.empty()) throwBadInput("transforms", "only image datasets take transforms, not tensors");
+    if (fields[0].is_cuda()) {
+      // Tensors the script holds on a GPU: the loader is resident on them there, without a copy
+      // (the Python side has synchronised the stream that wrote them).
+      const DeviceSpec spec = DeviceSpec::parse(device && *device ? device : "cpu");
+      return wrapLoader(loaderOverDeviceTensors(names, fields, options, DeviceBackend::create(spec)), "", options,
+                        publishJson, name, telemetryRank);
+    }
     auto dataset = std::make_shared<TensorDataset>("tensors from Python", names, fields);
     return makeLoader(std::move(dataset), "", options, device, publishJson, name, telemetryRank);
   });

@@ -56,15 +56,17 @@ class Loader:
     stays valid while Python holds it: its buffer goes back to the pool when the last tensor viewing
     it is freed. On CUDA the batch is ready on the stream current when it is taken; using it on
     another stream needs ``tensor.record_stream(stream)`` as for any tensor handed between streams.
+    Tensors given as the dataset on a GPU stay there: the loader is resident on them, on their device.
     """
 
     def __init__(self, dataset, *, batch_size=None, shuffle=None, drop_last=None, num_workers=None,
                  prefetch_factor=None, prefetch=None, pin_memory=None, persistent_workers=None, timeout=None,
-                 sampler=None, seed=None, transforms=None, device="cpu", options=None, publish=None, name=None,
+                 sampler=None, seed=None, transforms=None, device=None, options=None, publish=None, name=None,
                  rank=None, world_size=None, as_dict=None, rank_weights=None, rank_step_ms=None, share_scans=None,
                  **knobs):
         self._handle = None
         self._iterator = None
+        self._cuda_fields = None  # the device of CUDA tensors given as the dataset
         # Batches as {field: tensor} when asked, or when the dataset was a dict of tensors.
         self.as_dict = bool(as_dict) if as_dict is not None else isinstance(dataset, dict)
         if rank_weights is not None and rank_step_ms is not None:
@@ -97,7 +99,14 @@ class Loader:
             if rank_weights is not None:
                 share = -(-self._batch * self.world_size * max(values) // sum(values))
                 self.options["batch_size"] = int(min(self._batch * self.world_size, max(1, share)))
-        self.device = self._device_name(device)
+        held = _tensors_of(dataset)
+        if held is not None and held[1][0].is_cuda:
+            # CUDA tensors the script holds: the loader is resident on them where they are (no
+            # copy), so its device is theirs unless the script names another (refused by the core).
+            self._cuda_fields = held[1][0].device
+            if device is None:
+                device = str(self._cuda_fields)
+        self.device = self._device_name("cpu" if device is None else device)
         if publish is None and os.environ.get("STOKER_PUBLISH"):
             publish = os.environ["STOKER_PUBLISH"].split(",")
         if isinstance(publish, str):
@@ -106,10 +115,13 @@ class Loader:
         options_json = _native.encode(json.dumps(self.options))
         self._split_len = None
         self._queued = None  # (epoch, order, sizes) the running epoch queued behind it (a split's plan)
-        held = _tensors_of(dataset)
         if held is not None:
             names, tensors = held
             tensors = [t.detach().contiguous() for t in tensors]  # no copy unless strided
+            if self._cuda_fields is not None:
+                # The loader gathers from them on streams of its own: what the script queued on
+                # them (their making, the copy above) is done first.
+                torch.cuda.current_stream(self._cuda_fields).synchronize()
             pointers = (ctypes.c_void_p * len(tensors))(*[_native.dlpack_from_tensor(t) for t in tensors])
             handle = lib.stoker_loader_from_dlpack(pointers, len(tensors), _native.encode(json.dumps(names)),
                                                    options_json, _native.encode(self.device), publish_json,
@@ -195,6 +207,11 @@ class Loader:
         self._close_iterator()
         handle, self._handle = self._handle, None
         if handle:
+            if self._cuda_fields is not None:
+                # Gathers of batches made ahead still read the script's tensors on the loader's
+                # streams: once the loader lets go of them, the caching allocator may hand their
+                # memory to the script's stream.
+                torch.cuda.synchronize(self._cuda_fields)
             lib.stoker_loader_free(handle)
 
     def __del__(self):

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "data/cuda_gather.h"
+#include "data/datasets/device_tensor_dataset.h"
 #include "data/multi_device_loader.h"
 #include "data/sampler.h"
 #include "epoch_counting_dataset.h"
@@ -376,7 +377,7 @@ class TestMultiDevice : public QObject {
     QCOMPARE(given.mode(), LoadingMode::Resident);
     QCOMPARE(given.residentFields()[0].data_ptr(), onDevice[0].data_ptr());  // used, not copied
     const auto notes = given.notes();
-    QVERIFY(std::any_of(notes.begin(), notes.end(), [](const std::string& n) { return n.find("NCCL broadcast") != std::string::npos; }));
+    QVERIFY(std::any_of(notes.begin(), notes.end(), [](const std::string& n) { return n.find("handed to the loader on sim:0") != std::string::npos; }));
     for (const Batch& b : given.epoch(0)) QVERIFY(rowsMatch(b));
 
     o.loading_mode = LoadingMode::Streaming;
@@ -389,6 +390,40 @@ class TestMultiDevice : public QObject {
     const ResidentReplicas none = broadcastResident(ds->hostFields(), sims({64 << 20}));
     QVERIFY(none.perTarget.empty());
     QVERIFY2(!none.why.empty(), "a declined broadcast says why");
+  }
+
+  // A script's tensors already on the loader's device (Python: CUDA tensors as the dataset),
+  // checked on a sim device, whose tensors are host tensors: the loader is resident on them as
+  // given, serves every sample, and never reads one on the host; streaming, a tensor on another
+  // device, and a strided one are refused by name.
+  void aLoaderOverDeviceTensorsUsesThemWhereTheyLie() {
+    auto ds = numbered(1000);
+    const std::vector<at::Tensor> fields = ds->hostFields();
+    auto o = baseOptions(64);
+    auto loader = loaderOverDeviceTensors({"x", "y"}, fields, o, sims({64 << 20}).front());
+    QCOMPARE(loader->mode(), LoadingMode::Resident);
+    QCOMPARE(loader->residentFields()[0].data_ptr(), fields[0].data_ptr());  // used, not copied
+    QCOMPARE(loader->dataset().description(), std::string("tensors on sim:0"));
+    std::set<std::int64_t> seen;
+    for (const Batch& b : loader->epoch(0)) {
+      QVERIFY(rowsMatch(b));
+      for (std::int64_t i = 0; i < b.size(); ++i) seen.insert(b.indices.data_ptr<std::int64_t>()[i]);
+    }
+    QCOMPARE(seen.size(), std::size_t{1000});
+    std::uint8_t slot[16];
+    std::uint8_t* dst[] = {slot, slot};
+    NAMED(expectBadInput([&] { loader->dataset().readItem(7, dst); }, {"sample 7", "never read on the host"}));
+
+    o.loading_mode = LoadingMode::Streaming;
+    NAMED(expectBadInput([&] { loaderOverDeviceTensors({"x", "y"}, fields, o, sims({64 << 20}).front()); },
+                         {"loading_mode streaming", "resident there"}));
+    o.loading_mode = LoadingMode::Auto;
+    NAMED(expectBadInput([&] { loaderOverDeviceTensors({"x", "y"}, {fields[0], at::empty({1000}, at::TensorOptions().dtype(at::kLong).device(at::kMeta))}, o, sims({64 << 20}).front()); },
+                         {"y", "is on meta", "the loader's device is sim:0"}));
+    NAMED(expectBadInput([&] { loaderOverDeviceTensors({"x", "y"}, {fields[0].t().contiguous().t(), fields[1]}, o, sims({64 << 20}).front()); },
+                         {"x", "not contiguous"}));
+    NAMED(expectBadInput([&] { loaderOverDeviceTensors({"x", "y"}, {fields[0], fields[1].narrow(0, 0, 10)}, o, sims({64 << 20}).front()); },
+                         {"y", "same first dimension"}));
   }
 
   // The CUDA gather kernel's work, run on the host in the kernel's own indexing (no GPU here):

@@ -127,6 +127,40 @@ def main():
     except Exception as e:
         emit("python_tensors_on_gpu", False, f"{type(e).__name__}: {e}")
 
+    # Tensors the script holds on cuda:0 as the dataset: the loader's device is theirs, it is
+    # resident on them without a copy (allocated memory does not grow by the dataset), every batch
+    # equals the host's samples; streaming and another device are refused by name.
+    try:
+        gx, gy = images.to("cuda:0"), labels.to("cuda:0")
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        loader = stoker.Loader((gx, gy), batch_size=1000, shuffle=True, num_workers=2)
+        grew = torch.cuda.memory_allocated() - before
+        info = loader.describe()
+        bad = batches = 0
+        it = iter(loader)
+        for x, y in it:
+            idx = it.indices
+            bad += int(not (x.device == gx.device and torch.equal(x.cpu(), images[idx]) and torch.equal(y.cpu(), labels[idx])))
+            batches += 1
+        loader.close()
+        refusals = []
+        for kwargs, words in (({"loading_mode": "streaming"}, "resident there"), ({"device": "cpu"}, "the loader's device is cpu")):
+            try:
+                stoker.Loader((gx, gy), batch_size=1000, **kwargs)
+                refusals.append(f"{kwargs}: accepted")
+            except ValueError as e:
+                if words not in str(e):
+                    refusals.append(f"{kwargs}: {e}")
+        dataset_bytes = gx.nbytes + gy.nbytes
+        emit("python_cuda_tensors_dataset",
+             bad == 0 and batches == len(loader) and info["mode"] == "resident" and info["device"] == "cuda:0"
+             and grew < dataset_bytes // 2 and not refusals,
+             f"device {info['device']}, mode {info['mode']}, {batches} batches, {bad} differing; allocated grew "
+             f"{grew} bytes for a {dataset_bytes}-byte dataset; refusals: {refusals or 'as expected'}")
+    except Exception as e:
+        emit("python_cuda_tensors_dataset", False, f"{type(e).__name__}: {e}")
+
     if a.photos:
         images_on_gpu(a, stoker, torch)
 

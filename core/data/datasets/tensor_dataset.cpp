@@ -12,6 +12,7 @@
 #include "io/npy_reader.h"
 #include "io/safetensors_file.h"
 #include "net/remote_object.h"
+#include "net/remote_url.h"
 #include "util/error.h"
 #include "util/run_jobs.h"
 
@@ -45,26 +46,34 @@ std::shared_ptr<Dataset> finish(const LoaderOptions& options, std::string desc, 
 
 }  // namespace
 
-TensorDataset::TensorDataset(std::string description, std::vector<std::string> names, std::vector<at::Tensor> fields,
-                             std::vector<std::optional<ScaledBytes>> scaled)
-    : description_(std::move(description)), scaled_(std::move(scaled)) {
-  if (fields.empty() || names.size() != fields.size()) throwBadInput(description_, "a dataset needs at least one field");
-  size_ = fields[0].dim() > 0 ? fields[0].size(0) : -1;
+std::vector<FieldSpec> fieldSpecsOf(const std::string& description, const std::vector<std::string>& names,
+                                    const std::vector<at::Tensor>& fields) {
+  if (fields.empty() || names.size() != fields.size()) throwBadInput(description, "a dataset needs at least one field");
+  const std::int64_t size = fields[0].dim() > 0 ? fields[0].size(0) : -1;
+  std::vector<FieldSpec> specs;
   for (std::size_t f = 0; f < fields.size(); ++f) {
     const at::Tensor& t = fields[f];
-    if (t.dim() == 0 || t.size(0) != size_)
-      throwBadInput(description_ + ": " + names[f],
-                    "every field needs the same first dimension (" + std::to_string(size_) + " samples), got shape " +
+    if (t.dim() == 0 || t.size(0) != size)
+      throwBadInput(description + ": " + names[f],
+                    "every field needs the same first dimension (" + std::to_string(size) + " samples), got shape " +
                         shapeText(t.sizes().vec()));
     FieldSpec spec;
     spec.name = names[f];
     spec.dtype = t.scalar_type();
     spec.sampleShape = t.sizes().slice(1).vec();
-    spec.sampleBytes = static_cast<std::int64_t>(t[0].nbytes());
-    specs_.push_back(spec);
-    tensors_.push_back(t.is_contiguous() ? t : t.contiguous());
+    spec.sampleBytes = static_cast<std::int64_t>(t[0].nbytes());  // a view's size: no device access
+    specs.push_back(spec);
   }
-  if (size_ == 0) throwBadInput(description_, "the dataset has no samples");
+  if (size == 0) throwBadInput(description, "the dataset has no samples");
+  return specs;
+}
+
+TensorDataset::TensorDataset(std::string description, std::vector<std::string> names, std::vector<at::Tensor> fields,
+                             std::vector<std::optional<ScaledBytes>> scaled)
+    : description_(redactedUrl(description)), scaled_(std::move(scaled)) {
+  specs_ = fieldSpecsOf(description_, names, fields);
+  size_ = fields[0].size(0);
+  for (const at::Tensor& t : fields) tensors_.push_back(t.is_contiguous() ? t : t.contiguous());
   if (!scaled_.empty() && scaled_.size() != tensors_.size())
     throwBadInput(description_, "scaled bytes for " + std::to_string(scaled_.size()) + " of " + std::to_string(tensors_.size()) + " fields");
   for (std::size_t f = 0; f < scaled_.size(); ++f) {

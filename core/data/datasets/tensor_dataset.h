@@ -29,6 +29,11 @@ class TensorDataset : public Dataset {
   std::vector<std::optional<ScaledBytes>> scaled_;  // empty, or one per field
 };
 
+// The fields of tensors sharing dim 0 (at least one sample); Error(BadInput) naming the field whose
+// first dimension differs. Reads only shapes and dtypes, so the tensors may lie on any device.
+std::vector<FieldSpec> fieldSpecsOf(const std::string& description, const std::vector<std::string>& names,
+                                    const std::vector<at::Tensor>& fields);
+
 // The openers of the kinds held as tensors (see data/datasets/open_dataset.cpp).
 std::shared_ptr<Dataset> openFashionMnistDataset(const std::string& spec, const LoaderOptions& options);
 std::shared_ptr<Dataset> openSafetensorsDataset(const std::string& spec, const LoaderOptions& options);
