@@ -9,6 +9,7 @@
 #include <QSettings>
 #include <QStandardItemModel>
 
+#include "net/remote_url.h"
 #include "remote_dataset_dialog.h"
 
 namespace stoker {
@@ -81,7 +82,8 @@ QString DatasetPicker::specFor(Browse kind, const QString& path) {
 QStringList DatasetPicker::recent() const { return QSettings().value(kRecentKey).toStringList(); }
 
 void DatasetPicker::remember(const QString& spec) {
-  if (spec.trimmed().isEmpty()) return;
+  // A URL with a password or a presigned signature is not kept: no secret in the settings.
+  if (spec.trimmed().isEmpty() || holdsSecret(spec.toStdString())) return;
   QStringList list = recent();
   list.removeAll(spec.trimmed());
   list.prepend(spec.trimmed());

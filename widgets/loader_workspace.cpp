@@ -28,6 +28,7 @@
 #include "telemetry_plots.h"
 #include "eta_text.h"
 #include "data/bottleneck.h"
+#include "net/remote_url.h"
 #include "util/byte_size.h"
 #include "util/error.h"
 
@@ -442,7 +443,7 @@ void LoaderWorkspace::saveSettings() const {
   } catch (const Error&) {
     // invalid options are not saved; the last valid ones stay
   }
-  s.setValue("dataset", dataset());
+  if (!holdsSecret(dataset().toStdString())) s.setValue("dataset", dataset());  // no URL password in the settings
   s.setValue("devices", devices_->text());
   s.setValue("epochs", epochs_->value());
   s.setValue("stepMicros", stepMicros_->value());

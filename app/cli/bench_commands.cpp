@@ -19,6 +19,7 @@
 #include "data/loader_session.h"
 #include "data/pytorch_script.h"
 #include "data/multi_device_loader.h"
+#include "net/remote_url.h"
 #include "telemetry/input_bound.h"
 #include "telemetry/metrics_http_server.h"
 #include "telemetry/prometheus_exporter.h"
@@ -165,7 +166,7 @@ void runMultiDeviceBench(const BenchArgs& a, const LoaderOptions& options, const
                          {"step_share", shares[d]},
                          {"memory", memoryJson(loader.loader(static_cast<int>(d)).memory())}});
   if (a.json) {
-    printJson({{"dataset", a.dataset},
+    printJson({{"dataset", redactedUrl(a.dataset)},
                {"samples", dataset->size()},
                {"batch_size", options.batch_size},
                {"epochs", a.epochs},
@@ -301,7 +302,7 @@ void runBench(const BenchArgs& a) {
   // Image datasets: what their JPEG scan indexes hold in memory after the run.
   const auto images = std::dynamic_pointer_cast<const EncodedImageDataset>(dataset);
   if (a.json) {
-    nlohmann::json doc = {{"dataset", a.dataset},
+    nlohmann::json doc = {{"dataset", redactedUrl(a.dataset)},
                           {"dataset_description", dataset->description()},
                           {"samples", dataset->size()},
                           {"sample_bytes", dataset->sampleBytes()},

@@ -4,12 +4,13 @@
 #include <new>
 
 #include "crash_report.h"
+#include "net/remote_url.h"
 #include "util/error.h"
 
 namespace stoker {
 
 int failLine(const std::string& message) {
-  std::string line = message;
+  std::string line = redactedUrl(message);  // a URL's password or presigned signature never reaches a log
   for (auto& c : line)
     if (c == '\n') c = ' ';
   std::fprintf(stderr, "error: %s\n", line.c_str());
@@ -32,7 +33,7 @@ int runCommandLine(CLI::App& app, int argc, char** argv, const int& exitCode,
     return failLine(std::string("usage: ") + e.what() + " (see --help)");
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::Cancelled) {
-      std::fprintf(stderr, "cancelled: %s\n", e.what());
+      std::fprintf(stderr, "cancelled: %s\n", redactedUrl(e.what()).c_str());
       return 130;  // what a shell reports for Ctrl-C
     }
     if (e.kind() == ErrorKind::Timeout || e.kind() == ErrorKind::OutOfMemory || e.kind() == ErrorKind::Network) {

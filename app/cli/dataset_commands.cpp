@@ -16,6 +16,7 @@
 #include "io/dtype.h"
 #include "io/host_tensor_torch.h"
 #include "io/safetensors_writer.h"
+#include "net/remote_url.h"
 #include "util/error.h"
 
 namespace stoker {
@@ -59,7 +60,7 @@ void infoOfSpec(const DatasetArgs& a) {
     fields.push_back({{"name", f.name}, {"dtype", dtypeText(f.dtype)}, {"shape", unfixed ? nlohmann::json() : nlohmann::json(f.sampleShape)},
                       {"bytes", unfixed ? nlohmann::json() : nlohmann::json(f.sampleBytes)}});
   }
-  nlohmann::json doc = {{"dataset", a.spec}, {"description", ds->description()}, {"samples", ds->size()}, {"fields", fields},
+  nlohmann::json doc = {{"dataset", redactedUrl(a.spec)}, {"description", ds->description()}, {"samples", ds->size()}, {"fields", fields},
                         {"sample_bytes", shapeless ? nlohmann::json() : nlohmann::json(ds->sampleBytes())}};
   std::vector<std::int64_t> counts;
   if (const auto* folder = dynamic_cast<const ImageFolderDataset*>(ds.get())) {
@@ -108,7 +109,7 @@ void exportSpec(const DatasetArgs& a) {
     shape.insert(shape.end(), f.sampleShape.begin(), f.sampleShape.end());
     specs.push_back({f.name, dtypeFromTorch(f.dtype), shape});
   }
-  std::map<std::string, std::string> meta = {{"dataset", a.spec}, {"producer", "stoker"}, {"seed", std::to_string(a.seed)}};
+  std::map<std::string, std::string> meta = {{"dataset", redactedUrl(a.spec)}, {"producer", "stoker"}, {"seed", std::to_string(a.seed)}};
   if (!a.transforms.empty()) meta["transforms"] = a.transforms;
   SafetensorsWriter writer(a.out, specs, meta);
   const std::string first = writer.writeOrder().front().name;

@@ -1,6 +1,7 @@
 #include "tune_json.h"
 
 #include "data/loader_tune.h"
+#include "net/remote_url.h"
 
 namespace stoker {
 namespace {
@@ -20,7 +21,7 @@ nlohmann::json tuneJson(const TuneResult& r, const std::string& dataset, const s
                       {"measurement", measurementJson(t.measurement)},
                       {"error", t.error},
                       {"options", nlohmann::json::parse(loaderOptionsToJson(t.options))}});
-  return {{"dataset", dataset},
+  return {{"dataset", redactedUrl(dataset)},
           {"device", device},
           {"budget_s", budgetSeconds},
           {"seconds", r.seconds},

@@ -16,6 +16,7 @@
 #include "data/datasets/dataset_spec.h"
 #include "data/pytorch_script.h"
 #include "image/image_transforms.h"
+#include "net/remote_url.h"
 #include "util/atomic_file.h"
 #include "util/ends_with.h"
 #include "util/error.h"
@@ -27,6 +28,14 @@ std::string pyBool(bool b) { return b ? "True" : "False"; }
 
 // A Python string literal (JSON's escaping is valid Python for these).
 std::string pyString(const std::string& s) { return nlohmann::json(s).dump(); }
+
+// An exported snippet is pasted, shared and committed: a dataset URL's password or presigned
+// signature is left out (redactedUrl), and the snippet says so where it would have been.
+std::string secretNote(const std::string& spec) {
+  if (!holdsSecret(spec)) return {};
+  return "# The dataset URL held a password or a presigned signature, shown as ***: put it back, or give\n"
+         "# the credentials as AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) instead.\n";
+}
 
 }  // namespace
 
@@ -103,15 +112,16 @@ std::string pytorchDatasetDefinition(const std::string& spec, const LoaderOption
   return s.str();
 }
 
-std::string exportPyTorchScript(const LoaderOptions& options, const std::string& spec, const std::string& device,
+std::string exportPyTorchScript(const LoaderOptions& options, const std::string& givenSpec, const std::string& device,
                                 const std::string& weightsFile) {
   LoaderOptions o = options;
-  std::string note;
+  const std::string spec = redactedUrl(givenSpec);
+  std::string note = secretNote(givenSpec);
   if (device == "cpu" && (o.pin_memory || o.non_blocking)) {
     // Pinning helps only a copy to a GPU; on cpu it costs a copy per batch for nothing.
     o.pin_memory = false;
     o.non_blocking = false;
-    note = "# pin_memory and non_blocking are off: on cpu nothing is copied to a device\n";
+    note += "# pin_memory and non_blocking are off: on cpu nothing is copied to a device\n";
   }
   const std::string snippet = exportPyTorchSnippet(o, "dataset", weightsFile);
   // The dataset is defined after the transforms (ImageFolder takes them) and before the sampler.
@@ -223,9 +233,10 @@ std::string exportPyTorchSnippet(const LoaderOptions& o, const std::string& ds, 
   return s.str();
 }
 
-std::string exportStokerSnippet(const LoaderOptions& o, const std::string& datasetSpec, const std::string& device,
+std::string exportStokerSnippet(const LoaderOptions& o, const std::string& givenSpec, const std::string& device,
                                 const std::string& weightsFile) {
   validateLoaderOptions(o);
+  const std::string datasetSpec = redactedUrl(givenSpec);
   const nlohmann::json values = nlohmann::json::parse(loaderOptionsToJson(o));
   // A JSON value as a Python literal (JSON's numbers and escaped strings are Python's).
   auto literal = [](const nlohmann::json& v) -> std::string {
@@ -241,7 +252,8 @@ std::string exportStokerSnippet(const LoaderOptions& o, const std::string& datas
   if (!o.weights.empty())
     s << "with open(" << pyString(weightsFile) << ") as f:  # " << o.weights.size() << " weights, one per sample\n"
       << "    weights = json.load(f)\n\n";
-  s << "# The loader as Stoker's workbench had it: stoker.Loader takes DataLoader's keywords and every\n"
+  s << secretNote(givenSpec)
+    << "# The loader as Stoker's workbench had it: stoker.Loader takes DataLoader's keywords and every\n"
     << "# LoaderOptions knob. Each `for` over it is the next epoch (loader.set_epoch(e) picks one).\n"
     << "loader = stoker.Loader(\n    " << pyString(datasetSpec) << ",\n";
   // batch_size, shuffle and drop_last always: stoker.Loader's defaults are DataLoader's (1, False, False).

@@ -23,8 +23,11 @@ struct RemoteUrl {
 };
 
 // `url` as errors and logs show it: a user:password@ before the host and the values of a
-// presigned URL's X-Amz-Signature, X-Amz-Credential and X-Amz-Security-Token become "***".
+// presigned URL's X-Amz-Signature, X-Amz-Credential and X-Amz-Security-Token become "***" --
+// in every URL of the text, so a dataset spec or a whole message can be passed too.
 std::string redactedUrl(const std::string& url);
+// Whether redactedUrl would hide something in `text` (such a text is never saved or sent).
+bool holdsSecret(const std::string& text);
 
 // `text` with every byte outside S3's unreserved set percent-encoded; '/' kept when `keepSlash`.
 std::string percentEncode(std::string_view text, bool keepSlash);

@@ -10,6 +10,7 @@
 #include "c_api_util.h"
 #include "data/dataset.h"
 #include "data/loader_options.h"
+#include "net/remote_url.h"
 #include "plan/shard_plan.h"
 #include "util/error.h"
 
@@ -21,7 +22,7 @@ thread_local std::string tlsMessage;
 
 void setError(int kind, const std::string& message) {
   tlsKind = kind;
-  tlsMessage = message;
+  tlsMessage = redactedUrl(message);  // Python raises it, logs print it: no password of a URL
 }
 
 void clearError() {

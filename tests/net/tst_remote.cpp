@@ -40,6 +40,7 @@
 #include "net/part_cache.h"
 #include "net/remote_object.h"
 #include "net/remote_readahead.h"
+#include "net/remote_url.h"
 #include "net/s3_config.h"
 #include "remote_servers.h"
 #include "test_support.h"
@@ -1696,6 +1697,16 @@ torch.save(sd, sys.argv[1])
     // Nobody listening: the same, with curl's reason.
     NAMED(expectError([&] { RemoteObject::open("http://127.0.0.1:" + std::to_string(freePort()) + "/x.bin"); }, ErrorKind::Network,
                         {"Couldn't connect", "after 4 attempts"}));
+    // An S3 endpoint (AWS_ENDPOINT_URL) that nobody serves: the object's s3:// name and curl's reason.
+    {
+      const QByteArray down = "http://127.0.0.1:" + QByteArray::number(freePort());
+      const QByteArray was = qgetenv("AWS_ENDPOINT_URL");
+      qputenv("AWS_ENDPOINT_URL", down);
+      const QString problem = expectError([&] { RemoteObject::open(s3("tokens/tokens.bin").toStdString()); }, ErrorKind::Network,
+                                          {s3("tokens/tokens.bin"), "Couldn't connect", "after 4 attempts"});
+      qputenv("AWS_ENDPOINT_URL", was);
+      NAMED(problem);
+    }
   }
 
   // Replies that would be wrong data are refused at once: a server that ignores Range, a
@@ -1776,6 +1787,102 @@ torch.save(sd, sys.argv[1])
   }
 
   // The workbench's form keeps part_size and max_inflight_parts live for a remote dataset.
+  // Issue 40: a secret never appears in a log, an error, telemetry, an exported snippet or a saved
+  // file. A dataset URL with a password (basic auth) and a presigned signature, used everywhere a
+  // spec goes: the description, `stoker bench` (table, JSON, telemetry file, both exports),
+  // `dataset info`/`export` (the file's metadata), errors from the spec's parser, the CLI and
+  // `stoker.Loader` (its error, describe(), its telemetry's `dataset`). (The workbench's settings:
+  // tst_loader_workspace.)
+  void secretsInAUrlStayOut() {
+    const QString url = servers_.httpUrl("tokens/tokens.bin").replace("http://", "http://ann:pw-in-url@") +
+                        "?X-Amz-Signature=sig-in-url";
+    const QString spec = "tokens:" + url + ",ctx=64";
+    const QString missing = "tokens:" + QString(url).replace("tokens/tokens.bin", "tokens/none.bin") + ",ctx=64";
+    const QStringList secrets = {"pw-in-url", "sig-in-url"};
+    auto clean = [&](const QByteArray& text, const char* where) {
+      for (const QString& s : secrets)
+        if (QString::fromUtf8(text).contains(s)) return QString("%1 holds %2: %3").arg(where, s, QString::fromUtf8(text.left(2000)));
+      return QString();
+    };
+    QVERIFY(holdsSecret(spec.toStdString()));
+    QCOMPARE(redactedUrl("a http://u:p@h/x and https://v:q@k/y?X-Amz-Signature=s1, X-Amz-Signature=s2&z=1"),
+             std::string("a http://***@h/x and https://***@k/y?X-Amz-Signature=***, X-Amz-Signature=***&z=1"));
+    QVERIFY(!holdsSecret("tokens:https://host/x.bin,ctx=8"));
+    QVERIFY(!holdsSecret("tokens:https://***@host/x.bin,ctx=8"));  // hidden already
+    const auto ds = openDataset(spec.toStdString());
+    QVERIFY2(clean(QByteArray::fromStdString(ds->description()), "the description").isEmpty(), ds->description().c_str());
+    QVERIFY(QString::fromStdString(ds->description()).contains("http://***@127.0.0.1"));
+
+    const QString telemetry = tmp_.filePath("secret-telemetry.jsonl");
+    const auto bench = runStoker({"bench", "--dataset", spec, "--batch-size", "64", "--epochs", "1", "--json", "--publish",
+                                  "file:" + telemetry});
+    QVERIFY2(bench.exitCode == 0, bench.err.constData());
+    QVERIFY2(clean(bench.out + bench.err, "bench --json").isEmpty(), qPrintable(clean(bench.out + bench.err, "bench --json")));
+    QFile records(telemetry);
+    QVERIFY(records.open(QIODevice::ReadOnly));
+    const QByteArray sent = records.readAll();
+    QVERIFY(sent.size() > 100);
+    QVERIFY2(clean(sent, "bench's telemetry").isEmpty(), qPrintable(clean(sent, "bench's telemetry")));
+    const auto table = runStoker({"bench", "--dataset", spec, "--batch-size", "64", "--epochs", "1"});
+    QVERIFY2(table.exitCode == 0 && clean(table.out + table.err, "bench").isEmpty(), (table.out + table.err).constData());
+    for (const char* exportFlag : {"--export-python", "--export-pytorch"}) {
+      const auto exported = runStoker({"bench", "--dataset", spec, exportFlag});
+      QVERIFY2(exported.exitCode == 0, exported.err.constData());
+      QVERIFY2(clean(exported.out, exportFlag).isEmpty(), qPrintable(clean(exported.out, exportFlag)));
+      QVERIFY2(exported.out.contains("http://***@127.0.0.1") && exported.out.contains("X-Amz-Signature=***") &&
+                   exported.out.contains("put it back"),
+               exported.out.constData());
+    }
+    const auto info = runStoker({"dataset", "info", spec, "--json"});
+    QVERIFY2(info.exitCode == 0 && clean(info.out + info.err, "dataset info").isEmpty(), (info.out + info.err).constData());
+    const QString exportedFile = tmp_.filePath("secret-export.safetensors");
+    const auto dexport = runStoker({"dataset", "export", spec, exportedFile, "--limit", "4"});
+    QVERIFY2(dexport.exitCode == 0, dexport.err.constData());
+    QFile written(exportedFile);
+    QVERIFY(written.open(QIODevice::ReadOnly));
+    QVERIFY2(clean(written.readAll(), "the exported file").isEmpty(), "dataset export wrote the secret into its metadata");
+    // Errors that echo the spec: an unknown spec option, an unknown kind, transforms for tokens.
+    for (const QStringList& args : {QStringList{"bench", "--dataset", spec + ",dtype=u9"},
+                                    QStringList{"bench", "--dataset", "tokenz:" + url},
+                                    QStringList{"bench", "--dataset", spec, "--transforms", "CenterCrop(8)"},
+                                    QStringList{"bench", "--dataset", missing}}) {
+      const auto refused = runStoker(args);
+      QVERIFY2(refused.exitCode != 0 && refused.err.contains("error:"), refused.err.constData());
+      QVERIFY2(clean(refused.err, "an error").isEmpty(), refused.err.constData());
+      QVERIFY2(refused.err.contains("***"), refused.err.constData());
+    }
+#ifdef STOKER_HAVE_PYTHON_PACKAGE
+    const QString pyTelemetry = tmp_.filePath("secret-python.jsonl");
+    QProcess p;
+    QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
+    e.insert("PYTHONPATH", QStringLiteral(STOKER_BUILD_PYTHON));
+    p.setProcessEnvironment(e);
+    p.start(QStringLiteral(STOKER_PYTHON), {"-c", R"(
+import sys, json, stoker
+spec, missing, out = sys.argv[1], sys.argv[2], sys.argv[3]
+loader = stoker.Loader(spec, batch_size=64, publish='file:' + out, telemetry_interval_ms=10)
+n = sum(1 for _ in loader)
+print(json.dumps(loader.describe()))
+loader.close()
+try:
+    stoker.Loader(missing, batch_size=4)
+    raise SystemExit('a missing object was opened')
+except ValueError as e:
+    print(e)
+)", spec, missing, pyTelemetry});
+    QVERIFY(p.waitForFinished(120000));
+    const QByteArray pyOut = p.readAllStandardOutput(), pyErr = p.readAllStandardError();
+    QVERIFY2(p.exitCode() == 0, pyErr.constData());
+    QVERIFY2(clean(pyOut + pyErr, "stoker.Loader").isEmpty(), (pyOut + pyErr).constData());
+    QVERIFY2(pyOut.contains("***"), pyOut.constData());
+    QFile pyRecords(pyTelemetry);
+    QVERIFY(pyRecords.open(QIODevice::ReadOnly));
+    const QByteArray pySent = pyRecords.readAll();
+    QVERIFY2(pySent.contains("\"dataset\":\"tokens:http://***@127.0.0.1"), pySent.left(600).constData());
+    QVERIFY2(clean(pySent, "stoker.Loader's telemetry").isEmpty(), "the Python loader sent the secret");
+#endif
+  }
+
   void partKnobsMatterForRemoteDatasets() {
     QVERIFY(datasetIsRemote("wds:s3://b-1/x-{0..3}.tar"));
     QVERIFY(datasetIsRemote("tokens:https://h/t.bin,ctx=8"));

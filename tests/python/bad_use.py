@@ -184,6 +184,17 @@ try:
     built = stoker._native._build_info.TORCH_VERSION
     assert "2.11.0+cu130" in r.stderr and built in r.stderr, r.stderr
     checked.append("torch mismatch")
+    # A build against a CUDA libtorch in a process whose torch (of the same release) has no CUDA.
+    info = stoker._native._build_info
+    saved = info.CUDA
+    try:
+        info.CUDA = True
+        expect(ImportError, lambda: stoker._native.check_torch(imported=built, imported_cuda=False),
+               "built against a CUDA libtorch", built, "has no CUDA")
+        stoker._native.check_torch(imported=built, imported_cuda=True)  # the same release with CUDA: fine
+    finally:
+        info.CUDA = saved
+    checked.append("CUDA build, torch without CUDA")
     result(cases=len(checked), ctrl_c_latency_s=round(latency, 3), rss_growth_mb=round(rss_200 - rss_20, 1))
 finally:
     shutil.rmtree(tmp, ignore_errors=True)

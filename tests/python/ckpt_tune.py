@@ -71,6 +71,15 @@ try:
     assert tuned["options"]["batch_size"] > 0 and tuned["trials"], tuned.keys()
     loader = stoker.Loader("synthetic:4096,1x28x28,f32", options=tuned["options"])
     assert sum(batch[0].shape[0] for batch in loader) > 0
+    # The options as `stoker tune --save-options` (or the workbench) saves them, read back by
+    # Loader.from_options; keywords given beside the file win over it.
+    saved = os.path.join(tmp, "tuned.json")
+    with open(saved, "w") as f:
+        json.dump(tuned["options"], f)
+    again = stoker.Loader.from_options(saved, "synthetic:4096,1x28x28,f32")
+    for knob in ("batch_size", "num_workers", "prefetch"):
+        assert again.options[knob] == tuned["options"][knob], (knob, again.options[knob], tuned["options"][knob])
+    assert stoker.Loader.from_options(saved, "synthetic:4096,1x28x28,f32", batch_size=7).options["batch_size"] == 7
     result(progress_calls=len(calls), tune_trials=len(tuned["trials"]), confidence=tuned["confidence"])
 finally:
     shutil.rmtree(tmp, ignore_errors=True)

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <exception>
 
+#include "net/remote_url.h"
 #include "util/error.h"
 #include "util/job_threads.h"
 #include "util/monotonic_seconds.h"
@@ -25,7 +26,7 @@ c10::ScalarType scalarType(ImageDtype d) {
 }  // namespace
 
 EncodedImageDataset::EncodedImageDataset(std::string description, const std::string& transforms)
-    : description_(std::move(description)),
+    : description_(redactedUrl(description)),  // shown in logs and notes: no password of a URL
       listOnly_(transforms.find_first_not_of(" \t\n") == std::string::npos),
       pipeline_(listOnly_ ? ImageTransforms{} : parseImageTransforms(transforms)),
       indexBudget_(JpegIndexCache::defaultBudget()) {

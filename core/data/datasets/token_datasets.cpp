@@ -5,6 +5,7 @@
 
 #include "data/datasets/dataset_spec.h"
 #include "net/http_transfer.h"
+#include "net/remote_url.h"
 #include "util/error.h"
 #include "util/monotonic_seconds.h"
 #include "util/run_jobs.h"
@@ -34,7 +35,7 @@ T readLe(const std::uint8_t* p) {
 
 TokenWindowDataset::TokenWindowDataset(std::string description, ByteSource file, int tokenBytes,
                                        bool tokenSigned, std::vector<Span> spans, std::int64_t ctx)
-    : description_(std::move(description)), file_(std::move(file)), tokenBytes_(tokenBytes), signed_(tokenSigned),
+    : description_(redactedUrl(description)), file_(std::move(file)), tokenBytes_(tokenBytes), signed_(tokenSigned),
       spans_(std::move(spans)), ctx_(ctx) {
   for (const Span& s : spans_) {
     starts_.push_back(total_);
