@@ -1786,7 +1786,6 @@ torch.save(sd, sys.argv[1])
     QCOMPARE(RemoteObject::open(tls)->size(), std::uint64_t(blob_.size()));
   }
 
-  // The workbench's form keeps part_size and max_inflight_parts live for a remote dataset.
   // Issue 40: a secret never appears in a log, an error, telemetry, an exported snippet or a saved
   // file. A dataset URL with a password (basic auth) and a presigned signature, used everywhere a
   // spec goes: the description, `stoker bench` (table, JSON, telemetry file, both exports),
@@ -1883,6 +1882,7 @@ except ValueError as e:
 #endif
   }
 
+  // The workbench's form keeps part_size and max_inflight_parts live for a remote dataset.
   void partKnobsMatterForRemoteDatasets() {
     QVERIFY(datasetIsRemote("wds:s3://b-1/x-{0..3}.tar"));
     QVERIFY(datasetIsRemote("tokens:https://h/t.bin,ctx=8"));

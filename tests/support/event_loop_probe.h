@@ -42,7 +42,7 @@ class EventLoopProbe {
   // For a steady load, where a stall of the widget's own making comes back with every refresh,
   // while a VM's hiccup (its host holding the vCPU, which the thread's schedstat cannot see)
   // comes once or twice: CI failed on single gaps of 111 and 124 ms under ASan, and on a run
-  // with two, 129 and 106 ms. The gaps longer than `ms`, and the longest N (for the log).
+  // with two, 129 and 106 ms. How many gaps reached `ms`, and the longest N (for the log).
   int gapsOverMs(qint64 ms) const {
     return static_cast<int>(std::count_if(gaps_.begin(), gaps_.end(), [ms](qint64 g) { return g >= ms; }));
   }

@@ -6,19 +6,19 @@
 
 namespace stoker {
 
-DeviceTensorDataset::DeviceTensorDataset(std::string description, std::vector<std::string> names,
-                                         std::vector<at::Tensor> fields)
+DeviceTensorDataset::DeviceTensorDataset(std::string description, const std::vector<std::string>& names,
+                                         const std::vector<at::Tensor>& fields)
     : description_(std::move(description)), specs_(fieldSpecsOf(description_, names, fields)) {
   for (std::size_t f = 0; f < fields.size(); ++f)
     // A copy here would be the second copy of the dataset on the device that this class avoids.
     if (!fields[f].is_contiguous()) throwBadInput(names[f], "is not contiguous (call .contiguous() first)");
   size_ = fields[0].size(0);
-  tensors_ = std::move(fields);
+  device_ = fields[0].device().str();
 }
 
 void DeviceTensorDataset::readItem(std::int64_t index, std::uint8_t* const*) const {
   throwBadInput("sample " + std::to_string(index),
-                "lies on " + tensors_[0].device().str() + " (" + description_ +
+                "lies on " + device_ + " (" + description_ +
                     "): it is gathered there by a resident loader, never read on the host");
 }
 
@@ -33,7 +33,7 @@ std::unique_ptr<Loader> loaderOverDeviceTensors(std::vector<std::string> names, 
   if (options.loading_mode == LoadingMode::Streaming)
     throwBadInput("loading_mode streaming", "the tensors are on " + device->name() +
                                                 " already: a loader over them is resident there (use auto or resident)");
-  auto dataset = std::make_shared<DeviceTensorDataset>("tensors on " + device->name(), std::move(names), fields);
+  auto dataset = std::make_shared<DeviceTensorDataset>("tensors on " + device->name(), names, fields);
   return std::make_unique<Loader>(std::move(dataset), options, std::move(device), nullptr, std::move(fields));
 }
 

@@ -14,19 +14,19 @@ namespace stoker {
 class DeviceTensorDataset : public Dataset {
  public:
   // Error(BadInput) naming the field that is not contiguous or does not share dim 0.
-  DeviceTensorDataset(std::string description, std::vector<std::string> names, std::vector<at::Tensor> fields);
+  DeviceTensorDataset(std::string description, const std::vector<std::string>& names,
+                      const std::vector<at::Tensor>& fields);
   std::string description() const override { return description_; }
   std::int64_t size() const override { return size_; }
   const std::vector<FieldSpec>& fields() const override { return specs_; }
   // Error(BadInput): the samples are on the device (a loader over them is resident there).
   void readItem(std::int64_t index, std::uint8_t* const* dst) const override;
-  const std::vector<at::Tensor>& deviceFields() const { return tensors_; }
 
  private:
   std::string description_;
   std::int64_t size_ = 0;
   std::vector<FieldSpec> specs_;
-  std::vector<at::Tensor> tensors_;
+  std::string device_;  // where the fields lie; the loader resident on them holds them
 };
 
 // A loader resident on `fields` where they lie: each must be on `device` (its torch device), and
