@@ -36,7 +36,6 @@ bool drop(CheckpointsWorkspace& w, const QUrl& url) {
   return true;
 }
 
-using stoker::test::EventLoopProbe;
 using stoker::test::saveScreenshot;
 using stoker::test::waitFor;
 using stoker::test::waitForCount;
@@ -140,19 +139,19 @@ class TestCheckpointsWorkspace : public QObject {
     QCOMPARE(w.layoutView()->shardLayout().source.size(), 2);
     QCOMPARE(w.layoutView()->shardLayout().target.size(), 3);
     QCOMPARE(w.layoutView()->shardLayout().target[2].label, QString("rank_2.safetensors"));
-    EventLoopProbe probe;
     QTest::qWait(50);
-    probe.start();
-    w.convert();
-    QVERIFY2(waitFor(finished), qPrintable(w.statusText()));
-    probe.stop();
-    QVERIFY(finished.first().at(0).toBool());
+    const qint64 worst = stoker::test::worstGapOfOneOffAction([&](int attempt) {
+      if (attempt > 0) w.setDestination(dir_.filePath("big-3-again"));  // a second try converts anew
+      w.convert();
+      QVERIFY2(waitForCount(finished, attempt + 1), qPrintable(w.statusText()));
+    });
+    QVERIFY(!QTest::currentTestFailed());
+    QVERIFY(finished.last().at(0).toBool());
     QVERIFY(!progress.isEmpty());
     QCOMPARE(progress.last().at(0).toLongLong(), progress.last().at(1).toLongLong());
-    qInfo("longest event-loop gap: %lld ms (%lld ms by the wall clock, waits for a CPU included)", probe.worstMs(), probe.rawWorstMs());
-    QVERIFY2(probe.worstMs() < stoker::test::stallBudgetMs(),
-             qPrintable(QString("the event loop stalled %1 ms").arg(probe.worstMs())));
+    QVERIFY2(worst < stoker::test::stallBudgetMs(), qPrintable(QString("the event loop stalled %1 ms").arg(worst)));
     QVERIFY(QFile::exists(dir_.filePath("big-3/metadata.json")));
+    if (finished.size() > 1) w.setDestination(dir_.filePath("big-3"));  // what the rest checks
     const int minimumBefore = w.minimumSizeHint().height();
     w.verify();
     QVERIFY(waitFor(verified));

@@ -33,7 +33,6 @@
 #include "test_support.h"
 
 using namespace stoker;
-using stoker::test::EventLoopProbe;
 using stoker::test::saveScreenshot;
 using stoker::test::waitFor;
 using stoker::test::waitForCount;
@@ -127,16 +126,16 @@ class TestLoaderWorkspace : public QObject {
     w.form()->setOptions(smallOptions());
     QSignalSpy started(&w, &LoaderWorkspace::runStarted), finished(&w, &LoaderWorkspace::runFinished);
     QSignalSpy progress(w.runner(), &LoaderRunner::progress);
-    EventLoopProbe probe;
-    probe.start();
-    w.run();
-    QCOMPARE(started.size(), 1);
-    QVERIFY(!w.findChild<QPushButton*>("run")->isEnabled());
-    QVERIFY(w.findChild<QPushButton*>("stop")->isEnabled());
-    QVERIFY2(waitFor(finished), qPrintable(w.statusText()));
-    QTest::qWait(60);  // the last redraw
-    probe.stop();
-    QVERIFY(finished.first().at(0).toDouble() > 0);
+    const qint64 worst = stoker::test::worstGapOfOneOffAction([&](int attempt) {
+      w.run();
+      QCOMPARE(started.size(), attempt + 1);
+      QVERIFY(!w.findChild<QPushButton*>("run")->isEnabled());
+      QVERIFY(w.findChild<QPushButton*>("stop")->isEnabled());
+      QVERIFY2(waitForCount(finished, attempt + 1), qPrintable(w.statusText()));
+      QTest::qWait(60);  // the last redraw
+    });
+    QVERIFY(!QTest::currentTestFailed());
+    QVERIFY(finished.last().at(0).toDouble() > 0);
     QVERIFY(!progress.isEmpty());
     QCOMPARE(w.findChild<QProgressBar*>()->value(), 1000);
     QVERIFY2(w.statusText().startsWith("steady state:"), qPrintable(w.statusText()));
@@ -149,9 +148,7 @@ class TestLoaderWorkspace : public QObject {
     QVERIFY(w.plots()->replots() > 0);
     QVERIFY2(w.badgeText().contains("sim:0 resident") && w.badgeText().contains("sim:1 resident"), qPrintable(w.badgeText()));
     QVERIFY(w.findChild<QPushButton*>("run")->isEnabled());
-    qInfo("longest event-loop gap: %lld ms (%lld ms by the wall clock, waits for a CPU included)", probe.worstMs(), probe.rawWorstMs());
-    QVERIFY2(probe.worstMs() < stoker::test::stallBudgetMs(),
-             qPrintable(QString("the event loop stalled %1 ms").arg(probe.worstMs())));
+    QVERIFY2(worst < stoker::test::stallBudgetMs(), qPrintable(QString("the event loop stalled %1 ms").arg(worst)));
     saveScreenshot(&w, "loader-workspace");
   }
 

@@ -198,22 +198,19 @@ class TestPlannerWorkspace : public QObject {
     w.show();
     QVERIFY(QTest::qWaitForWindowExposed(&w));
     QTest::qWait(100);  // the first paint (fonts, styles) is not what this measures
-    PlannerInputs in;
-    in.samples = 10000000, in.worldSize = 1024, in.batchSize = 32, in.resumeFrom = 5000000, in.resumeWorldSize = 768;
-    stoker::test::EventLoopProbe probe;
-    probe.start();
     QSignalSpy ready(&w, &PlannerWorkspace::planReady);
-    w.setInputs(in);
-    QElapsedTimer t;
-    t.start();
-    while (ready.isEmpty() && t.elapsed() < 60000) QTest::qWait(5);
-    QTest::qWait(50);  // the repaint after the result
-    probe.stop();
+    const qint64 worst = stoker::test::worstGapOfOneOffAction([&](int attempt) {
+      PlannerInputs in;  // a second try asks for another plan, so it is computed again
+      in.samples = 10000000, in.worldSize = 1024, in.batchSize = 32, in.resumeFrom = 5000000 + attempt, in.resumeWorldSize = 768;
+      w.setInputs(in);
+      QElapsedTimer t;
+      t.start();
+      while (ready.size() <= attempt && t.elapsed() < 60000) QTest::qWait(5);
+      QTest::qWait(50);  // the repaint after the result
+    });
     QVERIFY(!ready.isEmpty());
     QCOMPARE(w.findChild<QTableView*>()->model()->rowCount(), 1024);
-    qInfo("longest event-loop gap: %lld ms (%lld ms by the wall clock, waits for a CPU included)", probe.worstMs(), probe.rawWorstMs());
-    QVERIFY2(probe.worstMs() < stoker::test::stallBudgetMs(),
-             qPrintable(QString("the event loop stalled %1 ms").arg(probe.worstMs())));
+    QVERIFY2(worst < stoker::test::stallBudgetMs(), qPrintable(QString("the event loop stalled %1 ms").arg(worst)));
     stoker::test::saveScreenshot(&w, "planner-workspace");
   }
 
