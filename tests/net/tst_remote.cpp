@@ -1694,6 +1694,17 @@ torch.save(sd, sys.argv[1])
     NAMED(expectError([&] { o->read(0, got.data(), 1000, {}); }, ErrorKind::Network,
                         {servers_.httpUrl("blob.bin"), "HTTP 503", "SlowDown", "after 4 attempts"}));
     QVERIFY(servers_.fault(true, "", 0));
+    // A batch of remote token windows, fetched by the worker's kept helpers: the first window
+    // that fails names its sample and the server's reply.
+    {
+      LoaderOptions o;
+      o.max_inflight_parts = 4;
+      const auto tokens = openDataset("tokens:" + servers_.httpUrl("tokens/tokens.bin").toStdString() + ",ctx=32", o);
+      QVERIFY(servers_.fault(true, "status:503", 1000));
+      NAMED(expectError([&] { readAll(*tokens, {5, 6, 7, 8, 9, 10, 11, 12}); }, ErrorKind::Network, {"sample 5", "HTTP 503"}));
+      QVERIFY(servers_.fault(true, "", 0));
+      QCOMPARE(readAll(*tokens, {5, 6, 7, 8}).at(0).size(0), 4);  // the helpers are still there
+    }
     // Nobody listening: the same, with curl's reason.
     NAMED(expectError([&] { RemoteObject::open("http://127.0.0.1:" + std::to_string(freePort()) + "/x.bin"); }, ErrorKind::Network,
                         {"Couldn't connect", "after 4 attempts"}));

@@ -2,13 +2,15 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
+#include <vector>
 
 #include "data/datasets/dataset_spec.h"
 #include "net/http_transfer.h"
 #include "net/remote_url.h"
 #include "util/error.h"
 #include "util/monotonic_seconds.h"
-#include "util/run_jobs.h"
+#include "util/job_threads.h"
 
 namespace stoker {
 namespace {
@@ -87,17 +89,29 @@ void TokenWindowDataset::readItem(std::int64_t index, std::uint8_t* const* dst) 
 }
 
 // Remote windows are latency-bound: a batch's are fetched by readsInFlight threads at once (as
-// many windows as max_inflight_parts parts of part_size hold, at most 64).
+// many windows as max_inflight_parts parts of part_size hold, at most 64), the worker's kept
+// helpers (util/job_threads): started once, not 64 thread starts for every batch.
 void TokenWindowDataset::readBatch(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst) const {
   if (parallelReads() <= 1 || count <= 1) return Dataset::readBatch(indices, count, dst);
-  forEachInParallel(count, inflight_, [&](std::int64_t i) {
-    std::uint8_t* slot[2] = {dst[0] + i * specs_[0].sampleBytes, dst[1] + i * specs_[1].sampleBytes};
-    try {
-      readItem(indices[i], slot);
-    } catch (...) {
-      rethrowForSample(indices[i]);
-    }
-  });
+  std::vector<std::exception_ptr> failed(static_cast<std::size_t>(count));
+  forEachFetchedInOrder(
+      count, inflight_,
+      [&](std::int64_t i) {
+        std::uint8_t* slot[2] = {dst[0] + i * specs_[0].sampleBytes, dst[1] + i * specs_[1].sampleBytes};
+        try {
+          readItem(indices[i], slot);
+        } catch (...) {
+          failed[static_cast<std::size_t>(i)] = std::current_exception();  // thrown at its sample, in order
+        }
+      },
+      [&](std::int64_t i) {
+        if (!failed[static_cast<std::size_t>(i)]) return;
+        try {
+          std::rethrow_exception(failed[static_cast<std::size_t>(i)]);
+        } catch (...) {
+          rethrowForSample(indices[i]);
+        }
+      });
 }
 
 // Remote: the network's time is the "read" stage -- one sample's from the thread's request time
