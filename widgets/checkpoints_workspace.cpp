@@ -43,6 +43,9 @@ constexpr int kNameRole = Qt::UserRole + 1;  // full tensor name on leaf items
 const char* kVerdictIdle = "QLabel { padding: 6px; }";
 
 // The core's errors name the CLI's flags; here the same choices are a check box and a button.
+// `text` with a URL's password or presigned signature hidden (util/redacted_url).
+QString withoutSecrets(const QString& text) { return QString::fromStdString(redactedUrl(text.toStdString())); }
+
 QString inWorkbenchWords(QString message) {
   const QString replace = QObject::tr("tick “Replace existing files”");
   message.replace("pass --resume to finish it or --force to start over", QObject::tr("press Resume to finish it, or %1 to start over").arg(replace));
@@ -206,7 +209,7 @@ CheckpointsWorkspace::CheckpointsWorkspace(QWidget* parent) : QWidget(parent), j
   connect(jobs_, &CheckpointJobs::opened, this, [this](const QString& summary) {
     setBusy(false);
     fillTree();
-    status_->setText(summary);
+    status_->setText(withoutSecrets(summary));
     log(summary);
     auto src = jobs_->source();
     for (const auto& p : src->problems) log("problem: " + QString::fromStdString(p));
@@ -217,7 +220,7 @@ CheckpointsWorkspace::CheckpointsWorkspace(QWidget* parent) : QWidget(parent), j
   connect(jobs_, &CheckpointJobs::planned, this, [this](const QString& text) {
     setBusy(false);
     log(text);
-    status_->setText(text.section('\n', 0, 0));
+    status_->setText(withoutSecrets(text.section('\n', 0, 0)));
     showLayout();
     Q_EMIT planReady();
   });
@@ -350,7 +353,7 @@ void CheckpointsWorkspace::openPath(const QString& path) {
   layoutView_->setLayout({});
   verdict_->clear();
   verdict_->setStyleSheet(kVerdictIdle);
-  if (jobs_->open(path)) setBusy(true, tr("Inspecting %1…").arg(QString::fromStdString(redactedUrl(path.toStdString()))));
+  if (jobs_->open(path)) setBusy(true, tr("Inspecting %1…").arg(withoutSecrets(path)));
 }
 
 void CheckpointsWorkspace::dryRun() {
@@ -385,13 +388,14 @@ void CheckpointsWorkspace::setBusy(bool busy, const QString& what) {
   }
 }
 
-void CheckpointsWorkspace::log(const QString& text) { log_->appendPlainText(text); }
+// The log shows the path as opened: a URL's password or presigned signature is hidden there.
+void CheckpointsWorkspace::log(const QString& text) { log_->appendPlainText(withoutSecrets(text)); }
 
 void CheckpointsWorkspace::rememberRecent(const QString& path) {
   QSettings s;
   QStringList recent = s.value("checkpoints/recent").toStringList();
   // A URL with a password or a presigned signature in it is not kept: no secret in the settings.
-  const bool secret = isRemotePath(path.toStdString()) && redactedUrl(path.toStdString()) != path.toStdString();
+  const bool secret = holdsSecret(path.toStdString());
   if (!path.isEmpty() && !secret) {
     recent.removeAll(path);
     recent.prepend(path);

@@ -112,7 +112,7 @@ void runMultiDeviceBench(const BenchArgs& a, const LoaderOptions& options, const
     if (publisher) loader.loader(d).addObserver(publisher);
   }
   if (!a.json && !a.quiet)
-    for (const auto& note : loader.notes()) std::fprintf(stderr, "%s\n", note.c_str());
+    for (const auto& note : loader.notes()) std::fprintf(stderr, "%s\n", redactedUrl(note).c_str());
   // El Che balances the steps' times; a bench without a step has none to balance, and its counts
   // would follow the timer's noise (one device given thousands of batches a round). Said even with
   // --json (on stderr), since the figures are then meaningless.
@@ -264,7 +264,7 @@ void runBench(const BenchArgs& a) {
   session.openCancel = &cancel;  // Ctrl-C while a resident dataset decodes
   LoaderSession run(dataset, options, devices, session);
   if (!a.json && !a.quiet)
-    for (const auto& n : run.notes()) std::fprintf(stderr, "%s\n", n.c_str());
+    for (const auto& n : run.notes()) std::fprintf(stderr, "%s\n", redactedUrl(n).c_str());  // a note may name a shard's URL
   TerminalProgress terminal("bench", a.quiet || a.json);
   const LoaderSessionResult result = run.run(&terminal, &cancel);
   const double runSeconds = monotonicSeconds() - openStart;  // the open, then every epoch

@@ -8,6 +8,7 @@
 #include "ckpt/convert.h"
 #include "ckpt/inspect.h"
 #include "ckpt/reshard_plan.h"
+#include "util/redacted_url.h"
 
 namespace stoker {
 
@@ -42,15 +43,17 @@ nlohmann::json checkpointJson(const CheckpointInfo& info) {
   return doc;
 }
 
+// Every JSON document the CLI prints: a dataset spec, a checkpoint's path or its shards' URLs
+// may hold a password or a presigned signature, hidden here once for all of them.
 void printJson(const nlohmann::json& doc) {
-  std::printf("%s\n", doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  std::printf("%s\n", redactedUrl(doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace)).c_str());
 }
 
 void printCheckpointTable(const CheckpointInfo& info) {
   std::size_t nameWidth = 4;
   for (const auto& t : info.tensors) nameWidth = std::max(nameWidth, t.name.size());
   nameWidth = std::min<std::size_t>(nameWidth, 60);
-  std::printf("%s: %s, %zu tensors, %s\n", info.path.c_str(), formatName(info.format).c_str(),
+  std::printf("%s: %s, %zu tensors, %s\n", redactedUrl(info.path).c_str(), formatName(info.format).c_str(),
               info.tensors.size(), humanBytes(info.totalBytes()).c_str());
   std::printf("%-*s  %-7s  %-24s  %s\n", static_cast<int>(nameWidth), "name", "dtype", "shape", "size");
   for (const auto& t : info.tensors)
@@ -131,7 +134,7 @@ nlohmann::json planJson(const CheckpointInfo& source, const ReshardPlan& plan, c
 }
 
 void printPlanTable(const CheckpointInfo& source, const ReshardPlan& plan, const ConvertOptions& options) {
-  std::printf("plan: %s (%s, %zu tensors) -> %s, %zu file(s), %s\n", source.path.c_str(),
+  std::printf("plan: %s (%s, %zu tensors) -> %s, %zu file(s), %s\n", redactedUrl(source.path).c_str(),
               formatName(source.format).c_str(), source.tensors.size(), targetName(plan.target).c_str(),
               plan.files.size(), humanBytes(plan.totalBytes()).c_str());
   std::printf("%-36s  %10s  %7s  %8s  %9s  %s\n", "file", "size", "tensors", "segments", "byte runs", "reads");

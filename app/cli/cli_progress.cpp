@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "cli_output.h"
+#include "util/redacted_url.h"
 
 namespace stoker {
 namespace {
@@ -44,7 +45,8 @@ void TerminalProgress::progress(const ProgressUpdate& u) {
   if (!tty_ && !u.finished && now - lastLine_ < std::chrono::seconds(5)) return;
   lastLine_ = now;
   const double pct = u.total ? 100.0 * static_cast<double>(u.done) / static_cast<double>(u.total) : 100.0;
-  std::string item = u.item.size() > 40 ? "..." + u.item.substr(u.item.size() - 37) : u.item;
+  const std::string named = redactedUrl(u.item);  // an item may be a remote file's URL
+  std::string item = named.size() > 40 ? "..." + named.substr(named.size() - 37) : named;
   std::fprintf(stderr, "%s%s %5.1f%%  %s / %s  %s/s  ETA %s  %s%s", tty_ ? "\r\033[K" : "", verb_.c_str(), pct,
                humanBytes(u.done).c_str(), humanBytes(u.total).c_str(),
                humanBytes(static_cast<std::uint64_t>(u.perSecond)).c_str(),
@@ -54,7 +56,7 @@ void TerminalProgress::progress(const ProgressUpdate& u) {
 }
 
 void TerminalProgress::note(const std::string& text) {
-  std::fprintf(stderr, "%s%s\n", drawn_ && tty_ ? "\r\033[K" : "", text.c_str());
+  std::fprintf(stderr, "%s%s\n", drawn_ && tty_ ? "\r\033[K" : "", redactedUrl(text).c_str());
 }
 
 void cancelOnInterrupt(CancelToken& token) {

@@ -187,7 +187,7 @@ void readRemoteFile(const std::string& url, CheckpointInfo& info) {
   try {
     readRemoteSafetensors(url, info, std::move(object));
   } catch (const Error& e) {
-    if (e.kind() != ErrorKind::BadInput || e.subject() != url) throw;
+    if (e.kind() != ErrorKind::BadInput || e.subject() != redactedUrl(url)) throw;  // an Error's subject is redacted
     throwBadInput(url, "is neither a torch.save zip (.pt) nor a safetensors file (as safetensors: " + e.reason() + ")");
   }
 }

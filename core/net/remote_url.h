@@ -5,6 +5,8 @@
 #include <string>
 #include <string_view>
 
+#include "util/redacted_url.h"  // redactedUrl, holdsSecret: most callers here show URLs
+
 namespace stoker {
 
 // True for s3://, http:// and https:// paths: the ones read through net/ instead of the file system.
@@ -21,13 +23,6 @@ struct RemoteUrl {
   static RemoteUrl parse(const std::string& text);
   bool isS3() const { return scheme == Scheme::S3; }
 };
-
-// `url` as errors and logs show it: a user:password@ before the host and the values of a
-// presigned URL's X-Amz-Signature, X-Amz-Credential and X-Amz-Security-Token become "***" --
-// in every URL of the text, so a dataset spec or a whole message can be passed too.
-std::string redactedUrl(const std::string& url);
-// Whether redactedUrl would hide something in `text` (such a text is never saved or sent).
-bool holdsSecret(const std::string& text);
 
 // `text` with every byte outside S3's unreserved set percent-encoded; '/' kept when `keepSlash`.
 std::string percentEncode(std::string_view text, bool keepSlash);

@@ -1,5 +1,5 @@
 // util/error: the one exception type the core throws, with a kind the CLI maps
-// to its exit status (bad input -> 2) and a message "<subject>: <reason>".
+// to its exit status (bad input -> 2) and a message "<subject>: <reason>" without secrets.
 #pragma once
 
 #include <stdexcept>
@@ -17,11 +17,12 @@ enum class ErrorKind {
   Network,    // a server could not be reached, or kept failing, within the retry budget
 };
 
+// Its subject and reason never hold a URL's password or a presigned signature (redactedUrl hides
+// them as the Error is made): every log, dialog, exception in Python and telemetry record that
+// shows an Error is safe, however deep in the core it was thrown.
 class Error : public std::runtime_error {
  public:
-  Error(ErrorKind kind, const std::string& subject, const std::string& reason)
-      : std::runtime_error(subject.empty() ? reason : subject + ": " + reason),
-        kind_(kind), subject_(subject), reason_(reason) {}
+  Error(ErrorKind kind, const std::string& subject, const std::string& reason);
 
   ErrorKind kind() const { return kind_; }
   const std::string& subject() const { return subject_; }
@@ -31,6 +32,9 @@ class Error : public std::runtime_error {
   ErrorKind kind_;
   std::string subject_;
   std::string reason_;
+
+  struct Redacted {};
+  Error(ErrorKind kind, std::string subject, std::string reason, Redacted);
 };
 
 [[noreturn]] inline void throwBadInput(const std::string& subject, const std::string& reason) {

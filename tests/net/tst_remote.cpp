@@ -1819,6 +1819,18 @@ torch.save(sd, sys.argv[1])
              std::string("a http://***@h/x and https://***@k/y?X-Amz-Signature=***, X-Amz-Signature=***&z=1"));
     QVERIFY(!holdsSecret("tokens:https://host/x.bin,ctx=8"));
     QVERIFY(!holdsSecret("tokens:https://***@host/x.bin,ctx=8"));  // hidden already
+    // Every Error hides them as it is made, however deep in the core it is thrown: here a remote
+    // file that is no checkpoint (the workbench's Checkpoints log showed such an error raw).
+    const Error made(ErrorKind::Io, "http://u:pw-in-url@h/x", "at https://h/y?X-Amz-Signature=sig-in-url&a=1");
+    QCOMPARE(std::string(made.what()), std::string("http://***@h/x: at https://h/y?X-Amz-Signature=***&a=1"));
+    QVERIFY(clean(QByteArray(made.subject().c_str()) + made.reason().c_str(), "an Error").isEmpty());
+    try {
+      inspectCheckpoint(url.toStdString());
+      QFAIL("a token file was read as a checkpoint");
+    } catch (const Error& e) {
+      QVERIFY2(QString(e.what()).contains("http://***@127.0.0.1") && QString(e.what()).contains("neither"), e.what());
+      QVERIFY2(clean(e.what(), "inspect's error").isEmpty(), e.what());
+    }
     const auto ds = openDataset(spec.toStdString());
     QVERIFY2(clean(QByteArray::fromStdString(ds->description()), "the description").isEmpty(), ds->description().c_str());
     QVERIFY(QString::fromStdString(ds->description()).contains("http://***@127.0.0.1"));
@@ -1860,6 +1872,19 @@ torch.save(sd, sys.argv[1])
       QVERIFY2(refused.exitCode != 0 && refused.err.contains("error:"), refused.err.constData());
       QVERIFY2(clean(refused.err, "an error").isEmpty(), refused.err.constData());
       QVERIFY2(refused.err.contains("***"), refused.err.constData());
+    }
+    // A checkpoint by such a URL: inspect's table and JSON, a conversion's plan, its progress lines.
+    writeModel("secret-model.safetensors", 2, 4096);
+    const QString model = servers_.httpUrl("secret-model.safetensors").replace("http://", "http://ann:pw-in-url@");
+    for (const QStringList& args : {QStringList{"ckpt", "inspect", model}, QStringList{"ckpt", "inspect", model, "--json"},
+                                    QStringList{"ckpt", "convert", model, tmp_.filePath("secret-plan"), "--to", "ranks:2", "--dry-run"},
+                                    QStringList{"ckpt", "convert", model, tmp_.filePath("secret-plan"), "--to", "ranks:2", "--dry-run", "--json"},
+                                    QStringList{"ckpt", "convert", model, tmp_.filePath("secret-converted"), "--to", "single"}}) {
+      const auto shown = runStoker(args);
+      QVERIFY2(shown.exitCode == 0, shown.err.constData());
+      QVERIFY2(clean(shown.out + shown.err, "ckpt").isEmpty(), qPrintable(args.join(' ') + ": " + clean(shown.out + shown.err, "ckpt")));
+      QVERIFY2(args[1] == "convert" && !args.contains("--dry-run") ? true : shown.out.contains("http://***@127.0.0.1"),
+               shown.out.constData());
     }
 #ifdef STOKER_HAVE_PYTHON_PACKAGE
     const QString pyTelemetry = tmp_.filePath("secret-python.jsonl");

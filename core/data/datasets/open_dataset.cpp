@@ -52,41 +52,27 @@ const Kind& kindOf(const std::string& spec) {
     if (matches(k, spec)) return k;
   std::string known;
   for (const Kind& k : kKinds) known += std::string("\n  ") + k.usage;
-  throwBadInput("--dataset " + redactedUrl(spec), "unknown dataset; known kinds:" + known);
-}
-
-// Runs `open`; an error whose message holds the spec's URL with a password or a presigned
-// signature (a spec echoed by a parser, a path in a reason) is thrown again with them hidden.
-template <class F>
-std::shared_ptr<Dataset> redactingErrors(const std::string& spec, F open) {
-  if (!holdsSecret(spec)) return open();
-  try {
-    return open();
-  } catch (const Error& e) {
-    throw Error(e.kind(), redactedUrl(e.subject()), redactedUrl(e.reason()));
-  }
+  throwBadInput("--dataset " + spec, "unknown dataset; known kinds:" + known);
 }
 
 }  // namespace
 
 std::shared_ptr<Dataset> openDataset(const std::string& spec, const LoaderOptions& options) {
   validateLoaderOptions(options);
-  return redactingErrors(spec, [&] { return kindOf(spec).open(spec, options); });
+  return kindOf(spec).open(spec, options);  // its errors hide a URL's secrets themselves (util/error)
 }
 
 std::shared_ptr<Dataset> openDatasetToList(const std::string& spec, const LoaderOptions& options) {
   validateLoaderOptions(options);
-  return redactingErrors(spec, [&] {
-    const Kind& k = kindOf(spec);
-    return (k.list ? k.list : k.open)(spec, options);
-  });
+  const Kind& k = kindOf(spec);
+  return (k.list ? k.list : k.open)(spec, options);
 }
 
 bool datasetTakesTransforms(const std::string& spec) { return kindOf(spec).transforms; }
 
 void refuseTransformsUnlessImages(const std::string& spec, const std::string& transforms, const std::string& subject) {
   if (!transforms.empty() && !datasetTakesTransforms(spec))
-    throwBadInput(subject, "transforms apply to the datasets that decode images (imagefolder:, wds:); " + redactedUrl(spec) +
+    throwBadInput(subject, "transforms apply to the datasets that decode images (imagefolder:, wds:); " + spec +
                                " is read as stored");
 }
 

@@ -1,0 +1,28 @@
+#include "util/redacted_url.h"
+
+namespace stoker {
+
+std::string redactedUrl(const std::string& url) {
+  if (url.find("://") == std::string::npos && url.find("X-Amz-") == std::string::npos) return url;  // most messages
+  std::string out = url;
+  // Every URL in the text: a dataset spec, an error message or a log line may hold several.
+  for (std::size_t hostAt = out.find("://"); hostAt != std::string::npos; hostAt = out.find("://", hostAt + 3)) {
+    const std::size_t pathAt = out.find_first_of("/?#, \t\n\"'", hostAt + 3);
+    const std::size_t at = out.rfind('@', pathAt == std::string::npos ? std::string::npos : pathAt);
+    if (at != std::string::npos && at > hostAt + 3 && out.compare(hostAt + 3, at - hostAt - 3, "***") != 0)
+      out.replace(hostAt + 3, at - hostAt - 3, "***");
+  }
+  for (const char* key : {"X-Amz-Signature=", "X-Amz-Credential=", "X-Amz-Security-Token="}) {
+    const std::size_t n = std::char_traits<char>::length(key);
+    for (std::size_t k = out.find(key); k != std::string::npos; k = out.find(key, k + n)) {
+      const std::size_t v = k + n;
+      const std::size_t end = out.find_first_of("&#, \t\n\"'", v);
+      out.replace(v, (end == std::string::npos ? out.size() : end) - v, "***");
+    }
+  }
+  return out;
+}
+
+bool holdsSecret(const std::string& text) { return redactedUrl(text) != text; }
+
+}  // namespace stoker
