@@ -19,6 +19,7 @@
 #include "util/byte_size.h"
 #include "util/error.h"
 #include "util/progress.h"
+#include "util/redacted_url.h"
 
 using namespace stoker;
 using namespace stoker::capi;
@@ -30,7 +31,7 @@ class CallbackProgress : public ProgressSink {
  public:
   CallbackProgress(stoker_progress_fn fn, void* user, CancelToken& cancel) : fn_(fn), user_(user), cancel_(cancel) {}
   void progress(const ProgressUpdate& u) override {
-    if (fn_ && fn_(user_, u.done, u.total, u.item.c_str()) != 0) cancel_.cancel();
+    if (fn_ && fn_(user_, u.done, u.total, redactedUrl(u.item).c_str()) != 0) cancel_.cancel();
   }
 
  private:
@@ -41,13 +42,16 @@ class CallbackProgress : public ProgressSink {
 
 nlohmann::json parseRequest(const char* json) { return nlohmann::json::parse(json && *json ? json : "{}"); }
 
+// The answer as `stoker ckpt ... --json` prints it: a URL's password or presigned signature hidden.
+char* answer(const nlohmann::json& doc) { return copyString(redactedUrl(doc.dump())); }
+
 }  // namespace
 
 extern "C" {
 
 char* stoker_ckpt_inspect(const char* path) {
   return guarded<>(static_cast<char*>(nullptr),
-                   [&] { return copyString(checkpointJson(inspectCheckpoint(path ? path : "")).dump()); });
+                   [&] { return answer(checkpointJson(inspectCheckpoint(path ? path : ""))); });
 }
 
 char* stoker_ckpt_convert(const char* src, const char* dst, const char* requestJson, stoker_progress_fn progress, void* user) {
@@ -73,10 +77,10 @@ char* stoker_ckpt_convert(const char* src, const char* dst, const char* requestJ
     options.jobs = jobs > 0 ? jobs : defaultConvertJobs(plan, options.memoryBudget);
     if (r.value("dry_run", false)) {
       validateConvertOptions(plan, options);
-      return copyString(planJson(info, plan, options).dump());
+      return answer(planJson(info, plan, options));
     }
     const ConvertReport report = convertCheckpoint(info, plan, dst ? dst : "", options);
-    return copyString(convertJson(info, plan, dst ? dst : "", report).dump());
+    return answer(convertJson(info, plan, dst ? dst : "", report));
   });
 }
 
@@ -90,7 +94,7 @@ char* stoker_ckpt_verify(const char* a, const char* b, stoker_progress_fn progre
     const VerifyResult r = verifyCheckpoints(inspectCheckpoint(a ? a : ""), inspectCheckpoint(b ? b : ""), options);
     nlohmann::json doc = {{"equal", r.equal}, {"tensors_compared", r.tensorsCompared}};
     doc["first_difference"] = r.equal ? nlohmann::json(nullptr) : nlohmann::json({{"tensor", r.tensor}, {"reason", r.reason}});
-    return copyString(doc.dump());
+    return answer(doc);
   });
 }
 
@@ -117,7 +121,7 @@ char* stoker_tune(const char* spec, const char* optionsJson, const char* request
                                                                   change.c_str()) != 0)
                                            cancel.cancel();
                                        });
-    return copyString(tuneJson(result, text, device, tune.budgetSeconds).dump());
+    return answer(tuneJson(result, text, device, tune.budgetSeconds));
   });
 }
 

@@ -1893,8 +1893,9 @@ torch.save(sd, sys.argv[1])
     e.insert("PYTHONPATH", QStringLiteral(STOKER_BUILD_PYTHON));
     p.setProcessEnvironment(e);
     p.start(QStringLiteral(STOKER_PYTHON), {"-c", R"(
-import sys, json, stoker
-spec, missing, out = sys.argv[1], sys.argv[2], sys.argv[3]
+import sys, json, stoker, stoker.ckpt
+spec, missing, out, model = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+print(json.dumps(stoker.ckpt.inspect(model)))
 loader = stoker.Loader(spec, batch_size=64, publish='file:' + out, telemetry_interval_ms=10)
 n = sum(1 for _ in loader)
 print(json.dumps(loader.describe()))
@@ -1904,12 +1905,12 @@ try:
     raise SystemExit('a missing object was opened')
 except ValueError as e:
     print(e)
-)", spec, missing, pyTelemetry});
+)", spec, missing, pyTelemetry, model});
     QVERIFY(p.waitForFinished(120000));
     const QByteArray pyOut = p.readAllStandardOutput(), pyErr = p.readAllStandardError();
     QVERIFY2(p.exitCode() == 0, pyErr.constData());
     QVERIFY2(clean(pyOut + pyErr, "stoker.Loader").isEmpty(), (pyOut + pyErr).constData());
-    QVERIFY2(pyOut.contains("***"), pyOut.constData());
+    QVERIFY2(pyOut.contains("***") && pyOut.contains("layer.1.weight"), pyOut.constData());
     QFile pyRecords(pyTelemetry);
     QVERIFY(pyRecords.open(QIODevice::ReadOnly));
     const QByteArray pySent = pyRecords.readAll();
