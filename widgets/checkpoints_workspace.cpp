@@ -42,10 +42,10 @@ constexpr int kNameRole = Qt::UserRole + 1;  // full tensor name on leaf items
 
 const char* kVerdictIdle = "QLabel { padding: 6px; }";
 
-// The core's errors name the CLI's flags; here the same choices are a check box and a button.
 // `text` with a URL's password or presigned signature hidden (util/redacted_url).
 QString withoutSecrets(const QString& text) { return QString::fromStdString(redactedUrl(text.toStdString())); }
 
+// The core's errors name the CLI's flags; here the same choices are a check box and a button.
 QString inWorkbenchWords(QString message) {
   const QString replace = QObject::tr("tick “Replace existing files”");
   message.replace("pass --resume to finish it or --force to start over", QObject::tr("press Resume to finish it, or %1 to start over").arg(replace));
