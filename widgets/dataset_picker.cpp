@@ -6,9 +6,9 @@
 #include <QWheelEvent>
 #include <QFileDialog>
 #include <QFileInfo>
-#include <QSettings>
 #include <QStandardItemModel>
 
+#include "background_settings.h"
 #include "net/remote_url.h"
 #include "remote_dataset_dialog.h"
 
@@ -79,7 +79,7 @@ QString DatasetPicker::specFor(Browse kind, const QString& path) {
   return path;
 }
 
-QStringList DatasetPicker::recent() const { return QSettings().value(kRecentKey).toStringList(); }
+QStringList DatasetPicker::recent() const { return background_settings::value(kRecentKey).toStringList(); }
 
 void DatasetPicker::remember(const QString& spec) {
   // A URL with a password or a presigned signature is not kept: no secret in the settings.
@@ -88,7 +88,7 @@ void DatasetPicker::remember(const QString& spec) {
   list.removeAll(spec.trimmed());
   list.prepend(spec.trimmed());
   while (list.size() > kMaxRecent) list.removeLast();
-  QSettings().setValue(kRecentKey, list);
+  background_settings::set({{kRecentKey, list}});  // remembered as a run starts: not synced on the GUI thread
   rebuild(currentText());
 }
 

@@ -19,6 +19,7 @@
 #include <QVBoxLayout>
 #include <thread>
 
+#include "background_settings.h"
 #include "dataset_picker.h"
 #include "form_scroll_area.h"
 #include "loader_options_form.h"
@@ -289,6 +290,7 @@ LoaderWorkspace::~LoaderWorkspace() {
   runner_->stopAndWait();
   runner_->disconnect(this);
   saveSettings();
+  background_settings::flush();  // in the file before the application ends
 }
 
 void LoaderWorkspace::setDataset(const QString& spec) { dataset_->setSpec(spec); }
@@ -435,23 +437,24 @@ void LoaderWorkspace::drainTelemetry() {
   }
 }
 
+// Written off the GUI thread (background_settings): a run's start saves them, and Qt's sync of
+// the file waited for the disk there.
 void LoaderWorkspace::saveSettings() const {
-  QSettings s;
-  s.beginGroup("loader");
+  QList<QPair<QString, QVariant>> s;
   try {
-    s.setValue("options", QString::fromStdString(loaderOptionsToJson(form_->options())));
+    s.append({"loader/options", QString::fromStdString(loaderOptionsToJson(form_->options()))});
   } catch (const Error&) {
     // invalid options are not saved; the last valid ones stay
   }
-  if (!holdsSecret(dataset().toStdString())) s.setValue("dataset", dataset());  // no URL password in the settings
-  s.setValue("devices", devices_->text());
-  s.setValue("epochs", epochs_->value());
-  s.setValue("stepMicros", stepMicros_->value());
+  if (!holdsSecret(dataset().toStdString())) s.append({"loader/dataset", dataset()});  // no URL password in the settings
+  s.append({"loader/devices", devices_->text()});
+  s.append({"loader/epochs", epochs_->value()});
+  s.append({"loader/stepMicros", stepMicros_->value()});
   for (int i = 0; i < 2; ++i) {
-    s.setValue(QString("sweepKnob%1").arg(i), sweepKnob_[i]->currentText());
-    s.setValue(QString("sweepValues%1").arg(i), sweepValues_[i]->text());
+    s.append({QString("loader/sweepKnob%1").arg(i), sweepKnob_[i]->currentText()});
+    s.append({QString("loader/sweepValues%1").arg(i), sweepValues_[i]->text()});
   }
-  s.endGroup();
+  background_settings::set(s);
 }
 
 void LoaderWorkspace::restoreSettings() {
