@@ -166,7 +166,7 @@ void runMultiDeviceBench(const BenchArgs& a, const LoaderOptions& options, const
                          {"step_share", shares[d]},
                          {"memory", memoryJson(loader.loader(static_cast<int>(d)).memory())}});
   if (a.json) {
-    printJson({{"dataset", redactedUrl(a.dataset)},
+    printJson({{"dataset", a.dataset},  // printJson hides a URL's secrets
                {"samples", dataset->size()},
                {"batch_size", options.batch_size},
                {"epochs", a.epochs},
@@ -302,7 +302,7 @@ void runBench(const BenchArgs& a) {
   // Image datasets: what their JPEG scan indexes hold in memory after the run.
   const auto images = std::dynamic_pointer_cast<const EncodedImageDataset>(dataset);
   if (a.json) {
-    nlohmann::json doc = {{"dataset", redactedUrl(a.dataset)},
+    nlohmann::json doc = {{"dataset", a.dataset},  // printed by printJson, which hides a URL's secrets
                           {"dataset_description", dataset->description()},
                           {"samples", dataset->size()},
                           {"sample_bytes", dataset->sampleBytes()},

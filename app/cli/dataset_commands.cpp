@@ -60,7 +60,7 @@ void infoOfSpec(const DatasetArgs& a) {
     fields.push_back({{"name", f.name}, {"dtype", dtypeText(f.dtype)}, {"shape", unfixed ? nlohmann::json() : nlohmann::json(f.sampleShape)},
                       {"bytes", unfixed ? nlohmann::json() : nlohmann::json(f.sampleBytes)}});
   }
-  nlohmann::json doc = {{"dataset", redactedUrl(a.spec)}, {"description", ds->description()}, {"samples", ds->size()}, {"fields", fields},
+  nlohmann::json doc = {{"dataset", a.spec}, {"description", ds->description()}, {"samples", ds->size()}, {"fields", fields},
                         {"sample_bytes", shapeless ? nlohmann::json() : nlohmann::json(ds->sampleBytes())}};
   std::vector<std::int64_t> counts;
   if (const auto* folder = dynamic_cast<const ImageFolderDataset*>(ds.get())) {

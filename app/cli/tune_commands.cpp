@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_output.h"
 #include "cli_progress.h"
 #include "commands.h"
 #include "data/dataset.h"
@@ -82,7 +83,7 @@ void runTune(const TuneArgs& a) {
     for (const auto& n : r.notes) std::fprintf(stderr, "note: %s\n", n.c_str());
   if (a.json) {
     const nlohmann::json doc = tuneJson(r, a.dataset, a.device, spec.budgetSeconds);
-    std::printf("%s\n", doc.dump(2).c_str());
+    printJson(doc);  // a URL's secrets hidden, as in every --json
     return;
   }
   std::printf("best: %s\n", r.bestChange.empty() ? "the starting options" : r.bestChange.c_str());
