@@ -19,13 +19,13 @@
 #include <QPlainTextEdit>
 #include <QProgressBar>
 #include <QPushButton>
-#include <QSettings>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QTreeWidget>
 #include <QUrl>
 #include <QVBoxLayout>
 
+#include "background_settings.h"
 #include "checkpoint_jobs.h"
 #include "ckpt/inspect.h"
 #include "ckpt/reshard_plan.h"
@@ -265,16 +265,16 @@ CheckpointsWorkspace::CheckpointsWorkspace(QWidget* parent) : QWidget(parent), j
     Q_EMIT jobStopped();
   });
 
-  QSettings s;
-  s.beginGroup("checkpoints");
-  const int kind = targetKind_->findData(s.value("targetKind", "ranks"));
+  const auto setting = [](const char* key, const QVariant& fallback) {
+    return background_settings::value(QStringLiteral("checkpoints/") + key, fallback);
+  };
+  const int kind = targetKind_->findData(setting("targetKind", "ranks"));
   targetKind_->setCurrentIndex(kind < 0 ? 0 : kind);
-  ranks_->setValue(s.value("ranks", 2).toInt());
-  hfMax_->setText(s.value("hfMax", "5GB").toString());
-  dtype_->setCurrentText(s.value("dtype", "keep").toString());
-  budget_->setText(s.value("budget", "256MiB").toString());
-  jobsSpin_->setValue(s.value("jobs", 2).toInt());
-  s.endGroup();
+  ranks_->setValue(setting("ranks", 2).toInt());
+  hfMax_->setText(setting("hfMax", "5GB").toString());
+  dtype_->setCurrentText(setting("dtype", "keep").toString());
+  budget_->setText(setting("budget", "256MiB").toString());
+  jobsSpin_->setValue(setting("jobs", 2).toInt());
   updateTargetWidgets();
   rememberRecent({});  // fills the menu
 }
@@ -285,24 +285,26 @@ CheckpointsWorkspace::~CheckpointsWorkspace() {
   jobs_->stopAndWait();
   jobs_->disconnect(this);
   saveSettings();
+  background_settings::flush();  // in the file before the application ends
 }
 
+// Written off the GUI thread (background_settings): a conversion's start saves them, and Qt's
+// sync of the settings file fdatasyncs it, which a disk busy with the conversion makes slow.
 void CheckpointsWorkspace::saveSettings() const {
-  QSettings s;
-  s.beginGroup("checkpoints");
-  s.setValue("targetKind", targetKind_->currentData());
-  s.setValue("ranks", ranks_->value());
-  s.setValue("hfMax", hfMax_->text());
-  s.setValue("dtype", dtype_->currentText());
-  s.setValue("budget", budget_->text());
-  s.setValue("jobs", jobsSpin_->value());
-  s.endGroup();
+  background_settings::set({{"checkpoints/targetKind", targetKind_->currentData()},
+                            {"checkpoints/ranks", ranks_->value()},
+                            {"checkpoints/hfMax", hfMax_->text()},
+                            {"checkpoints/dtype", dtype_->currentText()},
+                            {"checkpoints/budget", budget_->text()},
+                            {"checkpoints/jobs", jobsSpin_->value()}});
 }
 
 QString CheckpointsWorkspace::verdictText() const { return verdict_->text(); }
 QString CheckpointsWorkspace::statusText() const { return status_->text(); }
 QString CheckpointsWorkspace::logText() const { return log_->toPlainText(); }
-QStringList CheckpointsWorkspace::recentFiles() const { return QSettings().value("checkpoints/recent").toStringList(); }
+QStringList CheckpointsWorkspace::recentFiles() const {
+  return background_settings::value("checkpoints/recent").toStringList();
+}
 
 void CheckpointsWorkspace::setTarget(const QString& target, const QString& dtype) {
   const QString kind = target.section(':', 0, 0);
@@ -392,15 +394,14 @@ void CheckpointsWorkspace::setBusy(bool busy, const QString& what) {
 void CheckpointsWorkspace::log(const QString& text) { log_->appendPlainText(withoutSecrets(text)); }
 
 void CheckpointsWorkspace::rememberRecent(const QString& path) {
-  QSettings s;
-  QStringList recent = s.value("checkpoints/recent").toStringList();
+  QStringList recent = recentFiles();
   // A URL with a password or a presigned signature in it is not kept: no secret in the settings.
   const bool secret = holdsSecret(path.toStdString());
   if (!path.isEmpty() && !secret) {
     recent.removeAll(path);
     recent.prepend(path);
     while (recent.size() > kMaxRecent) recent.removeLast();
-    s.setValue("checkpoints/recent", recent);
+    background_settings::set({{"checkpoints/recent", recent}});
   }
   QMenu* menu = recentButton_->menu();
   menu->clear();

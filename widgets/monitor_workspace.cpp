@@ -12,7 +12,6 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
-#include <QSettings>
 #include <QSignalBlocker>
 #include <QSplitter>
 #include <QTabWidget>
@@ -22,6 +21,7 @@
 #include <QVBoxLayout>
 #include <cmath>
 
+#include "background_settings.h"
 #include "rank_heat_map.h"
 #include "telemetry/metrics_http_server.h"
 #include "telemetry/prometheus_exporter.h"
@@ -106,12 +106,12 @@ MonitorWorkspace::MonitorWorkspace(QWidget* parent)
   auto* outer = new QVBoxLayout(this);
   outer->setContentsMargins(0, 0, 0, 0);
   auto* row = new QHBoxLayout;
-  address_ = new QLineEdit(QSettings().value("monitor/address", ":29650").toString(), this);
+  address_ = new QLineEdit(background_settings::value("monitor/address", ":29650").toString(), this);
   address_->setObjectName("address");
   address_->setToolTip(tr("Listen: HOST:PORT or :PORT that ranks publish to (stoker_probe --publish, "
                           "stoker feed/bench --publish, the trainer's --publish).\nConnect: HOST:PORT of a "
                           "publisher started with --publish listen:PORT"));
-  prometheus_ = new QLineEdit(QSettings().value("monitor/prometheus").toString(), this);
+  prometheus_ = new QLineEdit(background_settings::value("monitor/prometheus").toString(), this);
   prometheus_->setObjectName("prometheus");
   prometheus_->setPlaceholderText(tr("off"));
   prometheus_->setMaximumWidth(140);
@@ -301,8 +301,8 @@ MonitorWorkspace::~MonitorWorkspace() {
   // workspace (and no emission is still running while its connections are dropped).
   source_->stopAndWait();
   source_->disconnect(this);
-  QSettings().setValue("monitor/address", address_->text());
-  QSettings().setValue("monitor/prometheus", prometheus_->text());
+  background_settings::set({{"monitor/address", address_->text()}, {"monitor/prometheus", prometheus_->text()}});
+  background_settings::flush();  // in the file before the application ends
   if (session_) session_->remove();
 }
 
@@ -314,13 +314,13 @@ QString MonitorWorkspace::stragglerText() const { return stragglers_ ? banner_->
 
 void MonitorWorkspace::listen() {
   if (!source_->listen(address_->text().trimmed())) return;
-  QSettings().setValue("monitor/address", address_->text());
+  background_settings::set({{"monitor/address", address_->text()}});  // not synced on the GUI thread
   beginSession();
 }
 
 void MonitorWorkspace::connectToPublisher() {
   if (!source_->connectTo(address_->text().trimmed())) return;
-  QSettings().setValue("monitor/address", address_->text());
+  background_settings::set({{"monitor/address", address_->text()}});  // not synced on the GUI thread
   beginSession();
 }
 

@@ -8,6 +8,7 @@
 #include <QCheckBox>
 
 #include <QMimeData>
+#include <QSettings>
 #include <QSignalSpy>
 #include <QTreeWidget>
 
@@ -57,6 +58,25 @@ class TestCheckpointsWorkspace : public QObject {
     test::TensorMap big;
     for (int i = 0; i < 6; ++i) big["layer" + std::to_string(i) + ".weight"] = at::rand({2048, 2048});
     test::writeRanks(big_.toStdString(), big, 2);
+  }
+
+  // The settings are written off the GUI thread (background_settings): once the workspace is
+  // gone they are in the settings file, and the next workspace starts from them.
+  void settingsAndRecentFilesOutliveTheWorkspace() {
+    {
+      CheckpointsWorkspace w;
+      QSignalSpy opened(&w, &CheckpointsWorkspace::checkpointOpened);
+      w.openPath(ranks3_);
+      QVERIFY(waitFor(opened));
+      w.setTarget("ranks:5", "bf16");
+    }
+    QSettings file;  // read from the file, not from the queue
+    QVERIFY2(file.value("checkpoints/recent").toStringList().contains(ranks3_),
+             qPrintable(file.value("checkpoints/recent").toStringList().join(", ")));
+    QCOMPARE(file.value("checkpoints/ranks").toInt(), 5);
+    QCOMPARE(file.value("checkpoints/dtype").toString(), QString("bf16"));
+    CheckpointsWorkspace next;
+    QVERIFY(next.recentFiles().contains(ranks3_));
   }
 
   void openShowsTreeAndSourceShards() {
