@@ -1089,12 +1089,19 @@ class TestLoader : public QObject {
     const Measurement m = measureLoader(ds, o, {DeviceSpec::parse("cpu")}, session, spec, nullptr);
     QVERIFY2(m.samplesPerS > 100 && m.samplesPerS < 700, qPrintable(QString::number(m.samplesPerS)));
     QVERIFY2(m.p90 < 2000, qPrintable(QString::number(m.p90)));
-    int ends = 0;
+    // The flush read as millions of samples/s at every epoch's end. A consumer this VM holds up
+    // for a moment is something else: the batches made meanwhile are taken in a burst, and a whole
+    // 96-sample epoch consumed in 28 ms read 3,424 samples/s once in a fresh-clone CI. So no
+    // record may be absurd, and one (or one in ten) may be a burst.
+    int ends = 0, bursts = 0;
     for (const auto& [rate, end] : seen->rates) {
       ends += end;
-      QVERIFY2(rate < 2000, qPrintable(QString("%1 samples/s%2").arg(rate).arg(end ? " at an epoch's end" : "")));
+      bursts += rate >= 2000;
+      QVERIFY2(rate < 20000, qPrintable(QString("%1 samples/s%2").arg(rate).arg(end ? " at an epoch's end" : "")));
     }
     QVERIFY(ends >= 2);
+    QVERIFY2(bursts <= std::max(1, static_cast<int>(seen->rates.size()) / 10),
+             qPrintable(QString("%1 of %2 records at 2,000 samples/s or more").arg(bursts).arg(seen->rates.size())));
   }
 
   // The auto-tuner on a dataset whose optimum is designed in: every sample waits 400 us on
