@@ -264,7 +264,7 @@ class TestTelemetry : public QObject {
   }
 
   // The dataset spec and LoaderOptions a Python loader sends (the Monitor's "Tune in Loader"):
-  // kept as they came, bounded, and the options must be an object.
+  // kept as they came (a URL's secrets hidden), bounded, and the options must be an object.
   void datasetAndOptionsRoundTrip() {
     TelemetryRecord r = sample(0, 1);
     r.dataset = "imagefolder:/data/train";
@@ -274,6 +274,11 @@ class TestTelemetry : public QObject {
     QCOMPARE(nlohmann::json::parse(back.options)["num_workers"].get<int>(), 3);
     const nlohmann::json line = nlohmann::json::parse(telemetryToJson(r));
     QVERIFY(line["options"].is_object());  // an object in the line, not a string holding one
+    // Another sender's URL with a password or a presigned signature: hidden as it arrives.
+    nlohmann::json secret = line;
+    secret["dataset"] = "wds:https://ann:hunter2@data.example/s-{0..9}.tar?X-Amz-Signature=abc123";
+    const TelemetryRecord got = telemetryFromJson(secret.dump());
+    QCOMPARE(got.dataset, std::string("wds:https://***@data.example/s-{0..9}.tar?X-Amz-Signature=***"));
     for (const auto& [field, value] : std::vector<std::pair<std::string, nlohmann::json>>{
              {"options", "batch_size=64"},
              {"options", nlohmann::json::array({1, 2})},
