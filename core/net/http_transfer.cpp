@@ -272,6 +272,22 @@ void sleepBackoff(const Settings& s, int attempt) {
   std::this_thread::sleep_for(std::chrono::microseconds(static_cast<long long>(jitter(rng) * 1000)));
 }
 
+// curl receives into a 16 KiB buffer by default, so a part of several MiB cost a recv() and a
+// write callback per 16 KiB. A range read gets a buffer as large as its body, at most 512 KiB:
+// held only while that read is in flight (each in-flight part holds more than that itself), and
+// a small read -- an image, a token window -- keeps the default.
+long receiveBufferFor(const std::string& range) {
+  constexpr long kDefault = 16 * 1024, kMost = 512 * 1024;
+  const auto dash = range.find('-');
+  if (range.empty() || dash == std::string::npos || dash + 1 >= range.size()) return kDefault;
+  try {
+    const long long bytes = std::stoll(range.substr(dash + 1)) - std::stoll(range.substr(0, dash)) + 1;
+    return static_cast<long>(std::clamp<long long>(bytes, kDefault, kMost));
+  } catch (const std::exception&) {
+    return kDefault;
+  }
+}
+
 // Sets up `t.curl` for one attempt at target (the Range and If-Match already in `headers`).
 void prepare(Transfer& t, const HttpTarget& target, const Settings& s, curl_slist*& headers, const std::string& range,
              const std::string& etag) {
@@ -290,6 +306,7 @@ void prepare(Transfer& t, const HttpTarget& target, const Settings& s, curl_slis
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &t);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, onBody);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &t);
+  curl_easy_setopt(c, CURLOPT_BUFFERSIZE, receiveBufferFor(range));
   if (s.insecure) {
     curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
     curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
