@@ -9,6 +9,8 @@
 #include <QtTest>
 
 #include <QFile>
+#include <QLineEdit>
+#include <QSettings>
 #include <QSignalSpy>
 #include <cmath>
 #include <QTabWidget>
@@ -541,6 +543,23 @@ class TestMonitorWorkspace : public QObject {
     QCOMPARE(w.verdict(5, "cuda:5"), QString("fine"));
     QVERIFY2(w.statusText().startsWith("Connecting to 127.0.0.1:"), qPrintable(w.statusText()));
     w.stop();
+  }
+
+  // The address is written off the GUI thread (background_settings); once the workspace is gone it
+  // is in the settings file, and the next workspace starts from it.
+  void theAddressOutlivesTheWorkspace() {
+    {
+      MonitorWorkspace w;
+      w.setAddress("127.0.0.1:0");
+      w.listen();
+      w.setPrometheusAddress("127.0.0.1:0");
+      w.stop();
+    }
+    QSettings file;  // read from the file, not from the queue
+    QCOMPARE(file.value("monitor/address").toString(), QString("127.0.0.1:0"));
+    QCOMPARE(file.value("monitor/prometheus").toString(), QString("127.0.0.1:0"));
+    MonitorWorkspace next;
+    QCOMPARE(next.findChild<QLineEdit*>("address")->text(), QString("127.0.0.1:0"));
   }
 
   void followsAFileAndSkipsBadLines() {
