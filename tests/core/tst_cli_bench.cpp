@@ -78,6 +78,13 @@ class TestCliBench : public QObject {
     QVERIFY(stoker::test::writeFile(oneKnob, R"({"normalize_on": "host"})"));
     QCOMPARE(runStoker({"bench", "--options", oneKnob, "--workers", "12", "--export-cpp", "--save-options", deep}).exitCode, 0);
     QVERIFY2(stoker::test::readFile(deep).contains("\"prefetch\": 24"), stoker::test::readFile(deep).constData());
+    // ... or to its own num_workers; without either, the file's depth is the default's.
+    const QString workersOnly = dir_.filePath("workers_only.json");
+    QVERIFY(stoker::test::writeFile(workersOnly, R"({"num_workers": 10})"));
+    QCOMPARE(runStoker({"bench", "--options", workersOnly, "--export-cpp", "--save-options", deep}).exitCode, 0);
+    QVERIFY2(stoker::test::readFile(deep).contains("\"prefetch\": 20"), stoker::test::readFile(deep).constData());
+    QCOMPARE(runStoker({"bench", "--options", oneKnob, "--export-cpp", "--save-options", deep}).exitCode, 0);
+    QVERIFY2(stoker::test::readFile(deep).contains("\"prefetch\": 4"), stoker::test::readFile(deep).constData());  // LoaderOptions' default
 
     // A weighted sampler's export writes the weights file its snippets load.
     const QString weighted = dir_.filePath("weighted.json"), weights = dir_.filePath("w.json");
