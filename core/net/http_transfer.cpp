@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "net/multipart_ranges.h"
 #include "util/byte_vector.h"
 #include "util/error.h"
 
@@ -113,12 +114,16 @@ struct Transfer {
   CURL* curl = nullptr;
   std::uint8_t* dst = nullptr;     // the range's bytes go here, or to sink; neither: collect into text
   const ByteSink* sink = nullptr;
+  MultipartRangeReply* multi = nullptr;  // several ranges in one request (httpGetRanges)
+  bool multiBegun = false;               // this reply's headers were handed to `multi`
+  bool multiDeclined = false;            // the server does not serve several ranges at once
+  int multiAsked = 0;                    // ranges this attempt asked for
   std::exception_ptr sinkFailure;  // what the sink threw (it must not cross curl's C frames)
   std::size_t want = 0, got = 0;
   std::uint64_t wantStart = 0;
   bool rangeAsked = false, allowShort = false;
   long status = 0;
-  std::string etag, contentRange, text, errorBody, refused;
+  std::string etag, contentRange, contentType, text, errorBody, refused;
   std::int64_t contentLength = -1;
   std::size_t maxText = 0;
 };
@@ -137,6 +142,7 @@ std::size_t onHeader(char* data, std::size_t size, std::size_t count, void* user
     t->status = sp == std::string::npos ? 0 : std::atol(line.c_str() + sp + 1);
     t->etag.clear();
     t->contentRange.clear();
+    t->contentType.clear();
     t->contentLength = -1;
     return size * count;
   }
@@ -147,6 +153,7 @@ std::size_t onHeader(char* data, std::size_t size, std::size_t count, void* user
   value.erase(0, value.find_first_not_of(" \t"));
   if (name == "etag") t->etag = value;
   else if (name == "content-range") t->contentRange = value;
+  else if (name == "content-type") t->contentType = value;
   else if (name == "content-length") t->contentLength = std::atoll(value.c_str());
   return size * count;
 }
@@ -167,6 +174,33 @@ bool deliver(Transfer* t, const char* data, std::size_t n) {
   return true;
 }
 
+// The body of a reply to several ranges: parsed as it comes (net/multipart_ranges). A 200 (the
+// server ignores a Range of several ranges, as RFC 9110 lets it) or one part spanning far more
+// than was asked is declined at its first bytes, before the whole object downloads.
+std::size_t onMultiRangeBody(Transfer* t, const char* data, std::size_t n) {
+  if (t->status != 206) {
+    t->multiDeclined = true;
+    return 0;
+  }
+  if (!t->multiBegun) {
+    t->multiBegun = true;
+    if (std::string why = t->multi->begin(t->contentType, t->contentRange); !why.empty()) {
+      t->refused = why;
+      return 0;
+    }
+  }
+  if (std::string why = t->multi->feed(data, n); !why.empty()) {
+    t->refused = why;
+    return 0;
+  }
+  if (t->multi->overspent()) {
+    t->multiDeclined = true;
+    return 0;
+  }
+  t->got = t->multi->got();
+  return n;
+}
+
 std::size_t onBody(char* data, std::size_t size, std::size_t count, void* user) {
   auto* t = static_cast<Transfer*>(user);
   const std::size_t n = size * count;
@@ -174,6 +208,7 @@ std::size_t onBody(char* data, std::size_t size, std::size_t count, void* user) 
     t->errorBody.append(data, std::min(n, std::size_t(8192) - std::min(t->errorBody.size(), std::size_t(8192))));
     return n;
   }
+  if (t->multi) return onMultiRangeBody(t, data, n);
   if (!t->dst && !t->sink) {
     if (t->text.size() + n > t->maxText) {
       t->refused = "the reply is larger than " + std::to_string(t->maxText) + " bytes";
@@ -276,16 +311,22 @@ void sleepBackoff(const Settings& s, int attempt) {
 // write callback per 16 KiB. A range read gets a buffer as large as its body, at most 512 KiB:
 // held only while that read is in flight (each in-flight part holds more than that itself), and
 // a small read -- an image, a token window -- keeps the default.
-long receiveBufferFor(const std::string& range) {
+long receiveBufferFor(const std::string& ranges) {
   constexpr long kDefault = 16 * 1024, kMost = 512 * 1024;
-  const auto dash = range.find('-');
-  if (range.empty() || dash == std::string::npos || dash + 1 >= range.size()) return kDefault;
-  try {
-    const long long bytes = std::stoll(range.substr(dash + 1)) - std::stoll(range.substr(0, dash)) + 1;
-    return static_cast<long>(std::clamp<long long>(bytes, kDefault, kMost));
-  } catch (const std::exception&) {
-    return kDefault;
+  long long bytes = 0;
+  for (std::size_t at = 0; at < ranges.size();) {  // "a-b" or "a-b,c-d,...": the sum of their sizes
+    const std::size_t comma = std::min(ranges.find(',', at), ranges.size());
+    const std::string range = ranges.substr(at, comma - at);
+    at = comma + 1;
+    const auto dash = range.find('-');
+    if (dash == std::string::npos || dash + 1 >= range.size()) return kDefault;
+    try {
+      bytes += std::stoll(range.substr(dash + 1)) - std::stoll(range.substr(0, dash)) + 1;
+    } catch (const std::exception&) {
+      return kDefault;
+    }
   }
+  return static_cast<long>(std::clamp<long long>(bytes, kDefault, kMost));
 }
 
 // Sets up `t.curl` for one attempt at target (the Range and If-Match already in `headers`).
@@ -358,8 +399,9 @@ void perform(Transfer& t, const HttpTarget& target, const std::string& what, con
     t.status = 0;
     t.errorBody.clear();
     t.refused.clear();
+    t.multiBegun = false;
     const std::size_t gotBefore = t.got;
-    const bool ranged = t.dst || t.sink;
+    const bool ranged = t.dst || t.sink || t.multi;
     if (!ranged) t.text.clear();
     curl_slist* headers = nullptr;
     prepare(t, target, s, headers, rangeOfRest ? rangeOfRest() : std::string(), etag);
@@ -367,11 +409,16 @@ void perform(Transfer& t, const HttpTarget& target, const std::string& what, con
     const CURLcode rc = curl_easy_perform(t.curl);
     curl_slist_free_all(headers);
     netCounters().bytes += t.got - gotBefore;
+    if (t.multiDeclined) return;
     if (t.sinkFailure) std::rethrow_exception(t.sinkFailure);
     if (!t.refused.empty()) throwBadInput(what, t.refused);
     const bool filled = rc == CURLE_WRITE_ERROR && ranged && t.got == t.want;  // a whole-body 200 cut at what was asked
     if ((rc == CURLE_OK || filled) && t.status >= 200 && t.status < 300) {
       if (ranged && t.got < t.want && !t.allowShort && !(t.rangeAsked && t.status == 200)) {
+        if (t.multi && t.multiAsked > 1 && t.multi->onePart()) {  // the first range alone, or some joined
+          t.multiDeclined = true;
+          return;
+        }
         lastProblem = "the body ended after " + std::to_string(t.got) + " of " + std::to_string(t.want) + " bytes";
         continue;  // a clean close before the end: resume where it broke
       }
@@ -455,6 +502,27 @@ RangeReply httpGetRange(const HttpTarget& target, std::uint64_t offset, std::siz
   Transfer t;
   t.sink = &sink;
   return getRange(t, target, offset, n, etag, false);
+}
+
+bool httpGetRanges(const HttpTarget& target, std::vector<ByteRange>& ranges, const std::string& etag) {
+  Transfer t;
+  MultipartRangeReply reply(ranges);
+  t.multi = &reply;
+  t.rangeAsked = true;
+  t.want = reply.wanted();
+  t.got = reply.got();
+  if (t.got == t.want) return true;
+  const std::string what = "GET " + target.display + " " + std::to_string(ranges.size()) + " ranges from byte " +
+                           std::to_string(ranges.front().offset);
+  perform(t, target, what, etag, [&] {
+    std::string asked = rangesStillWanted(ranges);
+    t.multiAsked = 1 + static_cast<int>(std::count(asked.begin(), asked.end(), ','));
+    return asked;
+  });
+  if (t.multiDeclined) return false;
+  if (!etag.empty() && !t.etag.empty() && t.etag != etag)
+    throwBadInput(what, "the object changed since it was opened (ETag " + t.etag + ", opened as " + etag + ")");
+  return true;
 }
 
 std::string httpGetText(const HttpTarget& target, std::size_t maxBytes) {

@@ -21,7 +21,9 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "net/multipart_ranges.h"
 #include "net/s3_config.h"
 
 namespace stoker {
@@ -53,6 +55,13 @@ using ByteSink = std::function<void(const std::uint8_t* data, std::size_t n)>;
 // GET bytes [offset, offset + n) into `sink` (a part written to its cache file as it arrives).
 RangeReply httpGetRange(const HttpTarget& target, std::uint64_t offset, std::size_t n, const ByteSink& sink,
                         const std::string& etag);
+
+// GET several ranges of one object in one request (`Range: bytes=a-b,c-d,...`, the reply parsed by
+// net/multipart_ranges): `ranges` sorted by offset, not overlapping; a retry asks only for the bytes
+// not yet received. Returns false when the server does not serve several ranges at once (it
+// answered 200, one part for only some of them, or one part spanning far more than was asked):
+// the request stopped at the reply's first bytes, and the caller reads the ranges one each.
+bool httpGetRanges(const HttpTarget& target, std::vector<ByteRange>& ranges, const std::string& etag);
 
 // GET a whole small response (an S3 listing) of at most maxBytes.
 std::string httpGetText(const HttpTarget& target, std::size_t maxBytes);

@@ -35,6 +35,15 @@ int readsInFlight(const PartOptions& parts, std::uint64_t bytesEach) {
                                                     static_cast<std::uint64_t>(std::max(least, kMaxReadsInFlight))));
 }
 
+int rangesPerRequest() {
+  const char* v = std::getenv("STOKER_HTTP_RANGES_PER_REQUEST");  // read each time: a test or a benchmark sets it
+  if (!v || !*v) return 64;
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  if (*end || x < 1 || x > 256) throwBadInput(std::string("STOKER_HTTP_RANGES_PER_REQUEST=") + v, "must be 1-256");
+  return static_cast<int>(x);
+}
+
 std::string cacheIdOf(const HttpTarget& target, const std::string& etag, std::uint64_t size) {
   // Where the object is without credentials: an S3 request URL carries none (the signature is a
   // header), an HTTP one may (user:password@, a presigned query), so its redacted form.
@@ -101,6 +110,17 @@ void RemoteObject::read(std::uint64_t offset, void* dst, std::size_t n, const Pa
     const std::uint64_t at = static_cast<std::uint64_t>(p) * partSize;
     httpGetRange(target_, offset + at, static_cast<std::size_t>(std::min<std::uint64_t>(partSize, n - at)), out + at, etag_);
   });
+}
+
+bool RemoteObject::servesRanges() const { return !target_.s3 && !rangesDeclined_.load(std::memory_order_relaxed) && rangesPerRequest() > 1; }
+
+bool RemoteObject::readRanges(std::vector<ByteRange>& ranges) const {
+  if (ranges.empty()) return true;
+  for (const ByteRange& r : ranges) requireRange(r.offset, r.n);
+  if (!servesRanges()) return false;
+  if (httpGetRanges(target_, ranges, etag_)) return true;
+  rangesDeclined_.store(true, std::memory_order_relaxed);
+  return false;
 }
 
 RemoteObject::PartView RemoteObject::cachedPart(std::uint64_t index, std::uint64_t partSize, const PartOptions& parts) const {

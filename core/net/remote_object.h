@@ -39,6 +39,11 @@ struct PartOptions {
 constexpr int kMaxReadsInFlight = 64;
 int readsInFlight(const PartOptions& parts, std::uint64_t bytesEach);
 
+// How many ranges one request may ask for (RemoteObject::readRanges): STOKER_HTTP_RANGES_PER_REQUEST,
+// 64 by default (Apache serves 200 at most, and 64 ranges of a large file keep the Range header
+// under 2 KiB, far from the 8 KiB a server takes); 1 reads every range with its own request.
+int rangesPerRequest();
+
 class RemoteObject {
  public:
   // Error(BadInput) for a URL that is not one, 403/404 and the like; Error(Io) when the server
@@ -73,6 +78,13 @@ class RemoteObject {
   // With a cache: brings the parts holding [offset, offset + n) into it, max_inflight_parts at a
   // time, copying nothing out (a walk that reads them next through bytesAt). Without one, nothing.
   void cacheParts(std::uint64_t offset, std::uint64_t n, const PartOptions& parts) const;
+  // Whether readRanges may be tried: an http(s):// object whose server has not declined it yet,
+  // and rangesPerRequest() above 1. Not s3://: S3 serves one range per GET.
+  bool servesRanges() const;
+  // `ranges` (sorted by offset, not overlapping, at most rangesPerRequest(), inside the object) in
+  // one request. False when the server declines several ranges at once (see httpGetRanges): then
+  // servesRanges() is false from now on, and the caller reads them one each.
+  bool readRanges(std::vector<ByteRange>& ranges) const;
   // With a cache: fetch every part not kept yet in the background, max_inflight_parts at a time and
   // in order, so a first epoch of random reads waits on the network's bandwidth, not on one
   // request per worker at a time. Reads of a part being warmed wait for it; a warm-up that fails
@@ -104,6 +116,7 @@ class RemoteObject {
   mutable std::vector<std::thread> warmers_;  // guarded by partsMutex_
   mutable std::atomic<bool> stopWarming_{false};
   mutable std::atomic<std::uint64_t> nextWarm_{0};
+  mutable std::atomic<bool> rangesDeclined_{false};
 };
 
 // A local path mapped, or an s3:// / http(s):// file fetched whole in parallel parts into memory

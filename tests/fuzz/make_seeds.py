@@ -169,6 +169,20 @@ def main():
     for i, s in enumerate([":7070", "127.0.0.1:29650", "tcp://localhost:7070", "[::1]:80", "host:0"]):
         put("socket_address", "address-%d.txt" % i, s)
 
+    # Replies to a GET of ranges 10-19, 100-149 and 900-999 (the target's), in nginx 1.22's layout
+    # (captured: CRLF, then per part the delimiter, Content-Type, Content-Range, a blank line, the
+    # bytes, CRLF; the closing delimiter). Input: Content-Type, newline, Content-Range, newline, body.
+    obj = bytes((i * 37 + 11) % 256 for i in range(1000))
+    def byteranges(parts, boundary="00000000000000000001", preamble=b"\r\n"):
+        body = preamble
+        for first, last in parts:
+            body += b"--%s\r\nContent-Type: text/plain\r\nContent-Range: bytes %d-%d/1000\r\n\r\n" % (boundary.encode(), first, last)
+            body += obj[first:last + 1] + b"\r\n"
+        return body + b"--%s--\r\n" % boundary.encode()
+    put("multipart_ranges", "nginx.txt", b"multipart/byteranges; boundary=00000000000000000001\n\n" + byteranges([(10, 19), (100, 149), (900, 999)]))
+    put("multipart_ranges", "reordered-joined.txt", b'multipart/byteranges; boundary="a b"\n\n' + byteranges([(900, 999), (5, 160)], "a b", b"preamble\r\n"))
+    put("multipart_ranges", "one-part.txt", b"text/plain\nbytes 10-19/1000\n" + obj[10:20])
+
     # DCP .metadata: real ones from Debian's torch 1.13 (one process, a 2-process Gloo job with
     # ShardedTensors) and the torch 2.x layout (tests/ckpt/dcp_fixtures.py).
     import subprocess, tempfile

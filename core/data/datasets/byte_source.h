@@ -34,6 +34,11 @@ class ByteSource {
   // The n bytes at offset without a copy where they are mapped (a local file, a part in cache_dir),
   // else read into `scratch`.
   const std::uint8_t* bytesAt(std::uint64_t offset, std::size_t n, ByteVector& scratch) const;
+  // Remote, uncached, over HTTP(S) whose server has not declined it: several ranges go in one
+  // request (RemoteObject::readRanges).
+  bool servesRanges() const { return remote_ && !parts_.cache && remote_->servesRanges(); }
+  // False when the server declined (read them one each).
+  bool readRanges(std::vector<ByteRange>& ranges) const { return remote_ && remote_->readRanges(ranges); }
   // The whole file in memory: a view of the mapping, or the remote object fetched in parts
   // (`maxBytes`: refuse larger ones, they are not meant to be read whole).
   std::shared_ptr<const std::vector<std::uint8_t>> readWhole(std::uint64_t maxBytes) const;

@@ -1,6 +1,7 @@
 #include "data/datasets/token_datasets.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <exception>
 #include <vector>
@@ -52,6 +53,18 @@ TokenWindowDataset::TokenWindowDataset(std::string description, ByteSource file,
   specs_ = {FieldSpec{"input", c10::ScalarType::Long, {ctx_}, ctx_ * 8}, FieldSpec{"target", c10::ScalarType::Long, {ctx_}, ctx_ * 8}};
 }
 
+void TokenWindowDataset::widenTokens(const std::uint8_t* src, std::uint64_t n, std::int64_t* out) const {
+  switch (tokenBytes_ * (signed_ ? -1 : 1)) {
+    case 1: widen<std::uint8_t>(src, n, out); break;
+    case -1: widen<std::int8_t>(src, n, out); break;
+    case 2: widen<std::uint16_t>(src, n, out); break;
+    case -2: widen<std::int16_t>(src, n, out); break;
+    case 4: widen<std::uint32_t>(src, n, out); break;
+    case -4: widen<std::int32_t>(src, n, out); break;
+    default: widen<std::int64_t>(src, n, out); break;
+  }
+}
+
 void TokenWindowDataset::readItem(std::int64_t index, std::uint8_t* const* dst) const {
   if (index < 0 || index >= samples_)
     throwBadInput("sample " + std::to_string(index), "out of range for " + std::to_string(samples_) + " samples");
@@ -70,16 +83,7 @@ void TokenWindowDataset::readItem(std::int64_t index, std::uint8_t* const* dst) 
     thread_local ByteVector fetched;  // filled by the network or copied into: never zeroed
     const std::uint8_t* src = file_.mapped() ? file_.mapped() + at
                                              : file_.bytesAt(at, static_cast<std::size_t>(take) * static_cast<std::size_t>(tokenBytes_), fetched);
-    std::int64_t* out = window.data() + done;
-    switch (tokenBytes_ * (signed_ ? -1 : 1)) {
-      case 1: widen<std::uint8_t>(src, take, out); break;
-      case -1: widen<std::int8_t>(src, take, out); break;
-      case 2: widen<std::uint16_t>(src, take, out); break;
-      case -2: widen<std::int16_t>(src, take, out); break;
-      case 4: widen<std::uint32_t>(src, take, out); break;
-      case -4: widen<std::int32_t>(src, take, out); break;
-      default: widen<std::int64_t>(src, take, out); break;
-    }
+    widenTokens(src, take, window.data() + done);
     done += take;
     pos += take;
   }
@@ -93,6 +97,7 @@ void TokenWindowDataset::readItem(std::int64_t index, std::uint8_t* const* dst) 
 // helpers (util/job_threads): started once, not 64 thread starts for every batch.
 void TokenWindowDataset::readBatch(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst) const {
   if (parallelReads() <= 1 || count <= 1) return Dataset::readBatch(indices, count, dst);
+  if (file_.servesRanges() && readBatchByRanges(indices, count, dst)) return;
   std::vector<std::exception_ptr> failed(static_cast<std::size_t>(count));
   forEachFetchedInOrder(
       count, inflight_,
@@ -112,6 +117,110 @@ void TokenWindowDataset::readBatch(const std::int64_t* indices, std::int64_t cou
           rethrowForSample(indices[i]);
         }
       });
+}
+
+// Over HTTP(S) the windows of a batch go as the ranges of a few requests (RemoteObject::readRanges):
+// sorted by their place in the file, windows that touch (neighbours share a token) joined into one
+// range, at most rangesPerRequest() ranges and about a part's bytes a request, inflight_ requests
+// at once. The bytes land in one scratch buffer, then each window is widened from it. False when
+// the server declines several ranges at once (or an index is out of range): read one request each.
+bool TokenWindowDataset::readBatchByRanges(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst) const {
+  struct Piece {
+    std::uint64_t at = 0, bytes = 0;  // in the file
+    std::int64_t sample = 0;          // its place in the batch
+    std::uint64_t token = 0;          // its first token's place in the window
+    std::size_t range = 0, scratch = 0;
+  };
+  std::vector<Piece> pieces;
+  pieces.reserve(static_cast<std::size_t>(count));
+  const std::uint64_t need = static_cast<std::uint64_t>(ctx_) + 1;
+  for (std::int64_t i = 0; i < count; ++i) {
+    if (indices[i] < 0 || indices[i] >= samples_) return false;  // readItem says which
+    std::uint64_t pos = static_cast<std::uint64_t>(indices[i]) * static_cast<std::uint64_t>(ctx_), done = 0;
+    std::size_t s = static_cast<std::size_t>(std::upper_bound(starts_.begin(), starts_.end(), pos) - starts_.begin()) - 1;
+    for (; done < need; ++s) {
+      const std::uint64_t skip = pos - starts_[s], take = std::min(need - done, spans_[s].tokens - skip);
+      pieces.push_back({spans_[s].offset + skip * static_cast<std::uint64_t>(tokenBytes_), take * static_cast<std::uint64_t>(tokenBytes_), i, done});
+      done += take;
+      pos += take;
+    }
+  }
+  std::vector<std::size_t> order(pieces.size());
+  for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return pieces[a].at < pieces[b].at; });
+  std::vector<ByteRange> ranges;
+  std::vector<std::size_t> rangeStart;  // each range's place in the scratch buffer
+  std::size_t total = 0;
+  for (const std::size_t k : order) {
+    Piece& p = pieces[k];
+    if (!ranges.empty() && p.at <= ranges.back().offset + ranges.back().n) {
+      ByteRange& r = ranges.back();
+      r.n = static_cast<std::size_t>(std::max<std::uint64_t>(r.offset + r.n, p.at + p.bytes) - r.offset);
+    } else {
+      ranges.push_back({p.at, static_cast<std::size_t>(p.bytes), nullptr, 0});
+      rangeStart.push_back(total);
+    }
+    p.range = ranges.size() - 1;
+    p.scratch = rangeStart.back() + static_cast<std::size_t>(p.at - ranges.back().offset);
+    total = rangeStart.back() + ranges.back().n;
+  }
+  thread_local ByteVector scratch;  // written by the network before it is read: never zeroed
+  scratch.resize(total);
+  for (std::size_t r = 0; r < ranges.size(); ++r) ranges[r].dst = scratch.data() + rangeStart[r];
+  // Requests: consecutive ranges, at most rangesPerRequest() and about part_size bytes each.
+  const std::size_t perRequest = static_cast<std::size_t>(rangesPerRequest());
+  const std::uint64_t partBytes = static_cast<std::uint64_t>(std::max<std::int64_t>(file_.parts().partSize, 4096));
+  std::vector<std::vector<ByteRange>> requests;
+  std::vector<std::size_t> requestOf(ranges.size());
+  std::uint64_t bytes = 0;
+  for (std::size_t r = 0; r < ranges.size(); ++r) {
+    if (requests.empty() || requests.back().size() >= perRequest || bytes + ranges[r].n > partBytes) {
+      requests.emplace_back();
+      bytes = 0;
+    }
+    requests.back().push_back(ranges[r]);
+    bytes += ranges[r].n;
+    requestOf[r] = requests.size() - 1;
+  }
+  std::vector<std::exception_ptr> failed(requests.size());
+  std::atomic<bool> declined{false};
+  forEachFetchedInOrder(
+      static_cast<std::int64_t>(requests.size()), inflight_,
+      [&](std::int64_t q) {
+        try {
+          if (!file_.readRanges(requests[static_cast<std::size_t>(q)])) declined = true;
+        } catch (...) {
+          failed[static_cast<std::size_t>(q)] = std::current_exception();
+        }
+      },
+      [](std::int64_t) {});
+  if (declined) return false;
+  // A failed request is thrown at the first sample of the batch it held, as one read each would.
+  std::int64_t firstFailed = count;
+  std::exception_ptr failure;
+  for (const Piece& p : pieces)
+    if (const auto& f = failed[requestOf[p.range]]; f && p.sample < firstFailed) {
+      firstFailed = p.sample;
+      failure = f;
+    }
+  if (failure) {
+    try {
+      std::rethrow_exception(failure);
+    } catch (...) {
+      rethrowForSample(indices[firstFailed]);
+    }
+  }
+  thread_local std::vector<std::int64_t> window;
+  window.resize(static_cast<std::size_t>(need));
+  const std::size_t sampleBytes = static_cast<std::size_t>(ctx_) * 8;
+  for (std::size_t k = 0; k < pieces.size();) {
+    const std::int64_t i = pieces[k].sample;
+    for (; k < pieces.size() && pieces[k].sample == i; ++k)
+      widenTokens(scratch.data() + pieces[k].scratch, pieces[k].bytes / static_cast<std::uint64_t>(tokenBytes_), window.data() + pieces[k].token);
+    std::memcpy(dst[0] + i * specs_[0].sampleBytes, window.data(), sampleBytes);
+    std::memcpy(dst[1] + i * specs_[1].sampleBytes, window.data() + 1, sampleBytes);
+  }
+  return true;
 }
 
 // Remote: the network's time is the "read" stage -- one sample's from the thread's request time

@@ -14,9 +14,10 @@
 
 namespace stoker {
 
-// A stream of tokens made of spans of a file: mapped when local; in S3 or behind HTTP(S), each
-// window is a range read, and a batch's windows are fetched as many at a time as
-// max_inflight_parts parts of part_size hold (readsInFlight).
+// A stream of tokens made of spans of a file: mapped when local; in S3 each window is a range
+// read, and a batch's windows are fetched as many at a time as max_inflight_parts parts of
+// part_size hold (readsInFlight); behind HTTP(S), a batch's windows go as the ranges of a few
+// requests (up to rangesPerRequest() each) where the server serves several ranges at once.
 class TokenWindowDataset : public Dataset {
  public:
   struct Span {
@@ -42,6 +43,9 @@ class TokenWindowDataset : public Dataset {
   std::int64_t tokens() const { return total_; }
 
  private:
+  void widenTokens(const std::uint8_t* src, std::uint64_t n, std::int64_t* out) const;
+  bool readBatchByRanges(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst) const;
+
   std::string description_;
   ByteSource file_;
   int inflight_ = 1;  // remote: windows of a batch fetched at once (readsInFlight of file_'s parts)
