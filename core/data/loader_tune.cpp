@@ -28,8 +28,12 @@ std::vector<std::pair<std::string, std::vector<std::string>>> defaultTuneCandida
                                                                                      bool remoteDataset) {
   cores = std::max(1, cores);
   std::vector<std::string> workers;
+  // A remote dataset's workers mostly wait for the network, a batch a round trip each: far from
+  // the server more workers than cores read more (uncached token windows at 50 ms: 3,700 windows/s
+  // with 2 workers, 10,500 with 8, on 2 cores).
+  const int mostWorkers = remoteDataset ? std::max(16, 2 * cores) : std::max(4, 2 * cores);
   for (int w : {0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32})
-    if (w <= std::max(4, 2 * cores)) workers.push_back(std::to_string(w));
+    if (w <= mostWorkers) workers.push_back(std::to_string(w));
   std::vector<std::string> batch;
   for (std::int64_t b : {base.batch_size / 4, base.batch_size / 2, base.batch_size, base.batch_size * 2, base.batch_size * 4})
     if (b >= 1 && (batch.empty() || batch.back() != std::to_string(b))) batch.push_back(std::to_string(b));

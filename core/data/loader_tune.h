@@ -34,8 +34,8 @@ struct TuneSpec {
 };
 
 // num_workers 0..2 x cores (storage latency lets more readers than cores
-// help), prefetch 1-32, batch_size base/4..base x 4, pin_memory, reuse_buffers;
-// for a remote dataset also part_size 1-64 MiB and max_inflight_parts 1-64.
+// help; at least 4, and 16 for a remote dataset), prefetch 1-32, batch_size base/4..base x 4,
+// pin_memory, reuse_buffers; for a remote dataset also part_size 1-64 MiB and max_inflight_parts 1-64.
 std::vector<std::pair<std::string, std::vector<std::string>>> defaultTuneCandidates(const LoaderOptions& base, int cores,
                                                                                      bool remoteDataset = false);
 

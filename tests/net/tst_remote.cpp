@@ -2089,6 +2089,10 @@ except ValueError as e:
   void theTunerSearchesThePartKnobs() {
     const std::string spec = "tokens:" + servers_.httpUrl("tokens/tokens.bin").toStdString() + ",ctx=64";
     QVERIFY(defaultTuneCandidates(LoaderOptions{}, 2, true).size() == defaultTuneCandidates(LoaderOptions{}, 2, false).size() + 2);
+    // Remote workers mostly wait on the network: up to 16 of them even on 2 cores (4 for local data).
+    QCOMPARE(defaultTuneCandidates(LoaderOptions{}, 2, true).front().second.back(), std::string("16"));
+    QCOMPARE(defaultTuneCandidates(LoaderOptions{}, 2, false).front().second.back(), std::string("4"));
+    QCOMPARE(defaultTuneCandidates(LoaderOptions{}, 16, true).front().second.back(), std::string("32"));
     LoaderOptions base;
     base.batch_size = 16;
     base.num_workers = 1;
