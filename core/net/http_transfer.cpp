@@ -118,6 +118,7 @@ struct Transfer {
   bool multiBegun = false;               // this reply's headers were handed to `multi`
   bool multiDeclined = false;            // the server does not serve several ranges at once
   int multiAsked = 0;                    // ranges this attempt asked for
+  int multiServed = 0;                   // the fewest parts a closed reply to more ranges carried (0: none such)
   std::exception_ptr sinkFailure;  // what the sink threw (it must not cross curl's C frames)
   std::size_t want = 0, got = 0;
   std::uint64_t wantStart = 0;
@@ -390,8 +391,11 @@ void perform(Transfer& t, const HttpTarget& target, const std::string& what, con
   std::string lastProblem;
   const auto started = std::chrono::steady_clock::now();
   HandleLease handle;
+  bool askRest = false;  // the last reply served part of several ranges: ask for the rest at once
   for (int attempt = 0; attempt < s.attempts; ++attempt) {
-    if (attempt > 0) {
+    if (askRest) {
+      askRest = false;
+    } else if (attempt > 0) {
       netCounters().retries++;
       sleepBackoff(s, attempt - 1);
     }
@@ -418,6 +422,12 @@ void perform(Transfer& t, const HttpTarget& target, const std::string& what, con
         if (t.multi && t.multiAsked > 1 && t.multi->onePart()) {  // the first range alone, or some joined
           t.multiDeclined = true;
           return;
+        }
+        if (t.multi && t.multi->closed() && t.got > gotBefore) {  // fewer ranges served than asked: not a failure
+          t.multiServed = t.multiServed ? std::min(t.multiServed, t.multi->parts()) : t.multi->parts();
+          askRest = true;
+          --attempt;
+          continue;
         }
         lastProblem = "the body ended after " + std::to_string(t.got) + " of " + std::to_string(t.want) + " bytes";
         continue;  // a clean close before the end: resume where it broke
@@ -504,7 +514,7 @@ RangeReply httpGetRange(const HttpTarget& target, std::uint64_t offset, std::siz
   return getRange(t, target, offset, n, etag, false);
 }
 
-bool httpGetRanges(const HttpTarget& target, std::vector<ByteRange>& ranges, const std::string& etag) {
+bool httpGetRanges(const HttpTarget& target, std::vector<ByteRange>& ranges, const std::string& etag, int* servedAtMost) {
   Transfer t;
   MultipartRangeReply reply(ranges);
   t.multi = &reply;
@@ -522,6 +532,7 @@ bool httpGetRanges(const HttpTarget& target, std::vector<ByteRange>& ranges, con
   if (t.multiDeclined) return false;
   if (!etag.empty() && !t.etag.empty() && t.etag != etag)
     throwBadInput(what, "the object changed since it was opened (ETag " + t.etag + ", opened as " + etag + ")");
+  if (servedAtMost) *servedAtMost = t.multiServed;
   return true;
 }
 

@@ -60,8 +60,10 @@ RangeReply httpGetRange(const HttpTarget& target, std::uint64_t offset, std::siz
 // net/multipart_ranges): `ranges` sorted by offset, not overlapping; a retry asks only for the bytes
 // not yet received. Returns false when the server does not serve several ranges at once (it
 // answered 200, one part for only some of them, or one part spanning far more than was asked):
-// the request stopped at the reply's first bytes, and the caller reads the ranges one each.
-bool httpGetRanges(const HttpTarget& target, std::vector<ByteRange>& ranges, const std::string& etag);
+// the request stopped at the reply's first bytes, and the caller reads the ranges one each. A
+// server that serves fewer ranges than asked in a whole reply (lighttpd: the first 10) is asked for
+// the rest at once, no retry counted; `servedAtMost` (when given) gets the fewest it served, else 0.
+bool httpGetRanges(const HttpTarget& target, std::vector<ByteRange>& ranges, const std::string& etag, int* servedAtMost = nullptr);
 
 // GET a whole small response (an S3 listing) of at most maxBytes.
 std::string httpGetText(const HttpTarget& target, std::size_t maxBytes);

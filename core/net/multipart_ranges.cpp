@@ -59,6 +59,7 @@ std::string MultipartRangeReply::begin(const std::string& contentType, const std
   headers_.clear();
   at_ = left_ = 0;
   done_ = overspent_ = false;
+  parts_ = 0;
   budget_ = 2 * static_cast<std::uint64_t>(wanted() - got()) + 64 * 1024;
   const std::string boundary = byterangesBoundary(contentType);
   multipart_ = !boundary.empty();
@@ -82,6 +83,7 @@ std::string MultipartRangeReply::startPart(const std::string& contentRange) {
     return "a part's Content-Range says the object has " + std::to_string(total) + " bytes, an earlier one " +
            std::to_string(objectSize_);
   if (sized) objectSize_ = total;
+  ++parts_;
   at_ = first;
   left_ = last - first + 1;
   return {};

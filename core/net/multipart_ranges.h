@@ -53,6 +53,11 @@ class MultipartRangeReply {
   // This reply was one part only: a server that answers several ranges with the first alone
   // (or joined them) ends the request without filling every range.
   bool onePart() const { return !multipart_; }
+  // The multipart reply ended with its closing delimiter, having carried `parts()` parts: a server
+  // that serves fewer ranges than asked (lighttpd serves the first 10) ends this way, where a
+  // dropped connection does not.
+  bool closed() const { return done_; }
+  int parts() const { return parts_; }
   // The reply carried far more bytes outside the asked ranges than in them (a server that answers
   // scattered ranges with one part spanning them all): feed() stopped taking bytes. Not an error
   // in the data; the caller reads the ranges one request each instead.
@@ -72,6 +77,7 @@ class MultipartRangeReply {
   std::uint64_t objectSize_ = 0;  // from the first Content-Range (0: not known yet)
   std::uint64_t budget_ = 0;      // part bytes this reply may carry: twice what it lacks, and 64 KiB
   bool overspent_ = false;
+  int parts_ = 0;  // parts begun in this reply
 };
 
 }  // namespace stoker

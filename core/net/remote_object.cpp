@@ -118,9 +118,19 @@ bool RemoteObject::readRanges(std::vector<ByteRange>& ranges) const {
   if (ranges.empty()) return true;
   for (const ByteRange& r : ranges) requireRange(r.offset, r.n);
   if (!servesRanges()) return false;
-  if (httpGetRanges(target_, ranges, etag_)) return true;
+  int served = 0;
+  if (httpGetRanges(target_, ranges, etag_, &served)) {
+    for (int was = rangesServed_.load(); served > 0 && (was == 0 || served < was) && !rangesServed_.compare_exchange_weak(was, served);) {
+    }
+    return true;
+  }
   rangesDeclined_.store(true, std::memory_order_relaxed);
   return false;
+}
+
+int RemoteObject::rangesPerRequest() const {
+  const int served = rangesServed_.load(std::memory_order_relaxed);
+  return served > 0 ? std::min(served, stoker::rangesPerRequest()) : stoker::rangesPerRequest();
 }
 
 RemoteObject::PartView RemoteObject::cachedPart(std::uint64_t index, std::uint64_t partSize, const PartOptions& parts) const {

@@ -85,6 +85,9 @@ class RemoteObject {
   // one request. False when the server declines several ranges at once (see httpGetRanges): then
   // servesRanges() is false from now on, and the caller reads them one each.
   bool readRanges(std::vector<ByteRange>& ranges) const;
+  // How many ranges a request to this object asks for: rangesPerRequest(), or fewer once its server
+  // served fewer in a reply (lighttpd: 10), so later batches ask for what it serves.
+  int rangesPerRequest() const;
   // With a cache: fetch every part not kept yet in the background, max_inflight_parts at a time and
   // in order, so a first epoch of random reads waits on the network's bandwidth, not on one
   // request per worker at a time. Reads of a part being warmed wait for it; a warm-up that fails
@@ -117,6 +120,7 @@ class RemoteObject {
   mutable std::atomic<bool> stopWarming_{false};
   mutable std::atomic<std::uint64_t> nextWarm_{0};
   mutable std::atomic<bool> rangesDeclined_{false};
+  mutable std::atomic<int> rangesServed_{0};  // the fewest ranges a reply served of more asked; 0: none
 };
 
 // A local path mapped, or an s3:// / http(s):// file fetched whole in parallel parts into memory

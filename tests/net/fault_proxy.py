@@ -10,6 +10,8 @@ next N GETs that carry a body get fault M, and every request waits L ms first (0
   drop           send the headers and half the body, then close the connection
   short          a clean reply whose Content-Length says half of what Content-Range says
   ignore_range   forward without the Range header (the server answers 200 with the whole object)
+  first_ranges:K forward a Range of several ranges with its first K only (a server such as lighttpd,
+                 which serves the first 10 of a request's ranges in a whole multipart reply)
   stall          send the headers and half the body, then stop sending for 60 s
 With --sigv4, every request signed with one of those key ids must carry the SigV4 signature S3
 would compute (sigv4_check.py); one that does not is answered 403 (SignatureDoesNotMatch and the
@@ -121,6 +123,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection", "keep-alive")}
         if fault == "ignore_range":
             headers.pop("Range", None)
+        if fault.startswith("first_ranges:") and "," in headers.get("Range", ""):
+            keep = int(fault.split(":")[1])
+            headers["Range"] = "bytes=" + ",".join(headers["Range"][len("bytes="):].split(",")[:keep])
         conn = http.client.HTTPConnection(*UPSTREAM, timeout=60)
         conn.request(self.command, self.path, body=body, headers=headers)
         resp = conn.getresponse()

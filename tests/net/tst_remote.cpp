@@ -2297,7 +2297,8 @@ with tarfile.open(sys.argv[1], 'w') as tf:
   // multipart/byteranges), windows that touch joined into one range: an epoch of consecutive
   // windows asks for each batch as one range. A reply dropped or cut short is resumed for what
   // did not arrive; a server that answers several ranges with the whole object (200) is read one
-  // range a request from then on; S3 (one range a GET) never gets several;
+  // range a request from then on, one that serves fewer than asked is asked for what it serves;
+  // S3 (one range a GET) never gets several;
   // STOKER_HTTP_RANGES_PER_REQUEST=1 reads a window a request.
   void batchesGoAsSeveralRangesARequest() {
     LoaderOptions o;
@@ -2369,6 +2370,22 @@ with tarfile.open(sys.argv[1], 'w') as tf:
       const Asked b = asked(true);
       QCOMPARE(b.requests, 3);  // declined once: one range a request from then on
       QCOMPARE(b.most, 1);
+    }
+    {  // a server that serves the first 10 ranges of a request: the rest asked for at once (no retry
+       // counted, no backoff), and later requests ask for 10
+      auto remote = openDataset(http, o);
+      servers_.takeLog(true);
+      const std::uint64_t retries = netCounters().retries;
+      QVERIFY(servers_.fault(true, "first_ranges:10", 1000));
+      QVERIFY(sameTensors(readAll(*remote, idx), expected));
+      QCOMPARE(netCounters().retries, retries);
+      const Asked a = asked(true);
+      QVERIFY2(a.requests >= (joined + 9) / 10 && a.requests <= (joined + 9) / 10 + 2, qPrintable(QString::number(a.requests)));
+      QVERIFY(sameTensors(readAll(*remote, idx), expected));
+      QVERIFY(servers_.fault(true, "", 0));
+      const Asked b = asked(true);
+      QCOMPARE(b.most, 10);
+      QCOMPARE(b.requests, (joined + 9) / 10);
     }
     {  // a sequential epoch: each batch of consecutive windows is one range
       LoaderOptions seq;
@@ -2459,6 +2476,17 @@ with tarfile.open(sys.argv[1], 'w') as tf:
     // What a retry asks for: the ranges, less what arrived.
     QCOMPARE(feed(body({{10, 19}, {100, 119}}), 1000), std::string());
     QCOMPARE(rangesStillWanted(ranges), std::string("120-149,900-999"));
+    {  // a whole reply with fewer parts than ranges (lighttpd serves 10) says so; a cut one does not
+      const std::string two = body({{10, 19}, {100, 149}});
+      MultipartRangeReply r(ranges = {{10, 10, dst.data(), 0}, {100, 50, dst.data() + 10, 0}, {900, 100, dst.data() + 60, 0}});
+      QCOMPARE(r.begin("multipart/byteranges; boundary=BND", ""), std::string());
+      QCOMPARE(r.feed(two.data(), two.size() - 12), std::string());
+      QVERIFY(!r.closed());
+      QCOMPARE(r.feed(two.data() + two.size() - 12, 12), std::string());
+      QVERIFY(r.closed());
+      QCOMPARE(r.parts(), 2);
+      QVERIFY(!r.onePart());
+    }
     // One part alone (no multipart type): what its Content-Range says, and the request knows it was one.
     {
       std::fill(dst.begin(), dst.end(), 0);

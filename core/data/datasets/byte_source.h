@@ -39,6 +39,7 @@ class ByteSource {
   bool servesRanges() const { return remote_ && !parts_.cache && remote_->servesRanges(); }
   // False when the server declined (read them one each).
   bool readRanges(std::vector<ByteRange>& ranges) const { return remote_ && remote_->readRanges(ranges); }
+  int rangesPerRequest() const { return remote_ ? remote_->rangesPerRequest() : 1; }
   // The whole file in memory: a view of the mapping, or the remote object fetched in parts
   // (`maxBytes`: refuse larger ones, they are not meant to be read whole).
   std::shared_ptr<const std::vector<std::uint8_t>> readWhole(std::uint64_t maxBytes) const;

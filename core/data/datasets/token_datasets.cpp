@@ -121,7 +121,8 @@ void TokenWindowDataset::readBatch(const std::int64_t* indices, std::int64_t cou
 
 // Over HTTP(S) the windows of a batch go as the ranges of a few requests (RemoteObject::readRanges):
 // sorted by their place in the file, windows that touch (neighbours share a token) joined into one
-// range, at most rangesPerRequest() ranges and about a part's bytes a request, inflight_ requests
+// range, at most as many ranges as the server serves in a reply (rangesPerRequest(), 64, or fewer once
+// it served fewer) and about a part's bytes a request, inflight_ requests
 // at once. The bytes land in one scratch buffer, then each window is widened from it. False when
 // the server declines several ranges at once (or an index is out of range): read one request each.
 bool TokenWindowDataset::readBatchByRanges(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst) const {
@@ -168,7 +169,7 @@ bool TokenWindowDataset::readBatchByRanges(const std::int64_t* indices, std::int
   scratch.resize(total);
   for (std::size_t r = 0; r < ranges.size(); ++r) ranges[r].dst = scratch.data() + rangeStart[r];
   // Requests: consecutive ranges, at most rangesPerRequest() and about part_size bytes each.
-  const std::size_t perRequest = static_cast<std::size_t>(rangesPerRequest());
+  const std::size_t perRequest = static_cast<std::size_t>(file_.rangesPerRequest());
   const std::uint64_t partBytes = static_cast<std::uint64_t>(std::max<std::int64_t>(file_.parts().partSize, 4096));
   std::vector<std::vector<ByteRange>> requests;
   std::vector<std::size_t> requestOf(ranges.size());
