@@ -19,6 +19,7 @@
 #include "data/loader_session.h"
 #include "data/pytorch_script.h"
 #include "data/multi_device_loader.h"
+#include "net/http_transfer.h"
 #include "net/remote_url.h"
 #include "telemetry/input_bound.h"
 #include "telemetry/metrics_http_server.h"
@@ -305,6 +306,20 @@ void runBench(const BenchArgs& a) {
   }
   // Image datasets: what their JPEG scan indexes hold in memory after the run.
   const auto images = std::dynamic_pointer_cast<const EncodedImageDataset>(dataset);
+  // A remote dataset: what the open and the epochs asked the network for (requests a batch show
+  // whether a batch's windows went as one request or one each).
+  nlohmann::json network = nullptr;
+  if (datasetIsRemote(a.dataset)) {
+    std::int64_t batches = 0;
+    for (const auto& r : result.devices)
+      for (const auto& e : r.epochs) batches += e.batches;
+    const NetCounters& net = netCounters();
+    const auto requests = net.requests.load();
+    network = {{"requests", requests},
+               {"bytes", net.bytes.load()},
+               {"retries", net.retries.load()},
+               {"requests_per_batch", batches > 0 ? static_cast<double>(requests) / static_cast<double>(batches) : 0.0}};
+  }
   if (a.json) {
     nlohmann::json doc = {{"dataset", a.dataset},  // printed by printJson, which hides a URL's secrets
                           {"dataset_description", dataset->description()},
@@ -321,6 +336,7 @@ void runBench(const BenchArgs& a) {
                           {"options", nlohmann::json::parse(loaderOptionsToJson(options))}};
     if (publisher) doc["telemetry"] = {{"sent", publisher->sent()}, {"dropped", publisher->dropped()}};
     if (images) doc["jpeg_scan_index"] = {{"bytes", images->scanIndexBytes()}, {"budget", images->scanIndexBudget()}};
+    if (!network.is_null()) doc["network"] = network;
     printJson(doc);
     return;
   }
@@ -372,6 +388,10 @@ void runBench(const BenchArgs& a) {
   if (publisher)
     std::printf("telemetry: %lld records sent, %lld dropped\n", static_cast<long long>(publisher->sent()),
                 static_cast<long long>(publisher->dropped()));
+  if (!network.is_null())
+    std::printf("network: %llu requests (%.1f a batch), %s received, %llu retries\n",
+                static_cast<unsigned long long>(network["requests"].get<std::uint64_t>()), network["requests_per_batch"].get<double>(),
+                humanBytes(network["bytes"].get<std::uint64_t>()).c_str(), static_cast<unsigned long long>(network["retries"].get<std::uint64_t>()));
 }
 
 struct MonitorArgs {

@@ -2405,6 +2405,19 @@ with tarfile.open(sys.argv[1], 'w') as tf:
       for (const auto& e : servers_.takeLog(true)) first = first || e.toArray()[2].toString() == "bytes=0-1025";  // 8 windows of 130 bytes, 128 apart
       QVERIFY(first);
     }
+    // `stoker bench` says what it asked the network for: about a request a batch, against one a window.
+    for (const QString per : {"64", "1"}) {
+      const auto r = runStoker({"bench", "--dataset", QString::fromStdString(http), "--batch-size", "32", "--epochs", "1", "--json", "--quiet"},
+                               {"STOKER_HTTP_RANGES_PER_REQUEST=" + per});
+      QVERIFY2(r.exitCode == 0, r.err.constData());
+      const QJsonObject net = QJsonDocument::fromJson(r.out).object()["network"].toObject();
+      const double perBatch = net["requests_per_batch"].toDouble();
+      QVERIFY2(per == "64" ? perBatch > 0.9 && perBatch < 1.5 : perBatch >= 31, qPrintable(per + ": " + QString::number(perBatch)));
+      QVERIFY(net["bytes"].toDouble() >= 0.9 * 130 * static_cast<double>(local->size()));  // every window's 130 bytes, neighbours joined
+      QCOMPARE(net["retries"].toInt(), 0);
+    }
+    const auto text = runStoker({"bench", "--dataset", QString::fromStdString(http), "--batch-size", "32", "--epochs", "1"});
+    QVERIFY2(text.out.contains(" a batch), ") && text.out.contains("network: "), text.out.constData());
     servers_.takeLog(false);
     auto overS3 = openDataset("tokens:" + s3("tokens/tokens.bin").toStdString() + ",ctx=64", o);
     QVERIFY(sameTensors(readAll(*overS3, idx), expected));
