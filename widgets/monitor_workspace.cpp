@@ -42,11 +42,11 @@ namespace {
 
 // The verdict first: it is what the table is for.
 enum Column {
-  Rank, Device, Verdict, StragglerCol, Share, SamplesPerS, Bandwidth, Wait, StepMs, Stages, Epoch, Step, Source,
-  Loader, Mode, Host, Pid, Columns
+  Rank, Device, Verdict, StragglerCol, Share, SamplesPerS, Bandwidth, Wait, StepMs, Stages, Network, Epoch, Step,
+  Source, Loader, Mode, Host, Pid, Columns
 };
 const char* kHeaders[Columns] = {"rank",    "device", "verdict", "straggler", "wait share", "samples/s",
-                                 "bytes/s", "data wait ms", "step ms", "stages ms", "epoch", "step",
+                                 "bytes/s", "data wait ms", "step ms", "stages ms", "network", "epoch", "step",
                                  "source",  "loader", "mode",    "host",      "pid"};
 
 constexpr int kTableRefreshMs = 250;  // the table and banner: 4 updates a second are plenty
@@ -90,6 +90,15 @@ QString stagesText(const TelemetryRecord& r) {
     if (it != r.stages_ms.end()) parts << QString("%1 %2").arg(stage).arg(it->second, 0, 'f', 2);
   }
   return parts.join(" · ");
+}
+
+// What the process has asked remote storage for (a remote dataset); — for local data.
+QString networkText(const TelemetryRecord& r) {
+  if (!isKnown(r.net_requests)) return kDash;
+  QString text = QObject::tr("%1 requests").arg(QLocale().toString(static_cast<qlonglong>(r.net_requests)));
+  if (isKnown(r.net_bytes)) text += " · " + QString::fromStdString(humanBytes(static_cast<std::uint64_t>(r.net_bytes)));
+  if (isKnown(r.net_retries)) text += " · " + QObject::tr("%1 retried").arg(QLocale().toString(static_cast<qlonglong>(r.net_retries)));
+  return text;
 }
 
 // A series that sent nothing for this many of its usual intervals, and at least endedMs_ (5 s),
@@ -200,6 +209,8 @@ MonitorWorkspace::MonitorWorkspace(QWidget* parent)
       ->setToolTip(tr("Data wait or step far above the other ranks' (robust z-score > 3.5)"));
   table_->horizontalHeaderItem(Stages)->setToolTip(tr("Mean worker milliseconds per batch by stage, when the "
                                                       "publisher measures them; — when it does not"));
+  table_->horizontalHeaderItem(Network)->setToolTip(tr("What the process has asked remote storage (s3://, http(s)://) "
+                                                       "for so far: requests, bytes received, requests retried; — for local data"));
   split->addWidget(views_);
   split->addWidget(table_);
   split->setStretchFactor(0, 2);
@@ -458,6 +469,7 @@ void MonitorWorkspace::updateRow(const TelemetryRecord& rec) {
       {QString::number(rec.data_wait_ms, 'f', 2), rec.data_wait_ms},
       {QString::number(rec.step_ms, 'f', 2), rec.step_ms},
       {stagesText(rec), {}},
+      {networkText(rec), isKnown(rec.net_requests) ? QVariant(static_cast<double>(rec.net_requests)) : QVariant()},
       {QString::number(rec.epoch), static_cast<double>(rec.epoch)},
       {rec.steps_total > 0 ? QString("%1/%2").arg(rec.step).arg(rec.steps_total) : QString::number(rec.step),
        static_cast<double>(rec.step)},

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "data/loader_internal.h"
+#include "net/http_transfer.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -168,6 +169,11 @@ void emit(EpochState& s, Clock::time_point now, bool epochEnd) {
     const std::int64_t staged =
         c.stagingPool ? c.stagingPool->reservedBlocks() * c.device->heldHostBytes(c.stagingPool->blockBytes(), true) : 0;
     r.pinned_bytes = pins ? staged + c.mappedBytes : 0;
+    if (const NetCounters& net = netCounters(); net.requests > 0) {  // a remote dataset (or other remote reads) in this process
+      r.net_requests = static_cast<std::int64_t>(net.requests.load());
+      r.net_bytes = static_cast<std::int64_t>(net.bytes.load());
+      r.net_retries = static_cast<std::int64_t>(net.retries.load());
+    }
     r.epoch_end = epochEnd;
     if (w.stagedBatches > 0)
       for (std::size_t k = 0; k < w.stages.size(); ++k)

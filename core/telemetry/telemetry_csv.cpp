@@ -36,7 +36,7 @@ std::string telemetryCsvHeader() {
   std::string h =
       "time,host,pid,rank,local_rank,world_size,device,loader,source,worker,epoch,step,steps_total,epoch_end,"
       "samples_per_s,bytes_per_s,data_wait_ms,step_ms,batch_latency_p50_ms,batch_latency_p99_ms,prefetch_depth,"
-      "ready,mode,mem_used,mem_reserved,mem_allocated,mem_total,pinned_bytes,dropped";
+      "ready,mode,mem_used,mem_reserved,mem_allocated,mem_total,pinned_bytes,dropped,net_requests,net_bytes,net_retries";
   for (const char* s : kTelemetryStages) h += std::string(",stage_") + s + "_ms";
   return h;
 }
@@ -49,7 +49,7 @@ std::string telemetryCsvRow(const TelemetryRecord& r) {
       number(r.samples_per_s), number(r.bytes_per_s), number(r.data_wait_ms), number(r.step_ms),
       number(r.batch_latency_p50_ms), number(r.batch_latency_p99_ms), count(r.prefetch_depth), count(r.ready),
       text(r.mode), count(r.mem_used), count(r.mem_reserved), count(r.mem_allocated), count(r.mem_total),
-      count(r.pinned_bytes), count(r.dropped)};
+      count(r.pinned_bytes), count(r.dropped), count(r.net_requests), count(r.net_bytes), count(r.net_retries)};
   std::string row;
   for (std::size_t i = 0; i < cells.size(); ++i) row += (i ? "," : "") + cells[i];
   for (const char* s : kTelemetryStages) row += "," + stage(r, s);

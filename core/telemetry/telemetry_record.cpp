@@ -59,7 +59,8 @@ bool present(const nlohmann::json& j, const char* name) { return j.contains(name
 // Unknown when absent, and left out of the JSON while unknown.
 #define STOKER_TELEMETRY_KNOWABLE(X)                                                                           \
   X(bytes_per_s) X(batch_latency_p50_ms) X(batch_latency_p99_ms) X(prefetch_depth) X(ready) X(mem_used)        \
-  X(mem_reserved) X(mem_allocated) X(mem_total) X(local_rank) X(world_size) X(pinned_bytes) X(dropped)
+  X(mem_reserved) X(mem_allocated) X(mem_total) X(local_rank) X(world_size) X(pinned_bytes) X(dropped)        \
+  X(net_requests) X(net_bytes) X(net_retries)
 
 std::string telemetryToJson(const TelemetryRecord& r) {
   nlohmann::json j;

@@ -62,6 +62,11 @@ struct TelemetryRecord {
   std::int64_t pinned_bytes = kUnknown;
   std::int64_t dropped = kUnknown;  // records the publisher has dropped so far
   std::string loader;               // a name for the loader when a process has several
+  // What the process has asked remote storage (s3://, http(s)://) for so far: requests sent (every
+  // attempt), body bytes received, requests retried. Unknown in a process that has sent none.
+  std::int64_t net_requests = kUnknown;
+  std::int64_t net_bytes = kUnknown;
+  std::int64_t net_retries = kUnknown;
   std::string collectives;          // the ranks' c10d backend: "nccl", "gloo", or "" (none, unknown)
   // What the loader reads and how (the Python package sends them): the dataset spec and its
   // LoaderOptions as one JSON object, so the Monitor can hand a running loader to the Loader

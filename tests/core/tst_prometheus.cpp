@@ -85,6 +85,9 @@ class TestPrometheus : public QObject {
     full.mem_total = 80LL << 30;
     full.stages_ms = {{"read", 0.5}, {"decode", 7.25}};
     full.dropped = 4;
+    full.net_requests = 1200;
+    full.net_bytes = 3LL << 30;
+    full.net_retries = 2;
     full.time = 1.7e9;
     e.onRecord(full);
     TelemetryRecord lean = record(1, 9, 1);  // a probe: no bytes, no latency, no memory
@@ -99,12 +102,16 @@ class TestPrometheus : public QObject {
     QVERIFY(hasLine(text, "stoker_stage_seconds" + r0 + ",stage=\"decode\"} 0.00725\n"));
     QVERIFY(hasLine(text, "stoker_device_memory_bytes" + r0 + ",kind=\"total\"} 85899345920\n"));
     QVERIFY(hasLine(text, "stoker_records_dropped_total" + r0 + "} 4\n"));
+    QVERIFY(hasLine(text, "stoker_net_requests_total" + r0 + "} 1200\n"));
+    QVERIFY(hasLine(text, "stoker_net_received_bytes_total" + r0 + "} 3221225472\n"));
+    QVERIFY(hasLine(text, "stoker_net_retries_total" + r0 + "} 2\n"));
     QVERIFY(hasLine(text, "stoker_last_record_timestamp_seconds" + r0 + "} 1.7e+09\n"));
     const std::string r1 = "{rank=\"1\",device=\"cuda:1\",host=\"node \\\"b\\\"\\\\\\nx\",loader=\"train.py:42\"";
     QVERIFY2(hasLine(text, "stoker_data_wait_ratio" + r1 + "} 0.9\n"), text.c_str());
     // Unknown figures have no sample at all (never a 0).
     for (const char* absent : {"stoker_bytes_per_second", "stoker_device_memory_bytes", "stoker_stage_seconds",
-                               "stoker_batch_latency_seconds", "stoker_ready_batches", "stoker_records_dropped_total"})
+                               "stoker_batch_latency_seconds", "stoker_ready_batches", "stoker_records_dropped_total",
+                               "stoker_net_requests_total", "stoker_net_retries_total"})
       QVERIFY2(!hasLine(text, absent + r1), absent);
     if (promtoolAvailable()) {
       const auto check = promtool(text);

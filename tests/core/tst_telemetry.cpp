@@ -234,6 +234,9 @@ class TestTelemetry : public QObject {
     r.dropped = 17;
     r.loader = "train.py:42";
     r.collectives = "nccl";
+    r.net_requests = 1200;
+    r.net_bytes = 3LL << 30;
+    r.net_retries = 0;  // known: none retried
     const std::string line = telemetryToJson(r);
     const TelemetryRecord back = telemetryFromJson(line);
     QCOMPARE(back.stages_ms.size(), std::size_t(3));
@@ -245,7 +248,12 @@ class TestTelemetry : public QObject {
     QCOMPARE(back.dropped, std::int64_t(17));
     QCOMPARE(back.loader, std::string("train.py:42"));
     QCOMPARE(back.collectives, std::string("nccl"));
+    QCOMPARE(back.net_requests, std::int64_t(1200));
+    QCOMPARE(back.net_bytes, std::int64_t(3LL << 30));
+    QCOMPARE(back.net_retries, std::int64_t(0));
+    QVERIFY(line.find("\"net_retries\":0") != std::string::npos);
     QCOMPARE(telemetryToJson(back), line);
+    QVERIFY(telemetryToJson(sample(2, 9)).find("net_") == std::string::npos);  // unknown: left out
     // Only DESIGN.md's stage names are kept (a hostile peer cannot grow the map); a stage must be
     // a non-negative number and stages_ms an object.
     nlohmann::json j = nlohmann::json::parse(line);
@@ -361,6 +369,7 @@ class TestTelemetry : public QObject {
     const std::string header = telemetryCsvHeader();
     QVERIFY(header.rfind("time,host,pid,rank,local_rank,world_size,device,loader,", 0) == 0);
     QVERIFY(header.find(",stage_decode_ms,") != std::string::npos);
+    QVERIFY(header.find(",dropped,net_requests,net_bytes,net_retries,") != std::string::npos);
     TelemetryRecord r = sample(1, 7);
     r.loader = "a \"quoted\", name";
     r.stages_ms = {{"decode", 2.5}};

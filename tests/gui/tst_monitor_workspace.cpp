@@ -395,7 +395,8 @@ class TestMonitorWorkspace : public QObject {
   }
 
   // A Python probe's record has no bytes/s, latency, memory nor stage times: "—", never 0; a
-  // record with stage times lists them.
+  // record with stage times lists them, and one from a remote dataset's process what it asked the
+  // network for.
   void absentFiguresShowAsDashes() {
     MonitorWorkspace w;
     const QString path = dir_.filePath("probe.jsonl");
@@ -407,6 +408,9 @@ class TestMonitorWorkspace : public QObject {
     TelemetryRecord staged = record(1, "cuda:1", 1, 9, 1.7e9);
     staged.bytes_per_s = 2e9;
     staged.stages_ms = {{"read", 0.5}, {"decode", 7.25}};
+    staged.net_requests = 1200;  // a remote dataset: what its process asked the network for
+    staged.net_bytes = 3LL << 30;
+    staged.net_retries = 2;
     QVERIFY(test::writeFile(path, QByteArray::fromStdString(telemetryToJson(probe) + "\n" + telemetryToJson(staged) + "\n")));
     w.followFile(path);
     QVERIFY(waitUntil([&] { return w.table()->rowCount() == 2; }));
@@ -416,6 +420,8 @@ class TestMonitorWorkspace : public QObject {
     QCOMPARE(w.cellText(0, "cuda:0", "loader"), QString("train.py:42"));
     QCOMPARE(w.cellText(1, "cuda:1", "stages ms"), QString("read 0.50 · decode 7.25"));
     QCOMPARE(w.cellText(1, "cuda:1", "bytes/s"), QString("1.9 GiB/s"));
+    QCOMPARE(w.cellText(0, "cuda:0", "network"), QString("—"));  // local data
+    QCOMPARE(w.cellText(1, "cuda:1", "network"), QString("%1 requests · 3.0 GiB · 2 retried").arg(QLocale().toString(1200)));
     QVERIFY(qIsNaN(w.plots()->lastValue("rank 0 cuda:0", TelemetryPlots::Memory, 0)));  // a gap, not 0
     QVERIFY(qIsNaN(w.plots()->lastValue("rank 0 cuda:0", TelemetryPlots::Throughput, 1)));
     // The Stages tab: a bar for the rank that reports stages (not the probe), the verdict in words.

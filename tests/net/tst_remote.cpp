@@ -2406,8 +2406,11 @@ with tarfile.open(sys.argv[1], 'w') as tf:
       QVERIFY(first);
     }
     // `stoker bench` says what it asked the network for: about a request a batch, against one a window.
+    // Its telemetry records carry the same counters (the Monitor, Prometheus).
     for (const QString per : {"64", "1"}) {
-      const auto r = runStoker({"bench", "--dataset", QString::fromStdString(http), "--batch-size", "32", "--epochs", "1", "--json", "--quiet"},
+      const QString records = tmp_.filePath("net-telemetry-" + per + ".jsonl");
+      const auto r = runStoker({"bench", "--dataset", QString::fromStdString(http), "--batch-size", "32", "--epochs", "1", "--json", "--quiet",
+                                "--publish", "file:" + records},
                                {"STOKER_HTTP_RANGES_PER_REQUEST=" + per});
       QVERIFY2(r.exitCode == 0, r.err.constData());
       const QJsonObject net = QJsonDocument::fromJson(r.out).object()["network"].toObject();
@@ -2415,6 +2418,11 @@ with tarfile.open(sys.argv[1], 'w') as tf:
       QVERIFY2(per == "64" ? perBatch > 0.9 && perBatch < 1.5 : perBatch >= 31, qPrintable(per + ": " + QString::number(perBatch)));
       QVERIFY(net["bytes"].toDouble() >= 0.9 * 130 * static_cast<double>(local->size()));  // every window's 130 bytes, neighbours joined
       QCOMPARE(net["retries"].toInt(), 0);
+      const QList<QByteArray> lines = readFile(records).trimmed().split('\n');
+      const QJsonObject last = QJsonDocument::fromJson(lines.last()).object();
+      QVERIFY2(last["net_requests"].toDouble() > 0 && last["net_requests"].toDouble() <= net["requests"].toDouble(), lines.last().constData());
+      QVERIFY(last["net_bytes"].toDouble() > 0);
+      QCOMPARE(last["net_retries"].toInt(-1), 0);
     }
     const auto text = runStoker({"bench", "--dataset", QString::fromStdString(http), "--batch-size", "32", "--epochs", "1"});
     QVERIFY2(text.out.contains(" a batch), ") && text.out.contains("network: "), text.out.constData());
