@@ -95,9 +95,10 @@ QString stagesText(const TelemetryRecord& r) {
 // What the process has asked remote storage for (a remote dataset); — for local data.
 QString networkText(const TelemetryRecord& r) {
   if (!isKnown(r.net_requests)) return kDash;
-  QString text = QObject::tr("%1 requests").arg(QLocale().toString(static_cast<qlonglong>(r.net_requests)));
+  QString text = QObject::tr("%1 req").arg(QLocale().toString(static_cast<qlonglong>(r.net_requests)));
   if (isKnown(r.net_bytes)) text += " · " + QString::fromStdString(humanBytes(static_cast<std::uint64_t>(r.net_bytes)));
-  if (isKnown(r.net_retries)) text += " · " + QObject::tr("%1 retried").arg(QLocale().toString(static_cast<qlonglong>(r.net_retries)));
+  if (isKnown(r.net_retries) && r.net_retries > 0)  // retries are what to look for: shown when there are some
+    text += " · " + QObject::tr("%1 retried").arg(QLocale().toString(static_cast<qlonglong>(r.net_retries)));
   return text;
 }
 
@@ -200,6 +201,7 @@ MonitorWorkspace::MonitorWorkspace(QWidget* parent)
   table_->verticalHeader()->hide();
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
   table_->horizontalHeader()->setStretchLastSection(true);
+  table_->horizontalHeader()->resizeSection(Network, table_->fontMetrics().horizontalAdvance("12,345,678 req · 999.9 GiB") + 12);
   table_->setSortingEnabled(true);
   table_->sortByColumn(Rank, Qt::AscendingOrder);
   table_->horizontalHeaderItem(Share)->setToolTip(tr("data wait ÷ (data wait + step): the share of each iteration "
@@ -482,7 +484,7 @@ void MonitorWorkspace::updateRow(const TelemetryRecord& rec) {
     QTableWidgetItem* item = table_->item(row, c);
     if (item->text() != cells[c].text) item->setText(cells[c].text);
     if (cells[c].number.isValid()) item->setData(Qt::UserRole, cells[c].number);
-    const QString tip = over ? endedTip : c == Stages ? cells[c].text : QString();
+    const QString tip = over ? endedTip : c == Stages || c == Network ? cells[c].text : QString();
     if (item->toolTip() != tip) item->setToolTip(tip);
     if (c != StragglerCol || item->text().isEmpty()) item->setBackground(verdictColour(b));
     item->setForeground(over ? palette().brush(QPalette::Disabled, QPalette::Text) : palette().brush(QPalette::Text));

@@ -421,7 +421,7 @@ class TestMonitorWorkspace : public QObject {
     QCOMPARE(w.cellText(1, "cuda:1", "stages ms"), QString("read 0.50 · decode 7.25"));
     QCOMPARE(w.cellText(1, "cuda:1", "bytes/s"), QString("1.9 GiB/s"));
     QCOMPARE(w.cellText(0, "cuda:0", "network"), QString("—"));  // local data
-    QCOMPARE(w.cellText(1, "cuda:1", "network"), QString("%1 requests · 3.0 GiB · 2 retried").arg(QLocale().toString(1200)));
+    QCOMPARE(w.cellText(1, "cuda:1", "network"), QString("%1 req · 3.0 GiB · 2 retried").arg(QLocale().toString(1200)));
     QVERIFY(qIsNaN(w.plots()->lastValue("rank 0 cuda:0", TelemetryPlots::Memory, 0)));  // a gap, not 0
     QVERIFY(qIsNaN(w.plots()->lastValue("rank 0 cuda:0", TelemetryPlots::Throughput, 1)));
     // The Stages tab: a bar for the rank that reports stages (not the probe), the verdict in words.
