@@ -23,6 +23,7 @@
 #include "data/datasets/web_dataset.h"
 #include "data/device.h"
 #include "data/loader.h"
+#include "net/http_transfer.h"
 #include "net/remote_url.h"
 #include "telemetry/telemetry_publisher.h"
 #include "util/error.h"
@@ -265,6 +266,9 @@ char* stoker_loader_describe(StokerLoader* handle) {
     doc["last_epoch"] = last.epoch >= 0 ? epochJson(last) : nlohmann::json(nullptr);
     if (handle->publisher)
       doc["telemetry"] = {{"sent", handle->publisher->sent()}, {"dropped", handle->publisher->dropped()}};
+    // What the process has asked remote storage for (as the telemetry's net_* fields).
+    if (const NetCounters& net = netCounters(); net.requests > 0)
+      doc["network"] = {{"requests", net.requests.load()}, {"bytes", net.bytes.load()}, {"retries", net.retries.load()}};
     return copyString(doc.dump());
   });
 }

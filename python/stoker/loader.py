@@ -229,7 +229,9 @@ class Loader:
     # --- beyond DataLoader ----------------------------------------------------------------------
 
     def describe(self):
-        """Mode, prefetch depth, fields, notes, memory, the last epoch's summary and the options."""
+        """Mode, prefetch depth, fields, notes, memory, the last epoch's summary and the options; once
+        the process has read remote storage, `network`: the requests it sent, the bytes received and
+        the requests retried."""
         return _native.take_json(lib.stoker_loader_describe(self._require()))
 
     def order(self, epoch):

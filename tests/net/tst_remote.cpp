@@ -419,8 +419,12 @@ class TestRemote : public QObject {
     p.start(QStringLiteral(STOKER_PYTHON), {"-c", R"(
 import sys, torch, stoker
 def batches(spec):
-    return [b for b in stoker.Loader(spec, batch_size=16, shuffle=True, seed=3, num_workers=2, max_inflight_parts=4)]
-local, remote = batches('tokens:' + sys.argv[1] + ',ctx=64'), batches('tokens:' + sys.argv[2] + ',ctx=64')
+    loader = stoker.Loader(spec, batch_size=16, shuffle=True, seed=3, num_workers=2, max_inflight_parts=4)
+    return [b for b in loader], loader.describe()
+(local, described), (remote, remote_described) = batches('tokens:' + sys.argv[1] + ',ctx=64'), batches('tokens:' + sys.argv[2] + ',ctx=64')
+assert 'network' not in described, described  # nothing asked of the network yet
+net = remote_described['network']
+assert net['requests'] >= len(remote) and net['bytes'] >= 130 * sum(b[0].shape[0] for b in remote) and net['retries'] == 0, net
 assert len(local) == len(remote) > 10, (len(local), len(remote))
 for a, b in zip(local, remote):
     assert all(torch.equal(x, y) for x, y in zip(a, b))
