@@ -120,7 +120,9 @@ bool RemoteObject::readRanges(std::vector<ByteRange>& ranges) const {
   if (!servesRanges()) return false;
   int served = 0;
   if (httpGetRanges(target_, ranges, etag_, &served)) {
-    for (int was = rangesServed_.load(); served > 0 && (was == 0 || served < was) && !rangesServed_.compare_exchange_weak(was, served);) {
+    // Keep the fewest any reply served: requests from now on ask for no more than that.
+    int was = rangesServed_.load();
+    while (served > 0 && (was == 0 || served < was) && !rangesServed_.compare_exchange_weak(was, served)) {
     }
     return true;
   }
