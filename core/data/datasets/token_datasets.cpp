@@ -65,28 +65,34 @@ void TokenWindowDataset::widenTokens(const std::uint8_t* src, std::uint64_t n, s
   }
 }
 
+// Window `index` as the pieces of the file that hold it: the span holding its first token, then
+// the following ones (Megatron windows cross documents). onPiece(byte offset, tokens, tokens before).
+template <class OnPiece>
+void TokenWindowDataset::forEachPiece(std::int64_t index, OnPiece&& onPiece) const {
+  std::uint64_t pos = static_cast<std::uint64_t>(index) * static_cast<std::uint64_t>(ctx_);
+  const std::uint64_t need = static_cast<std::uint64_t>(ctx_) + 1;
+  std::size_t s = static_cast<std::size_t>(std::upper_bound(starts_.begin(), starts_.end(), pos) - starts_.begin()) - 1;
+  for (std::uint64_t done = 0; done < need; ++s) {
+    const std::uint64_t skip = pos - starts_[s];
+    const std::uint64_t take = std::min(need - done, spans_[s].tokens - skip);
+    onPiece(spans_[s].offset + skip * static_cast<std::uint64_t>(tokenBytes_), take, done);
+    done += take;
+    pos += take;
+  }
+}
+
 void TokenWindowDataset::readItem(std::int64_t index, std::uint8_t* const* dst) const {
   if (index < 0 || index >= samples_)
     throwBadInput("sample " + std::to_string(index), "out of range for " + std::to_string(samples_) + " samples");
   thread_local std::vector<std::int64_t> window;
   window.resize(static_cast<std::size_t>(ctx_) + 1);
-  std::uint64_t pos = static_cast<std::uint64_t>(index) * static_cast<std::uint64_t>(ctx_);
-  std::uint64_t need = static_cast<std::uint64_t>(ctx_) + 1, done = 0;
-  // The span holding `pos`, then the following ones (Megatron windows cross documents).
-  std::size_t s = static_cast<std::size_t>(std::upper_bound(starts_.begin(), starts_.end(), pos) - starts_.begin()) - 1;
-  for (; done < need; ++s) {
-    const Span& span = spans_[s];
-    const std::uint64_t skip = pos - starts_[s];
-    const std::uint64_t take = std::min(need - done, span.tokens - skip);
-    const std::uint64_t at = span.offset + skip * static_cast<std::uint64_t>(tokenBytes_);
+  forEachPiece(index, [&](std::uint64_t at, std::uint64_t take, std::uint64_t done) {
     // Mapped (local, or a remote part in cache_dir): read in place; else one range read.
     thread_local ByteVector fetched;  // filled by the network or copied into: never zeroed
     const std::uint8_t* src = file_.mapped() ? file_.mapped() + at
                                              : file_.bytesAt(at, static_cast<std::size_t>(take) * static_cast<std::size_t>(tokenBytes_), fetched);
     widenTokens(src, take, window.data() + done);
-    done += take;
-    pos += take;
-  }
+  });
   const std::size_t bytes = static_cast<std::size_t>(ctx_) * 8;
   std::memcpy(dst[0], window.data(), bytes);
   std::memcpy(dst[1], window.data() + 1, bytes);
@@ -137,14 +143,9 @@ bool TokenWindowDataset::readBatchByRanges(const std::int64_t* indices, std::int
   const std::uint64_t need = static_cast<std::uint64_t>(ctx_) + 1;
   for (std::int64_t i = 0; i < count; ++i) {
     if (indices[i] < 0 || indices[i] >= samples_) return false;  // readItem says which
-    std::uint64_t pos = static_cast<std::uint64_t>(indices[i]) * static_cast<std::uint64_t>(ctx_), done = 0;
-    std::size_t s = static_cast<std::size_t>(std::upper_bound(starts_.begin(), starts_.end(), pos) - starts_.begin()) - 1;
-    for (; done < need; ++s) {
-      const std::uint64_t skip = pos - starts_[s], take = std::min(need - done, spans_[s].tokens - skip);
-      pieces.push_back({spans_[s].offset + skip * static_cast<std::uint64_t>(tokenBytes_), take * static_cast<std::uint64_t>(tokenBytes_), i, done});
-      done += take;
-      pos += take;
-    }
+    forEachPiece(indices[i], [&](std::uint64_t at, std::uint64_t take, std::uint64_t done) {
+      pieces.push_back({at, take * static_cast<std::uint64_t>(tokenBytes_), i, done});
+    });
   }
   std::vector<std::size_t> order(pieces.size());
   for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;

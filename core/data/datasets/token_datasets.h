@@ -43,6 +43,8 @@ class TokenWindowDataset : public Dataset {
   std::int64_t tokens() const { return total_; }
 
  private:
+  template <class OnPiece>
+  void forEachPiece(std::int64_t index, OnPiece&& onPiece) const;  // defined and used in the .cpp
   void widenTokens(const std::uint8_t* src, std::uint64_t n, std::int64_t* out) const;
   bool readBatchByRanges(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst) const;
 
