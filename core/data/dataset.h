@@ -74,6 +74,9 @@ class Dataset {
   // Above 1, the loader's workers read a batch in one call rather than sample by sample, so a
   // batch waits on the network about once, not once per sample.
   virtual int parallelReads() const { return 1; }
+  // Whether a batch costs a network round trip and little else (uncached remote token windows): the
+  // batches in flight, one a worker, then set the pace, and the loader notes when it has few workers.
+  virtual bool batchWaitsOnNetwork() const { return false; }
   // Per field, how the dataset can write it as bytes that the device widens into the field
   // (image/byte_expansion): an image field's u8 planes and its ToTensor + Normalize tables. Empty,
   // or nullopt for a field, where it cannot.

@@ -33,11 +33,15 @@ struct TuneSpec {
   std::function<std::shared_ptr<Dataset>(const LoaderOptions&)> reopen;
 };
 
-// num_workers 0..2 x cores (storage latency lets more readers than cores
-// help; at least 4, and 16 for a remote dataset), prefetch 1-32, batch_size base/4..base x 4,
-// pin_memory, reuse_buffers; for a remote dataset also part_size 1-64 MiB and max_inflight_parts 1-64.
+// num_workers 0..2 x cores (storage latency lets more readers than cores help; at least 4), prefetch
+// 1-32, batch_size base/4..base x 4, pin_memory, reuse_buffers; for a remote dataset also part_size
+// 1-64 MiB and max_inflight_parts 1-64, and workers up to 64 -- fewer where their batches would
+// hold more than remoteWorkerBytes (3 blocks a worker: its own and two in the ring), at least 16.
+// `sampleBytes`: one sample's bytes in a batch (Dataset::sampleBytes); 0 = not known, 16 at most.
 std::vector<std::pair<std::string, std::vector<std::string>>> defaultTuneCandidates(const LoaderOptions& base, int cores,
-                                                                                     bool remoteDataset = false);
+                                                                                     bool remoteDataset = false,
+                                                                                     std::int64_t sampleBytes = 0);
+inline constexpr std::int64_t remoteWorkerBytes = 2LL << 30;
 
 struct TuneTrial {
   LoaderOptions options;

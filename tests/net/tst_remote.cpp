@@ -2088,15 +2088,48 @@ except ValueError as e:
     }
   }
 
+  // Uncached remote token windows wait a round trip a batch: with few workers the loader says that
+  // more read more; not with enough of them, not with a cache, not for the local file.
+  void fewWorkersOnRemoteWindowsAreNoted() {
+    const std::string http = "tokens:" + servers_.httpUrl("tokens/tokens.bin").toStdString() + ",ctx=64";
+    auto noted = [](const std::string& spec, const LoaderOptions& o) {
+      for (const std::string& n : Loader(openDataset(spec, o), o, DeviceSpec::parse("cpu")).notes())
+        if (n.find("each batch waits a round trip") != std::string::npos) return QString::fromStdString(n);
+      return QString();
+    };
+    LoaderOptions o;
+    o.num_workers = 2;
+    const QString note = noted(http, o);
+    QVERIFY2(note.contains("one a worker (num_workers 2)") && note.contains("stoker tune` tries up to 64") &&
+                 note.contains("cache_dir"),
+             qPrintable(note));
+    QVERIFY(noted("tokens:" + (servers_.www() + "/tokens/tokens.bin").toStdString() + ",ctx=64", o).isEmpty());
+    o.num_workers = 16;
+    o.prefetch = 32;
+    QVERIFY(noted(http, o).isEmpty());
+    o.num_workers = 2;
+    o.prefetch = 4;
+    o.cache_dir = tmp_.filePath("few-workers-cache").toStdString();
+    QVERIFY(noted(http, o).isEmpty());
+  }
+
   // The auto-tuner searches part_size and max_inflight_parts for a remote dataset, each setting on
   // the dataset opened again with it; not for a local one, and not with cache_dir (a note says why).
   void theTunerSearchesThePartKnobs() {
     const std::string spec = "tokens:" + servers_.httpUrl("tokens/tokens.bin").toStdString() + ",ctx=64";
     QVERIFY(defaultTuneCandidates(LoaderOptions{}, 2, true).size() == defaultTuneCandidates(LoaderOptions{}, 2, false).size() + 2);
-    // Remote workers mostly wait on the network: up to 16 of them even on 2 cores (4 for local data).
+    // Remote workers mostly wait on the network: up to 16 of them even on 2 cores (4 for local data),
+    // and up to 64 where their batches are small: token windows (64 x 1024 x 2 int64 fields, 1 MiB a
+    // batch), not image batches (64 x 3 x 224 x 224 float, 38 MiB: 64 workers would hold 7 GiB).
     QCOMPARE(defaultTuneCandidates(LoaderOptions{}, 2, true).front().second.back(), std::string("16"));
     QCOMPARE(defaultTuneCandidates(LoaderOptions{}, 2, false).front().second.back(), std::string("4"));
     QCOMPARE(defaultTuneCandidates(LoaderOptions{}, 16, true).front().second.back(), std::string("32"));
+    LoaderOptions windows;
+    windows.batch_size = 64;
+    QCOMPARE(defaultTuneCandidates(windows, 2, true, 2 * 1024 * 8).front().second.back(), std::string("64"));
+    QCOMPARE(defaultTuneCandidates(windows, 2, false, 2 * 1024 * 8).front().second.back(), std::string("4"));
+    QCOMPARE(defaultTuneCandidates(windows, 2, true, 3 * 224 * 224 * 4).front().second.back(), std::string("16"));
+    QCOMPARE(defaultTuneCandidates(windows, 16, true, 3 * 224 * 224 * 4).front().second.back(), std::string("32"));
     LoaderOptions base;
     base.batch_size = 16;
     base.num_workers = 1;

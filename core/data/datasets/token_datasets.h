@@ -35,6 +35,7 @@ class TokenWindowDataset : public Dataset {
   // ones are memory reads once their part is there (the part cache fetches ahead), where threads
   // per batch would only cost.
   int parallelReads() const override { return file_.remote() && !file_.cached() ? inflight_ : 1; }
+  bool batchWaitsOnNetwork() const override { return file_.remote() && !file_.cached(); }
   void readSamples(const std::int64_t* indices, std::int64_t count, std::uint8_t* const* dst,
                    const ReadContext& context) const override;
   ResidentAdvice residentAdvice() const override {
