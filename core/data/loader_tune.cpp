@@ -36,9 +36,11 @@ std::vector<std::pair<std::string, std::vector<std::string>>> defaultTuneCandida
   // two in the ring, so image batches (38 MiB at 64 x 3 x 224 x 224) stop at 16.
   int mostWorkers = std::max(4, 2 * cores);
   if (remoteDataset) {
-    const std::int64_t blockBytes = std::max<std::int64_t>(1, sampleBytes) * std::max<std::int64_t>(1, base.batch_size);
-    const std::int64_t affordable = sampleBytes > 0 ? remoteWorkerBytes / (3 * blockBytes) : 16;
-    mostWorkers = std::max<int>(std::max(16, mostWorkers), static_cast<int>(std::min<std::int64_t>(64, affordable)));
+    mostWorkers = std::max(16, mostWorkers);
+    if (sampleBytes > 0) {
+      const std::int64_t batchBytes = sampleBytes * std::max<std::int64_t>(1, base.batch_size);
+      mostWorkers = std::max(mostWorkers, static_cast<int>(std::min<std::int64_t>(64, remoteWorkerBytes / (3 * batchBytes))));
+    }
   }
   for (int w : {0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64})
     if (w <= mostWorkers) workers.push_back(std::to_string(w));
