@@ -267,7 +267,12 @@ void runBench(const BenchArgs& a) {
   session.sim = sim;
   if (publisher) session.observers.push_back(publisher);
   session.openCancel = &cancel;  // Ctrl-C while a resident dataset decodes
+  // Workers nobody chose (no --workers, no preset, not in the options file): uncached remote token
+  // windows get enough to keep the network busy.
+  session.raiseWorkersForNetwork = a.workers < 0 && a.preset.empty() &&
+                                   (a.optionsFile.empty() || !loaderOptionsFileSets(a.optionsFile, "num_workers"));
   LoaderSession run(dataset, options, devices, session);
+  options = run.options();
   if (!a.json && !a.quiet)
     for (const auto& n : run.notes()) std::fprintf(stderr, "%s\n", redactedUrl(n).c_str());  // a note may name a shard's URL
   TerminalProgress terminal("bench", a.quiet || a.json);
@@ -518,7 +523,9 @@ void addBenchCommands(CLI::App& app, int& exitCode) {
   bench->add_option("--epochs", args->epochs, "epochs to run (default 3; steady state = epochs after the first)");
   bench->add_option("--device", args->device, "cpu, sim:N, cuda:N, all, or a list (sim:0,sim:1): one loader per device");
   bench->add_option("--mode", args->mode, "auto, resident or streaming")->check(CLI::IsMember({"auto", "resident", "streaming"}));
-  bench->add_option("--workers", args->workers, "worker threads (0 = on the consumer's thread)");
+  bench->add_option("--workers", args->workers,
+                    "worker threads (0 = on the consumer's thread; default: --preset's or --options', else cores - 1, "
+                    "or 16 for uncached remote token windows)");
   bench->add_option("--prefetch", args->prefetch, "most batches ahead of the consumer");
   bench->add_flag("--reuse-buffers", args->reuse, "batches share output buffers (valid until the next batch)");
   bench->add_option("--transforms", args->transforms,

@@ -76,8 +76,15 @@ LoaderSession::LoaderSession(std::shared_ptr<Dataset> dataset, const LoaderOptio
     run->loader = std::make_unique<Loader>(dataset_, deviceOptions(options_, d), DeviceBackend::create(devices[d], session_.sim),
                                            session_.openCancel);
     for (const auto& observer : session_.observers) run->loader->addObserver(observer);
+    if (session_.raiseWorkersForNetwork && run->loader->raiseWorkersForNetwork()) {
+      // Every device's loader reads the same dataset: they raise alike, and a retune starts from these.
+      options_.num_workers = run->loader->options().num_workers;
+      options_.prefetch = run->loader->options().prefetch;
+    }
     runs_.push_back(std::move(run));
   }
+  pending_ = options_;
+  datasetOptions_ = options_;
 }
 
 LoaderSession::~LoaderSession() = default;

@@ -46,6 +46,9 @@ struct LoaderSessionOptions {
   // Polled while the constructor opens the loaders (a resident dataset being
   // decoded): Stop during a long open throws Error(Cancelled) at once.
   const CancelToken* openCancel = nullptr;
+  // The user did not choose num_workers: a loader whose batches wait on the network gets more
+  // (Loader::raiseWorkersForNetwork), and options() says how many.
+  bool raiseWorkersForNetwork = false;
 };
 
 struct DeviceRunResult {
@@ -84,6 +87,8 @@ class LoaderSession {
   LoaderSession(const LoaderSession&) = delete;
   LoaderSession& operator=(const LoaderSession&) = delete;
 
+  // The options the loaders run with: those given, with what raiseWorkersForNetwork raised.
+  const LoaderOptions& options() const { return options_; }
   // "device: note" lines of every loader.
   std::vector<std::string> notes() const;
   // Bytes all epochs on all devices will hand out (the progress total).

@@ -41,7 +41,6 @@ struct TuneSpec {
 std::vector<std::pair<std::string, std::vector<std::string>>> defaultTuneCandidates(const LoaderOptions& base, int cores,
                                                                                      bool remoteDataset = false,
                                                                                      std::int64_t sampleBytes = 0);
-inline constexpr std::int64_t remoteWorkerBytes = 2LL << 30;
 
 struct TuneTrial {
   LoaderOptions options;

@@ -273,6 +273,10 @@ char* stoker_loader_describe(StokerLoader* handle) {
   });
 }
 
+int stoker_loader_raise_workers_for_network(StokerLoader* handle) {
+  return guarded<>(-1, [&] { return handle->loader->raiseWorkersForNetwork() ? 1 : 0; });
+}
+
 int64_t stoker_loader_order(StokerLoader* handle, int64_t epoch, int64_t* out, int64_t capacity) {
   return guarded<>(std::int64_t{-1}, [&] {
     if (epoch < 0) throwBadInput("epoch " + std::to_string(epoch), "must be non-negative");

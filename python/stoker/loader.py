@@ -142,7 +142,13 @@ class Loader:
         self._handle = handle
         with _live_lock:
             _live.add(self)
+        if self.spec is not None and not _options.chooses_workers(options, num_workers):
+            # Workers nobody chose: uncached remote token windows get enough to keep the network
+            # busy (each batch waits a round trip; the workers are threads that wait).
+            if lib.stoker_loader_raise_workers_for_network(handle) < 0:
+                _native.raise_last_error()
         info = self.describe()
+        self.options.update({k: info["options"][k] for k in ("num_workers", "prefetch")})
         self.fields = [f["name"] for f in info["fields"]]
         self._samples = info["samples"]
         self._batches = info["batches"]

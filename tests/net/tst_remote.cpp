@@ -429,6 +429,21 @@ assert len(local) == len(remote) > 10, (len(local), len(remote))
 for a, b in zip(local, remote):
     assert all(torch.equal(x, y) for x, y in zip(a, b))
 print(len(remote), 'batches alike')
+# Workers nobody chose: the remote windows get 16 (each batch waits a round trip), the local file
+# and chosen workers (the keyword, a dict or a preset naming them) keep theirs.
+def workers(spec, **kw):
+    with stoker.Loader('tokens:' + spec + ',ctx=64', batch_size=16, **kw) as loader:
+        described = loader.describe()
+        assert loader.options['num_workers'] == described['options']['num_workers'], (loader.options, described)
+        return loader.options['num_workers'], ' '.join(described['notes'])
+count, notes = workers(sys.argv[2])
+assert count == 16 and 'num_workers 16 (not given)' in notes, (count, notes)
+print('workers nobody chose, remote:', count)
+count, notes = workers(sys.argv[1])
+assert count == 2 and 'not given' not in notes, (count, notes)
+assert workers(sys.argv[2], num_workers=3)[0] == 3
+assert workers(sys.argv[2], options={'num_workers': 3})[0] == 3
+assert workers(sys.argv[2], options='debug_mode')[0] == 0
 )", servers_.www() + "/tokens/tokens.bin", s3("tokens/tokens.bin")});
     QVERIFY(p.waitForFinished(120000));
     QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
@@ -2111,6 +2126,67 @@ except ValueError as e:
     o.prefetch = 4;
     o.cache_dir = tmp_.filePath("few-workers-cache").toStdString();
     QVERIFY(noted(http, o).isEmpty());
+  }
+
+  // Workers nobody chose (Python without num_workers=, `stoker bench` without --workers or a
+  // setting naming them): uncached remote token windows get 16, the ring two batches each, and a
+  // note says why; chosen workers, local files, cached ones and large batches keep theirs or fewer.
+  void workersNobodyChoseAreRaisedForRemoteWindows() {
+    QCOMPARE(workersForNetwork(1 << 20), 16);
+    QCOMPARE(workersForNetwork(100LL << 20), 6);  // 3 batches a worker within 2 GiB
+    QCOMPARE(workersForNetwork(4LL << 30), 1);
+    const std::string http = "tokens:" + servers_.httpUrl("tokens/tokens.bin").toStdString() + ",ctx=64";
+    const std::string local = "tokens:" + (servers_.www() + "/tokens/tokens.bin").toStdString() + ",ctx=64";
+    LoaderOptions o;
+    o.batch_size = 8;
+    o.num_workers = 2;
+    o.prefetch = 8;
+    Loader raised(openDataset(http, o), o, DeviceSpec::parse("cpu"));
+    QVERIFY(raised.raiseWorkersForNetwork());
+    QCOMPARE(raised.options().num_workers, 16);
+    QCOMPARE(raised.options().prefetch, 32);
+    const auto notes = raised.notes();
+    const QString all = QString::fromStdString(std::accumulate(notes.begin(), notes.end(), std::string(),
+                                                               [](std::string a, const std::string& n) { return a + n + "\n"; }));
+    QVERIFY2(all.contains("num_workers 16 (not given)") && all.contains("give num_workers to choose") &&
+                 !all.contains("each batch waits a round trip") && !all.contains("retuned:"),
+             qPrintable(all));
+    QVERIFY(!raised.raiseWorkersForNetwork());  // has them already
+    // The raised loader serves the local file's batches.
+    Loader plain(openDataset(local, o), o, DeviceSpec::parse("cpu"));
+    QVERIFY(!plain.raiseWorkersForNetwork());
+    QCOMPARE(plain.options().num_workers, 2);
+    {
+      Epoch a = raised.epoch(0), b = plain.epoch(0);
+      int batches = 0;
+      while (auto x = a.next()) {
+        auto y = b.next();
+        QVERIFY(y && x->tensors.size() == y->tensors.size());
+        for (std::size_t f = 0; f < x->tensors.size(); ++f) QVERIFY(x->tensors[f].equal(y->tensors[f]));
+        ++batches;
+      }
+      QVERIFY(!b.next() && batches > 10);
+    }
+    LoaderOptions cached = o;
+    cached.cache_dir = tmp_.filePath("raise-workers-cache").toStdString();
+    Loader fromCache(openDataset(http, cached), cached, DeviceSpec::parse("cpu"));
+    QVERIFY(!fromCache.raiseWorkersForNetwork());
+    QCOMPARE(fromCache.options().num_workers, 2);
+    // `stoker bench`: raised without --workers, kept with it or with an options file naming them.
+    auto benchWorkers = [&](QStringList extra) {
+      const auto r = runStoker(QStringList{"bench", "--dataset", QString::fromStdString(http), "--batch-size", "8",
+                                           "--epochs", "1", "--json"} + extra);
+      if (r.exitCode != 0) return std::make_pair(-1, QString::fromUtf8(r.err));
+      const QJsonObject doc = QJsonDocument::fromJson(r.out).object();
+      const QJsonArray notes = doc["per_device"].toArray()[0].toObject()["notes"].toArray();
+      return std::make_pair(doc["options"].toObject()["num_workers"].toInt(), QString::fromUtf8(QJsonDocument(notes).toJson()));
+    };
+    const auto unset = benchWorkers({});
+    QVERIFY2(unset.first == 16 && unset.second.contains("(not given)"), qPrintable(unset.second));
+    QCOMPARE(benchWorkers({"--workers", "3"}).first, 3);
+    const QString file = tmp_.filePath("three-workers.json");
+    QVERIFY(writeFile(file, R"({"num_workers": 3, "batch_size": 8})"));
+    QCOMPARE(benchWorkers({"--options", file}).first, 3);
   }
 
   // The auto-tuner searches part_size and max_inflight_parts for a remote dataset, each setting on
