@@ -109,8 +109,9 @@ class Dataset {
   // between batches and goes on from `indices` (a retune), and the batches made ahead were dropped
   // unserved. A dataset that plans its reads from its order (WebDataset) plans the rest again.
   virtual void ownEpochRest(std::int64_t /*epoch*/, const std::int64_t* /*indices*/, std::int64_t /*count*/) const {}
-  // What the open did that a user should know (a remote WebDataset downloaded its shards to scan
-  // them): the loader's notes start with these.
+  // What the open did that a user should know and may want to change (a remote WebDataset
+  // downloaded its shards to scan them, which indexes or a cache spare): the loader's notes start
+  // with these, and they are its advice too (Loader::advice; Python warns with them).
   virtual std::vector<std::string> openNotes() const { return {}; }
 
   std::int64_t sampleBytes() const;  // all fields of one sample

@@ -252,8 +252,8 @@ void layOutBlock(LoaderCore& c) {
 
 std::string fewWorkersForNetworkNote(int workers) {
   return "each batch waits a round trip to the server (uncached remote token windows), so the batches in flight set "
-         "the pace, one a worker (num_workers " + std::to_string(workers) +
-         "); far from the server more workers read more: they are threads that wait (at 50 ms on 2 cores, 3,700 "
+         "the pace, " + std::string(workers == 0 ? "one at a time on the consumer's thread" : "one a worker") +
+         " (num_workers " + std::to_string(workers) + "); far from the server more workers read more: they are threads that wait (at 50 ms on 2 cores, 3,700 "
          "windows/s with 2, 19,000 with 16, 41,000 with 64; `stoker tune` tries up to 64), and a cache_dir reads "
          "later epochs from local disk";
 }
@@ -339,7 +339,8 @@ Loader::Loader(std::shared_ptr<Dataset> dataset, LoaderOptions options, std::sha
   gethostname(host, sizeof host - 1);
   c.host = host;
   c.pid = getpid();
-  c.notes = c.dataset->openNotes();
+  c.advice = c.dataset->openNotes();
+  c.notes = c.advice;
   checkSamplerFits(c.options, c.dataset->size());  // at construction, not at the first epoch
   hugePagesWanted();  // a bad STOKER_HUGE_PAGES is refused here, not at the first block
   chooseByteExpansion(c);
@@ -349,8 +350,10 @@ Loader::Loader(std::shared_ptr<Dataset> dataset, LoaderOptions options, std::sha
   auto dev = c.device;
   c.outputPool = BufferPool::create([dev](std::int64_t n) { return dev->allocateBytes(n); }, c.blockBytes, keep);
   chooseModeAndLoad(c);
-  if (waitsOnNetwork(c) && c.options.num_workers < kWorkersForNetwork)
+  if (waitsOnNetwork(c) && c.options.num_workers < kWorkersForNetwork) {
     c.notes.push_back(fewWorkersForNetworkNote(c.options.num_workers));
+    c.advice.push_back(c.notes.back());
+  }
   if (c.mode == LoadingMode::Streaming && !c.device->isHost() && !c.hostMapping) {
     const bool pinned = c.options.pin_memory;
     c.stagingPool = BufferPool::create([dev, pinned](std::int64_t n) { return dev->allocateHostBytes(n, pinned); },
@@ -418,7 +421,8 @@ bool Loader::raiseWorkersForNetwork() {
   // In place of the few-workers note and retune's own: why there are this many.
   std::lock_guard<std::mutex> lock(c.mutex);
   if (!c.notes.empty() && c.notes.back().rfind("retuned: ", 0) == 0) c.notes.pop_back();
-  c.notes.erase(std::remove(c.notes.begin(), c.notes.end(), fewWorkersForNetworkNote(before)), c.notes.end());
+  for (auto* texts : {&c.notes, &c.advice})
+    texts->erase(std::remove(texts->begin(), texts->end(), fewWorkersForNetworkNote(before)), texts->end());
   c.notes.push_back("num_workers " + std::to_string(workers) + " (not given): each batch of uncached remote token windows "
                     "waits a round trip to the server, and the workers are threads that wait, one batch each (at 50 ms "
                     "on 2 cores, 3,700 windows/s with 2, 19,000 with 16, 41,000 with 64; `stoker tune` tries up to "
@@ -752,6 +756,10 @@ EpochSummary Loader::lastEpoch() const {
 std::vector<std::string> Loader::notes() const {
   std::lock_guard<std::mutex> lock(core_->mutex);
   return core_->notes;
+}
+std::vector<std::string> Loader::advice() const {
+  std::lock_guard<std::mutex> lock(core_->mutex);
+  return core_->advice;
 }
 std::int64_t Loader::poolAllocations() const {
   return core_->outputPool->allocations() + (core_->stagingPool ? core_->stagingPool->allocations() : 0);

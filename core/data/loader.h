@@ -251,6 +251,9 @@ class Loader {
   EpochSummary lastEpoch() const;
   // How the mode and depth were chosen, and fallbacks, in words.
   std::vector<std::string> notes() const;
+  // The notes that suggest a change the user may want (few workers for a dataset whose batches wait
+  // on the network, a remote WebDataset downloaded to scan it): Python warns with them.
+  std::vector<std::string> advice() const;
   std::int64_t poolAllocations() const;  // buffer blocks ever allocated (leak and reuse tests)
 
  private:

@@ -74,6 +74,7 @@ struct LoaderCore {
   int depth = 1;
   EpochSummary last;
   std::vector<std::string> notes;
+  std::vector<std::string> advice;  // the notes that suggest a change (Loader::advice)
   std::weak_ptr<EpochState> running;
   // An epoch whose consumer is done while its workers already make the next epoch's batches
   // (Epoch::queueNext): the next epochOver() serving that order adopts it, anything else stops

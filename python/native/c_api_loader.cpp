@@ -255,6 +255,7 @@ char* stoker_loader_describe(StokerLoader* handle) {
                           {"prefetch_depth", l.prefetchDepth()},
                           {"device", l.device().name()},
                           {"notes", l.notes()},
+                          {"advice", l.advice()},
                           {"fields", fields},
                           {"memory", {{"total", m.total}, {"free", m.free}, {"used", m.used}, {"reserved", m.reserved},
                                       {"allocated", m.allocated}}},

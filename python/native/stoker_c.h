@@ -72,7 +72,7 @@ STOKER_C_API StokerLoader* stoker_loader_from_dlpack(void* const* tensors, int c
                                                      const char* options_json, const char* device,
                                                      const char* publish_json, const char* name, int telemetry_rank);
 STOKER_C_API void stoker_loader_free(StokerLoader* loader);
-/* {"description", "samples", "batches", "samples_per_epoch", "mode", "prefetch_depth", "notes",
+/* {"description", "samples", "batches", "samples_per_epoch", "mode", "prefetch_depth", "notes", "advice",
  *  "fields": [{"name", "dtype", "shape"}], "options": {...}, "memory": {...}, "last_epoch": {...}}. */
 STOKER_C_API char* stoker_loader_describe(StokerLoader* loader);
 /* For a loader the script gave no num_workers: where its batches wait on the network (uncached remote

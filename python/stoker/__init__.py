@@ -10,7 +10,7 @@ released while it works); batches arrive as torch tensors without a copy. See py
 """
 
 from . import _native
-from ._native import CancelledError, check_torch
+from ._native import CancelledError, StokerWarning, check_torch
 from ._options import preset
 from .loader import Loader
 from .tuning import plan, tune
@@ -18,4 +18,4 @@ from . import ckpt
 
 __version__ = _native._build_info.STOKER_VERSION
 
-__all__ = ["Loader", "tune", "plan", "preset", "ckpt", "CancelledError", "check_torch"]
+__all__ = ["Loader", "tune", "plan", "preset", "ckpt", "CancelledError", "StokerWarning", "check_torch"]

@@ -129,6 +129,10 @@ class CancelledError(RuntimeError):
     """A long operation stopped because its progress callback asked it to."""
 
 
+class StokerWarning(UserWarning):
+    """A loader's advice: a setting that costs speed or downloads here (describe()["advice"])."""
+
+
 def raise_last_error():
     """The core's error of this thread as the Python exception a user expects."""
     kind = lib.stoker_last_error_kind()

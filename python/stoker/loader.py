@@ -5,6 +5,7 @@ import ctypes
 import json
 import os
 import threading
+import warnings
 import weakref
 
 import torch
@@ -149,6 +150,9 @@ class Loader:
                 _native.raise_last_error()
         info = self.describe()
         self.options.update({k: info["options"][k] for k in ("num_workers", "prefetch")})
+        for text in info["advice"]:
+            # As DataLoader warns of too many workers: once, where the script made the loader.
+            warnings.warn(text, _native.StokerWarning, stacklevel=2)
         self.fields = [f["name"] for f in info["fields"]]
         self._samples = info["samples"]
         self._batches = info["batches"]

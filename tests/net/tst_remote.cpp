@@ -444,9 +444,19 @@ assert count == 2 and 'not given' not in notes, (count, notes)
 assert workers(sys.argv[2], num_workers=3)[0] == 3
 assert workers(sys.argv[2], options={'num_workers': 3})[0] == 3
 assert workers(sys.argv[2], options='debug_mode')[0] == 0
+# Few workers chosen for them: the advice is a StokerWarning where the script made the loader.
+import warnings
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    few = stoker.Loader('tokens:' + sys.argv[2] + ',ctx=64', batch_size=16, num_workers=3)
+    many = stoker.Loader('tokens:' + sys.argv[2] + ',ctx=64', batch_size=16)
+advice = [w for w in caught if issubclass(w.category, stoker.StokerWarning)]
+assert len(advice) == 1 and 'one a worker (num_workers 3)' in str(advice[0].message), [str(w.message) for w in caught]
+assert advice[0].filename == '<string>', advice[0].filename  # this script's line, not the package's
+assert few.describe()['advice'] == [str(advice[0].message)] and many.describe()['advice'] == []
 )", servers_.www() + "/tokens/tokens.bin", s3("tokens/tokens.bin")});
     QVERIFY(p.waitForFinished(120000));
-    QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+    QVERIFY2(p.exitCode() == 0, p.readAllStandardError().right(3000).constData());  // the traceback, past the warnings
     qInfo("%s", p.readAllStandardOutput().trimmed().constData());
   }
 
@@ -669,8 +679,11 @@ assert workers(sys.argv[2], options='debug_mode')[0] == 0
     QVERIFY(!roomy.empty());
     QVERIFY2(QString::fromStdString(roomy[0]).contains("are held for its first epoch (readahead_mb=1024). DALI"), roomy[0].c_str());
     // The loader says what the open downloaded and what the first epoch fetches again.
-    const std::vector<std::string> notes = Loader(bounded, o, DeviceSpec::parse("cpu")).notes();
+    const Loader boundedLoader(bounded, o, DeviceSpec::parse("cpu"));
+    const std::vector<std::string> notes = boundedLoader.notes();
     QVERIFY(!notes.empty());
+    // It is advice too (Python warns with it): indexes or a cache spare the download.
+    QVERIFY(boundedLoader.advice() == std::vector<std::string>{notes[0]});
     const QString note = QString::fromStdString(notes[0]);
     QVERIFY2(note.startsWith("wds: the open downloaded ") && note.contains("readahead_mb=1), the rest is fetched again") &&
                  note.contains("index=dali"),
