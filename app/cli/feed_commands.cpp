@@ -82,6 +82,10 @@ void runFeed(FeedArgs& a) {
   auto dataset = openDatasetSharingScans(a.dataset, o, a.noShareScans ? nullptr : group.get());
   const double openSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - opening).count();
   Loader loader(dataset, o, device);
+  // feed's default of 1 worker is nobody's choice: uncached remote token windows get enough to keep
+  // the network busy (each batch waits a round trip).
+  if (a.workers < 0 && (a.optionsFile.empty() || !loaderOptionsFileSets(a.optionsFile, "num_workers")))
+    loader.raiseWorkersForNetwork();
   loader.setTelemetryRank(rank);
   if (group) loader.setTelemetryCollectives(collectiveBackendName(backend));
   if (publisher) loader.addObserver(publisher);
@@ -100,13 +104,17 @@ void runFeed(FeedArgs& a) {
                       {"plan_digest", r.planDigest},
                       {"el_che_counts", r.elCheCounts},
                       {"seconds", r.seconds}});
-  nlohmann::json doc = {{"rank", rank}, {"world_size", env ? env->worldSize : 1}, {"open_s", openSeconds}, {"epochs", epochs}};
+  nlohmann::json doc = {{"rank", rank},
+                        {"world_size", env ? env->worldSize : 1},
+                        {"open_s", openSeconds},
+                        {"num_workers", loader.options().num_workers},
+                        {"epochs", epochs}};
   if (group) doc["collectives"] = collectiveBackendName(group->backend());
   if (a.json) {
     printJson(doc);
     return;
   }
-  std::printf("rank %d: opened the dataset in %.2f s\n", rank, openSeconds);
+  std::printf("rank %d: opened the dataset in %.2f s, %d workers\n", rank, openSeconds, loader.options().num_workers);
   for (const auto& r : reports)
     std::printf("rank %d epoch %lld: %lld steps, %lld samples (%lld padding)%s in %.2f s, plan %s\n", rank,
                 static_cast<long long>(r.epoch), static_cast<long long>(r.steps), static_cast<long long>(r.samples),
@@ -135,7 +143,8 @@ void addFeedCommands(CLI::App& app, int& exitCode) {
   feed->add_option("--anchor-batches", j.anchorBatches, "El Che batches of the slowest rank per round (default 4)");
   feed->add_option("--step-us", args->stepMicros, "simulated training step per batch, microseconds");
   feed->add_option("--rank-step-us", args->rankStepMicros, "per-rank step time, microseconds (u0,u1,...)")->delimiter(',');
-  feed->add_option("--workers", args->workers, "loader worker threads per rank (default 1, or the --options file's num_workers)");
+  feed->add_option("--workers", args->workers, "loader worker threads per rank (default 1, or the --options file's num_workers; 16 for uncached "
+                   "remote token windows)");
   feed->add_option("--options", args->optionsFile,
                    "LoaderOptions JSON file (knob names as keys: part_size, max_inflight_parts, cache_dir, ...); "
                    "the batch size, drop_last and the deal come from the job's flags");

@@ -206,7 +206,7 @@ class Loader {
   // change the sample order or the dataset's layout and need a new Loader.
   void retune(const LoaderOptions& next);
   // For a caller whose user did not choose num_workers (Python without num_workers=, `stoker
-  // bench` without --workers or a setting that names it): a streamed dataset whose batches wait on
+  // bench` and `stoker feed` without --workers or a setting that names it): a streamed dataset whose batches wait on
   // the network (Dataset::batchWaitsOnNetwork) gets workersForNetwork(its batch) workers, and a
   // ring of at least two batches a worker, before its first epoch; a note says why. False, with
   // nothing changed, for any other dataset or mode, or when it has that many workers already.

@@ -2025,6 +2025,10 @@ except ValueError as e:
     const qint64 expectedWindows = (fileBytes / 2 - 1) / 64;
     QVERIFY2(bytes >= (expectedWindows - 3 * 16) * 128 && bytes < fileBytes * 103 / 100, qPrintable(QString("%1 of %2").arg(bytes).arg(fileBytes)));
     QVERIFY2(requests <= expectedWindows / 8, qPrintable(QString::number(requests)));  // batches of 16 windows, not a request each
+    // Without --workers a rank gets 16 for these windows (feed's default of 1 is nobody's choice).
+    runFeedRanks(1, {"--dataset", spec, "--batch-size", "16", "--epochs", "1", "--drop-last", "--json"}, outputs);
+    if (QTest::currentTestFailed()) return;
+    QCOMPARE(QJsonDocument::fromJson(outputs[0]).object()["num_workers"].toInt(), 16);
   }
 
   // `stoker feed` ranks (a c10d job, the planner dealing samples) opening remote WebDataset shards
