@@ -219,8 +219,12 @@ void runBench(const BenchArgs& a) {
   if (a.epochs < 1) throwBadInput("--epochs", "must be at least 1 (got " + std::to_string(a.epochs) + ")");
   if (a.stepMicros < 0) throwBadInput("--step-us", "must be non-negative");
   LoaderOptions options = resolveOptions(a);
-  if (!a.saveOptions.empty()) saveLoaderOptions(a.saveOptions, options);
-  if (a.exportPytorch || a.exportPython || a.exportCpp) {
+  const bool exporting = a.exportPytorch || a.exportPython || a.exportCpp;
+  // --save-options saves what runs: a run on one device saves once its loader is open (it may raise
+  // workers nobody chose, below).
+  const bool singleDeviceRun = !exporting && expandDevices(a.device).size() == 1;
+  if (!a.saveOptions.empty() && !singleDeviceRun) saveLoaderOptions(a.saveOptions, options);
+  if (exporting) {
     // The snippets load a weighted sampler's weights from a file: write it.
     if (options.sampler_type == SamplerType::Weighted) {
       saveWeightsFile(a.weightsFile, options.weights);
@@ -269,10 +273,13 @@ void runBench(const BenchArgs& a) {
   session.openCancel = &cancel;  // Ctrl-C while a resident dataset decodes
   // Workers nobody chose (no --workers, no preset, not in the options file): uncached remote token
   // windows get enough to keep the network busy.
-  session.raiseWorkersForNetwork = a.workers < 0 && a.preset.empty() &&
-                                   (a.optionsFile.empty() || !loaderOptionsFileSets(a.optionsFile, "num_workers"));
+  if (a.workers < 0 && a.preset.empty() && (a.optionsFile.empty() || !loaderOptionsFileSets(a.optionsFile, "num_workers"))) {
+    const bool depthChosen = a.prefetch != -1 || (!a.optionsFile.empty() && loaderOptionsFileSets(a.optionsFile, "prefetch"));
+    session.raiseWorkersForNetwork = depthChosen ? 0 : 2;
+  }
   LoaderSession run(dataset, options, devices, session);
   options = run.options();
+  if (!a.saveOptions.empty()) saveLoaderOptions(a.saveOptions, options);
   if (!a.json && !a.quiet)
     for (const auto& n : run.notes()) std::fprintf(stderr, "%s\n", redactedUrl(n).c_str());  // a note may name a shard's URL
   TerminalProgress terminal("bench", a.quiet || a.json);
@@ -525,7 +532,7 @@ void addBenchCommands(CLI::App& app, int& exitCode) {
   bench->add_option("--mode", args->mode, "auto, resident or streaming")->check(CLI::IsMember({"auto", "resident", "streaming"}));
   bench->add_option("--workers", args->workers,
                     "worker threads (0 = on the consumer's thread; default: --preset's or --options', else cores - 1, "
-                    "or 16 for uncached remote token windows)");
+                    "or 16 for uncached remote token windows on one device)");
   bench->add_option("--prefetch", args->prefetch, "most batches ahead of the consumer");
   bench->add_flag("--reuse-buffers", args->reuse, "batches share output buffers (valid until the next batch)");
   bench->add_option("--transforms", args->transforms,
@@ -537,7 +544,8 @@ void addBenchCommands(CLI::App& app, int& exitCode) {
   bench->add_option("--publish", args->publish,
                     "send telemetry to HOST:PORT (stoker monitor), file:PATH, listen:PORT (the monitor dials in) or "
                     "prometheus:PORT (serve /metrics); repeatable");
-  bench->add_option("--save-options", args->saveOptions, "write the resolved LoaderOptions to this JSON file");
+  bench->add_option("--save-options", args->saveOptions, "write the resolved LoaderOptions to this JSON file (a run's once its loader is open: with the "
+                    "workers it raised)");
   bench->add_flag("--export-pytorch", args->exportPytorch, "print the equivalent PyTorch DataLoader(...) and exit");
   bench->add_flag("--export-python", args->exportPython,
                   "print the same loader for a PyTorch training script, stoker.Loader(...) (import stoker), and exit");

@@ -85,7 +85,7 @@ void runFeed(FeedArgs& a) {
   // feed's default of 1 worker is nobody's choice: uncached remote token windows get enough to keep
   // the network busy (each batch waits a round trip).
   if (a.workers < 0 && (a.optionsFile.empty() || !loaderOptionsFileSets(a.optionsFile, "num_workers")))
-    loader.raiseWorkersForNetwork();
+    loader.raiseWorkersForNetwork(!a.optionsFile.empty() && loaderOptionsFileSets(a.optionsFile, "prefetch") ? 0 : 2);
   loader.setTelemetryRank(rank);
   if (group) loader.setTelemetryCollectives(collectiveBackendName(backend));
   if (publisher) loader.addObserver(publisher);

@@ -350,7 +350,7 @@ Loader::Loader(std::shared_ptr<Dataset> dataset, LoaderOptions options, std::sha
   auto dev = c.device;
   c.outputPool = BufferPool::create([dev](std::int64_t n) { return dev->allocateBytes(n); }, c.blockBytes, keep);
   chooseModeAndLoad(c);
-  if (waitsOnNetwork(c) && c.options.num_workers < kWorkersForNetwork) {
+  if (waitsOnNetwork(c) && c.options.num_workers < workersForNetwork(c.blockBytes)) {
     c.notes.push_back(fewWorkersForNetworkNote(c.options.num_workers));
     c.advice.push_back(c.notes.back());
   }
@@ -408,7 +408,8 @@ int workersForNetwork(std::int64_t batchBytes) {
   return static_cast<int>(std::clamp<std::int64_t>(fit, 1, kWorkersForNetwork));
 }
 
-bool Loader::raiseWorkersForNetwork() {
+bool Loader::raiseWorkersForNetwork(int batchesPerWorker) {
+  if (batchesPerWorker < 0) throwBadInput("batches per worker", "must be 0 (keep the ring) or more");
   LoaderCore& c = *core_;
   if (!waitsOnNetwork(c)) return false;
   const int workers = workersForNetwork(c.blockBytes);
@@ -416,7 +417,8 @@ bool Loader::raiseWorkersForNetwork() {
   const int before = c.options.num_workers;
   LoaderOptions next = c.options;
   next.num_workers = workers;
-  next.prefetch = std::max(next.prefetch, prefetchForWorkers(workers));
+  if (batchesPerWorker > 0)
+    next.prefetch = std::max(next.prefetch, std::min(1024, std::max(8, batchesPerWorker * workers)));  // as prefetchForWorkers
   retune(next);
   // In place of the few-workers note and retune's own: why there are this many.
   std::lock_guard<std::mutex> lock(c.mutex);

@@ -206,11 +206,13 @@ class Loader {
   // change the sample order or the dataset's layout and need a new Loader.
   void retune(const LoaderOptions& next);
   // For a caller whose user did not choose num_workers (Python without num_workers=, `stoker
-  // bench` and `stoker feed` without --workers or a setting that names it): a streamed dataset whose batches wait on
-  // the network (Dataset::batchWaitsOnNetwork) gets workersForNetwork(its batch) workers, and a
-  // ring of at least two batches a worker, before its first epoch; a note says why. False, with
-  // nothing changed, for any other dataset or mode, or when it has that many workers already.
-  bool raiseWorkersForNetwork();
+  // bench` and `stoker feed` without --workers or a setting that names it): a streamed dataset
+  // whose batches wait on the network (Dataset::batchWaitsOnNetwork) gets workersForNetwork(its
+  // batch) workers, and a ring of at least `batchesPerWorker` batches a worker (at least 8; 0
+  // keeps the ring: its user chose the depth); a note says why. Meant before the first epoch:
+  // it is a retune (a running epoch is an error, a queued one is dropped). False, with nothing
+  // changed, for any other dataset or mode, or when it has that many workers already.
+  bool raiseWorkersForNetwork(int batchesPerWorker = 2);
 
   // Starts epoch `e` (re-sizes the prefetch depth first). Throws
   // Error(BadInput) while another epoch of this loader is still alive.

@@ -76,7 +76,7 @@ LoaderSession::LoaderSession(std::shared_ptr<Dataset> dataset, const LoaderOptio
     run->loader = std::make_unique<Loader>(dataset_, deviceOptions(options_, d), DeviceBackend::create(devices[d], session_.sim),
                                            session_.openCancel);
     for (const auto& observer : session_.observers) run->loader->addObserver(observer);
-    if (session_.raiseWorkersForNetwork && run->loader->raiseWorkersForNetwork()) {
+    if (session_.raiseWorkersForNetwork && run->loader->raiseWorkersForNetwork(*session_.raiseWorkersForNetwork)) {
       // Every device's loader reads the same dataset: they raise alike, and a retune starts from these.
       options_.num_workers = run->loader->options().num_workers;
       options_.prefetch = run->loader->options().prefetch;

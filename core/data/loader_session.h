@@ -46,9 +46,10 @@ struct LoaderSessionOptions {
   // Polled while the constructor opens the loaders (a resident dataset being
   // decoded): Stop during a long open throws Error(Cancelled) at once.
   const CancelToken* openCancel = nullptr;
-  // The user did not choose num_workers: a loader whose batches wait on the network gets more
-  // (Loader::raiseWorkersForNetwork), and options() says how many.
-  bool raiseWorkersForNetwork = false;
+  // Set when the user did not choose num_workers: a loader whose batches wait on the network gets
+  // more (Loader::raiseWorkersForNetwork with this many batches a worker in the ring; 0 when the
+  // user chose the ring's depth), and options() says how many.
+  std::optional<int> raiseWorkersForNetwork;
 };
 
 struct DeviceRunResult {

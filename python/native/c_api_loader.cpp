@@ -274,8 +274,8 @@ char* stoker_loader_describe(StokerLoader* handle) {
   });
 }
 
-int stoker_loader_raise_workers_for_network(StokerLoader* handle) {
-  return guarded<>(-1, [&] { return handle->loader->raiseWorkersForNetwork() ? 1 : 0; });
+int stoker_loader_raise_workers_for_network(StokerLoader* handle, int batchesPerWorker) {
+  return guarded<>(-1, [&] { return handle->loader->raiseWorkersForNetwork(batchesPerWorker) ? 1 : 0; });
 }
 
 int64_t stoker_loader_order(StokerLoader* handle, int64_t epoch, int64_t* out, int64_t capacity) {

@@ -76,9 +76,10 @@ STOKER_C_API void stoker_loader_free(StokerLoader* loader);
  *  "fields": [{"name", "dtype", "shape"}], "options": {...}, "memory": {...}, "last_epoch": {...}}. */
 STOKER_C_API char* stoker_loader_describe(StokerLoader* loader);
 /* For a loader the script gave no num_workers: where its batches wait on the network (uncached remote
- * token windows, streamed), raises its workers, before its first epoch (Loader::raiseWorkersForNetwork).
- * 1 when raised, 0 when nothing changed, -1 on error. */
-STOKER_C_API int stoker_loader_raise_workers_for_network(StokerLoader* loader);
+ * token windows, streamed), raises its workers, and its ring to `batches_per_worker` batches a
+ * worker (0: the script chose the depth), before its first epoch (Loader::raiseWorkersForNetwork;
+ * later it is a retune). 1 when raised, 0 when nothing changed, -1 on error. */
+STOKER_C_API int stoker_loader_raise_workers_for_network(StokerLoader* loader, int batches_per_worker);
 /* The sample order of `epoch` for this loader's rank (the sampler's, or the dataset's own): writes at
  * most `capacity` indices to `out` and returns how many there are (call with capacity 0 to size). */
 STOKER_C_API int64_t stoker_loader_order(StokerLoader* loader, int64_t epoch, int64_t* out, int64_t capacity);

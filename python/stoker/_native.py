@@ -81,7 +81,7 @@ lib.stoker_loader_from_dlpack.argtypes = [ctypes.POINTER(_void_p), ctypes.c_int,
                                           _c_char_p, _c_char_p, ctypes.c_int]
 lib.stoker_loader_from_dlpack.restype = _void_p
 lib.stoker_loader_free.argtypes = [_void_p]
-lib.stoker_loader_raise_workers_for_network.argtypes = [_void_p]
+lib.stoker_loader_raise_workers_for_network.argtypes = [_void_p, ctypes.c_int]
 lib.stoker_loader_raise_workers_for_network.restype = ctypes.c_int
 lib.stoker_loader_order.argtypes = [_void_p, _i64, ctypes.POINTER(_i64), _i64]
 lib.stoker_loader_order.restype = _i64

@@ -4,6 +4,7 @@ import atexit
 import ctypes
 import json
 import os
+import sys
 import threading
 import warnings
 import weakref
@@ -38,6 +39,15 @@ def _tensors_of(dataset):
     if isinstance(dataset, torch.Tensor):
         return ["tensor0"], [dataset]
     return None
+
+
+def _outside_package():
+    """The warnings stacklevel of the caller's first frame outside this package (the script's line)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    level, frame = 1, sys._getframe(1)
+    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == here:
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _refuse_dataset(dataset):
@@ -143,16 +153,21 @@ class Loader:
         self._handle = handle
         with _live_lock:
             _live.add(self)
-        if self.spec is not None and not _options.chooses_workers(options, num_workers):
+        if self.spec is not None and not _options.chooses(options, "num_workers", num_workers):
             # Workers nobody chose: uncached remote token windows get enough to keep the network
-            # busy (each batch waits a round trip; the workers are threads that wait).
-            if lib.stoker_loader_raise_workers_for_network(handle) < 0:
+            # busy (each batch waits a round trip; the workers are threads that wait). The ring
+            # follows them as it would have: DataLoader's prefetch_factor a worker, two without
+            # it, and a depth the script chose stays.
+            per_worker = (0 if _options.chooses(options, "prefetch", prefetch)
+                          else 2 if prefetch_factor is None else int(prefetch_factor))
+            if lib.stoker_loader_raise_workers_for_network(handle, per_worker) < 0:
                 _native.raise_last_error()
         info = self.describe()
         self.options.update({k: info["options"][k] for k in ("num_workers", "prefetch")})
         for text in info["advice"]:
-            # As DataLoader warns of too many workers: once, where the script made the loader.
-            warnings.warn(text, _native.StokerWarning, stacklevel=2)
+            # As DataLoader warns of too many workers: once, at the script's line that made the
+            # loader (through from_options or a subclass too).
+            warnings.warn(text, _native.StokerWarning, stacklevel=_outside_package())
         self.fields = [f["name"] for f in info["fields"]]
         self._samples = info["samples"]
         self._batches = info["batches"]

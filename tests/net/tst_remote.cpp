@@ -450,10 +450,22 @@ with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter('always')
     few = stoker.Loader('tokens:' + sys.argv[2] + ',ctx=64', batch_size=16, num_workers=3)
     many = stoker.Loader('tokens:' + sys.argv[2] + ',ctx=64', batch_size=16)
+    import json, tempfile
+    with tempfile.NamedTemporaryFile('w', suffix='.json') as saved:
+        json.dump({'num_workers': 3}, saved)
+        saved.flush()
+        stoker.Loader.from_options(saved.name, 'tokens:' + sys.argv[2] + ',ctx=64', batch_size=16).close()
 advice = [w for w in caught if issubclass(w.category, stoker.StokerWarning)]
-assert len(advice) == 1 and 'one a worker (num_workers 3)' in str(advice[0].message), [str(w.message) for w in caught]
-assert advice[0].filename == '<string>', advice[0].filename  # this script's line, not the package's
+assert len(advice) == 2 and all('one a worker (num_workers 3)' in str(w.message) for w in advice), [str(w.message) for w in caught]
+assert all(w.filename == '<string>' for w in advice), [w.filename for w in advice]  # the script's lines, not the package's
 assert few.describe()['advice'] == [str(advice[0].message)] and many.describe()['advice'] == []
+# The ring follows the raised workers as it would have: two batches each, DataLoader's
+# prefetch_factor each, or the depth the script chose.
+def ring(**kw):
+    with stoker.Loader('tokens:' + sys.argv[2] + ',ctx=64', batch_size=16, **kw) as loader:
+        return loader.options['num_workers'], loader.options['prefetch']
+assert ring() == (16, 32) and ring(prefetch_factor=4) == (16, 64) and ring(prefetch=4) == (16, 4), (ring(), ring(prefetch=4))
+assert ring(options={'prefetch': 5}) == (16, 5), ring(options={'prefetch': 5})
 )", servers_.www() + "/tokens/tokens.bin", s3("tokens/tokens.bin")});
     QVERIFY(p.waitForFinished(120000));
     QVERIFY2(p.exitCode() == 0, p.readAllStandardError().right(3000).constData());  // the traceback, past the warnings
@@ -2169,6 +2181,11 @@ except ValueError as e:
                  !all.contains("each batch waits a round trip") && !all.contains("retuned:"),
              qPrintable(all));
     QVERIFY(!raised.raiseWorkersForNetwork());  // has them already
+    QVERIFY_EXCEPTION_THROWN(raised.raiseWorkersForNetwork(-1), Error);
+    Loader keptRing(openDataset(http, o), o, DeviceSpec::parse("cpu"));
+    QVERIFY(keptRing.raiseWorkersForNetwork(0));  // the user chose the ring's depth
+    QCOMPARE(keptRing.options().num_workers, 16);
+    QCOMPARE(keptRing.options().prefetch, 8);
     // The raised loader serves the local file's batches.
     Loader plain(openDataset(local, o), o, DeviceSpec::parse("cpu"));
     QVERIFY(!plain.raiseWorkersForNetwork());
@@ -2193,17 +2210,24 @@ except ValueError as e:
     auto benchWorkers = [&](QStringList extra) {
       const auto r = runStoker(QStringList{"bench", "--dataset", QString::fromStdString(http), "--batch-size", "8",
                                            "--epochs", "1", "--json"} + extra);
-      if (r.exitCode != 0) return std::make_pair(-1, QString::fromUtf8(r.err));
+      if (r.exitCode != 0) return std::make_pair(QString("failed"), QString::fromUtf8(r.err));
       const QJsonObject doc = QJsonDocument::fromJson(r.out).object();
       const QJsonArray notes = doc["per_device"].toArray()[0].toObject()["notes"].toArray();
-      return std::make_pair(doc["options"].toObject()["num_workers"].toInt(), QString::fromUtf8(QJsonDocument(notes).toJson()));
+      const QJsonObject options = doc["options"].toObject();
+      return std::make_pair(QString("%1 %2").arg(options["num_workers"].toInt()).arg(options["prefetch"].toInt()),
+                            QString::fromUtf8(QJsonDocument(notes).toJson()));
     };
     const auto unset = benchWorkers({});
-    QVERIFY2(unset.first == 16 && unset.second.contains("(not given)"), qPrintable(unset.second));
-    QCOMPARE(benchWorkers({"--workers", "3"}).first, 3);
+    QVERIFY2(unset.first == "16 32" && unset.second.contains("(not given)"), qPrintable(unset.first + unset.second));
+    QCOMPARE(benchWorkers({"--prefetch", "4"}).first, QString("16 4"));  // the depth chosen stays
+    const QString saved = tmp_.filePath("raised-workers.json");  // --save-options saves what ran
+    QCOMPARE(benchWorkers({"--save-options", saved}).first, QString("16 32"));
+    QCOMPARE(QJsonDocument::fromJson(readFile(saved)).object()["num_workers"].toInt(), 16);
+    QCOMPARE(benchWorkers({"--workers", "3"}).first, QString("3 8"));
     const QString file = tmp_.filePath("three-workers.json");
     QVERIFY(writeFile(file, R"({"num_workers": 3, "batch_size": 8})"));
-    QCOMPARE(benchWorkers({"--options", file}).first, 3);
+    QCOMPARE(benchWorkers({"--options", file}).first.section(' ', 0, 0), QString("3"));
+    QCOMPARE(benchWorkers({"--preset", "debug_mode"}).first.section(' ', 0, 0), QString("0"));
   }
 
   // The auto-tuner searches part_size and max_inflight_parts for a remote dataset, each setting on
