@@ -273,8 +273,9 @@ void runBench(const BenchArgs& a) {
   session.openCancel = &cancel;  // Ctrl-C while a resident dataset decodes
   // Workers nobody chose (no --workers, no preset, not in the options file): uncached remote token
   // windows get enough to keep the network busy.
-  if (a.workers < 0 && a.preset.empty() && (a.optionsFile.empty() || !loaderOptionsFileSets(a.optionsFile, "num_workers"))) {
-    const bool depthChosen = a.prefetch != -1 || (!a.optionsFile.empty() && loaderOptionsFileSets(a.optionsFile, "prefetch"));
+  const auto fileSets = [&](const char* knob) { return !a.optionsFile.empty() && loaderOptionsFileSets(a.optionsFile, knob); };
+  if (a.workers < 0 && a.preset.empty() && !fileSets("num_workers")) {
+    const bool depthChosen = a.prefetch != -1 || fileSets("prefetch");
     session.raiseWorkersForNetwork = depthChosen ? 0 : 2;
   }
   LoaderSession run(dataset, options, devices, session);
@@ -544,7 +545,8 @@ void addBenchCommands(CLI::App& app, int& exitCode) {
   bench->add_option("--publish", args->publish,
                     "send telemetry to HOST:PORT (stoker monitor), file:PATH, listen:PORT (the monitor dials in) or "
                     "prometheus:PORT (serve /metrics); repeatable");
-  bench->add_option("--save-options", args->saveOptions, "write the resolved LoaderOptions to this JSON file (a run's once its loader is open: with the "
+  bench->add_option("--save-options", args->saveOptions,
+                    "write the resolved LoaderOptions to this JSON file (a run's once its loader is open: with the "
                     "workers it raised)");
   bench->add_flag("--export-pytorch", args->exportPytorch, "print the equivalent PyTorch DataLoader(...) and exit");
   bench->add_flag("--export-python", args->exportPython,

@@ -143,7 +143,8 @@ void addFeedCommands(CLI::App& app, int& exitCode) {
   feed->add_option("--anchor-batches", j.anchorBatches, "El Che batches of the slowest rank per round (default 4)");
   feed->add_option("--step-us", args->stepMicros, "simulated training step per batch, microseconds");
   feed->add_option("--rank-step-us", args->rankStepMicros, "per-rank step time, microseconds (u0,u1,...)")->delimiter(',');
-  feed->add_option("--workers", args->workers, "loader worker threads per rank (default 1, or the --options file's num_workers; 16 for uncached "
+  feed->add_option("--workers", args->workers,
+                   "loader worker threads per rank (default 1, or the --options file's num_workers; 16 for uncached "
                    "remote token windows)");
   feed->add_option("--options", args->optionsFile,
                    "LoaderOptions JSON file (knob names as keys: part_size, max_inflight_parts, cache_dir, ...); "

@@ -253,7 +253,8 @@ void layOutBlock(LoaderCore& c) {
 std::string fewWorkersForNetworkNote(int workers) {
   return "each batch waits a round trip to the server (uncached remote token windows), so the batches in flight set "
          "the pace, " + std::string(workers == 0 ? "one at a time on the consumer's thread" : "one a worker") +
-         " (num_workers " + std::to_string(workers) + "); far from the server more workers read more: they are threads that wait (at 50 ms on 2 cores, 3,700 "
+         " (num_workers " + std::to_string(workers) +
+         "); far from the server more workers read more: they are threads that wait (at 50 ms on 2 cores, 3,700 "
          "windows/s with 2, 19,000 with 16, 41,000 with 64; `stoker tune` tries up to 64), and a cache_dir reads "
          "later epochs from local disk";
 }

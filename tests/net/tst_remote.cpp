@@ -2206,6 +2206,11 @@ except ValueError as e:
     Loader fromCache(openDataset(http, cached), cached, DeviceSpec::parse("cpu"));
     QVERIFY(!fromCache.raiseWorkersForNetwork());
     QCOMPARE(fromCache.options().num_workers, 2);
+    LoaderOptions resident = o;  // read once at the open: no batch waits on the network
+    resident.loading_mode = LoadingMode::Resident;
+    Loader held(openDataset(http, resident), resident, DeviceSpec::parse("cpu"));
+    QVERIFY(!held.raiseWorkersForNetwork());
+    QCOMPARE(held.options().num_workers, 2);
     // `stoker bench`: raised without --workers, kept with it or with an options file naming them.
     auto benchWorkers = [&](QStringList extra) {
       const auto r = runStoker(QStringList{"bench", "--dataset", QString::fromStdString(http), "--batch-size", "8",
