@@ -364,9 +364,10 @@ Loader::Loader(std::shared_ptr<Dataset> dataset, LoaderOptions options, std::sha
     c.workers = std::make_unique<WorkerPool>(c.options.num_workers, c.options.persistent_workers);
 }
 
-void Loader::retune(const LoaderOptions& next) {
+namespace {
+// Loader::retune without its note: the knobs applied, the change in words ("" for none).
+std::string applyBatchBoundaryKnobs(LoaderCore& c, const LoaderOptions& next) {
   validateLoaderOptions(next);
-  LoaderCore& c = *core_;
   for (const std::string& k : changedKnobs(c.options, next))
     if (!isBatchBoundaryKnob(k))
       throwBadInput(k, "cannot change on a running loader (it changes the sample order or the batch layout); "
@@ -400,8 +401,13 @@ void Loader::retune(const LoaderOptions& next) {
     c.stagingPool = BufferPool::create([dev, pinned](std::int64_t n) { return dev->allocateHostBytes(n, pinned); },
                                        c.stagingBytes, keepOf(next));
   }
-  const std::string change = describeChange(old, next);
-  if (!change.empty()) c.note("retuned: " + change);
+  return describeChange(old, next);
+}
+}  // namespace
+
+void Loader::retune(const LoaderOptions& next) {
+  const std::string change = applyBatchBoundaryKnobs(*core_, next);
+  if (!change.empty()) core_->note("retuned: " + change);
 }
 
 int workersForNetwork(std::int64_t batchBytes) {
@@ -420,10 +426,9 @@ bool Loader::raiseWorkersForNetwork(int batchesPerWorker) {
   next.num_workers = workers;
   if (batchesPerWorker > 0)
     next.prefetch = std::max(next.prefetch, std::min(1024, std::max(8, batchesPerWorker * workers)));  // as prefetchForWorkers
-  retune(next);
-  // In place of the few-workers note and retune's own: why there are this many.
+  applyBatchBoundaryKnobs(c, next);
+  // In place of the few-workers note: why there are this many.
   std::lock_guard<std::mutex> lock(c.mutex);
-  if (!c.notes.empty() && c.notes.back().rfind("retuned: ", 0) == 0) c.notes.pop_back();
   for (auto* texts : {&c.notes, &c.advice})
     texts->erase(std::remove(texts->begin(), texts->end(), fewWorkersForNetworkNote(before)), texts->end());
   c.notes.push_back("num_workers " + std::to_string(workers) + " (not given): each batch of uncached remote token windows "

@@ -58,9 +58,9 @@ def _base(options, rank, world_size):
     raise TypeError(f"options= takes a dict, a preset name or a LoaderOptions JSON file, not {type(options).__name__}")
 
 
-def chooses(options, knob, keyword):
-    """Whether the script chose `knob`: its keyword, a preset, or a dict or saved file naming it."""
-    return keyword is not None or (options is not None and knob in _base(options, 0, 1))
+def named_knobs(options):
+    """The knobs options= names (a preset names them all; a dict or a saved file, its keys)."""
+    return set() if options is None else set(_base(options, 0, 1))
 
 
 def distributed_env(rank, world_size):

@@ -153,12 +153,13 @@ class Loader:
         self._handle = handle
         with _live_lock:
             _live.add(self)
-        if self.spec is not None and not _options.chooses(options, "num_workers", num_workers):
+        named = _options.named_knobs(options)
+        if self.spec is not None and num_workers is None and "num_workers" not in named:
             # Workers nobody chose: uncached remote token windows get enough to keep the network
             # busy (each batch waits a round trip; the workers are threads that wait). The ring
             # follows them as it would have: DataLoader's prefetch_factor a worker, two without
             # it, and a depth the script chose stays.
-            per_worker = (0 if _options.chooses(options, "prefetch", prefetch)
+            per_worker = (0 if prefetch is not None or "prefetch" in named
                           else 2 if prefetch_factor is None else int(prefetch_factor))
             if lib.stoker_loader_raise_workers_for_network(handle, per_worker) < 0:
                 _native.raise_last_error()
