@@ -113,8 +113,7 @@ http {
   httpProxyPort_ = freePort();
   if (!startProxy(httpProxy_, httpProxyPort_, httpPort_, error)) return false;
   s3ProxyPort_ = freePort();
-  // The S3 proxy checks every signature made with s3rver's key pair as S3 would (s3rver does not).
-  return startProxy(s3Proxy_, s3ProxyPort_, s3Port_, error, {"--sigv4", "S3RVER:S3RVER"});
+  return restartProxy(false, error);
 }
 
 bool RemoteServers::startProxy(std::unique_ptr<QProcess>& p, int port, int upstream, QString* error, const QStringList& extra) {
@@ -168,11 +167,16 @@ QJsonArray RemoteServers::takeLog(bool http) {
   return out;
 }
 
-void RemoteServers::killHttpProxy() {
-  httpProxy_->kill();
-  httpProxy_->waitForFinished(3000);
+void RemoteServers::killProxy(bool http) {
+  QProcess& p = http ? *httpProxy_ : *s3Proxy_;
+  p.kill();
+  p.waitForFinished(3000);
 }
 
-bool RemoteServers::restartHttpProxy(QString* error) { return startProxy(httpProxy_, httpProxyPort_, httpPort_, error); }
+bool RemoteServers::restartProxy(bool http, QString* error) {
+  if (http) return startProxy(httpProxy_, httpProxyPort_, httpPort_, error);
+  // The S3 proxy checks every signature made with s3rver's key pair as S3 would (s3rver does not).
+  return startProxy(s3Proxy_, s3ProxyPort_, s3Port_, error, {"--sigv4", "S3RVER:S3RVER"});
+}
 
 }  // namespace stoker::test

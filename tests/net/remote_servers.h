@@ -35,9 +35,10 @@ class RemoteServers {
   // The requests a proxy forwarded since the last call: [method, path, range, status, bytes,
   // requests in flight when it came] each.
   QJsonArray takeLog(bool http);
-  // Kills the HTTP proxy (its port then refuses connections) and starts it again on that port.
-  void killHttpProxy();
-  bool restartHttpProxy(QString* error);
+  // Kills a proxy (http: the HTTP one, else the S3 one; its port then refuses connections) and
+  // starts it again on that port.
+  void killProxy(bool http);
+  bool restartProxy(bool http, QString* error);
 
  private:
   bool startProxy(std::unique_ptr<QProcess>& p, int port, int upstream, QString* error, const QStringList& extra = {});
