@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <tuple>
 
 #include <nlohmann/json.hpp>
@@ -14,6 +15,7 @@
 #include "cli_output.h"
 #include "cli_progress.h"
 #include "commands.h"
+#include "data/datasets/dataset_spec.h"
 #include "data/datasets/image_dataset.h"
 #include "data/loader.h"
 #include "data/loader_session.h"
@@ -93,9 +95,11 @@ nlohmann::json memoryJson(const DeviceMemory& m) {
 // "trained" on every device at once (busy work of that device's step time
 // per batch, so sim devices can be unequal GPUs) and El Che learns from the
 // measured times.
-void runMultiDeviceBench(const BenchArgs& a, const LoaderOptions& options, const std::shared_ptr<Dataset>& dataset,
+// `raiseWorkers`: set when nobody chose the workers (Loader::raiseWorkersForNetwork's argument).
+void runMultiDeviceBench(const BenchArgs& a, LoaderOptions options, const std::shared_ptr<Dataset>& dataset,
                          const std::vector<DeviceSpec>& devices, const SimDeviceConfig& sim,
-                         const std::shared_ptr<TelemetryPublisher>& publisher, CancelToken& cancel) {
+                         const std::shared_ptr<TelemetryPublisher>& publisher, CancelToken& cancel,
+                         std::optional<int> raiseWorkers) {
   const auto n = devices.size();
   if (!a.deviceStepMicros.empty() && a.deviceStepMicros.size() != n)
     throwBadInput("--device-step-us", "has " + std::to_string(a.deviceStepMicros.size()) + " entries for " +
@@ -115,7 +119,14 @@ void runMultiDeviceBench(const BenchArgs& a, const LoaderOptions& options, const
   for (int d = 0; d < loader.devices(); ++d) {
     loader.loader(d).setCancelToken(&cancel);
     if (publisher) loader.loader(d).addObserver(publisher);
+    // Each device's loader reads its own share of the windows, a round trip a batch: each gets the
+    // workers one device would (their batches are the same size, or near it under El Che).
+    if (raiseWorkers && loader.loader(d).raiseWorkersForNetwork(*raiseWorkers)) {
+      options.num_workers = loader.loader(d).options().num_workers;
+      options.prefetch = loader.loader(d).options().prefetch;
+    }
   }
+  if (!a.saveOptions.empty()) saveLoaderOptions(a.saveOptions, options);
   if (!a.json && !a.quiet)
     for (const auto& note : loader.notes()) std::fprintf(stderr, "%s\n", redactedUrl(note).c_str());
   // El Che balances the steps' times; a bench without a step has none to balance, and its counts
@@ -182,7 +193,8 @@ void runMultiDeviceBench(const BenchArgs& a, const LoaderOptions& options, const
                {"samples_per_s", rate},
                {"bytes_per_s", rate * static_cast<double>(dataset->sampleBytes())},
                {"per_device", perDevice},
-               {"notes", loader.notes()}});
+               {"notes", loader.notes()},
+               {"options", nlohmann::json::parse(loaderOptionsToJson(options))}});
     return;
   }
   std::printf("%s: %lld samples, batch %lld per device, %zu devices, split %s, %d epochs\n",
@@ -215,16 +227,30 @@ nlohmann::json stagesJson(const EpochSummary& e) {
   return j;
 }
 
+// Uncached remote token or Megatron windows, told from the spec alone (an export opens nothing):
+// the datasets whose batches wait on the network (Dataset::batchWaitsOnNetwork) when streamed.
+bool specWaitsOnNetwork(const std::string& spec, const LoaderOptions& o) {
+  const std::size_t colon = spec.find(':');
+  if (colon == std::string::npos || !o.cache_dir.empty() || o.loading_mode == LoadingMode::Resident) return false;
+  const std::string kind = spec.substr(0, colon), rest = spec.substr(colon + 1);
+  return (kind == "tokens" || kind == "megatron") && isRemotePath(rest.substr(0, DatasetSpec::pathEnd(rest)));
+}
+
 void runBench(const BenchArgs& a) {
   if (a.epochs < 1) throwBadInput("--epochs", "must be at least 1 (got " + std::to_string(a.epochs) + ")");
   if (a.stepMicros < 0) throwBadInput("--step-us", "must be non-negative");
   LoaderOptions options = resolveOptions(a);
   const bool exporting = a.exportPytorch || a.exportPython || a.exportCpp;
-  // --save-options saves what runs: a run on one device saves once its loader is open (it may raise
-  // workers nobody chose, below).
-  const bool singleDeviceRun = !exporting && expandDevices(a.device).size() == 1;
-  if (!a.saveOptions.empty() && !singleDeviceRun) saveLoaderOptions(a.saveOptions, options);
+  // Workers nobody chose (no --workers, no preset, not in the options file): uncached remote token
+  // windows get enough to keep the network busy, the ring two batches each unless its depth was chosen.
+  const auto fileSets = [&](const char* knob) { return !a.optionsFile.empty() && loaderOptionsFileSets(a.optionsFile, knob); };
+  std::optional<int> raiseWorkers;
+  if (a.workers < 0 && a.preset.empty() && !fileSets("num_workers"))
+    raiseWorkers = a.prefetch != -1 || fileSets("prefetch") ? 0 : 2;
   if (exporting) {
+    // --save-options: an export saves what it prints; a run, once its loaders are open (they may
+    // raise workers nobody chose).
+    if (!a.saveOptions.empty()) saveLoaderOptions(a.saveOptions, options);
     // The snippets load a weighted sampler's weights from a file: write it.
     if (options.sampler_type == SamplerType::Weighted) {
       saveWeightsFile(a.weightsFile, options.weights);
@@ -233,7 +259,18 @@ void runBench(const BenchArgs& a) {
     }
     const std::string device = a.device.find(',') == std::string::npos && a.device != "all" ? a.device : "cuda:0";
     if (a.exportPytorch) std::printf("%s", exportPyTorchScript(options, a.dataset, device, a.weightsFile).c_str());
-    if (a.exportPython) std::printf("%s", exportStokerSnippet(options, a.dataset, device, a.weightsFile).c_str());
+    if (a.exportPython) {
+      // An export opens no dataset, so it cannot raise workers nobody chose: for uncached remote
+      // token windows it leaves them (and the ring) to stoker.Loader, which raises them when it opens.
+      LoaderOptions snippet = options;
+      if (raiseWorkers && specWaitsOnNetwork(a.dataset, options)) {
+        snippet.num_workers = LoaderOptions{}.num_workers;
+        if (*raiseWorkers != 0) snippet.prefetch = LoaderOptions{}.prefetch;
+        std::fprintf(stderr, "num_workers is left to stoker.Loader: it gives uncached remote token windows up to %d "
+                             "workers (give --workers to pin a number)\n", kWorkersForNetwork);
+      }
+      std::printf("%s", exportStokerSnippet(snippet, a.dataset, device, a.weightsFile).c_str());
+    }
     if (a.exportCpp) std::printf("%s", exportCppSnippet(options, device, a.weightsFile).c_str());
     return;
   }
@@ -262,7 +299,7 @@ void runBench(const BenchArgs& a) {
   }
 
   if (devices.size() > 1) {
-    runMultiDeviceBench(a, options, dataset, devices, sim, publisher, cancel);
+    runMultiDeviceBench(a, options, dataset, devices, sim, publisher, cancel, raiseWorkers);
     return;
   }
   LoaderSessionOptions session;
@@ -271,13 +308,7 @@ void runBench(const BenchArgs& a) {
   session.sim = sim;
   if (publisher) session.observers.push_back(publisher);
   session.openCancel = &cancel;  // Ctrl-C while a resident dataset decodes
-  // Workers nobody chose (no --workers, no preset, not in the options file): uncached remote token
-  // windows get enough to keep the network busy.
-  const auto fileSets = [&](const char* knob) { return !a.optionsFile.empty() && loaderOptionsFileSets(a.optionsFile, knob); };
-  if (a.workers < 0 && a.preset.empty() && !fileSets("num_workers")) {
-    const bool depthChosen = a.prefetch != -1 || fileSets("prefetch");
-    session.raiseWorkersForNetwork = depthChosen ? 0 : 2;
-  }
+  session.raiseWorkersForNetwork = raiseWorkers;
   LoaderSession run(dataset, options, devices, session);
   options = run.options();
   if (!a.saveOptions.empty()) saveLoaderOptions(a.saveOptions, options);
@@ -533,7 +564,7 @@ void addBenchCommands(CLI::App& app, int& exitCode) {
   bench->add_option("--mode", args->mode, "auto, resident or streaming")->check(CLI::IsMember({"auto", "resident", "streaming"}));
   bench->add_option("--workers", args->workers,
                     "worker threads (0 = on the consumer's thread; default: --preset's or --options', else cores - 1, "
-                    "or 16 for uncached remote token windows on one device)");
+                    "or 16 a device for uncached remote token windows)");
   bench->add_option("--prefetch", args->prefetch, "most batches ahead of the consumer");
   bench->add_flag("--reuse-buffers", args->reuse, "batches share output buffers (valid until the next batch)");
   bench->add_option("--transforms", args->transforms,

@@ -2233,6 +2233,48 @@ except ValueError as e:
     QVERIFY(writeFile(file, R"({"num_workers": 3, "batch_size": 8})"));
     QCOMPARE(benchWorkers({"--options", file}).first.section(' ', 0, 0), QString("3"));
     QCOMPARE(benchWorkers({"--preset", "debug_mode"}).first.section(' ', 0, 0), QString("0"));
+    // On several devices each one's loader reads its share a round trip a batch: raised alike,
+    // and --save-options saves what ran there too.
+    const QString savedTwo = tmp_.filePath("raised-workers-two.json");
+    const auto two = runStoker({"bench", "--dataset", QString::fromStdString(http), "--batch-size", "8", "--epochs", "1",
+                                "--device", "sim:0,sim:1", "--json", "--save-options", savedTwo});
+    QVERIFY2(two.exitCode == 0, two.err.constData());
+    const QJsonObject twoDoc = QJsonDocument::fromJson(two.out).object();
+    QCOMPARE(twoDoc["options"].toObject()["num_workers"].toInt(), 16);
+    QCOMPARE(twoDoc["options"].toObject()["prefetch"].toInt(), 32);
+    const QString twoNotes = QString::fromUtf8(QJsonDocument(twoDoc["notes"].toArray()).toJson());
+    QVERIFY2(twoNotes.count("num_workers 16 (not given)") == 2, qPrintable(twoNotes));
+    QCOMPARE(QJsonDocument::fromJson(readFile(savedTwo)).object()["num_workers"].toInt(), 16);
+    const auto twoChosen = runStoker({"bench", "--dataset", QString::fromStdString(http), "--batch-size", "8", "--epochs", "1",
+                                      "--device", "sim:0,sim:1", "--json", "--workers", "3"});
+    QVERIFY2(twoChosen.exitCode == 0, twoChosen.err.constData());
+    QCOMPARE(QJsonDocument::fromJson(twoChosen.out).object()["options"].toObject()["num_workers"].toInt(), 3);
+    // --export-python opens nothing, so it leaves workers nobody chose to stoker.Loader (which raises
+    // them); chosen ones, and a local file's, stay in the snippet.
+    auto exported = [&](const QString& spec, QStringList extra) {
+      const auto r = runStoker(QStringList{"bench", "--dataset", spec, "--batch-size", "8", "--export-python"} + extra);
+      return std::make_pair(QString::fromUtf8(r.out), QString::fromUtf8(r.err));
+    };
+    const auto left = exported(QString::fromStdString(http), {});
+    QVERIFY2(!left.first.contains("num_workers=") && !left.first.contains("prefetch=") && left.second.contains("left to stoker.Loader"),
+             qPrintable(left.first + left.second));
+    const auto pinned = exported(QString::fromStdString(http), {"--workers", "3"});
+    QVERIFY2(pinned.first.contains("num_workers=3") && !pinned.second.contains("left to"), qPrintable(pinned.first + pinned.second));
+    QVERIFY(!exported(QString::fromStdString(local), {}).second.contains("left to"));
+    const QString cachedFile = tmp_.filePath("cached-windows.json");  // cached windows do not wait on the network
+    QVERIFY(writeFile(cachedFile, QJsonDocument(QJsonObject{{"cache_dir", tmp_.filePath("export-cache")}}).toJson()));
+    QVERIFY(!exported(QString::fromStdString(http), {"--options", cachedFile}).second.contains("left to"));
+#ifdef STOKER_HAVE_PYTHON_PACKAGE
+    // The snippet, pasted into a script, gets the raised workers.
+    QProcess p;
+    QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
+    e.insert("PYTHONPATH", QStringLiteral(STOKER_BUILD_PYTHON));
+    p.setProcessEnvironment(e);
+    p.start(QStringLiteral(STOKER_PYTHON), {"-c", left.first + "\nprint(loader.options['num_workers'], loader.options['prefetch'])\n"});
+    QVERIFY(p.waitForFinished(60000));
+    QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+    QCOMPARE(QString::fromUtf8(p.readAllStandardOutput()).trimmed(), QString("16 32"));
+#endif
   }
 
   // The auto-tuner searches part_size and max_inflight_parts for a remote dataset, each setting on
