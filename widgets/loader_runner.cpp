@@ -93,7 +93,7 @@ bool LoaderRunner::start(const LoaderRunRequest& request) {
     for (const auto& n : session.notes()) notes << QString::fromStdString(n);
     if (options.telemetry_interval_ms != request.options.telemetry_interval_ms)
       notes << tr("telemetry every %1 ms while the workbench watches").arg(options.telemetry_interval_ms);
-    Q_EMIT started(notes);
+    Q_EMIT started(notes, session.networkWorkers());
     SignalProgress progress(this);
     {
       std::lock_guard<std::mutex> lock(liveMutex_);
@@ -123,7 +123,7 @@ bool LoaderRunner::startTune(const LoaderRunRequest& request) {
   return launch([this, request] {
     const auto devices = expandDevices(request.devices.toStdString());
     auto dataset = openDataset(request.dataset.toStdString(), request.options);
-    Q_EMIT started({});
+    Q_EMIT started({}, 0);  // the panel speaks only for a live run
     TuneSpec spec;
     spec.budgetSeconds = request.tuneBudgetSeconds;
     spec.measure = request.measure;
@@ -179,7 +179,7 @@ bool LoaderRunner::startSweep(const LoaderRunRequest& request, const QList<Sweep
     sweepPoints(request.options, axes);  // refuse a bad axis before opening the dataset
     const auto devices = expandDevices(request.devices.toStdString());
     const std::string spec = request.dataset.toStdString();
-    Q_EMIT started({});
+    Q_EMIT started({}, 0);  // the panel speaks only for a live run
     // Sweep points publish no telemetry: their plots would interleave.
     const SweepResult result =
         runSweep([spec](const LoaderOptions& o) { return openDataset(spec, o); }, request.options, axes, devices,

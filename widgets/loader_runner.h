@@ -53,7 +53,8 @@ class LoaderRunner : public BackgroundJob {
   static constexpr int kWatchedTelemetryMs = 100;
 
  Q_SIGNALS:
-  void started(const QStringList& notes);
+  // `networkWorkers`: LoaderSession::networkWorkers (0 unless its batches wait on the network).
+  void started(const QStringList& notes, int networkWorkers);
   void progress(qint64 done, qint64 total, double bytesPerSecond, double etaSeconds);
   void finished(const QString& summary, double samplesPerSecond);
   void sweepPoint(int index, int count, const QStringList& values, double samplesPerSecond, double bytesPerSecond,

@@ -240,8 +240,9 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
     tuneButton_->setEnabled(valid && !runner_->busy());
   });
 
-  connect(runner_, &LoaderRunner::started, this, [this](const QStringList& notes) {
+  connect(runner_, &LoaderRunner::started, this, [this](const QStringList& notes, int networkWorkers) {
     for (const auto& n : notes) log_->appendPlainText(n);
+    runNetworkWorkers_ = networkWorkers;
   });
   connect(runner_, &LoaderRunner::note, this, [this](const QString& text) { log_->appendPlainText(text); });
   connect(runner_, &LoaderRunner::progress, this, [this](qint64 done, qint64 total, double rate, double eta) {
@@ -353,6 +354,7 @@ void LoaderWorkspace::run() {
   liveRun_ = true;
   lastLiveChange_.clear();
   runOptions_ = request.options;
+  runNetworkWorkers_ = 0;  // until the run has opened its dataset (started)
   openEnded_ = request.epochs == 0;
   if (openEnded_) progress_->setRange(0, 0);  // until Stop: busy, no end to show
   status_->setText(request.epochs == 0 ? tr("Opening %1 on %2… Runs until Stop; changes in the form apply live.")
@@ -428,7 +430,8 @@ void LoaderWorkspace::drainTelemetry() {
   for (const auto& r : records)
     if (!worst || dataWaitShare(r.data_wait_ms, r.step_ms) > dataWaitShare(worst->data_wait_ms, worst->step_ms)) worst = &r;
   if (!liveRun_) return;  // a sweep or the tuner: the panel would speak of whichever setting is measured now
-  const Bottleneck b = diagnoseBottleneck(*worst, runOptions_, static_cast<int>(std::thread::hardware_concurrency()));
+  const Bottleneck b =
+      diagnoseBottleneck(*worst, runOptions_, static_cast<int>(std::thread::hardware_concurrency()), runNetworkWorkers_);
   if (b.kind != InputBound::Unknown) {
     const QString text = QString::fromStdString(b.headline) +
                          (b.advice.empty() ? QString() : "\n" + QString::fromStdString(b.advice));

@@ -132,6 +132,7 @@ class LoaderWorkspace : public QWidget {
   bool liveRun_ = false;
   bool openEnded_ = false;  // the last run went until Stop: its progress bar never reads 100 %  // a run (not a sweep) is in progress: form edits retune it
   LoaderOptions runOptions_;  // what the running loader was last given
+  int runNetworkWorkers_ = 0;  // the workers its batches' round trips want (0: they do not wait on the network)
   QPlainTextEdit* log_;
   QComboBox* sweepKnob_[2];
   QLineEdit* sweepValues_[2];

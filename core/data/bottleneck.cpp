@@ -16,7 +16,7 @@ std::string percent(double share) {
 
 }  // namespace
 
-Bottleneck diagnoseBottleneck(const TelemetryRecord& r, const LoaderOptions& o, int cores) {
+Bottleneck diagnoseBottleneck(const TelemetryRecord& r, const LoaderOptions& o, int cores, int networkWorkers) {
   Bottleneck b;
   b.waitShare = dataWaitShare(r.data_wait_ms, r.step_ms);
   b.kind = classifyInputBound(b.waitShare);
@@ -49,7 +49,18 @@ Bottleneck diagnoseBottleneck(const TelemetryRecord& r, const LoaderOptions& o, 
     if (o.num_workers >= usefulWorkers) b.knob = "batch_size";
     return b;
   }
-  if (o.num_workers < usefulWorkers) {
+  if (networkWorkers > 0) {
+    // Each batch waits a round trip to the server, one batch a worker: the cores are idle, so
+    // "every core is reading" would send the user the wrong way.
+    b.knob = "num_workers";
+    b.advice = o.num_workers < networkWorkers
+                   ? "Each batch waits a round trip to the server, one batch a worker: raise num_workers (" +
+                         std::to_string(o.num_workers) + " \u2192 " + std::to_string(networkWorkers) +
+                         "). They are threads that wait, so more of them than cores help."
+                   : "The workers wait on the server: more of them still help (`stoker tune` tries up to 64), and "
+                     "cache_dir reads later epochs from local disk.";
+    if (o.num_workers >= networkWorkers) b.knob = "cache_dir";
+  } else if (o.num_workers < usefulWorkers) {
     b.knob = "num_workers";
     b.advice = "Reading and collating limit it: raise num_workers (" + std::to_string(o.num_workers) + " \u2192 " +
                std::to_string(o.num_workers + 1) + "; this machine has " + std::to_string(cores) + " cores).";

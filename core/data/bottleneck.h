@@ -22,6 +22,8 @@ struct Bottleneck {
 };
 
 // `cores`: the machine's hardware threads (workers beyond cores - 1 only contend).
-Bottleneck diagnoseBottleneck(const TelemetryRecord& r, const LoaderOptions& o, int cores);
+// `networkWorkers`: for a dataset whose batches wait on the network (Loader::networkWorkers), the
+// workers that keep it busy -- they wait rather than compute, so cores do not bound them; 0 otherwise.
+Bottleneck diagnoseBottleneck(const TelemetryRecord& r, const LoaderOptions& o, int cores, int networkWorkers = 0);
 
 }  // namespace stoker

@@ -415,11 +415,12 @@ int workersForNetwork(std::int64_t batchBytes) {
   return static_cast<int>(std::clamp<std::int64_t>(fit, 1, kWorkersForNetwork));
 }
 
+int Loader::networkWorkers() const { return waitsOnNetwork(*core_) ? workersForNetwork(core_->blockBytes) : 0; }
+
 bool Loader::raiseWorkersForNetwork(int batchesPerWorker) {
   if (batchesPerWorker < 0) throwBadInput("batches per worker", "must be 0 (keep the ring) or more");
   LoaderCore& c = *core_;
-  if (!waitsOnNetwork(c)) return false;
-  const int workers = workersForNetwork(c.blockBytes);
+  const int workers = networkWorkers();
   if (workers <= c.options.num_workers) return false;
   const int before = c.options.num_workers;
   LoaderOptions next = c.options;

@@ -213,6 +213,9 @@ class Loader {
   // it is a retune (a running epoch is an error, a queued one is dropped). False, with nothing
   // changed, for any other dataset or mode, or when it has that many workers already.
   bool raiseWorkersForNetwork(int batchesPerWorker = 2);
+  // The workers raiseWorkersForNetwork would give this loader (workersForNetwork of its batch), 0
+  // when its batches do not wait on the network: what the bottleneck panel advises.
+  int networkWorkers() const;
 
   // Starts epoch `e` (re-sizes the prefetch depth first). Throws
   // Error(BadInput) while another epoch of this loader is still alive.

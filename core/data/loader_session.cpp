@@ -109,6 +109,8 @@ std::vector<std::string> LoaderSession::notes() const {
   return out;
 }
 
+int LoaderSession::networkWorkers() const { return runs_.front()->loader->networkWorkers(); }
+
 std::uint64_t LoaderSession::totalBytes() const {
   if (session_.epochs == 0) return 0;  // until stopped: no end to count towards
   std::uint64_t total = 0;

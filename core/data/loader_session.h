@@ -92,6 +92,8 @@ class LoaderSession {
   const LoaderOptions& options() const { return options_; }
   // "device: note" lines of every loader.
   std::vector<std::string> notes() const;
+  // Loader::networkWorkers of the first device's loader (they read the same dataset alike).
+  int networkWorkers() const;
   // Bytes all epochs on all devices will hand out (the progress total).
   std::uint64_t totalBytes() const;
   // Runs every device to the end; the first error (Cancelled included, but

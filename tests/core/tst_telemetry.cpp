@@ -92,6 +92,22 @@ class TestTelemetry : public QObject {
     QCOMPARE(diagnoseBottleneck(r, o, 16).knob, std::string("pin_memory"));
     o.pin_memory = true;
     QCOMPARE(diagnoseBottleneck(r, o, 16).knob, std::string("loading_mode"));
+    // Batches that wait on the network (uncached remote token windows): the workers wait rather
+    // than compute, so a 2-core machine's one useful worker is not the bound.
+    o.num_workers = 1;
+    r.stages_ms = {{"read", 40.0}, {"collate", 1.0}};
+    b = diagnoseBottleneck(r, o, 2, 16);
+    QCOMPARE(b.knob, std::string("num_workers"));
+    QVERIFY2(b.advice.find("round trip") != std::string::npos && b.advice.find("1 \u2192 16") != std::string::npos &&
+                 b.advice.find("every core") == std::string::npos,
+             b.advice.c_str());
+    QCOMPARE(diagnoseBottleneck(r, o, 2).knob, std::string("loading_mode"));  // the same record, local: "busy on every core"
+    o.num_workers = 16;
+    b = diagnoseBottleneck(r, o, 2, 16);
+    QCOMPARE(b.knob, std::string("cache_dir"));
+    QVERIFY2(b.advice.find("wait on the server") != std::string::npos, b.advice.c_str());
+    o.num_workers = 15;
+    r.stages_ms.clear();
     r.step_ms = 0;  // no training step: say so rather than blame the loader
     QVERIFY(diagnoseBottleneck(r, o, 16).headline.find("Step is 0") != std::string::npos);
     r.data_wait_ms = 0;

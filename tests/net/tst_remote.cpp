@@ -2171,6 +2171,7 @@ except ValueError as e:
     o.num_workers = 2;
     o.prefetch = 8;
     Loader raised(openDataset(http, o), o, DeviceSpec::parse("cpu"));
+    QCOMPARE(raised.networkWorkers(), 16);  // what the bottleneck panel advises
     QVERIFY(raised.raiseWorkersForNetwork());
     QCOMPARE(raised.options().num_workers, 16);
     QCOMPARE(raised.options().prefetch, 32);
@@ -2190,6 +2191,7 @@ except ValueError as e:
     Loader plain(openDataset(local, o), o, DeviceSpec::parse("cpu"));
     QVERIFY(!plain.raiseWorkersForNetwork());
     QCOMPARE(plain.options().num_workers, 2);
+    QCOMPARE(plain.networkWorkers(), 0);
     {
       Epoch a = raised.epoch(0), b = plain.epoch(0);
       int batches = 0;
