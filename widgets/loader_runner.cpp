@@ -11,6 +11,7 @@
 #include "telemetry/telemetry_queue.h"
 #include "util/byte_size.h"
 #include "util/error.h"
+#include "util/open_progress.h"
 #include "util/progress.h"
 
 namespace stoker {
@@ -22,6 +23,18 @@ class SignalProgress : public ProgressSink {
   explicit SignalProgress(LoaderRunner* runner) : runner_(runner) {}
   void progress(const ProgressUpdate& u) override {
     Q_EMIT runner_->progress(static_cast<qint64>(u.done), static_cast<qint64>(u.total), u.perSecond, u.etaSeconds);
+  }
+
+ private:
+  LoaderRunner* runner_;
+};
+
+// A long open's progress (util/open_progress), as the opening signal.
+class OpeningSignal : public ProgressSink {
+ public:
+  explicit OpeningSignal(LoaderRunner* runner) : runner_(runner) {}
+  void progress(const ProgressUpdate& u) override {
+    if (!u.finished) Q_EMIT runner_->opening(static_cast<qint64>(u.done), static_cast<qint64>(u.total));
   }
 
  private:
@@ -81,7 +94,12 @@ bool LoaderRunner::start(const LoaderRunRequest& request) {
     // The plots want points several times a second, even from short epochs.
     LoaderOptions options = request.options;
     options.telemetry_interval_ms = std::min(options.telemetry_interval_ms, kWatchedTelemetryMs);
-    auto dataset = openDataset(spec, options);
+    std::shared_ptr<Dataset> dataset;
+    {
+      OpeningSignal opening(this);
+      OpenProgressScope scope({&opening, cancelToken()});  // Stop ends a long open too
+      dataset = openDataset(spec, options);
+    }
     LoaderSessionOptions so = sessionOptions(request, telemetry_);
     so.reopen = [spec](const LoaderOptions& o) { return openDataset(spec, o); };
     so.openCancel = cancelToken();  // Stop while a resident dataset decodes
@@ -122,7 +140,12 @@ bool LoaderRunner::start(const LoaderRunRequest& request) {
 bool LoaderRunner::startTune(const LoaderRunRequest& request) {
   return launch([this, request] {
     const auto devices = expandDevices(request.devices.toStdString());
-    auto dataset = openDataset(request.dataset.toStdString(), request.options);
+    std::shared_ptr<Dataset> dataset;
+    {
+      OpeningSignal opening(this);
+      OpenProgressScope scope({&opening, cancelToken()});
+      dataset = openDataset(request.dataset.toStdString(), request.options);
+    }
     Q_EMIT started({}, 0);  // the panel speaks only for a live run
     TuneSpec spec;
     spec.budgetSeconds = request.tuneBudgetSeconds;

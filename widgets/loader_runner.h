@@ -56,6 +56,8 @@ class LoaderRunner : public BackgroundJob {
   // `networkWorkers`: LoaderSession::networkWorkers (0 unless its batches wait on the network).
   void started(const QStringList& notes, int networkWorkers);
   void progress(qint64 done, qint64 total, double bytesPerSecond, double etaSeconds);
+  // While a long open goes on (a remote WebDataset's scan): bytes of shards opened, of about `total`.
+  void opening(qint64 done, qint64 total);
   void finished(const QString& summary, double samplesPerSecond);
   void sweepPoint(int index, int count, const QStringList& values, double samplesPerSecond, double bytesPerSecond,
                   const QString& mode, const QString& error);

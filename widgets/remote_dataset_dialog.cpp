@@ -7,6 +7,7 @@
 #include <QLineEdit>
 #include <QLocale>
 #include <QPushButton>
+#include <QTimer>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 
@@ -15,6 +16,9 @@
 #include "data/datasets/token_datasets.h"
 #include "data/datasets/web_dataset.h"
 #include "util/byte_size.h"
+#include "util/open_progress.h"
+
+#include <atomic>
 
 namespace stoker {
 namespace {
@@ -33,9 +37,21 @@ const KindRow kKinds[] = {
     {"Tensor file (.safetensors, .npy)", "", "https://host/data/train.safetensors"},
 };
 
+QString hb(std::uint64_t n) { return QString::fromStdString(humanBytes(n)); }
+
 }  // namespace
 
-RemoteDatasetDialog::RemoteDatasetDialog(QWidget* parent) : QDialog(parent) {
+// Written by the check's thread (through its ProgressSink), read by the dialog's timer.
+struct RemoteDatasetDialog::CheckState : ProgressSink {
+  CancelToken cancel;
+  std::atomic<std::uint64_t> done{0}, total{0};
+  void progress(const ProgressUpdate& u) override {
+    done = u.done;
+    total = u.total;
+  }
+};
+
+RemoteDatasetDialog::RemoteDatasetDialog(QWidget* parent) : QDialog(parent), poll_(new QTimer(this)) {
   setWindowTitle(tr("Remote dataset"));
   auto* layout = new QVBoxLayout(this);
   auto* form = new QFormLayout;
@@ -70,7 +86,13 @@ RemoteDatasetDialog::RemoteDatasetDialog(QWidget* parent) : QDialog(parent) {
   connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
   layout->addWidget(buttons);
   connect(checkButton_, &QPushButton::clicked, this, &RemoteDatasetDialog::check);
+  poll_->setInterval(250);
+  connect(poll_, &QTimer::timeout, this, [this] {
+    if (state_ && state_->total > 0)
+      result_->setText(tr("Checking %1 … %2 of about %3 of shards scanned").arg(spec(), hb(state_->done), hb(state_->total)));
+  });
   connect(&watcher_, &QFutureWatcher<Outcome>::finished, this, [this] {
+    poll_->stop();
     checkButton_->setEnabled(true);
     const Outcome o = watcher_.result();
     result_->setText(o.text);
@@ -78,6 +100,15 @@ RemoteDatasetDialog::RemoteDatasetDialog(QWidget* parent) : QDialog(parent) {
     checking_ = false;
     adjustSize();  // room for the answer's lines: the help text above must not lose its last one
   });
+}
+
+RemoteDatasetDialog::~RemoteDatasetDialog() {
+  if (state_) state_->cancel.cancel();  // the check's thread keeps its state; it stops at its next shard
+}
+
+void RemoteDatasetDialog::done(int result) {
+  if (state_) state_->cancel.cancel();
+  QDialog::done(result);
 }
 
 QString RemoteDatasetDialog::spec() const {
@@ -93,9 +124,12 @@ void RemoteDatasetDialog::check() {
   result_->setStyleSheet({});
   result_->setText(tr("Checking %1 …").arg(spec()));
   const QString s = spec();
+  state_ = std::make_shared<CheckState>();
+  poll_->start();
   // The error is caught on the worker: QtConcurrent would hand over only QException's kind.
-  watcher_.setFuture(QtConcurrent::run([s] {
+  watcher_.setFuture(QtConcurrent::run([s, state = state_] {
     try {
+      OpenProgressScope scope({state.get(), &state->cancel});
       return Outcome{true, describe(s)};
     } catch (const std::exception& e) {
       return Outcome{false, QString::fromStdString(e.what())};

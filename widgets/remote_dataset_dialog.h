@@ -1,13 +1,17 @@
 // remote_dataset_dialog: the dataset picker's "Remote (s3://, https://)…" entry -- a kind, a URL,
 // and "Check access", which opens the dataset off the GUI thread (as `stoker dataset info`
-// does) and says what it found: samples, shards and their bytes, classes, tokens -- or the
+// does; how much of the shards it has scanned while it runs, stopped when the dialog closes) and
+// says what it found: samples, shards and their bytes, classes, tokens -- or the
 // error, in the words the core gives (403 with the key id, 404, TLS, the retry budget).
 #pragma once
 
 #include <QDialog>
 #include <QFutureWatcher>
 
+#include <memory>
+
 class QComboBox;
+class QTimer;
 class QLabel;
 class QLineEdit;
 class QPushButton;
@@ -18,6 +22,9 @@ class RemoteDatasetDialog : public QDialog {
   Q_OBJECT
  public:
   explicit RemoteDatasetDialog(QWidget* parent = nullptr);
+  ~RemoteDatasetDialog() override;
+  // Closing stops a check still running (a WebDataset's scan downloads its shards).
+  void done(int result) override;
   // The spec the fields make: wds:URL, imagefolder:URL, tokens:URL, megatron:URL, or the URL.
   QString spec() const;
   // Runs the check now (what the button does); the result lands in resultText() when done.
@@ -41,6 +48,9 @@ class RemoteDatasetDialog : public QDialog {
   };
   QFutureWatcher<Outcome> watcher_;
   bool checking_ = false;
+  struct CheckState;  // the running check's cancel token and progress, shared with its thread
+  std::shared_ptr<CheckState> state_;
+  QTimer* poll_;  // shows the check's progress while it runs
 };
 
 }  // namespace stoker

@@ -281,13 +281,16 @@ void runBench(const BenchArgs& a) {
   refuseTransformsUnlessImages(a.dataset, a.transforms, "--transforms");
   // Timed from here, not from the process's start: loading libtorch (~0.35 s on the 2-core VM) is
   // what a Python peer's imports are, and its figures leave those out too.
-  const double openStart = monotonicSeconds();
-  std::shared_ptr<Dataset> dataset = openDataset(a.dataset, options);
-  const double openSeconds = monotonicSeconds() - openStart;
-  const auto devices = expandDevices(a.device);
-
   CancelToken cancel;
   cancelOnInterrupt(cancel);
+  const double openStart = monotonicSeconds();
+  std::shared_ptr<Dataset> dataset;
+  {
+    OpeningProgress opening(a.quiet || a.json, &cancel);
+    dataset = openDataset(a.dataset, options);
+  }
+  const double openSeconds = monotonicSeconds() - openStart;
+  const auto devices = expandDevices(a.device);
   std::shared_ptr<TelemetryPublisher> publisher;
   if (!a.publish.empty()) {
     publisher = std::make_shared<TelemetryPublisher>(a.publish);

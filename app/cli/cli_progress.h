@@ -6,6 +6,7 @@
 #include <chrono>
 #include <string>
 
+#include "util/open_progress.h"
 #include "util/progress.h"
 
 namespace stoker {
@@ -28,5 +29,17 @@ class TerminalProgress : public ProgressSink {
 // The first SIGINT/SIGTERM cancels `token` (work stops at a safe point); a
 // second one ends the process the usual way.
 void cancelOnInterrupt(CancelToken& token);
+
+// While it lives, a dataset opened on this thread says how far a long open is (a remote
+// WebDataset's scan downloads the shards) on stderr as "open ..." lines, unless quiet, and stops
+// once `cancel` is cancelled (util/open_progress).
+class OpeningProgress {
+ public:
+  OpeningProgress(bool quiet, const CancelToken* cancel) : terminal_("open", quiet), scope_({&terminal_, cancel}) {}
+
+ private:
+  TerminalProgress terminal_;
+  OpenProgressScope scope_;
+};
 
 }  // namespace stoker

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_output.h"
+#include "cli_progress.h"
 #include "commands.h"
 #include "data/dataset.h"
 #include "data/datasets/image_dataset.h"
@@ -51,7 +52,13 @@ std::string dtypeText(c10::ScalarType t) { return std::string(dtypeName(dtypeFro
 void infoOfSpec(const DatasetArgs& a) {
   LoaderOptions o;
   o.transforms = a.transforms;
-  auto ds = openDatasetToList(a.spec, o);  // an image dataset without --transforms: listed, its images' shape not fixed
+  CancelToken cancel;
+  cancelOnInterrupt(cancel);
+  std::shared_ptr<Dataset> ds;
+  {
+    OpeningProgress opening(a.json, &cancel);
+    ds = openDatasetToList(a.spec, o);  // an image dataset without --transforms: listed, its images' shape not fixed
+  }
   const auto* images = dynamic_cast<const EncodedImageDataset*>(ds.get());
   const bool shapeless = images && images->listOnly();
   nlohmann::json fields = nlohmann::json::array();
@@ -234,7 +241,13 @@ void addDatasetCommands(CLI::App& app, int& exitCode) {
   indexCmd->add_flag("--json", args->json, "print one JSON document");
   indexCmd->callback([args, &exitCode] {
     if (args->spec.rfind("wds:", 0) != 0) throwBadInput(args->spec, "dataset index writes WebDataset indexes: give wds:SHARDS");
-    const auto written = writeDaliIndexes(args->spec, args->out, LoaderOptions{});
+    CancelToken cancel;
+    cancelOnInterrupt(cancel);
+    std::vector<WrittenIndex> written;
+    {
+      OpeningProgress opening(args->json, &cancel);  // the scan is the long part
+      written = writeDaliIndexes(args->spec, args->out, LoaderOptions{});
+    }
     std::int64_t samples = 0;
     nlohmann::json files = nlohmann::json::array();
     for (const auto& w : written) {

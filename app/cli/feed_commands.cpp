@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_output.h"
+#include "cli_progress.h"
 #include "commands.h"
 #include "data/loader.h"
 #include "dist/dist_group.h"
@@ -79,7 +80,11 @@ void runFeed(FeedArgs& a) {
   }
   // The group is formed first: ranks opening remote WebDataset shards share their scans over it.
   const auto opening = std::chrono::steady_clock::now();
-  auto dataset = openDatasetSharingScans(a.dataset, o, a.noShareScans ? nullptr : group.get());
+  std::shared_ptr<Dataset> dataset;
+  {
+    OpeningProgress opening(a.json, nullptr);
+    dataset = openDatasetSharingScans(a.dataset, o, a.noShareScans ? nullptr : group.get());
+  }
   const double openSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - opening).count();
   Loader loader(dataset, o, device);
   // feed's default of 1 worker is nobody's choice: uncached remote token windows get enough to keep

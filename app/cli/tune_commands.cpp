@@ -54,12 +54,16 @@ void runTune(const TuneArgs& a) {
   LoaderSessionOptions session;
   session.stepMicros = a.stepMicros;
   session.sim.capacityBytes = 16LL << 30;
-  auto dataset = openDataset(a.dataset, base);
+  CancelToken cancel;
+  cancelOnInterrupt(cancel);
+  std::shared_ptr<Dataset> dataset;
+  {
+    OpeningProgress opening(a.json, &cancel);
+    dataset = openDataset(a.dataset, base);
+  }
   spec.remoteDataset = datasetIsRemote(a.dataset);
   spec.reopen = [&a](const LoaderOptions& o) { return openDataset(a.dataset, o); };
   const auto devices = expandDevices(a.device);
-  CancelToken cancel;
-  cancelOnInterrupt(cancel);
   if (!a.json)
     std::fprintf(stderr, "auto-tune: %s on %s, budget %.0f s, each setting measured to +-%g %%\n",
                  dataset->description().c_str(), a.device.c_str(), spec.budgetSeconds, a.target);

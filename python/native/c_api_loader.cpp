@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "c_api_opening.h"
 #include "c_api_util.h"
 #include "stoker_c_tensors.h"
 #include "data/dataset.h"
@@ -179,10 +180,14 @@ StokerLoader* stoker_loader_open(const char* spec, const char* optionsJson, cons
     const std::string text = spec ? spec : "";
     refuseTransformsUnlessImages(text, options.transforms, "transforms");
     std::shared_ptr<Dataset> dataset;
-    if (exchange && text.rfind("wds:", 0) == 0)
-      dataset = openWebDataset(text, options, scanExchangeThrough(exchange, user));
-    else
-      dataset = openDataset(text, options);
+    {
+      PythonOpening opening(text);  // a long open: progress on stderr, Ctrl-C stops it
+      if (exchange && text.rfind("wds:", 0) == 0)
+        dataset = openWebDataset(text, options, scanExchangeThrough(exchange, user));
+      else
+        dataset = openDataset(text, options);
+      opening.opened();
+    }
     return makeLoader(std::move(dataset), text, options, device, publishJson, name, telemetryRank);
   });
 }

@@ -10,12 +10,15 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QSet>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QThread>
 
 #include <ATen/ATen.h>
+
+#include <signal.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -45,6 +48,7 @@
 #include "net/s3_config.h"
 #include "remote_servers.h"
 #include "test_support.h"
+#include "util/open_progress.h"
 
 using namespace stoker;
 using namespace stoker::test;
@@ -408,6 +412,52 @@ class TestRemote : public QObject {
   }
 
   // `import stoker`: a training script's Loader takes the URL too, and serves the local batches.
+  // From Python a long open (a remote WebDataset's scan) says how far it is on stderr, and Ctrl-C
+  // stops it with KeyboardInterrupt: the script's thread waits in the C call, where Python alone
+  // would see the signal only once the whole scan is done. Every request here takes 800 ms.
+  void pythonOpenSaysHowFarAndStopsOnCtrlC() {
+#ifndef STOKER_HAVE_PYTHON_PACKAGE
+    QSKIP("this build has no Python package (stoker_c)");
+#endif
+    const QString spec = "wds:" + servers_.httpUrl("shards/train-{000000..000003}.tar");
+    auto start = [&](QProcess& p) {
+      QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
+      e.insert("PYTHONPATH", QStringLiteral(STOKER_BUILD_PYTHON));
+      p.setProcessEnvironment(e);
+      p.start(QStringLiteral(STOKER_PYTHON), {"-c", R"(
+import signal, sys, time, stoker
+signal.signal(signal.SIGINT, signal.default_int_handler)  # whatever the test's parent ignored
+print('opening', flush=True)
+try:
+    loader = stoker.Loader(sys.argv[1], batch_size=4, num_workers=1, max_inflight_parts=1, transforms='Resize(40),CenterCrop(32)')
+    print('opened', len(loader))
+except KeyboardInterrupt:
+    print('KeyboardInterrupt')
+)", spec});
+      return p.waitForReadyRead(60000) && p.readLine().trimmed() == "opening";
+    };
+    QVERIFY(servers_.fault(true, "", 0, 800));
+    QProcess whole;
+    QVERIFY(start(whole));
+    QVERIFY(whole.waitForFinished(60000));
+    const QString err = QString::fromUtf8(whole.readAllStandardError());
+    QVERIFY2(whole.exitCode() == 0 && whole.readAllStandardOutput().startsWith("opened"), qPrintable(err));
+    QVERIFY2(err.contains(QRegularExpression("stoker: opening wds:http://\\S+: [0-9.]+ [KM]iB of about [0-9.]+ [KM]iB of shards scanned")) &&
+                 err.contains("train-{000000..000003}.tar: done"),
+             qPrintable(err));
+    servers_.takeLog(true);
+    QProcess interrupted;
+    QVERIFY(start(interrupted));
+    QThread::msleep(1000);  // the second shard's request is under way
+    ::kill(static_cast<pid_t>(interrupted.processId()), SIGINT);
+    QVERIFY(interrupted.waitForFinished(60000));
+    QVERIFY(servers_.fault(true, "", 0));
+    const QByteArray out = interrupted.readAllStandardOutput();
+    QVERIFY2(out.trimmed() == "KeyboardInterrupt", out.constData());
+    const int requests = servers_.takeLog(true).size();
+    QVERIFY2(requests < 4, qPrintable(QString::number(requests)));  // the scan stopped before the last shard
+  }
+
   void pythonLoaderTakesAUrl() {
 #ifndef STOKER_HAVE_PYTHON_PACKAGE
     QSKIP("this build has no Python package (stoker_c)");
@@ -500,6 +550,56 @@ assert ring(options={'prefetch': 5}) == (16, 5), ring(options={'prefetch': 5})
         }
       }
     }
+  }
+
+  // Opening scans a remote WebDataset's shards (it downloads them): the opener's OpenProgressScope
+  // hears how far it is, in the shards' bytes, and a cancelled token stops it between shards --
+  // from `stoker dataset info` too, as "open" lines on stderr.
+  void openingSaysHowFarAndStops() {
+    struct Recorder : ProgressSink {
+      std::mutex mutex;
+      std::vector<ProgressUpdate> updates;
+      void progress(const ProgressUpdate& u) override {
+        std::lock_guard<std::mutex> lock(mutex);
+        updates.push_back(u);
+      }
+    };
+    LoaderOptions o;
+    o.transforms = "Resize(40),CenterCrop(32)";
+    o.max_inflight_parts = 1;  // one shard at a time: an update per shard but the throttled ones
+    const std::string spec = "wds:" + servers_.httpUrl("shards/train-{000000..000003}.tar").toStdString();
+    Recorder recorder;
+    CancelToken cancel;
+    std::shared_ptr<Dataset> opened;
+    {
+      OpenProgressScope scope({&recorder, &cancel});
+      opened = openDataset(spec, o);
+    }
+    const auto* shards = dynamic_cast<const WebDataset*>(opened.get());
+    QVERIFY(shards && !recorder.updates.empty());
+    const ProgressUpdate& first = recorder.updates.front();
+    const ProgressUpdate& last = recorder.updates.back();
+    QVERIFY2(!first.finished && first.done > 0 && first.total >= first.done && first.item.find("train-00000") != std::string::npos,
+             first.item.c_str());
+    QVERIFY(last.finished);
+    QCOMPARE(last.done, shards->shardBytes());
+    QCOMPARE(last.total, last.done);
+    // Nothing heard outside a scope.
+    const std::size_t heard = recorder.updates.size();
+    openDataset(spec, o);
+    QCOMPARE(recorder.updates.size(), heard);
+    // Cancelled: the open stops with the named error, and fetched no shard.
+    cancel.cancel();
+    servers_.takeLog(true);
+    {
+      OpenProgressScope scope({nullptr, &cancel});
+      NAMED(expectError([&] { openDataset(spec, o); }, ErrorKind::Cancelled, {"train-00000", "cancelled"}));
+    }
+    QCOMPARE(servers_.takeLog(true).size(), 0);
+    // The CLI says it (a line every few seconds off a terminal, and the last).
+    const auto r = runStoker({"dataset", "info", QString::fromStdString(spec)});
+    QVERIFY2(r.exitCode == 0 && r.err.contains("open 100.0%"), r.err.constData());
+    QVERIFY(!runStoker({"dataset", "info", QString::fromStdString(spec), "--json"}).err.contains("open "));
   }
 
   // wds: shards over HTTP and S3 (a brace range, and an S3 glob) decode to the local batches.

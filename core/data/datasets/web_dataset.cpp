@@ -30,6 +30,7 @@
 #include "util/error.h"
 #include "util/file_lock.h"
 #include "util/file_exists.h"
+#include "util/open_progress.h"
 #include "util/read_file.h"
 #include "util/run_jobs.h"
 
@@ -272,18 +273,25 @@ void WebDataset::openShards() {
   std::vector<std::int64_t> scanOrder = firstDealOrder_;
   for (std::size_t i = 0; i < n; ++i)
     if (!firstDeal_[i]) scanOrder.push_back(static_cast<std::int64_t>(i));
+  // Scanning remote shards downloads them: a large dataset's open takes minutes, so it says how far
+  // it is and stops when cancelled (the caller's OpenProgressScope), between shards.
+  std::int64_t scansHereCount = 0;
+  for (std::size_t i = 0; i < n; ++i) scansHereCount += peersScan(i) ? 0 : 1;
+  OpenProgressMeter meter(currentOpenProgress(), scansHereCount);
   auto open = [&](const std::function<bool(std::size_t)>& skip) {
     forEachInParallel(static_cast<std::int64_t>(n), scanParallel_, [&](std::int64_t k) {
       const std::int64_t s = scanOrder[static_cast<std::size_t>(k)];
       const auto i = static_cast<std::size_t>(s);
       if (skip(i)) return;
       try {
+        meter.checkCancelled(shards_[i]);
         auto& samples = scanned[i];
         auto& size = shardSizes_[i];
         std::string* text = sharing && isRemote_[i] ? &texts[i] : nullptr;
         if (options_.daliIndex) readIndex(s, samples, size);
         else if (isRemote_[i] && options_.parts.cache) scanThroughCache(s, samples, size, text);
         else scan(s, samples, size, text);
+        meter.pieceDone(size, shards_[i]);
       } catch (...) {
         failed[i] = std::current_exception();
       }
@@ -332,6 +340,7 @@ void WebDataset::openShards() {
     open([&](std::size_t i) { return !peersScan(i) || peerScanned_[i]; });
   }
   rethrowFirst();
+  meter.finish();
 #ifdef __GLIBC__
   // The scans' windows were freed into the allocator's per-thread arenas, which keep them: handed
   // back, they do not stay in the process for its epochs (5,000 photos in 100 shards, 16 in flight,

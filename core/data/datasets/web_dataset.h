@@ -9,7 +9,8 @@
 // .cls, a bad .cls, a sparse member) does too, unless skip_bad_samples keeps it to be skipped and
 // counted when read.
 //
-// Opening scans every shard's headers with libarchive, or with `,index=dali` reads each shard's DALI
+// Opening scans every shard's headers with libarchive (telling the opener's OpenProgressScope how
+// far it is, and stopping between shards when it is cancelled), or with `,index=dali` reads each shard's DALI
 // index (<shard>.idx, see WebDatasetOptions::daliIndex) and opens a remote shard only when dealt.
 // Ranks opening together may share the scans of remote shards (WebDatasetOptions::shareScans):
 // each scans its own first deal's (or, where the planner deals samples, every world-th shard) and
@@ -175,6 +176,7 @@ class WebDataset : public EncodedImageDataset {
   std::string keptIndexPath(const std::string& cacheId) const;
   static void keepIndex(const std::string& path, const std::string& text);
   // Opens every shard: scanned, read from indexes, or (shareScans) partly from the other ranks.
+  // On the opener's thread: its OpenProgressScope hears how far the scans are and may cancel them.
   void openShards();
   // Groups consecutive members by key into samples, as webdataset does.
   void group(std::int64_t shard, const std::vector<Member>& members, std::vector<Sample>& out) const;
