@@ -101,7 +101,10 @@ bool LoaderRunner::start(const LoaderRunRequest& request) {
       dataset = openDataset(spec, options);
     }
     LoaderSessionOptions so = sessionOptions(request, telemetry_);
-    so.reopen = [spec](const LoaderOptions& o) { return openDataset(spec, o); };
+    so.reopen = [spec, cancel = cancelToken()](const LoaderOptions& o) {
+      OpenProgressScope scope({nullptr, cancel});  // Stop ends a long re-open too
+      return openDataset(spec, o);
+    };
     so.openCancel = cancelToken();  // Stop while a resident dataset decodes
     so.onRetuned = [this](const RetuneApplied& a) {
       Q_EMIT retuned(QString::fromStdString(a.device), QString::fromStdString(a.change), a.time, a.atEpochEnd);
@@ -152,7 +155,10 @@ bool LoaderRunner::startTune(const LoaderRunRequest& request) {
     spec.measure = request.measure;
     const std::string datasetSpec = request.dataset.toStdString();
     spec.remoteDataset = datasetIsRemote(datasetSpec);
-    spec.reopen = [datasetSpec](const LoaderOptions& o) { return openDataset(datasetSpec, o); };
+    spec.reopen = [datasetSpec, cancel = cancelToken()](const LoaderOptions& o) {
+      OpenProgressScope scope({nullptr, cancel});  // a trial's re-open (a WebDataset's scan) stops with the tuner
+      return openDataset(datasetSpec, o);
+    };
     const TuneResult r = autoTune(dataset, request.options, devices, sessionOptions(request, telemetry_), spec, cancelToken(),
                                   [this, &spec](const TuneTrial& t, double seconds) {
                                     Q_EMIT tuneTrial(QString::fromStdString(t.change), t.measurement.samplesPerS,
@@ -205,7 +211,12 @@ bool LoaderRunner::startSweep(const LoaderRunRequest& request, const QList<Sweep
     Q_EMIT started({}, 0);  // the panel speaks only for a live run
     // Sweep points publish no telemetry: their plots would interleave.
     const SweepResult result =
-        runSweep([spec](const LoaderOptions& o) { return openDataset(spec, o); }, request.options, axes, devices,
+        runSweep(
+            [spec, cancel = cancelToken()](const LoaderOptions& o) {
+              OpenProgressScope scope({nullptr, cancel});  // Stop ends a row's long re-open too
+              return openDataset(spec, o);
+            },
+            request.options, axes, devices,
                  sessionOptions(request, telemetry_), request.measure, cancelToken(),
                  [this](const SweepPoint& p, int index, int count) {
                    if (p.reopened) Q_EMIT note(tr("sweep row %1: dataset opened again for its reader settings").arg(index + 1));

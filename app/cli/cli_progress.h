@@ -32,13 +32,21 @@ void cancelOnInterrupt(CancelToken& token);
 
 // While it lives, a dataset opened on this thread says how far a long open is (a remote
 // WebDataset's scan downloads the shards) on stderr as "open ..." lines, unless quiet, and stops
-// once `cancel` is cancelled (util/open_progress).
-class OpeningProgress {
+// once `cancel` is cancelled (util/open_progress). An open done within a second says nothing.
+class OpeningProgress : public ProgressSink {
  public:
-  OpeningProgress(bool quiet, const CancelToken* cancel) : terminal_("open", quiet), scope_({&terminal_, cancel}) {}
+  OpeningProgress(bool quiet, const CancelToken* cancel)
+      : terminal_("open", quiet), start_(std::chrono::steady_clock::now()), scope_({this, cancel}) {}
+  void progress(const ProgressUpdate& u) override {
+    if (!shown_ && std::chrono::steady_clock::now() - start_ < std::chrono::seconds(1)) return;
+    shown_ = true;
+    terminal_.progress(u);
+  }
 
  private:
   TerminalProgress terminal_;
+  std::chrono::steady_clock::time_point start_;
+  bool shown_ = false;  // the meter calls one at a time
   OpenProgressScope scope_;
 };
 

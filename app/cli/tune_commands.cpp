@@ -62,7 +62,10 @@ void runTune(const TuneArgs& a) {
     dataset = openDataset(a.dataset, base);
   }
   spec.remoteDataset = datasetIsRemote(a.dataset);
-  spec.reopen = [&a](const LoaderOptions& o) { return openDataset(a.dataset, o); };
+  spec.reopen = [&a, &cancel](const LoaderOptions& o) {
+    OpenProgressScope scope({nullptr, &cancel});  // Ctrl-C stops a trial's long re-open (a WebDataset's scan)
+    return openDataset(a.dataset, o);
+  };
   const auto devices = expandDevices(a.device);
   if (!a.json)
     std::fprintf(stderr, "auto-tune: %s on %s, budget %.0f s, each setting measured to +-%g %%\n",

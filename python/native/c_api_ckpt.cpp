@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "c_api_opening.h"
 #include "c_api_util.h"
 #include "ckpt/convert.h"
 #include "ckpt/inspect.h"
@@ -110,9 +111,17 @@ char* stoker_tune(const char* spec, const char* optionsJson, const char* request
     LoaderSessionOptions session;
     session.sim.capacityBytes = 16LL << 30;
     CancelToken cancel;
-    auto dataset = openDataset(text, base);
+    std::shared_ptr<Dataset> dataset;
+    {
+      PythonOpening opening(text);  // a long open: progress on stderr, Ctrl-C stops it
+      dataset = openDataset(text, base);
+      opening.opened();
+    }
     tune.remoteDataset = datasetIsRemote(text);
-    tune.reopen = [&text](const LoaderOptions& o) { return openDataset(text, o); };
+    tune.reopen = [&text, &cancel](const LoaderOptions& o) {
+      OpenProgressScope scope({nullptr, &cancel});  // a trial's long re-open stops with the tuner
+      return openDataset(text, o);
+    };
     const TuneResult result = autoTune(dataset, base, expandDevices(device), session, tune, &cancel,
                                        [&](const TuneTrial& t, double secondsSoFar) {
                                          const std::string change = t.change.empty() ? "(start)" : t.change;

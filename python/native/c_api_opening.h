@@ -1,7 +1,7 @@
 // c_api_opening: a dataset opened from Python (stoker_loader_open) says how far a long open is
 // and stops on Ctrl-C. The script's thread waits in the C call, where Python neither prints nor
 // sees a signal: while this lives on the process's main thread, SIGINT cancels the open
-// (util/open_progress; a remote WebDataset's scan stops at its next shard) and is raised again at
+// (util/open_progress; a remote WebDataset's scan stops at its next block) and is raised again at
 // the end, so Python's own handler turns it into KeyboardInterrupt once the call returns. Progress
 // goes to stderr as "stoker: opening ..." lines once the open has taken 2 s, then every 10 s, and
 // a last one.

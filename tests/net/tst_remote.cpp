@@ -596,10 +596,38 @@ assert ring(options={'prefetch': 5}) == (16, 5), ring(options={'prefetch': 5})
       NAMED(expectError([&] { openDataset(spec, o); }, ErrorKind::Cancelled, {"train-00000", "cancelled"}));
     }
     QCOMPARE(servers_.takeLog(true).size(), 0);
-    // The CLI says it (a line every few seconds off a terminal, and the last).
-    const auto r = runStoker({"dataset", "info", QString::fromStdString(spec)});
-    QVERIFY2(r.exitCode == 0 && r.err.contains("open 100.0%"), r.err.constData());
-    QVERIFY(!runStoker({"dataset", "info", QString::fromStdString(spec), "--json"}).err.contains("open "));
+    // Within a shard too: in blocks of 16 KiB, one at a time, each request 200 ms, the first shard
+    // takes a dozen requests; cancelled 0.7 s in, the scan stops at its next block.
+    LoaderOptions blocks = o;
+    blocks.part_size = 16384;
+    blocks.num_workers = 1;
+    CancelToken soon;
+    QVERIFY(servers_.fault(true, "", 0, 200));
+    servers_.takeLog(true);
+    std::thread canceller([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(700));
+      soon.cancel();
+    });
+    {
+      OpenProgressScope scope({nullptr, &soon});
+      NAMED(expectError([&] { openDataset(spec, blocks); }, ErrorKind::Cancelled, {"train-00000", "cancelled"}));
+    }
+    canceller.join();
+    QVERIFY(servers_.fault(true, "", 0));
+    const auto firstShardBlocks = static_cast<int>((QFileInfo(shards_ + "/train-000000.tar").size() + 16383) / 16384);
+    const int requests = servers_.takeLog(true).size();
+    QVERIFY2(firstShardBlocks >= 8 && requests + 3 <= firstShardBlocks,  // whole: every block of it
+             qPrintable(QString("%1 requests, %2 blocks in the first shard").arg(requests).arg(firstShardBlocks)));
+    // The CLI says it once an open has taken a second (a line every few seconds off a terminal, and
+    // the last; nothing with --json); a quicker open says nothing. Each request 1.2 s here.
+    QVERIFY(servers_.fault(true, "", 0, 1200));
+    const auto slow = runStoker({"dataset", "info", QString::fromStdString(spec)});
+    const auto slowJson = runStoker({"dataset", "info", QString::fromStdString(spec), "--json"});
+    QVERIFY(servers_.fault(true, "", 0));
+    QVERIFY2(slow.exitCode == 0 && slow.err.contains("open 100.0%"), slow.err.constData());
+    QVERIFY2(slowJson.exitCode == 0 && !slowJson.err.contains("open "), slowJson.err.constData());
+    const auto quick = runStoker({"dataset", "info", QString::fromStdString(spec)});
+    QVERIFY2(quick.exitCode == 0 && !quick.err.contains("open "), quick.err.constData());
   }
 
   // wds: shards over HTTP and S3 (a brace range, and an S3 glob) decode to the local batches.

@@ -6,11 +6,13 @@
 
 namespace stoker {
 
-WdsRemoteStream::WdsRemoteStream(const RemoteObject& object, const PartOptions& parts, ByteVector head, KeepFn keep)
+WdsRemoteStream::WdsRemoteStream(const RemoteObject& object, const PartOptions& parts, ByteVector head, KeepFn keep,
+                                 const CancelToken* cancel)
     : object_(object),
       parts_(parts),
       block_(blockBytesFor(parts)),
-      keep_(parts.cache ? nullptr : std::move(keep)) {
+      keep_(parts.cache ? nullptr : std::move(keep)),
+      cancel_(cancel) {
   if (!head.empty() && head.size() == std::min<std::uint64_t>(block_, object_.size())) fetched_.push_back(Block{0, std::move(head)});
 }
 
@@ -24,6 +26,7 @@ la_ssize_t WdsRemoteStream::readCallback(archive*, void* self, const void** buff
   auto* s = static_cast<WdsRemoteStream*>(self);
   if (s->at_ >= s->object_.size()) return 0;
   try {
+    if (s->cancel_) s->cancel_->throwIfCancelled(s->object_.url());
     return s->parts_.cache && !s->object_.cacheId().empty() ? s->readCachedParts(buffer) : s->readBlocks(buffer);
   } catch (...) {
     s->error_ = std::current_exception();

@@ -26,6 +26,7 @@
 
 #include "net/remote_object.h"
 #include "util/byte_vector.h"
+#include "util/progress.h"
 
 namespace stoker {
 
@@ -37,7 +38,10 @@ class WdsRemoteStream {
 
   // `head`: the object's first bytes, brought by its open (empty when it brought none); when it is
   // block 0, it is served first.
-  WdsRemoteStream(const RemoteObject& object, const PartOptions& parts, ByteVector head, KeepFn keep);
+  // `cancel` (may be null): polled before each read, so a scan stops within a shard (the open's
+  // token, util/open_progress).
+  WdsRemoteStream(const RemoteObject& object, const PartOptions& parts, ByteVector head, KeepFn keep,
+                  const CancelToken* cancel = nullptr);
   WdsRemoteStream(const WdsRemoteStream&) = delete;
   WdsRemoteStream& operator=(const WdsRemoteStream&) = delete;
 
@@ -70,6 +74,7 @@ class WdsRemoteStream {
   const PartOptions parts_;
   const std::uint64_t block_;
   KeepFn keep_;  // cleared once it refuses a block (its budget is spent)
+  const CancelToken* cancel_;
   std::uint64_t at_ = 0;  // the object's next byte libarchive has not had
   std::deque<Block> fetched_;  // fetched, not handed to libarchive yet, in order
   Block handed_;  // the block libarchive reads now: retired at its next read

@@ -278,6 +278,11 @@ void WebDataset::openShards() {
   std::int64_t scansHereCount = 0;
   for (std::size_t i = 0; i < n; ++i) scansHereCount += peersScan(i) ? 0 : 1;
   OpenProgressMeter meter(currentOpenProgress(), scansHereCount);
+  openCancel_ = currentOpenProgress().cancel;  // the scans' streams poll it within a shard
+  struct Forget {
+    const CancelToken*& token;
+    ~Forget() { token = nullptr; }  // the opener's, gone once the open returns
+  } forget{openCancel_};
   auto open = [&](const std::function<bool(std::size_t)>& skip) {
     forEachInParallel(static_cast<std::int64_t>(n), scanParallel_, [&](std::int64_t k) {
       const std::int64_t s = scanOrder[static_cast<std::size_t>(k)];
@@ -489,7 +494,7 @@ void WebDataset::scan(std::int64_t shard, std::vector<Sample>& out, std::uint64_
     // (a shard of one part is scanned in one request). With one, the first part goes through it.
     ByteVector head;
     const auto object = objectOf(shard, window.cache ? nullptr : &head, static_cast<std::size_t>(WdsRemoteStream::blockBytesFor(window)));
-    stream = std::make_unique<WdsRemoteStream>(*object, window, std::move(head), keeperOf(shard, kept));
+    stream = std::make_unique<WdsRemoteStream>(*object, window, std::move(head), keeperOf(shard, kept), openCancel_);
     fileSize = static_cast<std::int64_t>(object->size());
     stream->attach(a.get());
     if (archive_read_open1(a.get()) != ARCHIVE_OK) {

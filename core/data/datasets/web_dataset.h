@@ -10,7 +10,7 @@
 // counted when read.
 //
 // Opening scans every shard's headers with libarchive (telling the opener's OpenProgressScope how
-// far it is, and stopping between shards when it is cancelled), or with `,index=dali` reads each shard's DALI
+// far it is, and stopping when it is cancelled: a remote shard's scan at its next read), or with `,index=dali` reads each shard's DALI
 // index (<shard>.idx, see WebDatasetOptions::daliIndex) and opens a remote shard only when dealt.
 // Ranks opening together may share the scans of remote shards (WebDatasetOptions::shareScans):
 // each scans its own first deal's (or, where the planner deals samples, every world-th shard) and
@@ -227,6 +227,7 @@ class WebDataset : public EncodedImageDataset {
   std::vector<std::string> peerScanEtags_;
   std::vector<bool> peerScanned_;
   int scanParallel_ = 1;  // shards scanned at once
+  const CancelToken* openCancel_ = nullptr;  // while openShards runs: the opener's (util/open_progress)
   std::vector<Sample> samples_;
   std::vector<std::int64_t> shardBegin_;  // first sample of each shard, and the end
   std::vector<std::vector<Component>> components_;  // keepComponents: per shard, every member in order
