@@ -3,6 +3,7 @@
 #include <QMetaObject>
 
 #include <algorithm>
+#include <functional>
 
 #include "data/dataset.h"
 #include "data/loader_session.h"
@@ -40,6 +41,15 @@ class OpeningSignal : public ProgressSink {
  private:
   LoaderRunner* runner_;
 };
+
+// Opens `spec` again with other reader settings (a live retune's, a sweep row's, an auto-tune
+// trial's): Stop ends a long re-open too (a remote WebDataset's scan).
+std::function<std::shared_ptr<Dataset>(const LoaderOptions&)> reopener(std::string spec, const CancelToken* cancel) {
+  return [spec = std::move(spec), cancel](const LoaderOptions& o) {
+    OpenProgressScope scope({nullptr, cancel});
+    return openDataset(spec, o);
+  };
+}
 
 LoaderSessionOptions sessionOptions(const LoaderRunRequest& r, const std::shared_ptr<TelemetryQueue>& telemetry) {
   LoaderSessionOptions s;
@@ -101,10 +111,7 @@ bool LoaderRunner::start(const LoaderRunRequest& request) {
       dataset = openDataset(spec, options);
     }
     LoaderSessionOptions so = sessionOptions(request, telemetry_);
-    so.reopen = [spec, cancel = cancelToken()](const LoaderOptions& o) {
-      OpenProgressScope scope({nullptr, cancel});  // Stop ends a long re-open too
-      return openDataset(spec, o);
-    };
+    so.reopen = reopener(spec, cancelToken());
     so.openCancel = cancelToken();  // Stop while a resident dataset decodes
     so.onRetuned = [this](const RetuneApplied& a) {
       Q_EMIT retuned(QString::fromStdString(a.device), QString::fromStdString(a.change), a.time, a.atEpochEnd);
@@ -155,10 +162,7 @@ bool LoaderRunner::startTune(const LoaderRunRequest& request) {
     spec.measure = request.measure;
     const std::string datasetSpec = request.dataset.toStdString();
     spec.remoteDataset = datasetIsRemote(datasetSpec);
-    spec.reopen = [datasetSpec, cancel = cancelToken()](const LoaderOptions& o) {
-      OpenProgressScope scope({nullptr, cancel});  // a trial's re-open (a WebDataset's scan) stops with the tuner
-      return openDataset(datasetSpec, o);
-    };
+    spec.reopen = reopener(datasetSpec, cancelToken());
     const TuneResult r = autoTune(dataset, request.options, devices, sessionOptions(request, telemetry_), spec, cancelToken(),
                                   [this, &spec](const TuneTrial& t, double seconds) {
                                     Q_EMIT tuneTrial(QString::fromStdString(t.change), t.measurement.samplesPerS,
@@ -211,13 +215,8 @@ bool LoaderRunner::startSweep(const LoaderRunRequest& request, const QList<Sweep
     Q_EMIT started({}, 0);  // the panel speaks only for a live run
     // Sweep points publish no telemetry: their plots would interleave.
     const SweepResult result =
-        runSweep(
-            [spec, cancel = cancelToken()](const LoaderOptions& o) {
-              OpenProgressScope scope({nullptr, cancel});  // Stop ends a row's long re-open too
-              return openDataset(spec, o);
-            },
-            request.options, axes, devices,
-                 sessionOptions(request, telemetry_), request.measure, cancelToken(),
+        runSweep(reopener(spec, cancelToken()), request.options, axes, devices, sessionOptions(request, telemetry_),
+                 request.measure, cancelToken(),
                  [this](const SweepPoint& p, int index, int count) {
                    if (p.reopened) Q_EMIT note(tr("sweep row %1: dataset opened again for its reader settings").arg(index + 1));
                    QStringList values;

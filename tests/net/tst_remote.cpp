@@ -429,10 +429,10 @@ import signal, sys, time, stoker
 signal.signal(signal.SIGINT, signal.default_int_handler)  # whatever the test's parent ignored
 print('opening', flush=True)
 try:
-    loader = stoker.Loader(sys.argv[1], batch_size=4, num_workers=1, max_inflight_parts=1, transforms='Resize(40),CenterCrop(32)')
-    print('opened', len(loader))
+    with stoker.Loader(sys.argv[1], batch_size=4, num_workers=1, max_inflight_parts=1, transforms='Resize(40),CenterCrop(32)') as loader:
+        print('opened', len(loader), flush=True)
 except KeyboardInterrupt:
-    print('KeyboardInterrupt')
+    print('KeyboardInterrupt', flush=True)
 )", spec});
       return p.waitForReadyRead(60000) && p.readLine().trimmed() == "opening";
     };
@@ -441,7 +441,11 @@ except KeyboardInterrupt:
     QVERIFY(start(whole));
     QVERIFY(whole.waitForFinished(60000));
     const QString err = QString::fromUtf8(whole.readAllStandardError());
-    QVERIFY2(whole.exitCode() == 0 && whole.readAllStandardOutput().startsWith("opened"), qPrintable(err));
+    const QByteArray wholeOut = whole.readAllStandardOutput();
+    QVERIFY2(whole.exitStatus() == QProcess::NormalExit && whole.exitCode() == 0 && wholeOut.startsWith("opened"),
+             qPrintable(QString("exit %1 (%2), stdout [%3], stderr [%4]")
+                            .arg(whole.exitCode())
+                            .arg(whole.exitStatus() == QProcess::NormalExit ? "normal" : "crashed", QString::fromUtf8(wholeOut), err)));
     QVERIFY2(err.contains(QRegularExpression("stoker: opening wds:http://\\S+: [0-9.]+ [KM]iB of about [0-9.]+ [KM]iB of shards scanned")) &&
                  err.contains("train-{000000..000003}.tar: done"),
              qPrintable(err));
@@ -453,7 +457,10 @@ except KeyboardInterrupt:
     QVERIFY(interrupted.waitForFinished(60000));
     QVERIFY(servers_.fault(true, "", 0));
     const QByteArray out = interrupted.readAllStandardOutput();
-    QVERIFY2(out.trimmed() == "KeyboardInterrupt", out.constData());
+    QVERIFY2(out.trimmed() == "KeyboardInterrupt",
+             qPrintable(QString("exit %1, stdout [%2], stderr [%3]")
+                            .arg(interrupted.exitCode())
+                            .arg(QString::fromUtf8(out), QString::fromUtf8(interrupted.readAllStandardError()))));
     const int requests = servers_.takeLog(true).size();
     QVERIFY2(requests < 4, qPrintable(QString::number(requests)));  // the scan stopped before the last shard
   }

@@ -10,8 +10,9 @@
 // counted when read.
 //
 // Opening scans every shard's headers with libarchive (telling the opener's OpenProgressScope how
-// far it is, and stopping when it is cancelled: a remote shard's scan at its next read), or with `,index=dali` reads each shard's DALI
-// index (<shard>.idx, see WebDatasetOptions::daliIndex) and opens a remote shard only when dealt.
+// far it is, and stopping when it is cancelled: a remote shard's scan at its next read), or with
+// `,index=dali` reads each shard's DALI index (<shard>.idx, see WebDatasetOptions::daliIndex) and
+// opens a remote shard only when dealt.
 // Ranks opening together may share the scans of remote shards (WebDatasetOptions::shareScans):
 // each scans its own first deal's (or, where the planner deals samples, every world-th shard) and
 // takes the others' indexes from an all-gather.
