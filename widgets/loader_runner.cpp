@@ -43,10 +43,12 @@ class OpeningSignal : public ProgressSink {
 };
 
 // Opens `spec` again with other reader settings (a live retune's, a sweep row's, an auto-tune
-// trial's): Stop ends a long re-open too (a remote WebDataset's scan).
-std::function<std::shared_ptr<Dataset>(const LoaderOptions&)> reopener(std::string spec, const CancelToken* cancel) {
-  return [spec = std::move(spec), cancel](const LoaderOptions& o) {
-    OpenProgressScope scope({nullptr, cancel});
+// trial's): a long re-open (a remote WebDataset's scan) shows in the status line as the first
+// open did, and Stop ends it.
+std::function<std::shared_ptr<Dataset>(const LoaderOptions&)> reopener(LoaderRunner* runner, std::string spec, const CancelToken* cancel) {
+  return [runner, spec = std::move(spec), cancel](const LoaderOptions& o) {
+    OpeningSignal opening(runner);
+    OpenProgressScope scope({&opening, cancel});
     return openDataset(spec, o);
   };
 }
@@ -111,7 +113,7 @@ bool LoaderRunner::start(const LoaderRunRequest& request) {
       dataset = openDataset(spec, options);
     }
     LoaderSessionOptions so = sessionOptions(request, telemetry_);
-    so.reopen = reopener(spec, cancelToken());
+    so.reopen = reopener(this, spec, cancelToken());
     so.openCancel = cancelToken();  // Stop while a resident dataset decodes
     so.onRetuned = [this](const RetuneApplied& a) {
       Q_EMIT retuned(QString::fromStdString(a.device), QString::fromStdString(a.change), a.time, a.atEpochEnd);
@@ -162,7 +164,7 @@ bool LoaderRunner::startTune(const LoaderRunRequest& request) {
     spec.measure = request.measure;
     const std::string datasetSpec = request.dataset.toStdString();
     spec.remoteDataset = datasetIsRemote(datasetSpec);
-    spec.reopen = reopener(datasetSpec, cancelToken());
+    spec.reopen = reopener(this, datasetSpec, cancelToken());
     const TuneResult r = autoTune(dataset, request.options, devices, sessionOptions(request, telemetry_), spec, cancelToken(),
                                   [this, &spec](const TuneTrial& t, double seconds) {
                                     Q_EMIT tuneTrial(QString::fromStdString(t.change), t.measurement.samplesPerS,
@@ -215,7 +217,7 @@ bool LoaderRunner::startSweep(const LoaderRunRequest& request, const QList<Sweep
     Q_EMIT started({}, 0);  // the panel speaks only for a live run
     // Sweep points publish no telemetry: their plots would interleave.
     const SweepResult result =
-        runSweep(reopener(spec, cancelToken()), request.options, axes, devices, sessionOptions(request, telemetry_),
+        runSweep(reopener(this, spec, cancelToken()), request.options, axes, devices, sessionOptions(request, telemetry_),
                  request.measure, cancelToken(),
                  [this](const SweepPoint& p, int index, int count) {
                    if (p.reopened) Q_EMIT note(tr("sweep row %1: dataset opened again for its reader settings").arg(index + 1));

@@ -89,7 +89,7 @@ RemoteDatasetDialog::RemoteDatasetDialog(QWidget* parent) : QDialog(parent), pol
   poll_->setInterval(250);
   connect(poll_, &QTimer::timeout, this, [this] {
     if (state_ && state_->total > 0)
-      result_->setText(tr("Checking %1 … %2 of about %3 of shards scanned").arg(spec(), hb(state_->done), hb(state_->total)));
+      result_->setText(tr("Checking %1 … %2 of about %3 of shards scanned").arg(checked_, hb(state_->done), hb(state_->total)));
   });
   connect(&watcher_, &QFutureWatcher<Outcome>::finished, this, [this] {
     poll_->stop();
@@ -122,8 +122,9 @@ void RemoteDatasetDialog::check() {
   checking_ = true;
   checkButton_->setEnabled(false);
   result_->setStyleSheet({});
-  result_->setText(tr("Checking %1 …").arg(spec()));
-  const QString s = spec();
+  checked_ = spec();
+  result_->setText(tr("Checking %1 …").arg(checked_));
+  const QString s = checked_;
   state_ = std::make_shared<CheckState>();
   poll_->start();
   // The error is caught on the worker: QtConcurrent would hand over only QException's kind.

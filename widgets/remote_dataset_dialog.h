@@ -48,6 +48,7 @@ class RemoteDatasetDialog : public QDialog {
   };
   QFutureWatcher<Outcome> watcher_;
   bool checking_ = false;
+  QString checked_;  // the spec being checked: the fields may be edited meanwhile
   struct CheckState;  // the running check's cancel token and progress, shared with its thread
   std::shared_ptr<CheckState> state_;
   QTimer* poll_;  // shows the check's progress while it runs

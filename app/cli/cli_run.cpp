@@ -33,7 +33,9 @@ int runCommandLine(CLI::App& app, int argc, char** argv, const int& exitCode,
     return failLine(std::string("usage: ") + e.what() + " (see --help)");
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::Cancelled) {
-      std::fprintf(stderr, "cancelled: %s\n", redactedUrl(e.what()).c_str());
+      // A token's own error is "<subject>: cancelled"; said as "cancelled: <subject>", once.
+      const std::string what = e.reason() == "cancelled" ? e.subject() : e.what();
+      std::fprintf(stderr, "cancelled%s%s\n", what.empty() ? "" : ": ", redactedUrl(what).c_str());
       return 130;  // what a shell reports for Ctrl-C
     }
     if (e.kind() == ErrorKind::Timeout || e.kind() == ErrorKind::OutOfMemory || e.kind() == ErrorKind::Network) {

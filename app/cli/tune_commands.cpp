@@ -63,7 +63,8 @@ void runTune(const TuneArgs& a) {
   }
   spec.remoteDataset = datasetIsRemote(a.dataset);
   spec.reopen = [&a, &cancel](const LoaderOptions& o) {
-    OpenProgressScope scope({nullptr, &cancel});  // Ctrl-C stops a trial's long re-open (a WebDataset's scan)
+    // A trial's re-open of a remote WebDataset scans it again: it says so, and Ctrl-C stops it.
+    OpeningProgress opening(a.json, &cancel);
     return openDataset(a.dataset, o);
   };
   const auto devices = expandDevices(a.device);

@@ -10,6 +10,7 @@
 #include "net/remote_url.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
+#include "util/open_progress.h"
 #include "util/run_jobs.h"
 
 namespace stoker {
@@ -242,7 +243,11 @@ std::vector<ListedObject> listS3(const std::string& prefixUrl, bool byFolder, st
   t.s3 = loadS3Config();
   std::vector<ListedObject> out;
   std::string token;
+  // A listing of a million objects is a thousand requests, one after the other: an open that the
+  // user stops (util/open_progress) stops between them.
+  const CancelToken* cancel = currentOpenProgress().cancel;
   for (int page = 0;; ++page) {
+    if (cancel) cancel->throwIfCancelled(prefixUrl + " (listing)");
     // Query parameters in the order SigV4's canonical request sorts them (curl signs the URL as given).
     std::string query;
     if (!token.empty()) query += "continuation-token=" + percentEncode(token, false) + "&";

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "util/progress.h"
 
@@ -34,22 +35,41 @@ class OpenProgressScope {
   OpenProgress previous_;
 };
 
-// An open made of `pieces` pieces of sizes known only as each is done (a WebDataset's shards):
-// reports the bytes done so far against a total estimated from the mean piece done, at most every
-// 200 ms, and a last update from finish(). Thread-safe. Does nothing without a sink.
+// An open made of `pieces` pieces whose sizes are known only as each is reached (a WebDataset's
+// shards): reports the bytes done so far against a total estimated from the mean size of the
+// pieces reached, at most every 200 ms, and a last update from finish(). Progress moves within a
+// piece too (Piece::reached), so a few multi-GB shards do not show it in a handful of jumps.
+// Thread-safe. Does nothing without a sink.
 class OpenProgressMeter {
  public:
   OpenProgressMeter(OpenProgress progress, std::int64_t pieces);
   // Throws Error(Cancelled) naming `subject` once the open's token is cancelled.
   void checkCancelled(const std::string& subject) const;
-  void pieceDone(std::uint64_t bytes, const std::string& item);
   void finish();
 
+  // One piece read from its start, by one thread: its size once known, how far its reader is, then
+  // done. What reached() did not count, done() does.
+  class Piece {
+   public:
+    Piece(OpenProgressMeter& meter, std::string item) : meter_(meter), item_(std::move(item)) {}
+    void sized(std::uint64_t bytes);
+    void reached(std::uint64_t position);  // counted in steps of 64 KiB at least
+    void done(std::uint64_t bytes);
+
+   private:
+    OpenProgressMeter& meter_;
+    std::string item_;
+    bool sized_ = false;
+    std::uint64_t size_ = 0, counted_ = 0;
+  };
+
  private:
+  // `sized`: a piece's size is now known, `size`; `done`: bytes read.
+  void add(bool sized, std::uint64_t size, std::uint64_t done, const std::string& item);
   void emit(const std::string& item, bool finished);  // the caller holds mutex_
   OpenProgress progress_;
-  std::int64_t pieces_, piecesDone_ = 0;
-  std::uint64_t bytesDone_ = 0;
+  std::int64_t pieces_, piecesSized_ = 0;
+  std::uint64_t bytesSized_ = 0, bytesDone_ = 0;
   std::chrono::steady_clock::time_point start_, lastEmit_{};
   std::mutex mutex_;
 };

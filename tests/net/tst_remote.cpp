@@ -606,27 +606,36 @@ assert ring(options={'prefetch': 5}) == (16, 5), ring(options={'prefetch': 5})
     }
     QCOMPARE(servers_.takeLog(true).size(), 0);
     // Within a shard too: in blocks of 16 KiB, one at a time, each request 200 ms, the first shard
-    // takes a dozen requests; cancelled 0.7 s in, the scan stops at its next block.
+    // takes dozens of requests; cancelled 1.3 s in, the scan stops at its next block. Until then the
+    // progress moved within that shard, against the total its size gives (4 shards of about it).
     LoaderOptions blocks = o;
     blocks.part_size = 16384;
     blocks.num_workers = 1;
     CancelToken soon;
+    Recorder within;
     QVERIFY(servers_.fault(true, "", 0, 200));
     servers_.takeLog(true);
     std::thread canceller([&] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(700));
+      std::this_thread::sleep_for(std::chrono::milliseconds(1300));
       soon.cancel();
     });
     {
-      OpenProgressScope scope({nullptr, &soon});
+      OpenProgressScope scope({&within, &soon});
       NAMED(expectError([&] { openDataset(spec, blocks); }, ErrorKind::Cancelled, {"train-00000", "cancelled"}));
     }
     canceller.join();
     QVERIFY(servers_.fault(true, "", 0));
-    const auto firstShardBlocks = static_cast<int>((QFileInfo(shards_ + "/train-000000.tar").size() + 16383) / 16384);
+    // (The first shard scanned is the first of this rank's first deal, not always train-000000.)
+    QVERIFY(!within.updates.empty());
+    const std::string scannedFirst = within.updates.front().item;
+    const auto scannedBytes = static_cast<std::uint64_t>(QFileInfo(shards_ + "/" + QString::fromStdString(scannedFirst).section('/', -1)).size());
+    const auto firstShardBlocks = static_cast<int>((scannedBytes + 16383) / 16384);
     const int requests = servers_.takeLog(true).size();
     QVERIFY2(firstShardBlocks >= 8 && requests + 3 <= firstShardBlocks,  // whole: every block of it
              qPrintable(QString("%1 requests, %2 blocks in the first shard").arg(requests).arg(firstShardBlocks)));
+    for (const ProgressUpdate& u : within.updates)
+      QVERIFY2(u.done > 0 && u.done < scannedBytes && u.total == 4 * scannedBytes && !u.finished && u.item == scannedFirst,
+               qPrintable(QString("%1 of %2 (%3)").arg(u.done).arg(u.total).arg(QString::fromStdString(u.item))));
     // The CLI says it once an open has taken a second (a line every few seconds off a terminal, and
     // the last; nothing with --json); a quicker open says nothing. Each request 1.2 s here.
     QVERIFY(servers_.fault(true, "", 0, 1200));
@@ -637,6 +646,19 @@ assert ring(options={'prefetch': 5}) == (16, 5), ring(options={'prefetch': 5})
     QVERIFY2(slowJson.exitCode == 0 && !slowJson.err.contains("open "), slowJson.err.constData());
     const auto quick = runStoker({"dataset", "info", QString::fromStdString(spec)});
     QVERIFY2(quick.exitCode == 0 && !quick.err.contains("open "), quick.err.constData());
+    // Ctrl-C stops the CLI's open (the shards' requests take 3 s each; it comes 1.5 s in): the
+    // shell's 130, and the shard it stopped in, said once.
+    QVERIFY(servers_.fault(true, "", 0, 3000));
+    QProcess info;
+    info.start(STOKER_CLI_PATH, {"dataset", "info", QString::fromStdString(spec)});
+    QVERIFY(info.waitForStarted(10000));
+    QThread::msleep(1500);
+    ::kill(static_cast<pid_t>(info.processId()), SIGINT);
+    QVERIFY(info.waitForFinished(30000));
+    QVERIFY(servers_.fault(true, "", 0));
+    const QString stopped = QString::fromUtf8(info.readAllStandardError());
+    QVERIFY2(info.exitCode() == 130 && stopped.contains(QRegularExpression("^cancelled: \\S+train-00000\\d\\.tar$", QRegularExpression::MultilineOption)),
+             qPrintable(stopped));
   }
 
   // wds: shards over HTTP and S3 (a brace range, and an S3 glob) decode to the local batches.
@@ -1431,6 +1453,24 @@ dist.destroy_process_group()
     NAMED(expectBadInput([&] { openDataset("imagefolder:" + s3("textonly").toStdString(), o); }, {"no image files in class folder a"}));
     NAMED(expectBadInput([&] { openDataset("imagefolder:" + s3("nothing/").toStdString(), o); }, {"no class folders"}));
     NAMED(expectBadInput([&] { openDataset("imagefolder:" + servers_.httpUrl("photos/").toStdString(), o); }, {"no listing"}));
+    // A long listing (here a key a page, 18 pages of 250 ms) stops between its pages when the open
+    // is cancelled, 0.9 s in.
+    ScopedEnv onePerPage("STOKER_S3_LIST_MAX_KEYS", "1");
+    QVERIFY(servers_.fault(false, "", 0, 250));
+    servers_.takeLog(false);
+    CancelToken stop;
+    std::thread canceller([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(900));
+      stop.cancel();
+    });
+    {
+      OpenProgressScope scope({nullptr, &stop});
+      NAMED(expectError([&] { openDataset("imagefolder:" + s3("photos/").toStdString(), o); }, ErrorKind::Cancelled, {"photos/", "(listing)"}));
+    }
+    canceller.join();
+    QVERIFY(servers_.fault(false, "", 0));
+    const int requests = servers_.takeLog(false).size();
+    QVERIFY2(requests >= 1 && requests < 10, qPrintable(QString::number(requests)));
   }
 
   // With cache_dir, an S3 image folder's images are fetched once: a later open (a new epoch, a new

@@ -274,7 +274,7 @@ void WebDataset::openShards() {
   for (std::size_t i = 0; i < n; ++i)
     if (!firstDeal_[i]) scanOrder.push_back(static_cast<std::int64_t>(i));
   // Scanning remote shards downloads them: a large dataset's open takes minutes, so it says how far
-  // it is and stops when cancelled (the caller's OpenProgressScope), between shards.
+  // it is, within each shard too, and stops when cancelled (the caller's OpenProgressScope).
   std::int64_t scansHereCount = 0;
   for (std::size_t i = 0; i < n; ++i) scansHereCount += peersScan(i) ? 0 : 1;
   OpenProgressMeter meter(currentOpenProgress(), scansHereCount);
@@ -293,10 +293,11 @@ void WebDataset::openShards() {
         auto& samples = scanned[i];
         auto& size = shardSizes_[i];
         std::string* text = sharing && isRemote_[i] ? &texts[i] : nullptr;
+        OpenProgressMeter::Piece piece(meter, shards_[i]);
         if (options_.daliIndex) readIndex(s, samples, size);
-        else if (isRemote_[i] && options_.parts.cache) scanThroughCache(s, samples, size, text);
-        else scan(s, samples, size, text);
-        meter.pieceDone(size, shards_[i]);
+        else if (isRemote_[i] && options_.parts.cache) scanThroughCache(s, samples, size, text, &piece);
+        else scan(s, samples, size, text, &piece);
+        piece.done(size);
       } catch (...) {
         failed[i] = std::current_exception();
       }
@@ -480,7 +481,8 @@ struct WebDataset::Member {
 // A shard that does not parse as a tar is refused whole; a sample that does not make sense (no
 // image, no or a bad .cls, a member twice) is refused at once, or kept as a bad sample that fails
 // when read -- so skip_bad_samples skips and counts it like an undecodable image.
-void WebDataset::scan(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size, std::string* indexText) {
+void WebDataset::scan(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size, std::string* indexText,
+                      OpenProgressMeter::Piece* progress) {
   const std::string& path = shards_[static_cast<std::size_t>(shard)];
   std::unique_ptr<archive, int (*)(archive*)> a(archive_read_new(), archive_read_free);
   archive_read_support_format_tar(a.get());
@@ -509,12 +511,14 @@ void WebDataset::scan(std::int64_t shard, std::vector<Sample>& out, std::uint64_
     if (archive_read_open_filename(a.get(), path.c_str(), 1 << 16) != ARCHIVE_OK)
       throwBadInput(path, std::string("not a readable tar: ") + archive_error_string(a.get()));
   }
+  if (progress) progress->sized(static_cast<std::uint64_t>(fileSize));
   std::vector<Member> members;
   archive_entry* entry = nullptr;
   int rc;
   while ((rc = archive_read_next_header(a.get(), &entry)) == ARCHIVE_OK || rc == ARCHIVE_WARN) {
     Member m;
     m.header = archive_read_header_position(a.get());
+    if (progress) progress->reached(static_cast<std::uint64_t>(m.header));  // a multi-GB shard moves as it is read
     m.size = archive_entry_size(entry);
     if (archive_entry_filetype(entry) != AE_IFREG) {
       members.push_back(m);  // a folder: its position still ends the previous member
@@ -704,9 +708,10 @@ bool WebDataset::readScannedBlocks(std::int64_t shard, std::int64_t epoch, std::
 // Ranks opening together take a lock per shard: one scans, the others wait, then read its index.
 // A kept index that does not parse (a damaged disk) is scanned again and replaced; one that cannot
 // be written costs nothing but the next open's scan.
-void WebDataset::scanThroughCache(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size, std::string* indexText) {
+void WebDataset::scanThroughCache(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size, std::string* indexText,
+                                  OpenProgressMeter::Piece* progress) {
   const std::shared_ptr<const RemoteObject> object = objectOf(shard);  // the open request the scan makes anyway
-  if (object->cacheId().empty()) return scan(shard, out, size, indexText);  // no ETag: nothing names its content
+  if (object->cacheId().empty()) return scan(shard, out, size, indexText, progress);  // no ETag: nothing names its content
   const std::string path = keptIndexPath(object->cacheId());
   auto kept = [&] {
     try {
@@ -728,7 +733,7 @@ void WebDataset::scanThroughCache(std::int64_t shard, std::vector<Sample>& out, 
   const FileLock lock(path + ".lock");
   if (kept()) return;  // another rank scanned it while this one waited
   std::string text;
-  scan(shard, out, size, &text);
+  scan(shard, out, size, &text, progress);
   if (text.empty()) return;
   keepIndex(path, text);
   if (indexText) *indexText = std::move(text);

@@ -52,6 +52,7 @@
 #include "data/datasets/wds_remote_stream.h"
 #include "net/remote_object.h"
 #include "net/remote_readahead.h"
+#include "util/open_progress.h"
 
 namespace stoker {
 
@@ -168,8 +169,11 @@ class WebDataset : public EncodedImageDataset {
   };
   struct Member;  // a tar member, from the scan or an index
   // `indexText`: set to the shard's DALI index when an index would open the same samples.
-  void scan(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size, std::string* indexText = nullptr);
-  void scanThroughCache(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size, std::string* indexText = nullptr);
+  // `progress` (may be null): told the shard's size and how far the scan is in it.
+  void scan(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size, std::string* indexText = nullptr,
+            OpenProgressMeter::Piece* progress = nullptr);
+  void scanThroughCache(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size, std::string* indexText = nullptr,
+                        OpenProgressMeter::Piece* progress = nullptr);
   // Another rank's scan of `shard` (shareScans); false when its index does not parse or does not fit.
   bool adoptPeerScan(const ScannedShard& scanned, std::vector<Sample>& out);
   // Under cache_dir: the adopted scans written there as the node's own (scanThroughCache).
