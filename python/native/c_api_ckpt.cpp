@@ -1,11 +1,13 @@
 // c_api_ckpt: the checkpoint engine (inspect, convert, verify) and the auto-tuner for the Python
 // package (stoker_c.h), answering with the JSON documents of `stoker ckpt ... --json` and
-// `stoker tune --json`. Progress reaches a C callback, which can also cancel.
+// `stoker tune --json`. Progress reaches a C callback, which can also cancel; so does Ctrl-C
+// (c_api_interrupt), which then raises KeyboardInterrupt in Python.
 #include <nlohmann/json.hpp>
 
 #include <string>
 #include <vector>
 
+#include "c_api_interrupt.h"
 #include "c_api_opening.h"
 #include "c_api_util.h"
 #include "ckpt/convert.h"
@@ -60,6 +62,7 @@ char* stoker_ckpt_convert(const char* src, const char* dst, const char* requestJ
     const nlohmann::json r = parseRequest(requestJson);
     const TargetSpec target = parseTargetSpec(r.value("to", std::string()), r.value("dtype", std::string("keep")));
     CancelToken cancel;
+    SigintCancels interrupt(cancel);  // Ctrl-C stops at a safe point (finished files kept, resume completes)
     CallbackProgress sink(progress, user, cancel);
     ConvertOptions options;
     options.memoryBudget = parseByteSize(r.value("memory_budget", std::string("256MiB")), "memory_budget");
@@ -88,6 +91,7 @@ char* stoker_ckpt_convert(const char* src, const char* dst, const char* requestJ
 char* stoker_ckpt_verify(const char* a, const char* b, stoker_progress_fn progress, void* user) {
   return guarded<>(static_cast<char*>(nullptr), [&] {
     CancelToken cancel;
+    SigintCancels interrupt(cancel);
     CallbackProgress sink(progress, user, cancel);
     VerifyOptions options;
     options.progress = &sink;
@@ -111,16 +115,19 @@ char* stoker_tune(const char* spec, const char* optionsJson, const char* request
     LoaderSessionOptions session;
     session.sim.capacityBytes = 16LL << 30;
     CancelToken cancel;
+    SigintCancels interrupt(cancel);  // Ctrl-C ends the search, its opens too, with KeyboardInterrupt
     std::shared_ptr<Dataset> dataset;
     {
-      PythonOpening opening(text);  // a long open: progress on stderr, Ctrl-C stops it
+      PythonOpening opening(text, &cancel);  // a long open says how far it is
       dataset = openDataset(text, base);
       opening.opened();
     }
     tune.remoteDataset = datasetIsRemote(text);
     tune.reopen = [&text, &cancel](const LoaderOptions& o) {
-      OpenProgressScope scope({nullptr, &cancel});  // a trial's long re-open stops with the tuner
-      return openDataset(text, o);
+      PythonOpening opening(text, &cancel);  // a trial's re-open scans a remote WebDataset again
+      auto reopened = openDataset(text, o);
+      opening.opened();
+      return reopened;
     };
     const TuneResult result = autoTune(dataset, base, expandDevices(device), session, tune, &cancel,
                                        [&](const TuneTrial& t, double secondsSoFar) {

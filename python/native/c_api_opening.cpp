@@ -1,50 +1,24 @@
 #include "c_api_opening.h"
 
-#include <sys/syscall.h>
-#include <unistd.h>
-
-#include <atomic>
 #include <cstdio>
 
 #include "util/byte_size.h"
 #include "util/redacted_url.h"
 
 namespace stoker::capi {
-namespace {
 
-std::atomic<CancelToken*> gCancel{nullptr};
-volatile sig_atomic_t gInterrupted = 0;
-
-extern "C" void onOpeningInterrupt(int) {
-  gInterrupted = 1;
-  if (CancelToken* token = gCancel.load()) token->cancel();  // a relaxed atomic store: async-signal-safe
-}
-
-bool onMainThread() { return ::syscall(SYS_gettid) == ::getpid(); }
-
-}  // namespace
-
-PythonOpening::PythonOpening(std::string spec)
-    : spec_(redactedUrl(spec)), scope_({this, &cancel_}), start_(std::chrono::steady_clock::now()) {
-  // Only the main thread receives Python's Ctrl-C; an open on another thread leaves the handler be.
-  if (!onMainThread()) return;
-  struct sigaction ours {};
-  ours.sa_handler = onOpeningInterrupt;
-  sigemptyset(&ours.sa_mask);
-  if (::sigaction(SIGINT, nullptr, &previous_) != 0 || previous_.sa_handler == SIG_IGN) return;
-  gInterrupted = 0;
-  gCancel = &cancel_;
-  handling_ = ::sigaction(SIGINT, &ours, nullptr) == 0;
+PythonOpening::PythonOpening(std::string spec, CancelToken* shared)
+    : spec_(redactedUrl(spec)),
+      cancel_(shared ? shared : &own_),
+      scope_({this, cancel_}),
+      start_(std::chrono::steady_clock::now()) {
+  if (!shared) interrupt_.emplace(own_);
 }
 
 PythonOpening::~PythonOpening() {
-  // A failure other than Ctrl-C says itself, as the Python exception.
-  if (printed_ && (opened_ || cancel_.cancelled()))
-    std::fprintf(stderr, "stoker: opening %s: %s\n", spec_.c_str(), opened_ ? "done" : "stopped (Ctrl-C)");
-  if (!handling_) return;
-  ::sigaction(SIGINT, &previous_, nullptr);
-  gCancel = nullptr;
-  if (gInterrupted) ::raise(SIGINT);  // to Python's handler: KeyboardInterrupt after the call returns
+  // A failure other than a cancel says itself, as the Python exception.
+  if (printed_ && (opened_ || cancel_->cancelled()))
+    std::fprintf(stderr, "stoker: opening %s: %s\n", spec_.c_str(), opened_ ? "done" : "stopped");
 }
 
 void PythonOpening::progress(const ProgressUpdate& u) {

@@ -4,9 +4,12 @@ called in process from Python on real files."""
 import json
 import os
 import shutil
+import signal
 import struct
+import subprocess
 import sys
 import tempfile
+import time
 
 import torch
 
@@ -80,6 +83,33 @@ try:
     for knob in ("batch_size", "num_workers", "prefetch"):
         assert again.options[knob] == tuned["options"][knob], (knob, again.options[knob], tuned["options"][knob])
     assert stoker.Loader.from_options(saved, "synthetic:4096,1x28x28,f32", batch_size=7).options["batch_size"] == 7
-    result(progress_calls=len(calls), tune_trials=len(tuned["trials"]), confidence=tuned["confidence"])
+    # Ctrl-C during a tune or a conversion (the script's thread waits in the C call) stops it at its
+    # next safe point and raises KeyboardInterrupt. It used to come once the whole tune was done, and
+    # a conversion with a progress callback lost it (ctypes swallows an exception in a callback).
+    def interrupted_after(code, seconds, *args):
+        child = subprocess.Popen([sys.executable, "-c", "import signal, sys, time, stoker\n"
+                                  "signal.signal(signal.SIGINT, signal.default_int_handler)  # whatever the parent ignored\n"
+                                  "try:\n" + code + """
+    print("returned")
+except KeyboardInterrupt:
+    print("KeyboardInterrupt")
+""", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert child.stdout.readline().strip() == "started"
+        time.sleep(seconds)
+        child.send_signal(signal.SIGINT)
+        interrupted = time.monotonic()
+        out, err = child.communicate(timeout=60)
+        took = time.monotonic() - interrupted
+        assert out.strip() == "KeyboardInterrupt" and "Exception ignored" not in err and took < 10, (code, out, err[-2000:], took)
+        return took
+    tune_stop_s = interrupted_after("""    print("started", flush=True)
+    stoker.tune("synthetic:4096,1x28x28,f32,5", budget_s=60, batch_size=64)""", 3)
+    started = ("    def slowly(done, total, item):\n"
+               "        if not slowly.said: print('started', flush=True); slowly.said = True\n"
+               "        time.sleep(0.5)\n"
+               "    slowly.said = False\n")
+    convert_stop_s = interrupted_after(started + "    stoker.ckpt.convert(sys.argv[1], sys.argv[2], 'hf', jobs=1, memory_budget='8MiB', progress=slowly)", 1,
+                                      src, os.path.join(tmp, "interrupted"))
+    result(tune_stopped_after_sigint_s=round(tune_stop_s, 2), convert_stopped_after_sigint_s=round(convert_stop_s, 2), progress_calls=len(calls), tune_trials=len(tuned["trials"]), confidence=tuned["confidence"])
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
