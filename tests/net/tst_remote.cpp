@@ -5,6 +5,8 @@
 #include <QDeadlineTimer>
 #include <QDir>
 #include <QDirIterator>
+#include <QElapsedTimer>
+#include <QFile>
 #include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -214,6 +216,21 @@ QByteArray randomBytes(int n, unsigned seed) {
 }
 
 // Sets an environment variable for one scope.
+// Whether process `pid` catches SIGINT yet (/proc/PID/status: SigCgt, a hex mask, bit SIGINT - 1),
+// waiting up to `timeoutMs`.
+bool waitForSigintHandler(qint64 pid, int timeoutMs) {
+  QElapsedTimer waited;
+  waited.start();
+  do {
+    QFile status(QString("/proc/%1/status").arg(pid));
+    if (status.open(QIODevice::ReadOnly))
+      for (const QByteArray& line : status.readAll().split('\n'))
+        if (line.startsWith("SigCgt:") && (line.mid(7).trimmed().toULongLong(nullptr, 16) >> (SIGINT - 1)) & 1) return true;
+    QThread::msleep(20);
+  } while (waited.elapsed() < timeoutMs);
+  return false;
+}
+
 class ScopedEnv {
  public:
   ScopedEnv(const char* name, const QByteArray& value) : name_(name) {
@@ -652,7 +669,9 @@ assert ring(options={'prefetch': 5}) == (16, 5), ring(options={'prefetch': 5})
     QProcess info;
     info.start(STOKER_CLI_PATH, {"dataset", "info", QString::fromStdString(spec)});
     QVERIFY(info.waitForStarted(10000));
-    QThread::msleep(1500);
+    // Signalled before its handler is in place (a sanitizer build starts slowly), it would just die.
+    QVERIFY(waitForSigintHandler(info.processId(), 60000));
+    QThread::msleep(500);  // into the shards' first requests
     ::kill(static_cast<pid_t>(info.processId()), SIGINT);
     QVERIFY(info.waitForFinished(30000));
     QVERIFY(servers_.fault(true, "", 0));
