@@ -42,15 +42,18 @@ class OpeningSignal : public ProgressSink {
   LoaderRunner* runner_;
 };
 
+// A long open (a remote WebDataset's scan) shows in the status line, and Stop ends it.
+std::shared_ptr<Dataset> openShowingProgress(LoaderRunner* runner, const std::string& spec, const LoaderOptions& o,
+                                             const CancelToken* cancel) {
+  OpeningSignal opening(runner);
+  OpenProgressScope scope({&opening, cancel});
+  return openDataset(spec, o);
+}
+
 // Opens `spec` again with other reader settings (a live retune's, a sweep row's, an auto-tune
-// trial's): a long re-open (a remote WebDataset's scan) shows in the status line as the first
-// open did, and Stop ends it.
+// trial's), as the first open was.
 std::function<std::shared_ptr<Dataset>(const LoaderOptions&)> reopener(LoaderRunner* runner, std::string spec, const CancelToken* cancel) {
-  return [runner, spec = std::move(spec), cancel](const LoaderOptions& o) {
-    OpeningSignal opening(runner);
-    OpenProgressScope scope({&opening, cancel});
-    return openDataset(spec, o);
-  };
+  return [runner, spec = std::move(spec), cancel](const LoaderOptions& o) { return openShowingProgress(runner, spec, o, cancel); };
 }
 
 LoaderSessionOptions sessionOptions(const LoaderRunRequest& r, const std::shared_ptr<TelemetryQueue>& telemetry) {
@@ -106,12 +109,7 @@ bool LoaderRunner::start(const LoaderRunRequest& request) {
     // The plots want points several times a second, even from short epochs.
     LoaderOptions options = request.options;
     options.telemetry_interval_ms = std::min(options.telemetry_interval_ms, kWatchedTelemetryMs);
-    std::shared_ptr<Dataset> dataset;
-    {
-      OpeningSignal opening(this);
-      OpenProgressScope scope({&opening, cancelToken()});  // Stop ends a long open too
-      dataset = openDataset(spec, options);
-    }
+    const std::shared_ptr<Dataset> dataset = openShowingProgress(this, spec, options, cancelToken());
     LoaderSessionOptions so = sessionOptions(request, telemetry_);
     so.reopen = reopener(this, spec, cancelToken());
     so.openCancel = cancelToken();  // Stop while a resident dataset decodes
@@ -152,12 +150,7 @@ bool LoaderRunner::start(const LoaderRunRequest& request) {
 bool LoaderRunner::startTune(const LoaderRunRequest& request) {
   return launch([this, request] {
     const auto devices = expandDevices(request.devices.toStdString());
-    std::shared_ptr<Dataset> dataset;
-    {
-      OpeningSignal opening(this);
-      OpenProgressScope scope({&opening, cancelToken()});
-      dataset = openDataset(request.dataset.toStdString(), request.options);
-    }
+    const std::shared_ptr<Dataset> dataset = openShowingProgress(this, request.dataset.toStdString(), request.options, cancelToken());
     Q_EMIT started({}, 0);  // the panel speaks only for a live run
     TuneSpec spec;
     spec.budgetSeconds = request.tuneBudgetSeconds;

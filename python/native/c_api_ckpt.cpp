@@ -116,19 +116,17 @@ char* stoker_tune(const char* spec, const char* optionsJson, const char* request
     session.sim.capacityBytes = 16LL << 30;
     CancelToken cancel;
     SigintCancels interrupt(cancel);  // Ctrl-C ends the search, its opens too, with KeyboardInterrupt
-    std::shared_ptr<Dataset> dataset;
-    {
-      PythonOpening opening(text, &cancel);  // a long open says how far it is
-      dataset = openDataset(text, base);
+    // The first open and each trial's re-open (a remote WebDataset is scanned again) say how far a
+    // long one is.
+    auto open = [&text, &cancel](const LoaderOptions& o) {
+      PythonOpening opening(text, &cancel);
+      auto opened = openDataset(text, o);
       opening.opened();
-    }
-    tune.remoteDataset = datasetIsRemote(text);
-    tune.reopen = [&text, &cancel](const LoaderOptions& o) {
-      PythonOpening opening(text, &cancel);  // a trial's re-open scans a remote WebDataset again
-      auto reopened = openDataset(text, o);
-      opening.opened();
-      return reopened;
+      return opened;
     };
+    const std::shared_ptr<Dataset> dataset = open(base);
+    tune.remoteDataset = datasetIsRemote(text);
+    tune.reopen = open;
     const TuneResult result = autoTune(dataset, base, expandDevices(device), session, tune, &cancel,
                                        [&](const TuneTrial& t, double secondsSoFar) {
                                          const std::string change = t.change.empty() ? "(start)" : t.change;
