@@ -245,7 +245,8 @@ def main():
             remote_wds, remote_wds_wall = bench(stoker, f"wds:{base}{pattern}", {**image_opts, "cache_dir": cache, "max_inflight_parts": a.max_inflight_parts}, 1)
             shutil.rmtree(cache)
             served_bytes(run, servers[0])
-            readahead = f",readahead_mb={a.readahead_mb}" if a.readahead_mb else ""
+            # scan_cache=off: every round scans, as a first open does (a later one reads the kept scans).
+            readahead = (f",readahead_mb={a.readahead_mb}" if a.readahead_mb else "") + ",scan_cache=off"
             _, nocache_wds_wall = bench(stoker, f"wds:{base}{pattern}{readahead}", {**image_opts, "max_inflight_parts": a.max_inflight_parts}, 1)
             nocache_sent = served_bytes(run, servers[0]) / shard_bytes  # the open's scan and the epoch together
             if a.wds_only:

@@ -87,7 +87,7 @@ def main():
         wait_port(nginx_port)
         servers.append(subprocess.Popen([PY, os.path.join(HERE, "latency_relay.py"), str(relay_port), str(nginx_port), a.latency]))
         wait_port(relay_port)
-        spec = f"wds:http://127.0.0.1:{relay_port}/shards/{tars[0][:-10]}{{000000..{len(tars) - 1:06d}}}.tar"
+        spec = f"wds:http://127.0.0.1:{relay_port}/shards/{tars[0][:-10]}{{000000..{len(tars) - 1:06d}}}.tar,scan_cache=off"  # each round scans
         local_spec = f"wds:{os.path.join(www, 'shards', tars[0][:-10])}{{000000..{len(tars) - 1:06d}}}.tar"
         ways = (("shared", "1"), ("each_scans_all", "0")) + ((("local", "1"),) if a.feed else ())
         results = {way: [] for way, _ in ways}

@@ -20,6 +20,7 @@
 
 #include <ATen/ATen.h>
 
+#include <fcntl.h>
 #include <signal.h>
 
 #include <atomic>
@@ -40,12 +41,14 @@
 #include "data/loader_sweep.h"
 #include "data/loader_tune.h"
 #include "data/datasets/image_folder_dataset.h"
+#include "data/datasets/wds_kept_scans.h"
 #include "data/datasets/web_dataset.h"
 #include "expect_error.h"
 #include "net/multipart_ranges.h"
 #include "net/part_cache.h"
 #include "net/remote_object.h"
 #include "net/remote_readahead.h"
+#include "util/user_cache_dir.h"
 #include "net/remote_url.h"
 #include "net/s3_config.h"
 #include "remote_servers.h"
@@ -253,6 +256,7 @@ class ScopedEnv {
 class TestRemote : public QObject {
   Q_OBJECT
   QTemporaryDir tmp_;
+  std::unique_ptr<QTemporaryDir> userCache_;  // STOKER_CACHE_DIR of the test running (init)
   RemoteServers servers_;
   QByteArray blob_;  // 1 MiB of random bytes: www/blob.bin and s3://stoker-test/blob.bin
   QString shards_;   // local WebDataset shards (www/shards and s3://stoker-test/shards)
@@ -326,6 +330,15 @@ class TestRemote : public QObject {
   }
 
  private Q_SLOTS:
+  // Each test keeps its scans of remote shards in a folder of its own (the user's cache by
+  // default, data/datasets/wds_kept_scans): a test opening shards another has scanned would not
+  // scan them.
+  void init() {
+    userCache_ = std::make_unique<QTemporaryDir>(tmp_.filePath("user-cache-XXXXXX"));
+    QVERIFY(userCache_->isValid());
+    qputenv("STOKER_CACHE_DIR", userCache_->path().toUtf8());
+  }
+
   void initTestCase() {
     QVERIFY(tmp_.isValid());
     QString error;
@@ -593,7 +606,8 @@ assert ring(options={'prefetch': 5}) == (16, 5), ring(options={'prefetch': 5})
     LoaderOptions o;
     o.transforms = "Resize(40),CenterCrop(32)";
     o.max_inflight_parts = 1;  // one shard at a time: an update per shard but the throttled ones
-    const std::string spec = "wds:" + servers_.httpUrl("shards/train-{000000..000003}.tar").toStdString();
+    // Every open here scans (none reads the scans an earlier one kept).
+    const std::string spec = "wds:" + servers_.httpUrl("shards/train-{000000..000003}.tar,scan_cache=off").toStdString();
     Recorder recorder;
     CancelToken cancel;
     std::shared_ptr<Dataset> opened;
@@ -695,11 +709,12 @@ assert ring(options={'prefetch': 5}) == (16, 5), ring(options={'prefetch': 5})
       QVERIFY2(sameTensors(readAll(*remote, allIndices(*remote)), want), qPrintable(spec));
     }
     // The open's request brings a shard's first part: with parts larger than the shards, the scan
-    // asks once per shard (the open and the first window were two requests).
+    // asks once per shard (the open and the first window were two requests). (scan_cache=off: the
+    // opens above kept their scans, which a later open reads instead of scanning.)
     LoaderOptions whole = o;
     whole.part_size = 8 << 20;
     servers_.takeLog(true);
-    auto scanned = openDataset("wds:" + servers_.httpUrl("shards/train-{000000..000003}.tar").toStdString(), whole);
+    auto scanned = openDataset("wds:" + servers_.httpUrl("shards/train-{000000..000003}.tar,scan_cache=off").toStdString(), whole);
     const QJsonArray requests = servers_.takeLog(true);
     QCOMPARE(requests.size(), 4);
     for (const auto& e : requests) QCOMPARE(e.toArray()[2].toString(), QString("bytes=0-8388607"));
@@ -860,14 +875,14 @@ assert ring(options={'prefetch': 5}) == (16, 5), ring(options={'prefetch': 5})
     // What is kept stays within readahead_mb: shard 1 (1.1 MB) never fits in 1 MiB, so the epoch
     // asks for it; the others may have been kept, depending on which scans finished first (of
     // 256 KiB blocks, some of shard 1's too).
-    auto bounded = openDataset("wds:" + servers_.httpUrl(pattern + ",readahead_mb=1").toStdString(), o);
+    auto bounded = openDataset("wds:" + servers_.httpUrl(pattern + ",readahead_mb=1,scan_cache=off").toStdString(), o);
     const auto* boundedWds = dynamic_cast<const WebDataset*>(bounded.get());
     QVERIFY(boundedWds);
     QVERIFY(boundedWds->scannedBlockBytes() > 0 && boundedWds->scannedBlockBytes() <= (1 << 20));
     // With room for all, the note says they are held (and nothing of fetching again).
     const std::vector<std::string> roomy = Loader(remote, o, DeviceSpec::parse("cpu")).notes();
     QVERIFY(!roomy.empty());
-    QVERIFY2(QString::fromStdString(roomy[0]).contains("are held for its first epoch (readahead_mb=1024). DALI"), roomy[0].c_str());
+    QVERIFY2(QString::fromStdString(roomy[0]).contains("are held for its first epoch (readahead_mb=1024). The scans are kept in"), roomy[0].c_str());
     // The loader says what the open downloaded and what the first epoch fetches again.
     const Loader boundedLoader(bounded, o, DeviceSpec::parse("cpu"));
     const std::vector<std::string> notes = boundedLoader.notes();
@@ -942,7 +957,7 @@ assert ring(options={'prefetch': 5}) == (16, 5), ring(options={'prefetch': 5})
     QVERIFY(localOrder);
     for (std::int64_t i : *localOrder) mine.insert(localWds->shardOf(i));
     servers_.takeLog(true);
-    auto rank1 = openDataset("wds:" + servers_.httpUrl(pattern).toStdString(), ranked);
+    auto rank1 = openDataset("wds:" + servers_.httpUrl(pattern + ",scan_cache=off").toStdString(), ranked);  // scanned again
     const QJsonArray rankScan = servers_.takeLog(true);
     const auto* wds = dynamic_cast<const WebDataset*>(rank1.get());
     QVERIFY(wds);
@@ -1214,7 +1229,8 @@ for world, port in zip((3, 2), os.environ["SPARE_PORTS"].split(",")):  # a new s
     dist.destroy_process_group()
 )PY";
     servers_.takeLog(true);
-    QVERIFY(runPythonRanks(3, script, {servers_.www() + "/" + pattern, servers_.httpUrl(pattern)}));
+    // (scan_cache=off: each open scans, rather than read what the first one kept.)
+    QVERIFY(runPythonRanks(3, script, {servers_.www() + "/" + pattern, servers_.httpUrl(pattern + ",scan_cache=off")}));
     QMap<QString, int> fetched;
     for (const auto& e : servers_.takeLog(true)) fetched[e.toArray()[1].toString().section('/', -1)]++;
     QCOMPARE(fetched.size(), 4);
@@ -1451,6 +1467,114 @@ dist.destroy_process_group()
     QCOMPARE(keptIndexes(shared), want);
     // The ranks' scan locks are gone with the scans: a cache folder does not collect a file per shard.
     QCOMPARE(QDir(shared).entryList({"*.lock"}, QDir::Files), QStringList());
+  }
+
+  // Without cache_dir the scans are kept too, in the user's cache (STOKER_CACHE_DIR, else
+  // $XDG_CACHE_HOME/stoker, else ~/.cache/stoker): the script run again, or the next `stoker
+  // bench`, asks the server only for the shards' opens instead of downloading them to find their
+  // tar headers. scan_cache=DIR names the folder, scan_cache=off keeps none; a folder that cannot be
+  // made costs only the next open's scans, and the open's note says why.
+  void webDatasetScansAreKeptWithoutACache() {
+    LoaderOptions o;
+    o.transforms = "Resize(40),CenterCrop(32),ToDtype(u8)";
+    o.max_inflight_parts = 3;
+    o.batch_size = 4;
+    o.num_workers = 2;
+    o.drop_last = false;
+    auto batchesOf = [](const std::shared_ptr<Dataset>& ds, const LoaderOptions& options) { return imageBatches(ds, options, 1); };
+    auto notesOf = [](const std::shared_ptr<Dataset>& ds, const LoaderOptions& options) {
+      QStringList notes;
+      for (const std::string& n : Loader(ds, options, DeviceSpec::parse("cpu")).notes()) notes << QString::fromStdString(n);
+      return notes.join("\n");
+    };
+    auto keptScans = [](const QString& dir) { return QDir(dir).entryList({"*.wds.idx"}, QDir::Files).size(); };
+    const QString pattern = "shards/train-{000000..000003}.tar";
+    const auto expected = batchesOf(openDataset("wds:" + (servers_.www() + "/" + pattern).toStdString(), o), o);
+    const QString userScans = userCache_->filePath("wds-scans");
+    for (const QString& base : {servers_.httpUrl(pattern), s3(pattern)}) {
+      const bool http = base.startsWith("http");
+      QVERIFY(QDir(userScans).removeRecursively());
+      const std::string spec = "wds:" + base.toStdString();
+      servers_.takeLog(http);
+      const auto scanned = openDataset(spec, o);
+      const QJsonArray scans = servers_.takeLog(http);
+      QCOMPARE(scans.size(), 4);  // each shard's open, which brings the first block for its scan (shards are under part_size)
+      for (const auto& e : scans) QCOMPARE(e.toArray()[2].toString(), QString("bytes=0-8388607"));
+      const QString note = notesOf(scanned, o);
+      QVERIFY2(note.contains("wds: the open downloaded ") && note.contains("The scans are kept in " + userScans + ": the next open"),
+               qPrintable(note));
+      QCOMPARE(keptScans(userScans), 4);
+      QCOMPARE(QDir(userScans).entryList({"*.lock", "*stoker-tmp*"}, QDir::Files | QDir::Hidden), QStringList());
+      QVERIFY(sameTensors(batchesOf(scanned, o), expected));
+      // The next run: one open per shard (its size and ETag), no scan, the same batches, no note.
+      servers_.takeLog(http);
+      const auto again = openDataset(spec, o);
+      const QJsonArray opens = servers_.takeLog(http);
+      QCOMPARE(opens.size(), 4);
+      for (const auto& e : opens) QCOMPARE(e.toArray()[2].toString(), QString("bytes=0-0"));
+      QVERIFY2(!notesOf(again, o).contains("downloaded"), qPrintable(notesOf(again, o)));
+      QVERIFY(sameTensors(batchesOf(again, o), expected));
+      // scan_cache=off: every open scans, and the note says what would spare it.
+      const auto off = openDataset(spec + ",scan_cache=off", o);
+      QCOMPARE(servers_.takeLog(http).size(), 4 + 4);  // the epoch above fetched a block per shard
+      QVERIFY2(notesOf(off, o).contains("DALI indexes (`stoker dataset index`, then index=dali) or cache_dir spare the download"),
+               qPrintable(notesOf(off, o)));
+    }
+    // A folder named in the spec.
+    const QString named = tmp_.filePath("named-scans");
+    const std::string http = "wds:" + servers_.httpUrl(pattern).toStdString();
+    QVERIFY(sameTensors(batchesOf(openDataset(http + ",scan_cache=" + named.toStdString(), o), o), expected));
+    QCOMPARE(keptScans(named), 4);
+    // A user cache that cannot be made (under a regular file): the open goes on and says why.
+    QVERIFY(writeFile(tmp_.filePath("not-a-folder"), "x"));
+    {
+      ScopedEnv blocked("STOKER_CACHE_DIR", tmp_.filePath("not-a-folder/cache").toUtf8());
+      const auto unkept = openDataset(http, o);
+      QVERIFY(sameTensors(batchesOf(unkept, o), expected));
+      const QString note = notesOf(unkept, o);
+      QVERIFY2(note.contains("The scans could not be kept for the next open (" + tmp_.filePath("not-a-folder/cache/wds-scans: ")) &&
+                   note.contains("scan_cache=DIR names another folder"),
+               qPrintable(note));
+    }
+    NAMED(expectBadInput([&] { openDataset(http + ",scan_cache=", o); }, {"scan_cache=: name a folder", "scan_cache=off"}));
+    // Where the user's cache is: STOKER_CACHE_DIR, else XDG_CACHE_HOME, else HOME's .cache.
+    {
+      ScopedEnv none("STOKER_CACHE_DIR", "");
+      ScopedEnv xdg("XDG_CACHE_HOME", "/x/cache");
+      QCOMPARE(QString::fromStdString(userCacheDir()), QString("/x/cache/stoker"));
+      ScopedEnv noXdg("XDG_CACHE_HOME", "");
+      ScopedEnv home("HOME", "/home/u");
+      QCOMPARE(QString::fromStdString(userCacheDir()), QString("/home/u/.cache/stoker"));
+      ScopedEnv noHome("HOME", "");
+      QCOMPARE(QString::fromStdString(userCacheDir()), QString());
+    }
+  }
+
+  // The user's cache keeps scans under its limit: past it, the least recently used go (a scan read
+  // counts as used), down to 90 %; so do temporary files of writers that died long ago.
+  void keptScansStayUnderTheirLimit() {
+    const QString dir = tmp_.filePath("kept-under-limit");
+    WdsKeptScans kept(dir.toStdString(), 3000);
+    QVERIFY(kept.makeFolder());
+    const std::string text(1000, 'x');
+    for (int i = 0; i < 4; ++i) {
+      const std::string path = kept.pathOf("scan" + std::to_string(i));
+      kept.keep(path, text);
+      const timespec at[2] = {{1000 + i, 0}, {1000 + i, 0}};  // scan0 oldest
+      QCOMPARE(::utimensat(AT_FDCWD, path.c_str(), at, 0), 0);
+    }
+    WdsKeptScans::touch(kept.pathOf("scan0"));  // read now: the most recent
+    const QString stale = dir + "/.x.wds.idx.stoker-tmp-1-1";
+    QVERIFY(writeFile(stale, "half"));
+    const timespec old[2] = {{1000, 0}, {1000, 0}};
+    QCOMPARE(::utimensat(AT_FDCWD, stale.toUtf8().constData(), old, 0), 0);
+    kept.trim();  // 4000 bytes over 3000: down to 2700, the two least recently used go
+    QCOMPARE(QDir(dir).entryList(QDir::Files | QDir::Hidden), QStringList({"scan0.wds.idx", "scan3.wds.idx"}));
+    QCOMPARE(QString::fromStdString(kept.problem()), QString());
+    WdsKeptScans unlimited(dir.toStdString(), 0);  // cache_dir, or a folder the user named: never trimmed
+    unlimited.keep(unlimited.pathOf("scan9"), text + text + text + text);
+    unlimited.trim();
+    QCOMPARE(QDir(dir).entryList(QDir::Files).size(), 3);
   }
 
   // imagefolder: over an S3 prefix: classes from the common prefixes, files from every page of the

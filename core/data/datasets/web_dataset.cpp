@@ -278,6 +278,8 @@ void WebDataset::openShards() {
   std::int64_t scansHereCount = 0;
   for (std::size_t i = 0; i < n; ++i) scansHereCount += peersScan(i) ? 0 : 1;
   OpenProgressMeter meter(currentOpenProgress(), scansHereCount);
+  const bool anyRemote = std::any_of(isRemote_.begin(), isRemote_.end(), [](bool r) { return r; });
+  if (options_.keptScans && !options_.daliIndex && anyRemote) options_.keptScans->makeFolder();
   openCancel_ = currentOpenProgress().cancel;  // the scans' streams poll it within a shard
   struct Forget {
     const CancelToken*& token;
@@ -295,7 +297,7 @@ void WebDataset::openShards() {
         std::string* text = sharing && isRemote_[i] ? &texts[i] : nullptr;
         OpenProgressMeter::Piece piece(meter, shards_[i]);
         if (options_.daliIndex) readIndex(s, samples, size);
-        else if (isRemote_[i] && options_.parts.cache) scanThroughCache(s, samples, size, text, &piece);
+        else if (isRemote_[i] && options_.keptScans) scanThroughCache(s, samples, size, text, &piece);
         else scan(s, samples, size, text, &piece);
         piece.done(size);
       } catch (...) {
@@ -347,6 +349,7 @@ void WebDataset::openShards() {
   }
   rethrowFirst();
   meter.finish();
+  if (options_.keptScans && !options_.daliIndex && anyRemote) options_.keptScans->trim();
 #ifdef __GLIBC__
   // The scans' windows were freed into the allocator's per-thread arenas, which keep them: handed
   // back, they do not stay in the process for its epochs (5,000 photos in 100 shards, 16 in flight,
@@ -378,12 +381,12 @@ bool WebDataset::adoptPeerScan(const ScannedShard& scanned, std::vector<Sample>&
   return true;
 }
 
-// Under cache_dir, the scans taken from other ranks are kept as this node's own are
-// (scanThroughCache), named by the object's identity as that rank saw it: the node's next open
-// reads them instead of scanning, also where each node has its own cache_dir. A shard without an
+// The scans taken from other ranks are kept as this node's own are (scanThroughCache), named by
+// the object's identity as that rank saw it: the node's next open reads them instead of scanning,
+// also where each node keeps its own. A shard without an
 // ETag is not kept (nothing names its content); a write that fails costs the next open a scan.
 void WebDataset::keepPeerScans(const std::vector<const ScannedShard*>& theirs) const {
-  if (!options_.parts.cache) return;
+  if (!options_.keptScans) return;
   std::optional<S3Config> s3;  // read once for the lot, as a listing does
   for (std::size_t i = 0; i < theirs.size(); ++i) {
     if (!theirs[i] || !peerScanned_[i] || theirs[i]->etag.empty()) continue;
@@ -393,28 +396,16 @@ void WebDataset::keepPeerScans(const std::vector<const ScannedShard*>& theirs) c
     if (id.empty()) continue;
     const std::string path = keptIndexPath(id);
     try {
-      if (fileExists(path)) continue;
+      if (!fileExists(path)) options_.keptScans->keep(path, x.index);
     } catch (const Error&) {
       continue;  // a folder that cannot be looked up keeps nothing either
     }
-    keepIndex(path, x.index);
+    options_.keptScans->noteLast(shards_[i], id);
   }
 }
 
-// Where cache_dir keeps the scan of the object named `cacheId` (its DALI index).
-std::string WebDataset::keptIndexPath(const std::string& cacheId) const {
-  return options_.parts.cache->dir() + "/" + cacheId + ".wds.idx";
-}
-
-// Writes a scan into cache_dir; one that cannot be written costs nothing but a later open's scan.
-void WebDataset::keepIndex(const std::string& path, const std::string& text) {
-  try {
-    AtomicFile file(path);
-    file.write(text.data(), text.size());
-    file.commit(false);  // like a part: a copy that can be made again
-  } catch (const Error&) {
-  }
-}
+// Where the scan of the object named `cacheId` is kept (its DALI index).
+std::string WebDataset::keptIndexPath(const std::string& cacheId) const { return options_.keptScans->pathOf(cacheId); }
 
 // A rank reads its shards one after another, mixed by the shuffle buffer, so at any time its
 // reads fall in the blocks of about `shuffle` consecutive samples. One range request per image
@@ -641,12 +632,23 @@ std::vector<std::string> WebDataset::openNotes() const {
   if (downloaded == 0) return {};
   const std::uint64_t first = firstDealScanned_.load();
   std::string text = "wds: the open downloaded " + formatMiB(static_cast<std::int64_t>(downloaded)) +
-                     " of remote shards to read their tar headers (no index=dali, no cache_dir); ";
+                     " of remote shards to read their tar headers (no index=dali, no scan kept by an earlier open); ";
   text += first == 0 ? std::string("none of them is this rank's in the first epoch")
                      : formatMiB(static_cast<std::int64_t>(keptAtOpen_)) + " of the " + formatMiB(static_cast<std::int64_t>(first)) +
                            " this rank reads first are held for its first epoch (readahead_mb=" +
                            std::to_string(options_.readaheadBytes >> 20) + ")" + (keepRefused_ ? ", the rest is fetched again" : "");
-  return {text + ". DALI indexes (`stoker dataset index`, then index=dali) or cache_dir spare the download"};
+  const WdsKeptScans* keptScans = options_.keptScans.get();
+  if (!keptScans) {
+    text += ". DALI indexes (`stoker dataset index`, then index=dali) or cache_dir spare the download";
+  } else if (const std::string problem = keptScans->problem(); !problem.empty()) {
+    text += ". The scans could not be kept for the next open (" + problem + "): scan_cache=DIR names another folder";
+  } else if (scansNotKept_) {
+    text += ". The server gives no ETag, so the scans cannot be kept for the next open: DALI indexes (`stoker dataset "
+            "index`, then index=dali) spare the download";
+  } else {
+    text += ". The scans are kept in " + keptScans->dir() + ": the next open reads them instead (scan_cache=off keeps none)";
+  }
+  return {text};
 }
 
 void WebDataset::adoptScannedBlocks(const std::vector<std::int64_t>& dealtShards) const {
@@ -702,16 +704,41 @@ bool WebDataset::readScannedBlocks(std::int64_t shard, std::int64_t epoch, std::
   return whole;
 }
 
-// Remote shards under cache_dir: the scan is kept in the folder as the shard's DALI index, named by
-// the object's identity (URL, ETag, size: a shard replaced on the server is scanned again), so a
-// later open -- the next job, another rank of the node -- reads a few KiB instead of the shard.
-// Ranks opening together take a lock per shard: one scans, the others wait, then read its index.
-// A kept index that does not parse (a damaged disk) is scanned again and replaced; one that cannot
-// be written costs nothing but the next open's scan.
+// Remote shards' scans are kept (data/datasets/wds_kept_scans: scan_cache=, cache_dir, or the
+// user's cache) as each shard's DALI index, named by the object's identity (URL, ETag, size: a
+// shard replaced on the server is scanned again), so a later open -- the next job, another rank of
+// the node -- reads a few KiB instead of the shard. Ranks opening together take a lock per shard:
+// one scans, the others wait, then read its index. A kept index that does not parse (a damaged
+// disk) is scanned again and replaced; one that cannot be written costs nothing but the next
+// open's scan.
+// Without a part cache, a shard's open request also brings its first block for the scan (scan()),
+// which a kept scan would waste: so the URL's note of its last kept scan is read first, and only a
+// shard that has one is opened alone (one round trip more when the shard changed since).
 void WebDataset::scanThroughCache(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size, std::string* indexText,
                                   OpenProgressMeter::Piece* progress) {
-  const std::shared_ptr<const RemoteObject> object = objectOf(shard);  // the open request the scan makes anyway
-  if (object->cacheId().empty()) return scan(shard, out, size, indexText, progress);  // no ETag: nothing names its content
+  WdsKeptScans& keptScans = *options_.keptScans;
+  const std::string& url = shards_[static_cast<std::size_t>(shard)];
+  auto scanAndKeep = [&] {
+    std::string text;
+    scan(shard, out, size, &text, progress);
+    const std::string id = objectOf(shard)->cacheId();
+    if (id.empty()) scansNotKept_ = true;  // no ETag: nothing names its content
+    if (!id.empty() && !text.empty()) {
+      keptScans.keep(keptIndexPath(id), text);
+      keptScans.noteLast(url, id);
+    }
+    if (indexText) *indexText = std::move(text);
+  };
+  auto noneKept = [&] {
+    const std::string last = keptScans.lastScanOf(url);
+    return last.empty() || !fileExists(keptIndexPath(last));
+  };
+  if (!options_.parts.cache && noneKept()) {
+    const FileLock lock(keptScans.lastPathOf(url) + ".lock");  // ranks opening together: one scans
+    if (noneKept()) return scanAndKeep();
+  }
+  const std::shared_ptr<const RemoteObject> object = objectOf(shard);
+  if (object->cacheId().empty()) return scanAndKeep();
   const std::string path = keptIndexPath(object->cacheId());
   auto kept = [&] {
     try {
@@ -721,6 +748,7 @@ void WebDataset::scanThroughCache(std::int64_t shard, std::vector<Sample>& out, 
       if (parseIndex(shard, text, path, members) > object->size()) return false;
       group(shard, members, out);
       size = object->size();
+      WdsKeptScans::touch(path);  // used now: the last the user's cache lets go
       if (indexText) *indexText = std::move(text);
       return true;
     } catch (const Error&) {
@@ -732,11 +760,7 @@ void WebDataset::scanThroughCache(std::int64_t shard, std::vector<Sample>& out, 
   if (kept()) return;
   const FileLock lock(path + ".lock");
   if (kept()) return;  // another rank scanned it while this one waited
-  std::string text;
-  scan(shard, out, size, &text, progress);
-  if (text.empty()) return;
-  keepIndex(path, text);
-  if (indexText) *indexText = std::move(text);
+  scanAndKeep();
 }
 
 // A DALI index (tools/wds2idx.py): "v1.1 N" or "v1.2 N", then one line per sample of its members,
@@ -1102,6 +1126,7 @@ WebDatasetOptions webDatasetOptionsOf(const DatasetSpec& spec, const LoaderOptio
   w.keepBadSamples = options.skip_bad_samples;
   w.deal = ShardDeal::of(options);
   w.parts = partOptionsOf(options);
+  w.keptScans = WdsKeptScans::of(spec, options.cache_dir);
   w.workers = options.num_workers;
   return w;
 }
@@ -1110,7 +1135,7 @@ std::shared_ptr<Dataset> makeWebDataset(const std::string& text, const LoaderOpt
                                         ScanSplit split) {
   if (split.world < 1 || split.rank < 0 || split.rank >= split.world)
     throwBadInput(text, "scan split: rank " + std::to_string(split.rank) + " of " + std::to_string(split.world));
-  const DatasetSpec spec = DatasetSpec::parse(text, "wds", "shuffle,index,readahead_mb");  // the same on every rank
+  const DatasetSpec spec = DatasetSpec::parse(text, "wds", "shuffle,index,readahead_mb,scan_cache");  // the same on every rank
   // Whether this rank's open joins the others' exchange, decided before anything that may fail on
   // this rank alone (an index= option is index=dali, or no rank opens).
   const bool joins = sharesScans(static_cast<bool>(shareScans), spec.options.count("index") > 0, ShardDeal::of(options).world,

@@ -4,7 +4,8 @@
 // plus `<key>.cls` (the label as text: digits, blanks around), suffixes compared lower-cased and a
 // suffix twice in one sample refused, as webdataset's group_by_keys. Options: `wds:SHARDS,shuffle=N`
 // (the shuffle buffer, 1000 by default; 0 keeps tar order), `index=dali` (or `index=dali:DIR`, the
-// indexes in a folder of their own), `readahead_mb=N` (1024). A pattern expands to at most 1,000,000
+// indexes in a folder of their own), `readahead_mb=N` (1024), `scan_cache=DIR|off` (where remote
+// shards' scans are kept for the next open: by default cache_dir, else the user's cache). A pattern expands to at most 1,000,000
 // shards. A shard that is not a tar stops the open; a sample that makes no sense (no image or
 // .cls, a bad .cls, a sparse member) does too, unless skip_bad_samples keeps it to be skipped and
 // counted when read.
@@ -48,6 +49,7 @@
 #include <unordered_map>
 
 #include "data/datasets/image_dataset.h"
+#include "data/datasets/wds_kept_scans.h"
 #include "data/datasets/wds_read_plan.h"
 #include "data/datasets/wds_remote_stream.h"
 #include "net/remote_object.h"
@@ -98,6 +100,9 @@ struct WebDatasetOptions {
   // `stoker dataset index --out-dir DIR` writes them; empty: beside each shard.
   std::string indexDir;
   bool keepComponents = false;  // keep every member's range (to write DALI indexes)
+  // Where remote shards' scans are kept for later opens (`scan_cache=DIR|off`, else cache_dir, else
+  // the user's cache; see data/datasets/wds_kept_scans); null: every open scans.
+  std::shared_ptr<WdsKeptScans> keptScans;
   // `readahead_mb=N`: at most this many bytes of remote blocks held (without a cache).
   std::uint64_t readaheadBytes = std::uint64_t(1) << 30;
   // The loader's deal: without a cache the scan keeps the blocks it brought only for the shards
@@ -110,7 +115,7 @@ struct WebDatasetOptions {
   // could index is scanned by each. Called once, by every rank, after its own scans: a rank whose
   // scan, listing (an s3:// glob) or cache_dir failed calls it too, with what it has, then throws,
   // so the others do not wait in it. What fails on one rank before the open (its transforms, its
-  // options) must not, or the others wait. Under cache_dir, indexes taken from it are kept there as this rank's
+  // options) must not, or the others wait. Where scans are kept (keptScans), indexes taken from it are kept there as this rank's
   // own scans are. Empty: every rank scans every shard.
   ScanExchange shareScans;
   ScanSplit split;  // who scans what when the deal does not say (deal.world == 1)
@@ -172,14 +177,14 @@ class WebDataset : public EncodedImageDataset {
   // `progress` (may be null): told the shard's size and how far the scan is in it.
   void scan(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size, std::string* indexText = nullptr,
             OpenProgressMeter::Piece* progress = nullptr);
+  // A remote shard's scan read from where scans are kept (keptScans), or made and kept there.
   void scanThroughCache(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size, std::string* indexText = nullptr,
                         OpenProgressMeter::Piece* progress = nullptr);
   // Another rank's scan of `shard` (shareScans); false when its index does not parse or does not fit.
   bool adoptPeerScan(const ScannedShard& scanned, std::vector<Sample>& out);
-  // Under cache_dir: the adopted scans written there as the node's own (scanThroughCache).
+  // Where scans are kept: the adopted scans written there as the node's own (scanThroughCache).
   void keepPeerScans(const std::vector<const ScannedShard*>& theirs) const;
   std::string keptIndexPath(const std::string& cacheId) const;
-  static void keepIndex(const std::string& path, const std::string& text);
   // Opens every shard: scanned, read from indexes, or (shareScans) partly from the other ranks.
   // On the opener's thread: its OpenProgressScope hears how far the scans are and may cancel them.
   void openShards();
@@ -256,6 +261,7 @@ class WebDataset : public EncodedImageDataset {
   mutable std::int64_t blocksEpoch_ = -1;  // the epoch readScannedBlocks serves (the first it was asked for)
   mutable std::atomic<bool> blocksKept_{false};
   std::atomic<std::uint64_t> scanDownloaded_{0};  // bytes of remote shards this rank scanned without a cache
+  std::atomic<bool> scansNotKept_{false};  // a remote shard without an ETag was scanned (its scan is not kept)
   std::atomic<std::uint64_t> firstDealScanned_{0};  // of those, the shards it reads in epoch 0
   std::uint64_t keptAtOpen_ = 0;  // blocksBytes_ once every shard was scanned
   std::atomic<bool> keepRefused_{false};  // readahead_mb left a scanned block of this rank's out
