@@ -19,13 +19,13 @@
 #include "util/byte_vector.h"
 #include "util/ends_with.h"
 #include "util/error.h"
+#include "util/lru_folder.h"
 #include "util/mapped_file.h"
 
 namespace stoker {
 namespace {
 
 constexpr const char* kSuffix = ".part";
-constexpr int kStaleTempSeconds = 600;  // a temporary file this old belongs to a process that died
 
 }  // namespace
 
@@ -111,44 +111,12 @@ void PartCache::noteStored(std::size_t n) {
 // The parts in the folder, in bytes; with `evict`, after removing the least recently used ones down
 // to 90 % of the limit. Temporary files of processes that died long ago go too.
 std::uint64_t PartCache::scan(bool evict) {
-  struct Entry {
-    std::string path;
-    std::uint64_t bytes;
-    std::int64_t usedNs;
-  };
-  std::vector<Entry> parts;
-  std::uint64_t total = 0;
-  DIR* d = ::opendir(dir_.c_str());
-  if (!d) return 0;
-  const std::int64_t now = static_cast<std::int64_t>(::time(nullptr));
-  while (const dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    const std::string path = dir_ + "/" + name;
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    if (name.find(".stoker-tmp-") != std::string::npos) {
-      if (now - st.st_mtim.tv_sec > kStaleTempSeconds) ::unlink(path.c_str());
-      continue;
-    }
-    if (!endsWith(name, kSuffix)) continue;
-    total += static_cast<std::uint64_t>(st.st_size);
-    parts.push_back({path, static_cast<std::uint64_t>(st.st_size), st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec});
-  }
-  ::closedir(d);
-  if (!evict || limit_ == 0 || total <= limit_) return total;
-  std::sort(parts.begin(), parts.end(), [](const Entry& a, const Entry& b) { return a.usedNs < b.usedNs; });
-  const std::uint64_t target = limit_ / 10 * 9;
-  std::uint64_t removed = 0;
-  for (const Entry& p : parts) {
-    if (total <= target) break;
-    if (::unlink(p.path.c_str()) == 0 || errno == ENOENT) {
-      total -= p.bytes;
-      ++removed;
-    }
-  }
+  LruFolder parts = LruFolder::read(dir_, {kSuffix});
+  if (!evict || limit_ == 0 || parts.total <= limit_) return parts.total;
+  const std::uint64_t removed = parts.trimTo(limit_ / 10 * 9);
   std::lock_guard<std::mutex> lock(mutex_);
   counters_.evicted += removed;
-  return total;
+  return parts.total;
 }
 
 PartCache::Part PartCache::part(const std::string& objectId, std::uint64_t partSize, std::uint64_t index, std::size_t bytes,

@@ -1,6 +1,5 @@
 #include "data/datasets/wds_kept_scans.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,8 +14,8 @@
 
 #include "data/datasets/dataset_spec.h"
 #include "util/atomic_file.h"
-#include "util/ends_with.h"
 #include "util/error.h"
+#include "util/lru_folder.h"
 #include "util/read_file.h"
 #include "util/user_cache_dir.h"
 
@@ -25,7 +24,6 @@ namespace stoker {
 namespace {
 constexpr const char* kSuffix = ".wds.idx";
 constexpr const char* kLastSuffix = ".wds.last";
-constexpr int kStaleTempSeconds = 600;  // a temporary file this old belongs to a process that died
 }  // namespace
 
 std::shared_ptr<WdsKeptScans> WdsKeptScans::of(const DatasetSpec& spec, const std::string& cacheDir) {
@@ -98,36 +96,8 @@ std::string WdsKeptScans::problem() const {
 
 void WdsKeptScans::trim() const {
   if (limit_ == 0) return;
-  struct Entry {
-    std::string path;
-    std::uint64_t bytes;
-    std::int64_t usedNs;
-  };
-  std::vector<Entry> scans;
-  std::uint64_t total = 0;
-  DIR* d = ::opendir(dir_.c_str());
-  if (!d) return;
-  const std::int64_t now = static_cast<std::int64_t>(::time(nullptr));
-  while (const dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    const std::string path = dir_ + "/" + name;
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    if (name.find(".stoker-tmp-") != std::string::npos) {
-      if (now - st.st_mtim.tv_sec > kStaleTempSeconds) ::unlink(path.c_str());
-      continue;
-    }
-    if (!endsWith(name, kSuffix) && !endsWith(name, kLastSuffix)) continue;
-    total += static_cast<std::uint64_t>(st.st_size);
-    scans.push_back({path, static_cast<std::uint64_t>(st.st_size), st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec});
-  }
-  ::closedir(d);
-  if (total <= limit_) return;
-  std::sort(scans.begin(), scans.end(), [](const Entry& a, const Entry& b) { return a.usedNs < b.usedNs; });
-  for (const Entry& s : scans) {
-    if (total <= limit_ / 10 * 9) break;
-    if (::unlink(s.path.c_str()) == 0 || errno == ENOENT) total -= s.bytes;
-  }
+  LruFolder scans = LruFolder::read(dir_, {kSuffix, kLastSuffix});
+  if (scans.total > limit_) scans.trimTo(limit_ / 10 * 9);
 }
 
 }  // namespace stoker
