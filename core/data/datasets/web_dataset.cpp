@@ -731,7 +731,11 @@ void WebDataset::scanThroughCache(std::int64_t shard, std::vector<Sample>& out, 
   };
   auto noneKept = [&] {
     const std::string last = keptScans.lastScanOf(url);
-    return last.empty() || !fileExists(keptIndexPath(last));
+    try {
+      return last.empty() || !fileExists(keptIndexPath(last));
+    } catch (const Error&) {
+      return true;  // a folder that cannot be looked up (EACCES): scanned, and the keeping says why
+    }
   };
   if (!options_.parts.cache && noneKept()) {
     const FileLock lock(keptScans.lastPathOf(url) + ".lock");  // ranks opening together: one scans
