@@ -4,8 +4,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <ctime>
 #include <cstdio>
 #include <filesystem>
 #include <vector>

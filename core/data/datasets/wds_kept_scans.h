@@ -51,8 +51,9 @@ class WdsKeptScans {
   // Writes a scan (whole or not at all); a failure is remembered for problem(), and costs only a
   // later open's scan.
   void keep(const std::string& path, const std::string& text);
-  // Past the limit, the least recently used scans (and notes of the last) go, down to 90 % of it; so do temporary files
-  // of processes that died while writing. Called once an open has kept its scans.
+  // Past the limit, the least recently used scans (and notes of the last) go, down to 90 % of it;
+  // so do temporary files of processes that died while writing. Called once an open has kept its
+  // scans.
   void trim() const;
   // The first failure to keep a scan ("" when none).
   std::string problem() const;
