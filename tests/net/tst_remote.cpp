@@ -168,6 +168,14 @@ LoaderOptions onePartShardOptions(int workers) {
   return o;
 }
 
+// The kept-scan tests' options: the test shards' small batches, every sample read.
+LoaderOptions keptScanOptions() {
+  LoaderOptions o = onePartShardOptions(2);
+  o.max_inflight_parts = 3;
+  o.drop_last = false;
+  return o;
+}
+
 // The options of the scan-sharing tests' three ranks (shard_rank left to each).
 LoaderOptions sharingRankOptions() {
   LoaderOptions o = onePartShardOptions(1);
@@ -1397,12 +1405,7 @@ dist.destroy_process_group()
     QStringList want;
     for (const QString& tar : tars) want << QString::fromUtf8(readFile(QString(tar).replace(".tar", ".idx")));
     want.sort();
-    LoaderOptions o;
-    o.transforms = "Resize(40),CenterCrop(32),ToDtype(u8)";
-    o.max_inflight_parts = 3;
-    o.batch_size = 4;
-    o.num_workers = 2;
-    o.drop_last = false;
+    const LoaderOptions o = keptScanOptions();
     auto batchesOf = [](const std::shared_ptr<Dataset>& ds, const LoaderOptions& options) { return imageBatches(ds, options, 1); };
     const QString pattern = "shards/train-{000000..000003}.tar";
     auto local = openDataset("wds:" + (servers_.www() + "/" + pattern).toStdString(), o);
@@ -1475,12 +1478,7 @@ dist.destroy_process_group()
   // tar headers. scan_cache=DIR names the folder, scan_cache=off keeps none; a folder that cannot be
   // made costs only the next open's scans, and the open's note says why.
   void webDatasetScansAreKeptWithoutACache() {
-    LoaderOptions o;
-    o.transforms = "Resize(40),CenterCrop(32),ToDtype(u8)";
-    o.max_inflight_parts = 3;
-    o.batch_size = 4;
-    o.num_workers = 2;
-    o.drop_last = false;
+    const LoaderOptions o = keptScanOptions();
     auto batchesOf = [](const std::shared_ptr<Dataset>& ds, const LoaderOptions& options) { return imageBatches(ds, options, 1); };
     auto notesOf = [](const std::shared_ptr<Dataset>& ds, const LoaderOptions& options) {
       QStringList notes;

@@ -259,8 +259,9 @@ void WebDataset::openShards() {
   peerScanEtags_.assign(n, {});
   peerScanned_.assign(n, false);
   // Sharing scans, this rank first scans only the remote shards of its own first deal (or split).
-  const bool sharing = sharesScans(static_cast<bool>(options_.shareScans), options_.daliIndex, options_.deal.world, options_.split.world) &&
-                       std::any_of(isRemote_.begin(), isRemote_.end(), [](bool r) { return r; });
+  const bool anyRemote = std::any_of(isRemote_.begin(), isRemote_.end(), [](bool r) { return r; });
+  const bool sharing =
+      sharesScans(static_cast<bool>(options_.shareScans), options_.daliIndex, options_.deal.world, options_.split.world) && anyRemote;
   const ScanSplit& split = options_.split;
   auto scansHere = [&](std::size_t s) {
     return options_.deal.world > 1 ? firstDeal_[s] : static_cast<int>(s % static_cast<std::size_t>(split.world)) == split.rank;
@@ -278,7 +279,6 @@ void WebDataset::openShards() {
   std::int64_t scansHereCount = 0;
   for (std::size_t i = 0; i < n; ++i) scansHereCount += peersScan(i) ? 0 : 1;
   OpenProgressMeter meter(currentOpenProgress(), scansHereCount);
-  const bool anyRemote = std::any_of(isRemote_.begin(), isRemote_.end(), [](bool r) { return r; });
   if (options_.keptScans && !options_.daliIndex && anyRemote) options_.keptScans->makeFolder();
   openCancel_ = currentOpenProgress().cancel;  // the scans' streams poll it within a shard
   struct Forget {
