@@ -35,7 +35,8 @@ class OpeningSignal : public ProgressSink {
  public:
   explicit OpeningSignal(LoaderRunner* runner) : runner_(runner) {}
   void progress(const ProgressUpdate& u) override {
-    if (!u.finished) Q_EMIT runner_->opening(static_cast<qint64>(u.done), static_cast<qint64>(u.total));
+    if (!u.finished)
+      Q_EMIT runner_->opening(static_cast<qint64>(u.done), static_cast<qint64>(u.total), QString::fromStdString(u.unit));
   }
 
  private:

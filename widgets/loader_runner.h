@@ -56,8 +56,9 @@ class LoaderRunner : public BackgroundJob {
   // `networkWorkers`: LoaderSession::networkWorkers (0 unless its batches wait on the network).
   void started(const QStringList& notes, int networkWorkers);
   void progress(qint64 done, qint64 total, double bytesPerSecond, double etaSeconds);
-  // While a long open goes on (a remote WebDataset's scan): bytes of shards opened, of about `total`.
-  void opening(qint64 done, qint64 total);
+  // While a long open goes on (a remote WebDataset's scan, an S3 prefix's listing): bytes of shards
+  // scanned, of about `total`; or, with a `unit` ("class folders listed"), a count of what it names.
+  void opening(qint64 done, qint64 total, const QString& unit);
   void finished(const QString& summary, double samplesPerSecond);
   void sweepPoint(int index, int count, const QStringList& values, double samplesPerSecond, double bytesPerSecond,
                   const QString& mode, const QString& error);

@@ -244,10 +244,13 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
     for (const auto& n : notes) log_->appendPlainText(n);
     runNetworkWorkers_ = networkWorkers;
   });
-  connect(runner_, &LoaderRunner::opening, this, [this](qint64 done, qint64 total) {
-    status_->setText(tr("Opening: %1 of about %2 of shards scanned… Stop ends it.")
-                         .arg(QString::fromStdString(humanBytes(static_cast<std::uint64_t>(done))),
-                              QString::fromStdString(humanBytes(static_cast<std::uint64_t>(total)))));
+  connect(runner_, &LoaderRunner::opening, this, [this](qint64 done, qint64 total, const QString& unit) {
+    if (unit.isEmpty())
+      status_->setText(tr("Opening: %1 of about %2 of shards scanned… Stop ends it.")
+                           .arg(QString::fromStdString(humanBytes(static_cast<std::uint64_t>(done))),
+                                QString::fromStdString(humanBytes(static_cast<std::uint64_t>(total)))));
+    else  // nothing downloaded: a count ("12 of 1000 class folders listed")
+      status_->setText(tr("Opening: %1 of %2 %3… Stop ends it.").arg(done).arg(total).arg(unit));
   });
   connect(runner_, &LoaderRunner::note, this, [this](const QString& text) { log_->appendPlainText(text); });
   connect(runner_, &LoaderRunner::progress, this, [this](qint64 done, qint64 total, double rate, double eta) {

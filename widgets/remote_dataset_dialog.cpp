@@ -18,7 +18,7 @@
 #include "util/byte_size.h"
 #include "util/open_progress.h"
 
-#include <atomic>
+#include <mutex>
 
 namespace stoker {
 namespace {
@@ -44,11 +44,20 @@ QString hb(std::uint64_t n) { return QString::fromStdString(humanBytes(n)); }
 // Written by the check's thread (through its ProgressSink), read by the dialog's timer.
 struct RemoteDatasetDialog::CheckState : ProgressSink {
   CancelToken cancel;
-  std::atomic<std::uint64_t> done{0}, total{0};
   void progress(const ProgressUpdate& u) override {
-    done = u.done;
-    total = u.total;
+    std::lock_guard<std::mutex> lock(mutex);
+    last = u;
   }
+  // How far the check is, in words ("" before the first update).
+  QString text() {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (last.total == 0) return {};
+    if (!last.unit.empty())  // nothing downloaded: a count ("12 of 1000 class folders listed")
+      return RemoteDatasetDialog::tr("%1 of %2 %3").arg(last.done).arg(last.total).arg(QString::fromStdString(last.unit));
+    return RemoteDatasetDialog::tr("%1 of about %2 of shards scanned").arg(hb(last.done), hb(last.total));
+  }
+  std::mutex mutex;
+  ProgressUpdate last;
 };
 
 RemoteDatasetDialog::RemoteDatasetDialog(QWidget* parent) : QDialog(parent), poll_(new QTimer(this)) {
@@ -88,8 +97,8 @@ RemoteDatasetDialog::RemoteDatasetDialog(QWidget* parent) : QDialog(parent), pol
   connect(checkButton_, &QPushButton::clicked, this, &RemoteDatasetDialog::check);
   poll_->setInterval(250);
   connect(poll_, &QTimer::timeout, this, [this] {
-    if (state_ && state_->total > 0)
-      result_->setText(tr("Checking %1 … %2 of about %3 of shards scanned").arg(checked_, hb(state_->done), hb(state_->total)));
+    const QString far = state_ ? state_->text() : QString();
+    if (!far.isEmpty()) result_->setText(tr("Checking %1 … %2").arg(checked_, far));
   });
   connect(&watcher_, &QFutureWatcher<Outcome>::finished, this, [this] {
     poll_->stop();

@@ -30,6 +30,12 @@ std::string duration(double s) {
   return buf;
 }
 
+std::string rate(double perSecond) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, perSecond < 10 ? "%.1f" : "%.0f", perSecond);
+  return buf;
+}
+
 }  // namespace
 
 TerminalProgress::TerminalProgress(std::string verb, bool quiet)
@@ -47,9 +53,12 @@ void TerminalProgress::progress(const ProgressUpdate& u) {
   const double pct = u.total ? 100.0 * static_cast<double>(u.done) / static_cast<double>(u.total) : 100.0;
   const std::string named = redactedUrl(u.item);  // an item may be a remote file's URL
   std::string item = named.size() > 40 ? "..." + named.substr(named.size() - 37) : named;
-  std::fprintf(stderr, "%s%s %5.1f%%  %s / %s  %s/s  ETA %s  %s%s", tty_ ? "\r\033[K" : "", verb_.c_str(), pct,
-               humanBytes(u.done).c_str(), humanBytes(u.total).c_str(),
-               humanBytes(static_cast<std::uint64_t>(u.perSecond)).c_str(),
+  // Bytes, or a count of what the unit names ("3 / 10 class folders listed  1.5/s").
+  const std::string amount = u.unit.empty() ? humanBytes(u.done) + " / " + humanBytes(u.total) + "  " +
+                                                  humanBytes(static_cast<std::uint64_t>(u.perSecond)) + "/s"
+                                            : std::to_string(u.done) + " / " + std::to_string(u.total) + " " + u.unit + "  " +
+                                                  rate(u.perSecond) + "/s";
+  std::fprintf(stderr, "%s%s %5.1f%%  %s  ETA %s  %s%s", tty_ ? "\r\033[K" : "", verb_.c_str(), pct, amount.c_str(),
                u.finished ? "0s" : duration(u.etaSeconds).c_str(), item.c_str(), tty_ ? "" : "\n");
   std::fflush(stderr);
   drawn_ = true;

@@ -13,48 +13,58 @@ OpenProgressScope::OpenProgressScope(OpenProgress progress) : previous_(tCurrent
 
 OpenProgressScope::~OpenProgressScope() { tCurrent = previous_; }
 
-OpenProgressMeter::OpenProgressMeter(OpenProgress progress, std::int64_t pieces)
-    : progress_(progress), pieces_(pieces), start_(std::chrono::steady_clock::now()) {}
+OpenProgressMeter::OpenProgressMeter(OpenProgress progress, std::int64_t pieces, std::string unit)
+    : progress_(progress), unit_(std::move(unit)), pieces_(pieces), start_(std::chrono::steady_clock::now()) {}
 
 void OpenProgressMeter::checkCancelled(const std::string& subject) const {
   if (progress_.cancel) progress_.cancel->throwIfCancelled(subject);
 }
 
-void OpenProgressMeter::add(bool sized, std::uint64_t size, std::uint64_t done, const std::string& item) {
+void OpenProgressMeter::add(const Step& step, const std::string& item) {
   if (!progress_.sink) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  if (sized) {
+  if (step.sized) {
     ++piecesSized_;
-    bytesSized_ += size;
+    bytesSized_ += step.size;
   }
-  bytesDone_ += done;
-  // A size alone is not news: the first update comes with bytes read.
-  if (done > 0 && std::chrono::steady_clock::now() - lastEmit_ >= std::chrono::milliseconds(200)) emit(item, false);
+  bytesDone_ += step.done;
+  piecesDone_ += step.pieceDone ? 1 : 0;
+  piecesUnread_ += step.pieceUnread ? 1 : 0;
+  // A size alone is not news: an update comes with bytes read, or (none read yet) a piece done.
+  const bool news = step.done > 0 || (bytesDone_ == 0 && step.pieceDone);
+  if (news && std::chrono::steady_clock::now() - lastEmit_ >= std::chrono::milliseconds(200)) emit(item, false);
 }
 
 void OpenProgressMeter::Piece::sized(std::uint64_t bytes) {
-  if (sized_) return;
+  if (sized_ || unread_) return;
   sized_ = true;
   size_ = bytes;
-  meter_.add(true, bytes, 0, item_);
+  meter_.add({true, bytes, 0, false, false}, item_);
 }
 
 void OpenProgressMeter::Piece::reached(std::uint64_t position) {
   const std::uint64_t at = std::min(position, size_);
   if (!sized_ || at < counted_ + (64u << 10)) return;  // a lock a header would be many for small members
-  meter_.add(false, 0, at - counted_, item_);
+  meter_.add({false, 0, at - counted_, false, false}, item_);
   counted_ = at;
 }
 
 void OpenProgressMeter::Piece::done(std::uint64_t bytes) {
+  if (unread_) return;
   if (!sized_) {
     sized_ = true;
     size_ = bytes;
-    meter_.add(true, bytes, bytes, item_);
+    meter_.add({true, bytes, bytes, true, false}, item_);
   } else {
-    meter_.add(false, 0, bytes > counted_ ? bytes - counted_ : 0, item_);
+    meter_.add({false, 0, bytes > counted_ ? bytes - counted_ : 0, true, false}, item_);
   }
   counted_ = std::max(counted_, bytes);
+}
+
+void OpenProgressMeter::Piece::doneWithoutReading() {
+  if (unread_ || sized_) return;
+  unread_ = true;
+  meter_.add({false, 0, 0, true, true}, item_);
 }
 
 void OpenProgressMeter::finish() {
@@ -67,17 +77,24 @@ void OpenProgressMeter::emit(const std::string& item, bool finished) {
   const auto now = std::chrono::steady_clock::now();
   lastEmit_ = now;
   ProgressUpdate u;
-  u.done = bytesDone_;
-  // The pieces not reached yet are taken to be as large as the mean one reached.
-  u.total = finished || piecesSized_ == 0
-                ? bytesDone_
-                : std::max(bytesDone_, piecesSized_ >= pieces_
-                                           ? bytesSized_
-                                           : static_cast<std::uint64_t>(static_cast<double>(bytesSized_) /
-                                                                        static_cast<double>(piecesSized_) * static_cast<double>(pieces_)));
+  if (bytesDone_ == 0) {  // no piece read yet (or none to read): pieces
+    u.done = static_cast<std::uint64_t>(piecesDone_);
+    u.total = finished ? u.done : static_cast<std::uint64_t>(std::max(pieces_, piecesDone_));
+    u.unit = unit_;
+  } else {
+    u.done = bytesDone_;
+    // The pieces to read not reached yet are taken to be as large as the mean one reached.
+    const std::int64_t toRead = std::max<std::int64_t>(pieces_ - piecesUnread_, piecesSized_);
+    u.total = finished || piecesSized_ == 0
+                  ? bytesDone_
+                  : std::max(bytesDone_, piecesSized_ >= toRead
+                                             ? bytesSized_
+                                             : static_cast<std::uint64_t>(static_cast<double>(bytesSized_) /
+                                                                          static_cast<double>(piecesSized_) * static_cast<double>(toRead)));
+  }
   u.item = item;
   const double seconds = std::chrono::duration<double>(now - start_).count();
-  u.perSecond = seconds > 0 ? static_cast<double>(bytesDone_) / seconds : 0;
+  u.perSecond = seconds > 0 ? static_cast<double>(u.done) / seconds : 0;
   u.etaSeconds = finished ? 0 : u.perSecond > 0 ? static_cast<double>(u.total - u.done) / u.perSecond : -1;
   u.finished = finished;
   progress_.sink->progress(u);

@@ -36,39 +36,51 @@ class OpenProgressScope {
 };
 
 // An open made of `pieces` pieces whose sizes are known only as each is reached (a WebDataset's
-// shards): reports the bytes done so far against a total estimated from the mean size of the
-// pieces reached, at most every 200 ms, and a last update from finish(). Progress moves within a
+// shards): reports the bytes read so far against a total estimated from the mean size of the
+// pieces read, at most every 200 ms, and a last update from finish(). Progress moves within a
 // piece too (Piece::reached), so a few multi-GB shards do not show it in a handful of jumps.
+// A piece done without reading it (Piece::doneWithoutReading: a shard whose scan was kept, or
+// read from its DALI index; a class folder listed) counts no bytes: counted as read, a thousand
+// kept shards opened in a second showed a download of GB/s. Until a piece's bytes are read, and in
+// an open that reads none, it reports pieces instead, as `unit` (a noun and what is done to them:
+// "shards opened").
 // Thread-safe. Does nothing without a sink.
 class OpenProgressMeter {
  public:
-  OpenProgressMeter(OpenProgress progress, std::int64_t pieces);
+  OpenProgressMeter(OpenProgress progress, std::int64_t pieces, std::string unit);
   // Throws Error(Cancelled) naming `subject` once the open's token is cancelled.
   void checkCancelled(const std::string& subject) const;
   void finish();
 
-  // One piece read from its start, by one thread: its size once known, how far its reader is, then
-  // done. What reached() did not count, done() does.
+  // One piece, by one thread: read from its start (its size once known, how far its reader is,
+  // then done; what reached() did not count, done() does), or done without reading it.
   class Piece {
    public:
     Piece(OpenProgressMeter& meter, std::string item) : meter_(meter), item_(std::move(item)) {}
     void sized(std::uint64_t bytes);
     void reached(std::uint64_t position);  // counted in steps of 64 KiB at least
-    void done(std::uint64_t bytes);
+    void done(std::uint64_t bytes);  // after doneWithoutReading(): nothing more
+    void doneWithoutReading();       // before sized()
 
    private:
     OpenProgressMeter& meter_;
     std::string item_;
-    bool sized_ = false;
+    bool sized_ = false, unread_ = false;
     std::uint64_t size_ = 0, counted_ = 0;
   };
 
  private:
-  // `sized`: a piece's size is now known, `size`; `done`: bytes read.
-  void add(bool sized, std::uint64_t size, std::uint64_t done, const std::string& item);
+  struct Step {
+    bool sized = false;  // a piece read is now `size` bytes
+    std::uint64_t size = 0;
+    std::uint64_t done = 0;  // bytes read
+    bool pieceDone = false, pieceUnread = false;
+  };
+  void add(const Step& step, const std::string& item);
   void emit(const std::string& item, bool finished);  // the caller holds mutex_
   OpenProgress progress_;
-  std::int64_t pieces_, piecesSized_ = 0;
+  std::string unit_;
+  std::int64_t pieces_, piecesSized_ = 0, piecesDone_ = 0, piecesUnread_ = 0;
   std::uint64_t bytesSized_ = 0, bytesDone_ = 0;
   std::chrono::steady_clock::time_point start_, lastEmit_{};
   std::mutex mutex_;

@@ -20,6 +20,9 @@ struct ProgressUpdate {
   double perSecond = 0;        // rate of `done` units since the start
   double etaSeconds = -1;      // -1 while unknown
   bool finished = false;       // the last update of the operation
+  // What done and total count: empty for bytes, else a plural noun with what is done to them
+  // ("class folders listed"), which printers show after the numbers.
+  std::string unit;
 };
 
 class ProgressSink {

@@ -28,9 +28,13 @@ void PythonOpening::progress(const ProgressUpdate& u) {
   if (now - start_ < std::chrono::seconds(2) || (printed_ && now - lastLine_ < std::chrono::seconds(10))) return;
   lastLine_ = now;
   printed_ = true;
-  std::fprintf(stderr, "stoker: opening %s: %s of about %s of shards scanned, %s/s\n", spec_.c_str(),
-               humanBytes(u.done).c_str(), humanBytes(u.total).c_str(),
-               humanBytes(static_cast<std::uint64_t>(u.perSecond)).c_str());
+  if (u.unit.empty())
+    std::fprintf(stderr, "stoker: opening %s: %s of about %s of shards scanned, %s/s\n", spec_.c_str(),
+                 humanBytes(u.done).c_str(), humanBytes(u.total).c_str(),
+                 humanBytes(static_cast<std::uint64_t>(u.perSecond)).c_str());
+  else  // no bytes read: what is done, counted ("12 of 1000 class folders listed")
+    std::fprintf(stderr, "stoker: opening %s: %llu of %llu %s\n", spec_.c_str(), static_cast<unsigned long long>(u.done),
+                 static_cast<unsigned long long>(u.total), u.unit.c_str());
 }
 
 }  // namespace stoker::capi

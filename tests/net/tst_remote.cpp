@@ -158,6 +158,16 @@ std::vector<std::shared_ptr<Dataset>> openRanksOnThreads(const std::string& url,
   return openRanksOnThreads([&url](int) { return url; }, world, optionsFor, exchange, failures);
 }
 
+// Every update an open's progress sent.
+struct ProgressRecorder : ProgressSink {
+  std::mutex mutex;
+  std::vector<ProgressUpdate> updates;
+  void progress(const ProgressUpdate& u) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    updates.push_back(u);
+  }
+};
+
 // Small decoded batches of the test shards, read `workers` at a time.
 LoaderOptions onePartShardOptions(int workers) {
   LoaderOptions o;
@@ -603,14 +613,7 @@ assert ring(options={'prefetch': 5}) == (16, 5), ring(options={'prefetch': 5})
   // hears how far it is, in the shards' bytes, and a cancelled token stops it between shards --
   // from `stoker dataset info` too, as "open" lines on stderr.
   void openingSaysHowFarAndStops() {
-    struct Recorder : ProgressSink {
-      std::mutex mutex;
-      std::vector<ProgressUpdate> updates;
-      void progress(const ProgressUpdate& u) override {
-        std::lock_guard<std::mutex> lock(mutex);
-        updates.push_back(u);
-      }
-    };
+    using Recorder = ProgressRecorder;
     LoaderOptions o;
     o.transforms = "Resize(40),CenterCrop(32)";
     o.max_inflight_parts = 1;  // one shard at a time: an update per shard but the throttled ones
@@ -1546,6 +1549,68 @@ dist.destroy_process_group()
       ScopedEnv noHome("HOME", "");
       QCOMPARE(QString::fromStdString(userCacheDir()), QString());
     }
+  }
+
+  // An open's progress counts only what it downloads. Shards whose scans were kept are opened,
+  // not read: the open says how many (in shards, not their bytes, which a kept open of 1,000
+  // shards showed as a download of GB/s), and an open that scans some of them counts only those.
+  // An S3 image folder's open counts its class folders listed.
+  void openProgressCountsWhatItReads() {
+    const LoaderOptions o = keptScanOptions();
+    const QString pattern = "shards/train-{000000..000003}.tar";
+    const QString kept = tmp_.filePath("progress-scans");
+    const std::string spec = "wds:" + servers_.httpUrl(pattern).toStdString() + ",scan_cache=" + kept.toStdString();
+    auto openRecorded = [&](const std::string& what, ProgressRecorder& recorder) {
+      OpenProgressScope scope({&recorder, nullptr});
+      return openDataset(what, o);
+    };
+    auto describe = [](const ProgressUpdate& u) {
+      return QString("%1 of %2 %3%4").arg(u.done).arg(u.total).arg(QString::fromStdString(u.unit.empty() ? "bytes" : u.unit),
+                                                                   u.finished ? " (finished)" : "");
+    };
+    ProgressRecorder scans;
+    const auto scanned = openRecorded(spec, scans);
+    const auto* shards = dynamic_cast<const WebDataset*>(scanned.get());
+    QVERIFY(shards && !scans.updates.empty());
+    QVERIFY2(scans.updates.back().unit.empty() && scans.updates.back().done == shards->shardBytes(), qPrintable(describe(scans.updates.back())));
+    // Every scan kept: the shards are counted, and no byte.
+    ProgressRecorder opens;
+    openRecorded(spec, opens);
+    QVERIFY(opens.updates.size() >= 2);  // the first shard opened, then (throttled) the last update
+    for (const ProgressUpdate& u : opens.updates)
+      QVERIFY2(u.unit == "shards opened" && u.done <= 4 && u.total == 4 && u.done > 0, qPrintable(describe(u)));
+    QVERIFY(opens.updates.back().finished && opens.updates.back().done == 4);
+    // Two scans gone: the open reads those two shards, and counts their bytes alone.
+    WdsKeptScans folder(kept.toStdString(), 0);
+    std::uint64_t rescanned = 0;
+    for (int s : {1, 2}) {
+      const QString name = QString("train-%1.tar").arg(s, 6, 10, QChar('0'));
+      const std::string url = servers_.httpUrl("shards/" + name).toStdString();
+      QVERIFY(QFile::remove(QString::fromStdString(folder.pathOf(folder.lastScanOf(url)))));
+      rescanned += static_cast<std::uint64_t>(QFileInfo(shards_ + "/" + name).size());
+    }
+    ProgressRecorder some;
+    openRecorded(spec, some);
+    QVERIFY(!some.updates.empty());
+    const ProgressUpdate& last = some.updates.back();
+    QVERIFY2(last.finished && last.unit.empty() && last.done == rescanned && last.total == rescanned,
+             qPrintable(describe(last) + QString(", %1 bytes rescanned").arg(rescanned)));
+    // Listing an S3 image folder: its class folders, counted as listed.
+    ScopedEnv pages("STOKER_S3_LIST_MAX_KEYS", "4");
+    ProgressRecorder listing;
+    const auto folders = openRecorded("imagefolder:" + s3("photos/").toStdString(), listing);
+    const auto classes = static_cast<std::uint64_t>(dynamic_cast<const ImageFolderDataset&>(*folders).classes().size());
+    QVERIFY(classes >= 3 && listing.updates.size() >= 2);
+    for (const ProgressUpdate& u : listing.updates)
+      QVERIFY2(u.unit == "class folders listed" && u.done > 0 && u.done <= classes && u.total == classes, qPrintable(describe(u)));
+    QVERIFY2(listing.updates.front().item.find("/photos/") != std::string::npos, listing.updates.front().item.c_str());
+    QVERIFY(listing.updates.back().finished && listing.updates.back().done == classes);
+    // The CLI's line (an open over a second: each request 0.6 s) counts them too.
+    QVERIFY(servers_.fault(false, "", 0, 600));
+    const auto cli = runStoker({"dataset", "info", "imagefolder:" + s3("photos/")});
+    QVERIFY(servers_.fault(false, "", 0));
+    QVERIFY2(cli.exitCode == 0 && cli.err.contains(QString("open 100.0%  %1 / %1 class folders listed").arg(classes).toUtf8()),
+             cli.err.constData());
   }
 
   // The user's cache keeps scans under its limit: past it, the least recently used go (a scan read

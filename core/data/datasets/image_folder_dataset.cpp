@@ -96,12 +96,17 @@ ImageFolderDataset::ImageFolderDataset(const std::string& root, const std::strin
     // few tens of ms a page. Their threads take the opener's cancel token (util/open_progress).
     std::vector<Walk> walks(classes_.size());
     std::vector<std::map<std::string, ListedObject>> listedByClass(classes_.size());
+    // The opener hears how many classes are listed (their objects are not known before).
     const OpenProgress opener = currentOpenProgress();
+    OpenProgressMeter meter(opener, static_cast<std::int64_t>(classes_.size()), "class folders listed");
     forEachInParallel(static_cast<std::int64_t>(classes_.size()), kClassListingsAtOnce, [&](std::int64_t c) {
       OpenProgressScope scope(opener);
       const auto i = static_cast<std::size_t>(c);
-      walks[i] = walkS3(top + "/" + classes_[i], listedByClass[i]);
+      const std::string prefix = top + "/" + classes_[i];
+      walks[i] = walkS3(prefix, listedByClass[i]);
+      OpenProgressMeter::Piece(meter, prefix + "/").doneWithoutReading();
     });
+    meter.finish();
     std::map<std::string, ListedObject> listed;
     for (auto& m : listedByClass) listed.merge(m);
     addClassFiles(root, [&](std::size_t c) { return std::move(walks[c]); });

@@ -278,7 +278,7 @@ void WebDataset::openShards() {
   // it is, within each shard too, and stops when cancelled (the caller's OpenProgressScope).
   std::int64_t scansHereCount = 0;
   for (std::size_t i = 0; i < n; ++i) scansHereCount += peersScan(i) ? 0 : 1;
-  OpenProgressMeter meter(currentOpenProgress(), scansHereCount);
+  OpenProgressMeter meter(currentOpenProgress(), scansHereCount, "shards opened");
   if (options_.keptScans && !options_.daliIndex && anyRemote) options_.keptScans->makeFolder();
   openCancel_ = currentOpenProgress().cancel;  // the scans' streams poll it within a shard
   struct Forget {
@@ -296,10 +296,15 @@ void WebDataset::openShards() {
         auto& size = shardSizes_[i];
         std::string* text = sharing && isRemote_[i] ? &texts[i] : nullptr;
         OpenProgressMeter::Piece piece(meter, shards_[i]);
-        if (options_.daliIndex) readIndex(s, samples, size);
-        else if (isRemote_[i] && options_.keptScans) scanThroughCache(s, samples, size, text, &piece);
-        else scan(s, samples, size, text, &piece);
-        piece.done(size);
+        if (options_.daliIndex) {
+          readIndex(s, samples, size);
+          piece.doneWithoutReading();  // the shard is not read
+        } else if (isRemote_[i] && options_.keptScans) {
+          scanThroughCache(s, samples, size, text, &piece);
+        } else {
+          scan(s, samples, size, text, &piece);
+        }
+        piece.done(size);  // what the scan's progress did not count (nothing after doneWithoutReading)
       } catch (...) {
         failed[i] = std::current_exception();
       }
@@ -753,6 +758,7 @@ void WebDataset::scanThroughCache(std::int64_t shard, std::vector<Sample>& out, 
       group(shard, members, out);
       size = object->size();
       WdsKeptScans::touch(path);  // used now: the last the user's cache lets go
+      if (progress) progress->doneWithoutReading();  // the shard is not read: its bytes are no download
       if (indexText) *indexText = std::move(text);
       return true;
     } catch (const Error&) {
