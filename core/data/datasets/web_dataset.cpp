@@ -322,7 +322,7 @@ void WebDataset::openShards() {
   // at once (scanParallel_) would only make them wait: 160 kept shards at 50 ms opened in 0.30 s,
   // against 1.06 s 8 at a time. One that turns out not kept (replaced on the server) is scanned in
   // the pass after.
-  std::vector<bool> keptOpened(n, false);
+  std::vector<char> keptOpened(n, 0);  // not vector<bool>: its bits, set from several threads, share words
   if (options_.keptScans && !options_.daliIndex && anyRemote)
     forEachInParallel(static_cast<std::int64_t>(n), static_cast<int>(std::min(n, kIndexedOpensAtOnce)), [&](std::int64_t k) {
       const std::int64_t s = scanOrder[static_cast<std::size_t>(k)];
