@@ -14,7 +14,7 @@ OpenProgressScope::OpenProgressScope(OpenProgress progress) : previous_(tCurrent
 OpenProgressScope::~OpenProgressScope() { tCurrent = previous_; }
 
 OpenProgressMeter::OpenProgressMeter(OpenProgress progress, std::int64_t pieces, std::string unit)
-    : progress_(progress), unit_(std::move(unit)), pieces_(pieces), start_(std::chrono::steady_clock::now()) {}
+    : progress_(progress), unit_(std::move(unit)), pieces_(pieces), start_(std::chrono::steady_clock::now()), lastStep_(start_) {}
 
 void OpenProgressMeter::checkCancelled(const std::string& subject) const {
   if (progress_.cancel) progress_.cancel->throwIfCancelled(subject);
@@ -23,6 +23,10 @@ void OpenProgressMeter::checkCancelled(const std::string& subject) const {
 void OpenProgressMeter::add(const Step& step, const std::string& item) {
   if (!progress_.sink) return;
   std::lock_guard<std::mutex> lock(mutex_);
+  // Reading starts at the first piece sized, or (a piece read in one step) at the step before its bytes.
+  const auto now = std::chrono::steady_clock::now();
+  if (!readStart_ && (step.sized || step.done > 0)) readStart_ = step.sized && step.done == 0 ? now : lastStep_;
+  lastStep_ = now;
   if (step.sized) {
     ++piecesSized_;
     bytesSized_ += step.size;
@@ -32,7 +36,7 @@ void OpenProgressMeter::add(const Step& step, const std::string& item) {
   piecesUnread_ += step.pieceUnread ? 1 : 0;
   // A size alone is not news: an update comes with bytes read, or (none read yet) a piece done.
   const bool news = step.done > 0 || (bytesDone_ == 0 && step.pieceDone);
-  if (news && std::chrono::steady_clock::now() - lastEmit_ >= std::chrono::milliseconds(200)) emit(item, false);
+  if (news && now - lastEmit_ >= std::chrono::milliseconds(200)) emit(item, false);
 }
 
 void OpenProgressMeter::Piece::sized(std::uint64_t bytes) {
@@ -93,7 +97,10 @@ void OpenProgressMeter::emit(const std::string& item, bool finished) {
                                                                           static_cast<double>(piecesSized_) * static_cast<double>(toRead)));
   }
   u.item = item;
-  const double seconds = std::chrono::duration<double>(now - start_).count();
+  // Bytes per second since the reading started: pieces done without reading before it (kept scans,
+  // opened first) took time that says nothing of the download's speed. Counted from the start, a
+  // long kept pass made the first lines of the download's rate far too slow and its ETA too long.
+  const double seconds = std::chrono::duration<double>(now - (bytesDone_ > 0 && readStart_ ? *readStart_ : start_)).count();
   u.perSecond = seconds > 0 ? static_cast<double>(u.done) / seconds : 0;
   u.etaSeconds = finished ? 0 : u.perSecond > 0 ? static_cast<double>(u.total - u.done) / u.perSecond : -1;
   u.finished = finished;

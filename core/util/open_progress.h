@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -82,7 +83,8 @@ class OpenProgressMeter {
   std::string unit_;
   std::int64_t pieces_, piecesSized_ = 0, piecesDone_ = 0, piecesUnread_ = 0;
   std::uint64_t bytesSized_ = 0, bytesDone_ = 0;
-  std::chrono::steady_clock::time_point start_, lastEmit_{};
+  std::chrono::steady_clock::time_point start_, lastEmit_{}, lastStep_;
+  std::optional<std::chrono::steady_clock::time_point> readStart_;  // when the first piece read began
   std::mutex mutex_;
 };
 

@@ -288,30 +288,37 @@ void WebDataset::openShards() {
     const CancelToken*& token;
     ~Forget() { token = nullptr; }  // the opener's, gone once the open returns
   } forget{openCancel_};
-  auto open = [&](const std::function<bool(std::size_t)>& skip) {
-    forEachInParallel(static_cast<std::int64_t>(n), scanParallel_, [&](std::int64_t k) {
+  // Opens each shard `skip` lets through with `openOne`, `atOnce` at a time in scanOrder: what fails
+  // is kept in `failed` (the first, in shard order, is thrown once every rank has its scans).
+  using OpenOne = std::function<void(std::int64_t, OpenProgressMeter::Piece&)>;
+  auto openEach = [&](int atOnce, const std::function<bool(std::size_t)>& skip, const OpenOne& openOne) {
+    forEachInParallel(static_cast<std::int64_t>(n), atOnce, [&](std::int64_t k) {
       const std::int64_t s = scanOrder[static_cast<std::size_t>(k)];
       const auto i = static_cast<std::size_t>(s);
       if (skip(i)) return;
       try {
         meter.checkCancelled(shards_[i]);
-        auto& samples = scanned[i];
-        auto& size = shardSizes_[i];
-        std::string* text = sharing && isRemote_[i] ? &texts[i] : nullptr;
         OpenProgressMeter::Piece piece(meter, shards_[i]);
-        if (options_.daliIndex) {
-          readIndex(s, samples, size);
-          piece.doneWithoutReading();  // the shard is not read
-        } else if (isRemote_[i] && options_.keptScans) {
-          scanThroughCache(s, samples, size, text, &piece);
-        } else {
-          scan(s, samples, size, text, &piece);
-        }
-        piece.done(size);  // what the scan's progress did not count (nothing after doneWithoutReading)
+        openOne(s, piece);
       } catch (...) {
         failed[i] = std::current_exception();
       }
     });
+  };
+  const OpenOne scanOrIndex = [&](std::int64_t s, OpenProgressMeter::Piece& piece) {
+    const auto i = static_cast<std::size_t>(s);
+    auto& samples = scanned[i];
+    auto& size = shardSizes_[i];
+    std::string* text = sharing && isRemote_[i] ? &texts[i] : nullptr;
+    if (options_.daliIndex) {
+      readIndex(s, samples, size);
+      piece.doneWithoutReading();  // the shard is not read
+    } else if (isRemote_[i] && options_.keptScans) {
+      scanThroughCache(s, samples, size, text, &piece);
+    } else {
+      scan(s, samples, size, text, &piece);
+    }
+    piece.done(size);  // what the scan's progress did not count (nothing after doneWithoutReading)
   };
   auto rethrowFirst = [&] {
     for (const auto& f : failed)
@@ -324,19 +331,12 @@ void WebDataset::openShards() {
   // the pass after.
   std::vector<char> keptOpened(n, 0);  // not vector<bool>: its bits, set from several threads, share words
   if (options_.keptScans && !options_.daliIndex && anyRemote)
-    forEachInParallel(static_cast<std::int64_t>(n), static_cast<int>(std::min(n, kIndexedOpensAtOnce)), [&](std::int64_t k) {
-      const std::int64_t s = scanOrder[static_cast<std::size_t>(k)];
-      const auto i = static_cast<std::size_t>(s);
-      if (!isRemote_[i] || peersScan(i)) return;
-      try {
-        meter.checkCancelled(shards_[i]);
-        OpenProgressMeter::Piece piece(meter, shards_[i]);
-        keptOpened[i] = openKeptScan(s, scanned[i], shardSizes_[i], sharing ? &texts[i] : nullptr, &piece);
-      } catch (...) {
-        failed[i] = std::current_exception();
-      }
-    });
-  open([&](std::size_t i) { return peersScan(i) || keptOpened[i] || failed[i]; });
+    openEach(static_cast<int>(std::min(n, kIndexedOpensAtOnce)), [&](std::size_t i) { return !isRemote_[i] || peersScan(i); },
+             [&](std::int64_t s, OpenProgressMeter::Piece& piece) {
+               const auto i = static_cast<std::size_t>(s);
+               keptOpened[i] = openKeptScan(s, scanned[i], shardSizes_[i], sharing ? &texts[i] : nullptr, &piece);
+             });
+  openEach(scanParallel_, [&](std::size_t i) { return peersScan(i) || keptOpened[i] || failed[i]; }, scanOrIndex);
   if (sharing) {
     // A rank whose scan failed still takes part (the others wait in the all-gather), then throws.
     std::vector<ScannedShard> mine;
@@ -372,7 +372,7 @@ void WebDataset::openShards() {
     for (std::size_t i = 0; i < n; ++i)
       if (theirs[i] && adoptPeerScan(*theirs[i], scanned[i])) peerScanned_[i] = true;
     keepPeerScans(theirs);
-    open([&](std::size_t i) { return !peersScan(i) || peerScanned_[i]; });
+    openEach(scanParallel_, [&](std::size_t i) { return !peersScan(i) || peerScanned_[i]; }, scanOrIndex);
   }
   rethrowFirst();
   meter.finish();
@@ -756,30 +756,32 @@ void WebDataset::scanThroughCache(std::int64_t shard, std::vector<Sample>& out, 
     }
     if (indexText) *indexText = std::move(text);
   };
-  if (!options_.parts.cache && !noteNamesKeptScan(url)) {
+  std::optional<std::string> noted;  // what the URL's note says, once read
+  if (!options_.parts.cache && (noted = notedKeptScan(url))->empty()) {
     const FileLock lock(keptScans.lastPathOf(url) + ".lock");  // ranks opening together: one scans
-    if (!noteNamesKeptScan(url)) return scanAndKeep();
+    if ((noted = notedKeptScan(url))->empty()) return scanAndKeep();
   }
   const std::shared_ptr<const RemoteObject> object = objectOf(shard);
   if (object->cacheId().empty()) return scanAndKeep();
   const std::string path = keptIndexPath(object->cacheId());
-  if (readKeptScan(shard, *object, out, size, indexText, progress)) return;
+  if (readKeptScan(shard, *object, noted ? &*noted : nullptr, out, size, indexText, progress)) return;
   const FileLock lock(path + ".lock");
-  if (readKeptScan(shard, *object, out, size, indexText, progress)) return;  // another rank scanned it while this one waited
+  // Another rank may have scanned it while this one waited (and noted it: the note is read again).
+  if (readKeptScan(shard, *object, nullptr, out, size, indexText, progress)) return;
   scanAndKeep();
 }
 
-bool WebDataset::noteNamesKeptScan(const std::string& url) const {
-  const std::string last = options_.keptScans->lastScanOf(url);
+std::string WebDataset::notedKeptScan(const std::string& url) const {
+  std::string last = options_.keptScans->lastScanOf(url);
   try {
-    return !last.empty() && fileExists(keptIndexPath(last));
+    return !last.empty() && fileExists(keptIndexPath(last)) ? last : std::string();
   } catch (const Error&) {
-    return false;  // a folder that cannot be looked up (EACCES): scanned, and the keeping says why
+    return {};  // a folder that cannot be looked up (EACCES): scanned, and the keeping says why
   }
 }
 
-bool WebDataset::readKeptScan(std::int64_t shard, const RemoteObject& object, std::vector<Sample>& out, std::uint64_t& size,
-                              std::string* indexText, OpenProgressMeter::Piece* progress) {
+bool WebDataset::readKeptScan(std::int64_t shard, const RemoteObject& object, const std::string* noted, std::vector<Sample>& out,
+                              std::uint64_t& size, std::string* indexText, OpenProgressMeter::Piece* progress) {
   const std::string path = keptIndexPath(object.cacheId());
   try {
     if (object.cacheId().empty() || !fileExists(path)) return false;
@@ -792,7 +794,7 @@ bool WebDataset::readKeptScan(std::int64_t shard, const RemoteObject& object, st
     // A scan kept before the notes were (under cache_dir) is noted now, so the next open takes it
     // among the kept ones (openShards' first pass).
     const std::string& url = shards_[static_cast<std::size_t>(shard)];
-    if (options_.keptScans->lastScanOf(url) != object.cacheId()) options_.keptScans->noteLast(url, object.cacheId());
+    if ((noted ? *noted : options_.keptScans->lastScanOf(url)) != object.cacheId()) options_.keptScans->noteLast(url, object.cacheId());
     if (progress) progress->doneWithoutReading();  // the shard is not read: its bytes are no download
     if (indexText) *indexText = std::move(text);
     return true;
@@ -805,9 +807,10 @@ bool WebDataset::readKeptScan(std::int64_t shard, const RemoteObject& object, st
 
 bool WebDataset::openKeptScan(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size, std::string* indexText,
                               OpenProgressMeter::Piece* progress) {
-  if (!noteNamesKeptScan(shards_[static_cast<std::size_t>(shard)])) return false;
+  const std::string noted = notedKeptScan(shards_[static_cast<std::size_t>(shard)]);
+  if (noted.empty()) return false;
   const std::shared_ptr<const RemoteObject> object = objectOf(shard);
-  return readKeptScan(shard, *object, out, size, indexText, progress);
+  return readKeptScan(shard, *object, &noted, out, size, indexText, progress);
 }
 
 // A DALI index (tools/wds2idx.py): "v1.1 N" or "v1.2 N", then one line per sample of its members,

@@ -180,12 +180,14 @@ class WebDataset : public EncodedImageDataset {
   // A remote shard's scan read from where scans are kept (keptScans), or made and kept there.
   void scanThroughCache(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size, std::string* indexText = nullptr,
                         OpenProgressMeter::Piece* progress = nullptr);
-  // The scan of `url` noted as kept last is there (WdsKeptScans::lastScanOf), read before the shard
-  // is opened.
-  bool noteNamesKeptScan(const std::string& url) const;
+  // The scan of `url` noted as kept last (WdsKeptScans::lastScanOf), read before the shard is
+  // opened: its cacheId when its index is there, else "".
+  std::string notedKeptScan(const std::string& url) const;
   // The kept scan of `object` (shard's, opened), when there is one that fits it; else false.
-  bool readKeptScan(std::int64_t shard, const RemoteObject& object, std::vector<Sample>& out, std::uint64_t& size,
-                    std::string* indexText, OpenProgressMeter::Piece* progress);
+  // `noted`: what the URL's note said when the caller read it (null: read it here), so that a
+  // scan kept without a note is noted.
+  bool readKeptScan(std::int64_t shard, const RemoteObject& object, const std::string* noted, std::vector<Sample>& out,
+                    std::uint64_t& size, std::string* indexText, OpenProgressMeter::Piece* progress);
   // The kept scan of a shard whose note names one (openShards' first pass): opened alone, without
   // a block for a scan; false when none fits (the shard is scanned later, within the knobs' bound).
   bool openKeptScan(std::int64_t shard, std::vector<Sample>& out, std::uint64_t& size, std::string* indexText,
