@@ -48,8 +48,11 @@ StageBreakdownView::StageBreakdownView(QWidget* parent) : QWidget(parent) {
   plot_->legend->setFont(QFont("sans", 8));
   plot_->axisRect()->insetLayout()->take(plot_->legend);
   plot_->plotLayout()->addElement(2, 0, plot_->legend);
-  plot_->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
-  plot_->legend->setWrap(4);  // two short rows rather than one that sets the window's minimum width
+  // Two short rows rather than one that sets the window's minimum width. The wrap first: the fill
+  // order's rearranging is what applies it to the items already there (set after, it left one row,
+  // clipped at 1280 x 800 once the read stage was "read (network)").
+  plot_->legend->setWrap(4);
+  plot_->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst, true);
   plot_->plotLayout()->setRowStretchFactor(2, 0.001);
   plot_->legend->setMargins(QMargins(4, 2, 4, 2));
   layout->addWidget(plot_, 1);
@@ -89,6 +92,8 @@ void StageBreakdownView::setReadIsNetwork(bool network) {
 }
 
 QString StageBreakdownView::stageLegend(int stage) const { return bars_.at(static_cast<std::size_t>(stage))->name(); }
+
+int StageBreakdownView::legendRows() const { return plot_->legend->rowCount(); }
 
 void StageBreakdownView::clear() {
   latest_.clear();

@@ -29,6 +29,7 @@ class StageBreakdownView : public QWidget {
   // A remote dataset's read stage is its time waiting on the network: the legend says so.
   void setReadIsNetwork(bool network);
   QString stageLegend(int stage) const;  // the legend text of kTelemetryStages[stage]
+  int legendRows() const;                 // the legend's rows under the plot
   void addRecords(const std::vector<TelemetryRecord>& records);
   void clear();
 

@@ -178,8 +178,15 @@ InputSpan inputSpan(const ResampleAxis& axis, int out, int n) {
 }
 
 // Built for AVX2 too (32-bit multiplies in one instruction; plain x86-64 has to emulate them),
-// picked at load time by the CPU it runs on.
-__attribute__((target_clones("avx2", "default"))) void resampleRgb(const RgbRegion& src, int srcX, int srcY, const ResampleAxis& h, int outX, int outW,
+// picked at load time by the CPU it runs on. Not under TSan: g++ instruments the resolver that
+// picks, and the loader runs it while relocating the program, before TSan's runtime is up (every
+// TSan binary that links it died with SIGSEGV before main).
+#if defined(__SANITIZE_THREAD__)
+#define STOKER_AVX2_CLONES
+#else
+#define STOKER_AVX2_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+STOKER_AVX2_CLONES void resampleRgb(const RgbRegion& src, int srcX, int srcY, const ResampleAxis& h, int outX, int outW,
                  const ResampleAxis& v, int outY, int outH, std::uint8_t* out, std::vector<std::uint8_t>& scratch) {
   // Source rows the chosen output rows read (Pillow's ybox_first / ybox_last, for this window).
   const InputSpan span = inputSpan(v, outY, outH);

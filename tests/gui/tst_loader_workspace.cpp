@@ -851,6 +851,8 @@ class TestLoaderWorkspace : public QObject {
     QVERIFY(w.findChild<QWidget*>("cache_dir")->isEnabled());
     // The Stages tab names the read stage for what it is with a remote dataset.
     QCOMPARE(w.stages()->stageLegend(0), QString("read (network)"));
+    // Its six entries in two rows: in one, they were clipped at 1280 x 800.
+    QCOMPARE(w.stages()->legendRows(), 2);
     w.setDataset("synthetic:64,3x8x8");
     QCOMPARE(w.stages()->stageLegend(0), QString("read"));
     QVERIFY(!w.findChild<QWidget*>("cache_dir")->isEnabled());
