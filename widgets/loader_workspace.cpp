@@ -246,7 +246,7 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
   });
   connect(runner_, &LoaderRunner::opening, this, [this](qint64 done, qint64 total, const QString& unit) {
     if (unit.isEmpty())
-      status_->setText(tr("Opening: %1 of about %2 of shards scanned… Stop ends it.")
+      status_->setText(tr("Opening: %1 of about %2 downloaded… Stop ends it.")
                            .arg(QString::fromStdString(humanBytes(static_cast<std::uint64_t>(done))),
                                 QString::fromStdString(humanBytes(static_cast<std::uint64_t>(total)))));
     else  // nothing downloaded: a count ("12 of 1000 class folders listed")

@@ -54,7 +54,7 @@ struct RemoteDatasetDialog::CheckState : ProgressSink {
     if (last.total == 0) return {};
     if (!last.unit.empty())  // nothing downloaded: a count ("12 of 1000 class folders listed")
       return RemoteDatasetDialog::tr("%1 of %2 %3").arg(last.done).arg(last.total).arg(QString::fromStdString(last.unit));
-    return RemoteDatasetDialog::tr("%1 of about %2 of shards scanned").arg(hb(last.done), hb(last.total));
+    return RemoteDatasetDialog::tr("%1 of about %2 downloaded").arg(hb(last.done), hb(last.total));
   }
   std::mutex mutex;
   ProgressUpdate last;

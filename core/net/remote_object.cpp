@@ -88,10 +88,10 @@ void RemoteObject::requireRange(std::uint64_t offset, std::uint64_t n) const {
                                        std::to_string(size_) + " bytes)");
 }
 
-void RemoteObject::read(std::uint64_t offset, void* dst, std::size_t n, const PartOptions& parts) const {
+void RemoteObject::read(std::uint64_t offset, void* dst, std::size_t n, const PartOptions& parts, const PartDone& partDone) const {
   requireRange(offset, n);
   auto* out = static_cast<std::uint8_t*>(dst);
-  if (parts.cache && !cacheId_.empty()) return readCached(offset, out, n, parts);
+  if (parts.cache && !cacheId_.empty()) return readCached(offset, out, n, parts, partDone);
   // What open() already holds costs no request.
   if (offset < head_.size()) {
     const std::size_t have = std::min<std::size_t>(n, head_.size() - offset);
@@ -99,17 +99,21 @@ void RemoteObject::read(std::uint64_t offset, void* dst, std::size_t n, const Pa
     out += have;
     offset += have;
     n -= have;
+    if (partDone && have > 0) partDone(have);
   }
   if (n == 0) return;
   const std::uint64_t partSize = static_cast<std::uint64_t>(std::max<std::int64_t>(parts.partSize, 4096));
   const std::uint64_t count = (n + partSize - 1) / partSize;
   if (count == 1) {
     httpGetRange(target_, offset, n, out, etag_);
+    if (partDone) partDone(n);
     return;
   }
   forEachInParallel(static_cast<std::int64_t>(count), parts.maxInflight, [&](std::int64_t p) {
     const std::uint64_t at = static_cast<std::uint64_t>(p) * partSize;
-    httpGetRange(target_, offset + at, static_cast<std::size_t>(std::min<std::uint64_t>(partSize, n - at)), out + at, etag_);
+    const auto bytes = static_cast<std::size_t>(std::min<std::uint64_t>(partSize, n - at));
+    httpGetRange(target_, offset + at, bytes, out + at, etag_);
+    if (partDone) partDone(bytes);
   });
 }
 
@@ -214,7 +218,8 @@ void RemoteObject::cacheParts(std::uint64_t offset, std::uint64_t n, const PartO
                     [&](std::int64_t k) { cachedPart(first + static_cast<std::uint64_t>(k), partSize, parts); });
 }
 
-void RemoteObject::readCached(std::uint64_t offset, std::uint8_t* out, std::size_t n, const PartOptions& parts) const {
+void RemoteObject::readCached(std::uint64_t offset, std::uint8_t* out, std::size_t n, const PartOptions& parts,
+                              const PartDone& partDone) const {
   const std::uint64_t partSize = tableFor(parts);
   const std::uint64_t first = offset / partSize, last = (offset + n - 1) / partSize;
   const auto copyPart = [&](std::uint64_t index) {
@@ -222,6 +227,7 @@ void RemoteObject::readCached(std::uint64_t offset, std::uint8_t* out, std::size
     const std::uint64_t to = std::min<std::uint64_t>(offset + n, (index + 1) * partSize);
     const PartView part = cachedPart(index, partSize, parts);
     std::copy_n(part.bytes->data() + (from - index * partSize), to - from, out + (from - offset));
+    if (partDone) partDone(static_cast<std::size_t>(to - from));
   };
   if (first == last) return copyPart(first);
   forEachInParallel(static_cast<std::int64_t>(last - first + 1), parts.maxInflight,
@@ -230,9 +236,23 @@ void RemoteObject::readCached(std::uint64_t offset, std::uint8_t* out, std::size
 
 std::shared_ptr<const MappedFile> mapOrFetch(const std::string& pathOrUrl, const PartOptions& parts) {
   if (!isRemotePath(pathOrUrl)) return MappedFile::open(pathOrUrl);
+  OpenProgressMeter meter(currentOpenProgress(), 1, "files fetched");
+  meter.checkCancelled(pathOrUrl);
   const auto object = RemoteObject::open(pathOrUrl);
   std::vector<std::uint8_t> bytes(static_cast<std::size_t>(object->size()));
-  object->read(0, bytes.data(), bytes.size(), parts);
+  OpenProgressMeter::Piece piece(meter, pathOrUrl);
+  piece.sized(object->size());
+  std::mutex reachedMutex;  // a Piece is told by one thread at a time; parts finish on several
+  std::uint64_t reached = 0;
+  object->read(0, bytes.data(), bytes.size(), parts, [&](std::size_t got) {
+    {
+      std::lock_guard<std::mutex> lock(reachedMutex);
+      piece.reached(reached += got);
+    }
+    meter.checkCancelled(pathOrUrl);
+  });
+  piece.done(object->size());
+  meter.finish();
   return MappedFile::fromBytes(pathOrUrl, std::move(bytes));
 }
 

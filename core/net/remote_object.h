@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -71,7 +72,10 @@ class RemoteObject {
   void requireRange(std::uint64_t offset, std::uint64_t n) const;
   // Exactly `n` bytes at `offset` (Error(BadInput) past the end), in parallel parts. With a cache
   // (and an ETag to key it), whole aligned parts are fetched, kept and served from local disk.
-  void read(std::uint64_t offset, void* dst, std::size_t n, const PartOptions& parts = {}) const;
+  // `partDone` (may be empty) hears each part's bytes once they are in `dst`, on the thread that
+  // fetched them; what it throws (a cancelled open) ends the read, no new part started.
+  using PartDone = std::function<void(std::size_t bytes)>;
+  void read(std::uint64_t offset, void* dst, std::size_t n, const PartOptions& parts = {}, const PartDone& partDone = {}) const;
   // The `n` bytes at `offset` without a copy where they lie in one part mapped from the cache;
   // else read into `scratch`. The pointer stays valid while this object lives (or until scratch changes).
   const std::uint8_t* bytesAt(std::uint64_t offset, std::size_t n, const PartOptions& parts, ByteVector& scratch) const;
@@ -97,7 +101,7 @@ class RemoteObject {
 
  private:
   std::uint64_t tableFor(const PartOptions& parts) const;  // the part size, the table made on first use
-  void readCached(std::uint64_t offset, std::uint8_t* out, std::size_t n, const PartOptions& parts) const;
+  void readCached(std::uint64_t offset, std::uint8_t* out, std::size_t n, const PartOptions& parts, const PartDone& partDone) const;
   struct PartView {
     const MappedFile* bytes;
     std::shared_ptr<const MappedFile> hold;  // set when the part is in memory only (not kept)
@@ -124,7 +128,8 @@ class RemoteObject {
 };
 
 // A local path mapped, or an s3:// / http(s):// file fetched whole in parallel parts into memory
-// (tensor files: .safetensors and .npy datasets are held in memory anyway).
+// (tensor files: .safetensors and .npy datasets are held in memory anyway). The fetch, minutes for
+// a file of GBs, tells the opener's OpenProgressScope how far it is and stops when it is cancelled.
 std::shared_ptr<const MappedFile> mapOrFetch(const std::string& pathOrUrl, const PartOptions& parts = {});
 
 // Where an http(s):// or s3:// URL is requested, signed as configured (s3: loadS3Config()).

@@ -29,7 +29,7 @@ void PythonOpening::progress(const ProgressUpdate& u) {
   lastLine_ = now;
   printed_ = true;
   if (u.unit.empty())
-    std::fprintf(stderr, "stoker: opening %s: %s of about %s of shards scanned, %s/s\n", spec_.c_str(),
+    std::fprintf(stderr, "stoker: opening %s: %s of about %s downloaded, %s/s\n", spec_.c_str(),
                  humanBytes(u.done).c_str(), humanBytes(u.total).c_str(),
                  humanBytes(static_cast<std::uint64_t>(u.perSecond)).c_str());
   else  // no bytes read: what is done, counted ("12 of 1000 class folders listed")

@@ -497,7 +497,7 @@ except KeyboardInterrupt:
              qPrintable(QString("exit %1 (%2), stdout [%3], stderr [%4]")
                             .arg(whole.exitCode())
                             .arg(whole.exitStatus() == QProcess::NormalExit ? "normal" : "crashed", QString::fromUtf8(wholeOut), err)));
-    QVERIFY2(err.contains(QRegularExpression("stoker: opening wds:http://\\S+: [0-9.]+ [KM]iB of about [0-9.]+ [KM]iB of shards scanned")) &&
+    QVERIFY2(err.contains(QRegularExpression("stoker: opening wds:http://\\S+: [0-9.]+ [KM]iB of about [0-9.]+ [KM]iB downloaded")) &&
                  err.contains("train-{000000..000003}.tar,scan_cache=off: done"),
              qPrintable(err));
     servers_.takeLog(true);
@@ -608,6 +608,52 @@ assert ring(options={'prefetch': 5}) == (16, 5), ring(options={'prefetch': 5})
         }
       }
     }
+  }
+
+  // A tensor file is fetched whole at open (minutes for one of GBs): the opener's OpenProgressScope
+  // hears its bytes, and a cancelled token stops the fetch between parts -- from `stoker dataset
+  // info` too.
+  void tensorFileFetchSaysHowFarAndStops() {
+    const QString name = "big.npy";
+    const auto r = runPythonArgs({"-c", "import numpy, sys; numpy.save(sys.argv[1], numpy.arange(1 << 19, dtype=numpy.int32).reshape(-1, 64))",
+                                  servers_.www() + "/" + name});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    const auto fileBytes = static_cast<std::uint64_t>(QFileInfo(servers_.www() + "/" + name).size());
+    const std::string url = servers_.httpUrl(name).toStdString();
+    LoaderOptions o;
+    o.part_size = 65536;  // 33 parts
+    o.max_inflight_parts = 1;
+    ProgressRecorder recorder;
+    {
+      OpenProgressScope scope({&recorder, nullptr});
+      QCOMPARE(openDataset(url, o)->size(), std::int64_t(1) << 13);
+    }
+    QVERIFY(!recorder.updates.empty());
+    for (const ProgressUpdate& u : recorder.updates)
+      QVERIFY2(u.unit.empty() && u.done > 0 && u.done <= fileBytes && u.total == fileBytes && (u.item == url || u.finished),
+               qPrintable(QString("%1 of %2 (%3)").arg(u.done).arg(u.total).arg(QString::fromStdString(u.unit))));
+    QVERIFY(recorder.updates.back().finished && recorder.updates.back().done == fileBytes);
+    // At 100 ms a request the 33 parts take 3.3 s; cancelled 0.5 s in, the fetch stops at its next part.
+    QVERIFY(servers_.fault(true, "", 0, 100));
+    servers_.takeLog(true);
+    CancelToken cancel;
+    std::thread canceller([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      cancel.cancel();
+    });
+    {
+      OpenProgressScope scope({nullptr, &cancel});
+      NAMED(expectError([&] { openDataset(url, o); }, ErrorKind::Cancelled, {name, "cancelled"}));
+    }
+    canceller.join();
+    const int requests = servers_.takeLog(true).size();
+    QVERIFY(servers_.fault(true, "", 0));
+    QVERIFY2(requests >= 2 && requests <= 12, qPrintable(QString("%1 requests of 34").arg(requests)));
+    // The CLI's open line (an open over a second: each request 0.6 s) counts the file's bytes.
+    QVERIFY(servers_.fault(true, "", 0, 600));
+    const auto cli = runStoker({"dataset", "info", servers_.httpUrl(name)});
+    QVERIFY(servers_.fault(true, "", 0));
+    QVERIFY2(cli.exitCode == 0 && cli.err.contains("open 100.0%  2.0 MiB / 2.0 MiB"), cli.err.constData());
   }
 
   // Opening scans a remote WebDataset's shards (it downloads them): the opener's OpenProgressScope
