@@ -249,6 +249,8 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
       status_->setText(tr("Opening: %1 of about %2 downloaded… Stop ends it.")
                            .arg(QString::fromStdString(humanBytes(static_cast<std::uint64_t>(done))),
                                 QString::fromStdString(humanBytes(static_cast<std::uint64_t>(total)))));
+    else if (total == 0)  // a count whose total is not known ("12000 objects listed")
+      status_->setText(tr("Opening: %1 %2… Stop ends it.").arg(done).arg(unit));
     else  // nothing downloaded: a count ("12 of 1000 class folders listed")
       status_->setText(tr("Opening: %1 of %2 %3… Stop ends it.").arg(done).arg(total).arg(unit));
   });

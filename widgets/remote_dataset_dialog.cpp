@@ -51,7 +51,9 @@ struct RemoteDatasetDialog::CheckState : ProgressSink {
   // How far the check is, in words ("" before the first update).
   QString text() {
     std::lock_guard<std::mutex> lock(mutex);
-    if (last.total == 0) return {};
+    if (last.total == 0 && last.unit.empty()) return {};
+    if (!last.unit.empty() && last.total == 0)  // a count whose total is not known ("12000 objects listed")
+      return RemoteDatasetDialog::tr("%1 %2").arg(last.done).arg(QString::fromStdString(last.unit));
     if (!last.unit.empty())  // nothing downloaded: a count ("12 of 1000 class folders listed")
       return RemoteDatasetDialog::tr("%1 of %2 %3").arg(last.done).arg(last.total).arg(QString::fromStdString(last.unit));
     return RemoteDatasetDialog::tr("%1 of about %2 downloaded").arg(hb(last.done), hb(last.total));

@@ -50,9 +50,16 @@ void TerminalProgress::progress(const ProgressUpdate& u) {
   const auto now = std::chrono::steady_clock::now();
   if (!tty_ && !u.finished && now - lastLine_ < std::chrono::seconds(5)) return;
   lastLine_ = now;
-  const double pct = u.total ? 100.0 * static_cast<double>(u.done) / static_cast<double>(u.total) : 100.0;
   const std::string named = redactedUrl(u.item);  // an item may be a remote file's URL
   std::string item = named.size() > 40 ? "..." + named.substr(named.size() - 37) : named;
+  if (!u.unit.empty() && u.total == 0 && !u.finished) {  // a count whose total is not known ("12000 objects listed")
+    std::fprintf(stderr, "%s%s  %llu %s  %s/s  %s%s", tty_ ? "\r\033[K" : "", verb_.c_str(), static_cast<unsigned long long>(u.done),
+                 u.unit.c_str(), rate(u.perSecond).c_str(), item.c_str(), tty_ ? "" : "\n");
+    std::fflush(stderr);
+    drawn_ = true;
+    return;
+  }
+  const double pct = u.total ? 100.0 * static_cast<double>(u.done) / static_cast<double>(u.total) : 100.0;
   // Bytes, or a count of what the unit names ("3 / 10 class folders listed  1.5/s").
   const std::string amount = u.unit.empty() ? humanBytes(u.done) + " / " + humanBytes(u.total) + "  " +
                                                   humanBytes(static_cast<std::uint64_t>(u.perSecond)) + "/s"

@@ -256,7 +256,8 @@ std::shared_ptr<const MappedFile> mapOrFetch(const std::string& pathOrUrl, const
   return MappedFile::fromBytes(pathOrUrl, std::move(bytes));
 }
 
-std::vector<ListedObject> listS3(const std::string& prefixUrl, bool byFolder, std::vector<std::string>* prefixes) {
+std::vector<ListedObject> listS3(const std::string& prefixUrl, bool byFolder, std::vector<std::string>* prefixes,
+                                 const std::function<void(std::size_t listed)>& pageDone) {
   const RemoteUrl u = RemoteUrl::parse(prefixUrl);
   if (!u.isS3()) throwBadInput(prefixUrl, "only s3:// URLs can be listed (an HTTP server has no standard listing)");
   HttpTarget t;
@@ -289,6 +290,7 @@ std::vector<ListedObject> listS3(const std::string& prefixUrl, bool byFolder, st
     }
     if (prefixes)
       for (pugi::xml_node p : root.children("CommonPrefixes")) prefixes->push_back("s3://" + u.bucket + "/" + p.child_value("Prefix"));
+    if (pageDone) pageDone(out.size());
     if (std::string(root.child_value("IsTruncated")) != "true") break;
     token = root.child_value("NextContinuationToken");
     if (token.empty()) throwBadInput(t.display, "a truncated listing without a NextContinuationToken");

@@ -148,6 +148,8 @@ struct ListedObject {
 // listing stops at '/' (delimiter): `prefixes` gets the sub-folders as s3:// URLs ending in '/'.
 // Keys come sorted by their bytes, as S3 returns them. STOKER_S3_LIST_MAX_KEYS sets the page size
 // (S3's max-keys, 1000 by default).
-std::vector<ListedObject> listS3(const std::string& prefixUrl, bool byFolder, std::vector<std::string>* prefixes = nullptr);
+// `pageDone` (may be empty) hears how many objects are listed after each page.
+std::vector<ListedObject> listS3(const std::string& prefixUrl, bool byFolder, std::vector<std::string>* prefixes = nullptr,
+                                 const std::function<void(std::size_t listed)>& pageDone = {});
 
 }  // namespace stoker

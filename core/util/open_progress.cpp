@@ -71,6 +71,13 @@ void OpenProgressMeter::Piece::doneWithoutReading() {
   meter_.add({false, 0, 0, true, true}, item_);
 }
 
+void OpenProgressMeter::tally(std::uint64_t count, const std::string& item) {
+  if (!progress_.sink) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  piecesDone_ = static_cast<std::int64_t>(count);
+  if (std::chrono::steady_clock::now() - lastEmit_ >= std::chrono::milliseconds(200)) emit(item, false);
+}
+
 void OpenProgressMeter::finish() {
   if (!progress_.sink) return;
   std::lock_guard<std::mutex> lock(mutex_);
@@ -83,7 +90,7 @@ void OpenProgressMeter::emit(const std::string& item, bool finished) {
   ProgressUpdate u;
   if (bytesDone_ == 0) {  // no piece read yet (or none to read): pieces
     u.done = static_cast<std::uint64_t>(piecesDone_);
-    u.total = finished ? u.done : static_cast<std::uint64_t>(std::max(pieces_, piecesDone_));
+    u.total = finished ? u.done : pieces_ < 0 ? 0 : static_cast<std::uint64_t>(std::max(pieces_, piecesDone_));
     u.unit = unit_;
   } else {
     u.done = bytesDone_;

@@ -48,10 +48,13 @@ class OpenProgressScope {
 // Thread-safe. Does nothing without a sink.
 class OpenProgressMeter {
  public:
+  // `pieces` < 0: not known ahead (a listing's objects, told by tally()): the updates' total is 0.
   OpenProgressMeter(OpenProgress progress, std::int64_t pieces, std::string unit);
   // Throws Error(Cancelled) naming `subject` once the open's token is cancelled.
   void checkCancelled(const std::string& subject) const;
   void finish();
+  // An open of pieces not known ahead: `count` of them done so far, working on `item`.
+  void tally(std::uint64_t count, const std::string& item);
 
   // One piece, by one thread: read from its start (its size once known, how far its reader is,
   // then done; what reached() did not count, done() does), or done without reading it.

@@ -21,7 +21,8 @@ struct ProgressUpdate {
   double etaSeconds = -1;      // -1 while unknown
   bool finished = false;       // the last update of the operation
   // What done and total count: empty for bytes, else a plural noun with what is done to them
-  // ("class folders listed"), which printers show after the numbers.
+  // ("class folders listed"), which printers show after the numbers. With a unit, total 0 before
+  // the last update says the total is not known (a listing's objects): printers show the count.
   std::string unit;
 };
 

@@ -32,6 +32,8 @@ void PythonOpening::progress(const ProgressUpdate& u) {
     std::fprintf(stderr, "stoker: opening %s: %s of about %s downloaded, %s/s\n", spec_.c_str(),
                  humanBytes(u.done).c_str(), humanBytes(u.total).c_str(),
                  humanBytes(static_cast<std::uint64_t>(u.perSecond)).c_str());
+  else if (u.total == 0)  // a count whose total is not known ("12000 objects listed")
+    std::fprintf(stderr, "stoker: opening %s: %llu %s\n", spec_.c_str(), static_cast<unsigned long long>(u.done), u.unit.c_str());
   else  // no bytes read: what is done, counted ("12 of 1000 class folders listed")
     std::fprintf(stderr, "stoker: opening %s: %llu of %llu %s\n", spec_.c_str(), static_cast<unsigned long long>(u.done),
                  static_cast<unsigned long long>(u.total), u.unit.c_str());

@@ -858,6 +858,18 @@ class TestLoaderWorkspace : public QObject {
     QVERIFY(!w.findChild<QWidget*>("cache_dir")->isEnabled());
   }
 
+  // A long open's progress in the status line, in the three forms the core reports: bytes
+  // downloaded, pieces counted against their total, and a count whose total is not known.
+  void openingProgressShowsInTheStatusLine() {
+    LoaderWorkspace w;
+    Q_EMIT w.runner()->opening(3 << 20, 10 << 20, QString());
+    QVERIFY2(w.statusText().startsWith("Opening: 3.0 MiB of about 10.0 MiB downloaded"), qPrintable(w.statusText()));
+    Q_EMIT w.runner()->opening(12, 80, "shards opened");
+    QVERIFY2(w.statusText().startsWith("Opening: 12 of 80 shards opened"), qPrintable(w.statusText()));
+    Q_EMIT w.runner()->opening(4000, 0, "objects listed");
+    QVERIFY2(w.statusText().startsWith("Opening: 4000 objects listed"), qPrintable(w.statusText()));
+  }
+
   void datasetPickerOffersTheWaysToFindData() {
     QSettings().remove("loader/recentDatasets");
     LoaderWorkspace w;

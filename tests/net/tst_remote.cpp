@@ -439,6 +439,34 @@ class TestRemote : public QObject {
     QCOMPARE(expandShardPattern(s3("shards/train-*.tar").toStdString()).size(), std::size_t(4));
   }
 
+  // Listing a bucket for an s3:// glob (a thousand pages for a million shards) says how many
+  // objects it has listed, with no total (it is known only at the last page); so do the CLI's
+  // "open" lines.
+  void s3GlobListingSaysHowFar() {
+    ScopedEnv pages("STOKER_S3_LIST_MAX_KEYS", "1");  // a page per shard: 4 pages
+    QVERIFY(servers_.fault(false, "", 0, 250));       // 250 ms a page: an update each
+    ProgressRecorder recorder;
+    {
+      OpenProgressScope scope({&recorder, nullptr});
+      QCOMPARE(expandShardPattern(s3("shards/train-*.tar").toStdString()).size(), std::size_t(4));
+    }
+    QVERIFY(servers_.fault(false, "", 0));
+    QVERIFY(recorder.updates.size() >= 3);
+    std::uint64_t previous = 0;
+    for (const ProgressUpdate& u : recorder.updates) {
+      QVERIFY2(u.unit == "objects listed" && u.total == 0 && !u.finished && u.done > previous && u.done <= 4 &&
+                   u.item == s3("shards/train-").toStdString(),
+               qPrintable(QString("%1 / %2 %3 (%4)").arg(u.done).arg(u.total).arg(QString::fromStdString(u.unit), QString::fromStdString(u.item))));
+      previous = u.done;
+    }
+    QCOMPARE(recorder.updates.back().done, std::uint64_t(4));
+    // The CLI, an open over a second (each request 0.6 s): the listing's lines count, without a percentage.
+    QVERIFY(servers_.fault(false, "", 0, 600));
+    const auto cli = runStoker({"dataset", "info", "wds:" + s3("shards/train-*.tar")});
+    QVERIFY(servers_.fault(false, "", 0));
+    QVERIFY2(cli.exitCode == 0 && QString::fromUtf8(cli.err).contains(QRegularExpression("\\bopen  [1-4] objects listed  [0-9.]+/s  ")), cli.err.constData());
+  }
+
   // tokens: and megatron: over HTTP and S3 give the windows the local files give.
   void tokenDatasetsReadTheSameWindows() {
     const std::string local = (servers_.www() + "/tokens/").toStdString();
@@ -468,7 +496,7 @@ class TestRemote : public QObject {
     QSKIP("this build has no Python package (stoker_c)");
 #endif
     // Both runs scan (the second would open the scans the first kept, all at once).
-    const QString spec = "wds:" + servers_.httpUrl("shards/train-{000000..000003}.tar,scan_cache=off");
+    QString spec = "wds:" + servers_.httpUrl("shards/train-{000000..000003}.tar,scan_cache=off");
     auto start = [&](QProcess& p) {
       QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
       e.insert("PYTHONPATH", QStringLiteral(STOKER_BUILD_PYTHON));
@@ -514,6 +542,18 @@ except KeyboardInterrupt:
                             .arg(QString::fromUtf8(out), QString::fromUtf8(interrupted.readAllStandardError()))));
     const int requests = servers_.takeLog(true).size();
     QVERIFY2(requests < 4, qPrintable(QString::number(requests)));  // the scan stopped before the last shard
+    // An s3:// glob's listing is counted, its total not known (a page a shard, 0.8 s each: the
+    // third page is listed past the 2 s the first line waits).
+    ScopedEnv pages("STOKER_S3_LIST_MAX_KEYS", "1");
+    spec = "wds:" + s3("shards/train-*.tar,scan_cache=off");
+    QVERIFY(servers_.fault(false, "", 0, 800));
+    QProcess listed;
+    QVERIFY(start(listed));
+    QVERIFY(listed.waitForFinished(60000));
+    QVERIFY(servers_.fault(false, "", 0));
+    const QString listedErr = QString::fromUtf8(listed.readAllStandardError());
+    QVERIFY2(listed.exitCode() == 0 && listedErr.contains(QRegularExpression("stoker: opening wds:s3://\\S+: [34] objects listed\n")),
+             qPrintable(listedErr));
   }
 
   void pythonLoaderTakesAUrl() {

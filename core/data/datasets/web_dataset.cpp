@@ -197,10 +197,13 @@ std::vector<std::string> expandShardPattern(const std::string& pattern) {
   if (isRemotePath(pattern)) {
     if (pattern.rfind("s3://", 0) != 0)
       throwBadInput(pattern, "an HTTP server has no listing to match a glob against: name the shards with a brace range {000..099}");
-    // The listing under the pattern's fixed start, matched whole against the pattern.
+    // The listing under the pattern's fixed start, matched whole against the pattern. A bucket of
+    // a million objects is a thousand pages, one after another: the opener hears how many are
+    // listed (how many there are is not known before the last page).
     const std::string fixed = pattern.substr(0, pattern.find_first_of("*?["));
+    OpenProgressMeter meter(currentOpenProgress(), -1, "objects listed");
     std::vector<std::string> out;
-    for (const ListedObject& o : listS3(fixed, false))
+    for (const ListedObject& o : listS3(fixed, false, nullptr, [&](std::size_t listed) { meter.tally(listed, fixed); }))
       if (::fnmatch(pattern.c_str(), o.url.c_str(), FNM_PATHNAME) == 0) out.push_back(o.url);
     if (out.empty()) throwBadInput(pattern, "no shard in the bucket's listing matches this glob");
     return out;
