@@ -25,7 +25,7 @@ struct EpochStopped {};
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 bool stopRequested(EpochState& s) {
-  if (s.core->cancel && s.core->cancel->cancelled()) return true;
+  if (s.core->cancelled()) return true;
   std::lock_guard<std::mutex> lock(s.mutex);
   return s.stopped;
 }
@@ -105,9 +105,13 @@ std::string describeStall(EpochState& s, std::int64_t b) {
 void emit(EpochState& s, Clock::time_point now, bool epochEnd) {
   LoaderCore& c = *s.core;
   std::vector<std::shared_ptr<TelemetryObserver>> observers;
+  int rank = 0;
+  std::string collectives;
   {
     std::lock_guard<std::mutex> lock(c.mutex);
     observers = c.observers;
+    rank = c.rank;
+    collectives = c.collectives;
   }
   TelemetryWindow& w = s.window;
   if (!observers.empty()) {
@@ -115,7 +119,7 @@ void emit(EpochState& s, Clock::time_point now, bool epochEnd) {
     r.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     r.host = c.host;
     r.pid = c.pid;
-    r.rank = c.rank;
+    r.rank = rank;
     r.worker = c.options.worker_id;
     r.device = c.device->name();
     r.epoch = s.epoch;
@@ -155,7 +159,7 @@ void emit(EpochState& s, Clock::time_point now, bool epochEnd) {
     r.ready = static_cast<int>(static_cast<double>(w.readySum) / batches + 0.5);
     r.mode = loadingModeName(c.mode);
     r.source = "stoker";
-    r.collectives = c.collectives;
+    r.collectives = std::move(collectives);
     const DeviceMemory m = c.memory();
     r.mem_used = m.used;
     r.mem_reserved = m.reserved;
@@ -414,7 +418,7 @@ void workerLoop(const std::shared_ptr<EpochState>& state, int worker) {
     }
     Produced p;
     try {
-      if (s.core->cancel && s.core->cancel->cancelled()) break;
+      if (s.core->cancelled()) break;
       p = produceBatch(s, b, status);
     } catch (const EpochStopped&) {
       break;
@@ -579,7 +583,7 @@ bool Epoch::waitReady(std::chrono::milliseconds wait) {
     s.readyCv.wait_until(lock, std::min(until, now + std::chrono::milliseconds(20)));
     s.consumerSleepsFor = -1;
     const LoaderCore& c = *s.core;
-    if (c.cancel && c.cancel->cancelled()) return true;
+    if (c.cancelled()) return true;
     if (c.options.timeout > 0 && seconds(Clock::now() - s.waitingSince) > c.options.timeout) return true;
   }
 }
@@ -631,7 +635,7 @@ std::optional<Batch> Epoch::next() {
       throw Error(ErrorKind::BadInput, subject(), e.what());
     }
   };
-  if (c.cancel && c.cancel->cancelled()) {
+  if (c.cancelled()) {
     finishEpoch(s, false);
     throw Error(ErrorKind::Cancelled, subject(), "cancelled");
   }
@@ -705,7 +709,7 @@ std::optional<Batch> Epoch::next() {
       s.consumerSleepsFor = s.consumed;
       s.readyCv.wait_for(lock, std::chrono::milliseconds(20));
       s.consumerSleepsFor = -1;
-      if (c.cancel && c.cancel->cancelled()) {
+      if (c.cancelled()) {
         lock.unlock();
         finishEpoch(s, false);
         throw Error(ErrorKind::Cancelled, subject(), "cancelled");

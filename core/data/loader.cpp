@@ -68,7 +68,7 @@ void loadResident(LoaderCore& c) {
   if (host.empty())
     host = materialise(*c.dataset,
                        std::max({1, c.options.num_workers, static_cast<int>(std::thread::hardware_concurrency()) - 1}),
-                       c.cancel);
+                       c.cancel.load(std::memory_order_acquire));
   if (c.device->isHost()) {
     c.resident = host;  // already where batches are made: zero copy
     c.residentDeviceBytes = 0;
@@ -449,9 +449,15 @@ void Loader::addObserver(std::shared_ptr<TelemetryObserver> observer) {
   core_->observers.push_back(std::move(observer));
 }
 
-void Loader::setCancelToken(const CancelToken* token) { core_->cancel = token; }
-void Loader::setTelemetryRank(int rank) { core_->rank = rank; }
-void Loader::setTelemetryCollectives(const std::string& backend) { core_->collectives = backend; }
+void Loader::setCancelToken(const CancelToken* token) { core_->cancel.store(token, std::memory_order_release); }
+void Loader::setTelemetryRank(int rank) {
+  std::lock_guard<std::mutex> lock(core_->mutex);
+  core_->rank = rank;
+}
+void Loader::setTelemetryCollectives(const std::string& backend) {
+  std::lock_guard<std::mutex> lock(core_->mutex);
+  core_->collectives = backend;
+}
 
 namespace {
 std::shared_ptr<EpochState> adoptPending(LoaderCore& c, std::int64_t e, const std::vector<std::int64_t>* order,

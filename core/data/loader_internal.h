@@ -14,6 +14,7 @@
 #include "data/buffer_pool.h"
 #include "data/loader.h"
 #include "data/worker_pool.h"
+#include "util/progress.h"
 
 namespace stoker {
 
@@ -57,7 +58,6 @@ struct LoaderCore {
   // by epoch() and retune().
   std::future<std::vector<std::int64_t>> orderAhead;
   std::int64_t orderAheadEpoch = -1;
-  std::string collectives;                 // telemetry: the job's c10d backend (setTelemetryCollectives)
   // The length of a dataset's own epoch order (WebDataset), counted once: building the order
   // shuffles every sample, and progress asks for it often. Under `mutex`.
   std::optional<std::int64_t> ownOrderLength;
@@ -65,12 +65,20 @@ struct LoaderCore {
   std::shared_ptr<BufferPool> stagingPool; // host staging, streaming to a non-host device
   std::unique_ptr<WorkerPool> workers;
   std::vector<std::shared_ptr<TelemetryObserver>> observers;
-  const CancelToken* cancel = nullptr;
-  int rank = 0;
+  // Set by Loader::setCancelToken while workers (already running the first epoch) poll it.
+  std::atomic<const CancelToken*> cancel{nullptr};
+  bool cancelled() const {
+    const CancelToken* token = cancel.load(std::memory_order_acquire);
+    return token && token->cancelled();
+  }
   std::string host;
   std::int64_t pid = 0;
 
   mutable std::mutex mutex;  // guards the members below
+  // Telemetry's rank and c10d backend: set by the caller (setTelemetryRank, ...) while workers
+  // may be emitting records of the first epoch.
+  int rank = 0;
+  std::string collectives;
   int depth = 1;
   EpochSummary last;
   std::vector<std::string> notes;
