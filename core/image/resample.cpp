@@ -179,8 +179,8 @@ InputSpan inputSpan(const ResampleAxis& axis, int out, int n) {
 
 // Built for AVX2 too (32-bit multiplies in one instruction; plain x86-64 has to emulate them),
 // picked at load time by the CPU it runs on. Not under TSan: g++ instruments the resolver that
-// picks, and the loader runs it while relocating the program, before TSan's runtime is up (every
-// TSan binary that links it died with SIGSEGV before main).
+// picks, and the loader runs it while relocating the program, before TSan's runtime is up (the
+// TSan build of tst_remote died with SIGSEGV in that resolver, before main).
 #if defined(__SANITIZE_THREAD__)
 #define STOKER_AVX2_CLONES
 #else
