@@ -31,6 +31,7 @@
 #include "data/bottleneck.h"
 #include "net/remote_url.h"
 #include "util/byte_size.h"
+#include "util/open_progress.h"
 #include "util/error.h"
 
 namespace stoker {
@@ -245,14 +246,11 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
     runNetworkWorkers_ = networkWorkers;
   });
   connect(runner_, &LoaderRunner::opening, this, [this](qint64 done, qint64 total, const QString& unit) {
-    if (unit.isEmpty())
-      status_->setText(tr("Opening: %1 of about %2 downloaded… Stop ends it.")
-                           .arg(QString::fromStdString(humanBytes(static_cast<std::uint64_t>(done))),
-                                QString::fromStdString(humanBytes(static_cast<std::uint64_t>(total)))));
-    else if (total == 0)  // a count whose total is not known ("12000 objects listed")
-      status_->setText(tr("Opening: %1 %2… Stop ends it.").arg(done).arg(unit));
-    else  // nothing downloaded: a count ("12 of 1000 class folders listed")
-      status_->setText(tr("Opening: %1 of %2 %3… Stop ends it.").arg(done).arg(total).arg(unit));
+    ProgressUpdate u;
+    u.done = static_cast<std::uint64_t>(done);
+    u.total = static_cast<std::uint64_t>(total);
+    u.unit = unit.toStdString();
+    status_->setText(tr("Opening: %1… Stop ends it.").arg(QString::fromStdString(describeOpenProgress(u))));
   });
   connect(runner_, &LoaderRunner::note, this, [this](const QString& text) { log_->appendPlainText(text); });
   connect(runner_, &LoaderRunner::progress, this, [this](qint64 done, qint64 total, double rate, double eta) {

@@ -37,8 +37,6 @@ const KindRow kKinds[] = {
     {"Tensor file (.safetensors, .npy)", "", "https://host/data/train.safetensors"},
 };
 
-QString hb(std::uint64_t n) { return QString::fromStdString(humanBytes(n)); }
-
 }  // namespace
 
 // Written by the check's thread (through its ProgressSink), read by the dialog's timer.
@@ -51,12 +49,7 @@ struct RemoteDatasetDialog::CheckState : ProgressSink {
   // How far the check is, in words ("" before the first update).
   QString text() {
     std::lock_guard<std::mutex> lock(mutex);
-    if (last.total == 0 && last.unit.empty()) return {};
-    if (!last.unit.empty() && last.total == 0)  // a count whose total is not known ("12000 objects listed")
-      return RemoteDatasetDialog::tr("%1 %2").arg(last.done).arg(QString::fromStdString(last.unit));
-    if (!last.unit.empty())  // nothing downloaded: a count ("12 of 1000 class folders listed")
-      return RemoteDatasetDialog::tr("%1 of %2 %3").arg(last.done).arg(last.total).arg(QString::fromStdString(last.unit));
-    return RemoteDatasetDialog::tr("%1 of about %2 downloaded").arg(hb(last.done), hb(last.total));
+    return QString::fromStdString(describeOpenProgress(last));
   }
   std::mutex mutex;
   ProgressUpdate last;

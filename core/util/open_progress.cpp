@@ -2,12 +2,20 @@
 
 #include <algorithm>
 
+#include "util/byte_size.h"
+
 namespace stoker {
 namespace {
 thread_local OpenProgress tCurrent;
 }  // namespace
 
 OpenProgress currentOpenProgress() { return tCurrent; }
+
+std::string describeOpenProgress(const ProgressUpdate& u) {
+  if (u.unit.empty()) return u.total == 0 ? std::string() : humanBytes(u.done) + " of about " + humanBytes(u.total) + " downloaded";
+  if (u.total == 0 && !u.finished) return std::to_string(u.done) + " " + u.unit;
+  return std::to_string(u.done) + " of " + std::to_string(u.total) + " " + u.unit;
+}
 
 OpenProgressScope::OpenProgressScope(OpenProgress progress) : previous_(tCurrent) { tCurrent = progress; }
 
@@ -36,7 +44,11 @@ void OpenProgressMeter::add(const Step& step, const std::string& item) {
   piecesUnread_ += step.pieceUnread ? 1 : 0;
   // A size alone is not news: an update comes with bytes read, or (none read yet) a piece done.
   const bool news = step.done > 0 || (bytesDone_ == 0 && step.pieceDone);
-  if (news && now - lastEmit_ >= std::chrono::milliseconds(200)) emit(item, false);
+  if (news) emitIfDue(now, item);
+}
+
+void OpenProgressMeter::emitIfDue(std::chrono::steady_clock::time_point now, const std::string& item) {
+  if (now - lastEmit_ >= std::chrono::milliseconds(200)) emit(item, false);
 }
 
 void OpenProgressMeter::Piece::sized(std::uint64_t bytes) {
@@ -75,7 +87,7 @@ void OpenProgressMeter::tally(std::uint64_t count, const std::string& item) {
   if (!progress_.sink) return;
   std::lock_guard<std::mutex> lock(mutex_);
   piecesDone_ = static_cast<std::int64_t>(count);
-  if (std::chrono::steady_clock::now() - lastEmit_ >= std::chrono::milliseconds(200)) emit(item, false);
+  emitIfDue(std::chrono::steady_clock::now(), item);
 }
 
 void OpenProgressMeter::finish() {

@@ -24,6 +24,12 @@ struct OpenProgress {
 // What this thread's caller installed; empty when nothing is.
 OpenProgress currentOpenProgress();
 
+// How far an open is, in words, from an OpenProgressMeter's update: "16.5 MiB of about 40.2 MiB
+// downloaded", "12 of 1000 class folders listed", or "12000 objects listed" (a count whose total is
+// not known); "" before the first update. The Python package, the workbench's status line and its
+// Remote... dialog all say it this way (the CLI draws its own bar from the same update).
+std::string describeOpenProgress(const ProgressUpdate& u);
+
 // Installs `progress` for this thread until destroyed (scopes nest: the outer one comes back).
 class OpenProgressScope {
  public:
@@ -81,6 +87,8 @@ class OpenProgressMeter {
     bool pieceDone = false, pieceUnread = false;
   };
   void add(const Step& step, const std::string& item);
+  // At most every 200 ms: emit(item, false). The caller holds mutex_.
+  void emitIfDue(std::chrono::steady_clock::time_point now, const std::string& item);
   void emit(const std::string& item, bool finished);  // the caller holds mutex_
   OpenProgress progress_;
   std::string unit_;

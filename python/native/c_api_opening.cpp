@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "util/byte_size.h"
+#include "util/open_progress.h"
 #include "util/redacted_url.h"
 
 namespace stoker::capi {
@@ -28,15 +29,9 @@ void PythonOpening::progress(const ProgressUpdate& u) {
   if (now - start_ < std::chrono::seconds(2) || (printed_ && now - lastLine_ < std::chrono::seconds(10))) return;
   lastLine_ = now;
   printed_ = true;
-  if (u.unit.empty())
-    std::fprintf(stderr, "stoker: opening %s: %s of about %s downloaded, %s/s\n", spec_.c_str(),
-                 humanBytes(u.done).c_str(), humanBytes(u.total).c_str(),
-                 humanBytes(static_cast<std::uint64_t>(u.perSecond)).c_str());
-  else if (u.total == 0)  // a count whose total is not known ("12000 objects listed")
-    std::fprintf(stderr, "stoker: opening %s: %llu %s\n", spec_.c_str(), static_cast<unsigned long long>(u.done), u.unit.c_str());
-  else  // no bytes read: what is done, counted ("12 of 1000 class folders listed")
-    std::fprintf(stderr, "stoker: opening %s: %llu of %llu %s\n", spec_.c_str(), static_cast<unsigned long long>(u.done),
-                 static_cast<unsigned long long>(u.total), u.unit.c_str());
+  // Bytes come with their rate; counts say themselves.
+  const std::string rate = u.unit.empty() ? ", " + humanBytes(static_cast<std::uint64_t>(u.perSecond)) + "/s" : "";
+  std::fprintf(stderr, "stoker: opening %s: %s%s\n", spec_.c_str(), describeOpenProgress(u).c_str(), rate.c_str());
 }
 
 }  // namespace stoker::capi

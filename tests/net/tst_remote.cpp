@@ -1778,6 +1778,32 @@ dist.destroy_process_group()
              qPrintable(QString("%1 B/s over %2 s").arg(oneStep.updates.back().perSecond).arg(wholeSeconds)));
   }
 
+  // The words every printer but the CLI's bar says an open's progress in (Python's stderr, the
+  // workbench's status line, the Remote... dialog), from a real meter's updates in each form.
+  void openProgressSaysItselfInWords() {
+    QCOMPARE(describeOpenProgress(ProgressUpdate{}), std::string());  // nothing heard yet
+    ProgressRecorder counted;
+    OpenProgressMeter shards({&counted, nullptr}, 80, "shards opened");
+    for (int i = 0; i < 12; ++i) OpenProgressMeter::Piece(shards, "kept").doneWithoutReading();
+    QVERIFY(!counted.updates.empty());
+    QCOMPARE(describeOpenProgress(counted.updates.back()), std::string("1 of 80 shards opened"));  // the first emits
+    shards.finish();
+    QCOMPARE(describeOpenProgress(counted.updates.back()), std::string("12 of 12 shards opened"));
+    ProgressRecorder listed;
+    OpenProgressMeter listing({&listed, nullptr}, -1, "objects listed");
+    listing.tally(12000, "page");
+    QCOMPARE(describeOpenProgress(listed.updates.back()), std::string("12000 objects listed"));
+    listing.finish();
+    QCOMPARE(describeOpenProgress(listed.updates.back()), std::string("12000 of 12000 objects listed"));
+    ProgressRecorder read;
+    OpenProgressMeter bytes({&read, nullptr}, 4, "shards opened");
+    OpenProgressMeter::Piece shard(bytes, "shard");
+    shard.sized(10 << 20);
+    shard.reached(3 << 20);
+    // One of four shards sized, at 10 MiB: the other three are taken to be as large.
+    QCOMPARE(describeOpenProgress(read.updates.back()), std::string("3.0 MiB of about 40.0 MiB downloaded"));
+  }
+
   // The user's cache keeps scans under its limit: past it, the least recently used go (a scan read
   // counts as used), down to 90 %; so do temporary files of writers that died long ago.
   void keptScansStayUnderTheirLimit() {
