@@ -43,17 +43,20 @@ StageBreakdownView::StageBreakdownView(QWidget* parent) : QWidget(parent) {
   wait->setWidth(0.25);
   bars_.push_back(wait);
   plot_->xAxis->setLabel(tr("ms per batch"));
-  // The legend in rows under the plot, never over the bars.
+  // The legend in a column beside the bars, never over them. Under them (two rows of three), it
+  // left the bars about 50 px at 1280 x 800: the tab is wide, not tall. A sub-grid keeps it at its
+  // own height (a legend alone in the plot's row would be stretched to the bars' height, or cap
+  // them at its own), and the stretch factors give it its width and the bars the rest.
   plot_->legend->setVisible(true);
   plot_->legend->setFont(QFont("sans", 8));
   plot_->axisRect()->insetLayout()->take(plot_->legend);
-  plot_->plotLayout()->addElement(2, 0, plot_->legend);
-  // Two short rows rather than one that sets the window's minimum width. The wrap first: the fill
-  // order's rearranging is what applies it to the items already there (set after, it left one row,
-  // clipped at 1280 x 800 once the read stage was "read (network)").
-  plot_->legend->setWrap(4);
-  plot_->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst, true);
-  plot_->plotLayout()->setRowStretchFactor(2, 0.001);
+  auto* side = new QCPLayoutGrid;
+  plot_->plotLayout()->addElement(1, 1, side);
+  side->addElement(0, 0, plot_->legend);
+  side->addElement(1, 0, new QCPLayoutElement(plot_));  // the room under the legend
+  side->setRowStretchFactor(0, 0.001);
+  side->setMargins(QMargins(0, 4, 4, 0));
+  plot_->plotLayout()->setColumnStretchFactor(1, 0.001);
   plot_->legend->setMargins(QMargins(4, 2, 4, 2));
   layout->addWidget(plot_, 1);
   verdict_ = new QLabel(tr("No stage timings yet: they come with streaming batches."), this);
@@ -93,7 +96,18 @@ void StageBreakdownView::setReadIsNetwork(bool network) {
 
 QString StageBreakdownView::stageLegend(int stage) const { return bars_.at(static_cast<std::size_t>(stage))->name(); }
 
-int StageBreakdownView::legendRows() const { return plot_->legend->rowCount(); }
+QRect StageBreakdownView::barsArea() const { return plot_->axisRect()->rect(); }
+
+QRect StageBreakdownView::legendArea() const { return plot_->legend->outerRect(); }
+
+bool StageBreakdownView::legendEntriesWhole() const {
+  for (const QCPBars* bars : bars_) {
+    const QCPAbstractLegendItem* item = plot_->legend->itemWithPlottable(bars);
+    if (!item || item->outerRect().width() < item->minimumOuterSizeHint().width() || !legendArea().contains(item->outerRect()))
+      return false;
+  }
+  return true;
+}
 
 void StageBreakdownView::clear() {
   latest_.clear();

@@ -29,7 +29,6 @@ class StageBreakdownView : public QWidget {
   // A remote dataset's read stage is its time waiting on the network: the legend says so.
   void setReadIsNetwork(bool network);
   QString stageLegend(int stage) const;  // the legend text of kTelemetryStages[stage]
-  int legendRows() const;                 // the legend's rows under the plot
   void addRecords(const std::vector<TelemetryRecord>& records);
   void clear();
 
@@ -39,6 +38,11 @@ class StageBreakdownView : public QWidget {
   double stageMs(const QString& series, const QString& stage) const;  // NaN when not reported
   QString verdictText() const;
   QCustomPlot* plot() const { return plot_; }
+  // Where the plot drew, in its own pixels: the bars' area and the legend's, and whether every
+  // legend entry got its whole width (none clipped).
+  QRect barsArea() const;
+  QRect legendArea() const;
+  bool legendEntriesWhole() const;
 
  private:
   void redraw();

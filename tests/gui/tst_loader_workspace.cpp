@@ -851,11 +851,31 @@ class TestLoaderWorkspace : public QObject {
     QVERIFY(w.findChild<QWidget*>("cache_dir")->isEnabled());
     // The Stages tab names the read stage for what it is with a remote dataset.
     QCOMPARE(w.stages()->stageLegend(0), QString("read (network)"));
-    // Its six entries in two rows: in one, they were clipped at 1280 x 800.
-    QCOMPARE(w.stages()->legendRows(), 2);
+    stagesLegendLeavesTheBarsTheirHeight(w.stages());
     w.setDataset("synthetic:64,3x8x8");
     QCOMPARE(w.stages()->stageLegend(0), QString("read"));
     QVERIFY(!w.findChild<QWidget*>("cache_dir")->isEnabled());
+  }
+
+  // The Stages legend beside the bars, whole, at the size the tab has at 1280 x 800 (590 x 165).
+  // In one row under them it was clipped ("read (networ"); in two rows under them it left the
+  // bars 39 px of that height.
+  static void stagesLegendLeavesTheBarsTheirHeight(StageBreakdownView* stages) {
+    QWidget* parent = stages->parentWidget();
+    stages->setParent(nullptr);
+    stages->resize(590, 165);
+    stages->show();
+    QVERIFY(QTest::qWaitForWindowExposed(stages));
+    QTest::qWait(100);  // the plot lays itself out on its (queued) replot
+    const QRect bars = stages->barsArea(), legend = stages->legendArea();
+    QVERIFY2(bars.height() >= 70 && legend.left() >= bars.right() && stages->rect().contains(legend) &&
+                 stages->legendEntriesWhole(),
+             qPrintable(QString("bars %1 px high, %2..%3 wide; legend at x %4, %5 x %6, in a plot of %7 x %8; entries whole: %9")
+                            .arg(bars.height()).arg(bars.left()).arg(bars.right()).arg(legend.left())
+                            .arg(legend.width()).arg(legend.height()).arg(stages->width())
+                            .arg(stages->height()).arg(stages->legendEntriesWhole())));
+    stages->hide();
+    stages->setParent(parent);
   }
 
   // A long open's progress in the status line, in the three forms the core reports: bytes
