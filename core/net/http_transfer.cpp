@@ -116,6 +116,7 @@ struct Transfer {
   const ByteSink* sink = nullptr;
   MultipartRangeReply* multi = nullptr;  // several ranges in one request (httpGetRanges)
   bool multiBegun = false;               // this reply's headers were handed to `multi`
+  bool replyChecked = false;             // this attempt's reply passed the checks on its first bytes
   bool multiDeclined = false;            // the server does not serve several ranges at once
   int multiAsked = 0;                    // ranges this attempt asked for
   int multiServed = 0;                   // the fewest parts a closed reply to more ranges carried (0: none such)
@@ -222,7 +223,11 @@ std::size_t onBody(char* data, std::size_t size, std::size_t count, void* user) 
     const std::uint64_t fills = t->contentLength >= 0 ? std::min<std::uint64_t>(t->want, static_cast<std::uint64_t>(t->contentLength)) : 0;
     adviseFilledHugePages(t->dst, static_cast<std::size_t>(fills));
   }
-  if (t->got == 0) {  // the first bytes of a reply: is it the range that was asked for?
+  // The first bytes of each attempt's reply: is it the range that was asked for? A retry's reply
+  // too (wantStart is where it resumes): checked only while nothing had come, a 200 with the
+  // whole object to a retry after a dropped body was spliced in after the bytes already read.
+  if (!t->replyChecked) {
+    t->replyChecked = true;
     if (t->rangeAsked && t->status == 200 && t->wantStart > 0) {
       t->refused = "the server ignored the Range request (200 with the whole object): it cannot serve parts";
       return 0;
@@ -240,7 +245,8 @@ std::size_t onBody(char* data, std::size_t size, std::size_t count, void* user) 
     }
   }
   if (t->got + n > t->want) {
-    if (t->allowShort || (t->rangeAsked && t->status == 200)) {  // a whole-body 200 to a first read: keep what fits
+    // A whole-body 200 got here only for a read from byte 0 (refused above otherwise): keep what fits.
+    if (t->allowShort || (t->rangeAsked && t->status == 200)) {
       const std::size_t take = t->want - t->got;
       if (!deliver(t, data, take)) return 0;
       return take == n ? n : 0;
@@ -404,6 +410,7 @@ void perform(Transfer& t, const HttpTarget& target, const std::string& what, con
     t.errorBody.clear();
     t.refused.clear();
     t.multiBegun = false;
+    t.replyChecked = false;
     const std::size_t gotBefore = t.got;
     const bool ranged = t.dst || t.sink || t.multi;
     if (!ranged) t.text.clear();
@@ -418,7 +425,11 @@ void perform(Transfer& t, const HttpTarget& target, const std::string& what, con
     if (!t.refused.empty()) throwBadInput(what, t.refused);
     const bool filled = rc == CURLE_WRITE_ERROR && ranged && t.got == t.want;  // a whole-body 200 cut at what was asked
     if ((rc == CURLE_OK || filled) && t.status >= 200 && t.status < 300) {
-      if (ranged && t.got < t.want && !t.allowShort && !(t.rangeAsked && t.status == 200)) {
+      // A body that ended before what was asked is resumed, a 200 too (its object shorter than the
+      // caller knows it, or its body cut): taken as done, the caller's buffer or cache part kept
+      // what was never written. The retry asks from the byte where it ended, which a server that
+      // ignores Range refuses plainly.
+      if (ranged && t.got < t.want && !t.allowShort) {
         if (t.multi && t.multiAsked > 1 && t.multi->onePart()) {  // the first range alone, or some joined
           t.multiDeclined = true;
           return;

@@ -228,7 +228,7 @@ PartCache::Part PartCache::streamAndStore(const std::string& path, std::size_t b
   if (file) {
     thread_local ByteVector piece;  // one a fetching thread (workers, warm-up threads): 2 MiB each
     piece.resize(kPiece);
-    std::size_t filled = 0;
+    std::size_t filled = 0, arrived = 0;
     std::optional<Error> diskFailure;
     const auto writePiece = [&] {
       try {
@@ -241,6 +241,7 @@ PartCache::Part PartCache::streamAndStore(const std::string& path, std::size_t b
     };
     try {
       fetch([&](const std::uint8_t* data, std::size_t n) {
+        arrived += n;
         while (n > 0) {
           const std::size_t take = std::min(n, kPiece - filled);
           std::memcpy(piece.data() + filled, data, take);
@@ -251,6 +252,10 @@ PartCache::Part PartCache::streamAndStore(const std::string& path, std::size_t b
         }
       });
       if (filled > 0) writePiece();
+      // The file was reserved at its full size: committed short, its unwritten tail would pass
+      // every later size check and be served as the part's bytes.
+      if (arrived != bytes)
+        throw Error(ErrorKind::Network, path, "the part's fetch ended after " + std::to_string(arrived) + " of " + std::to_string(bytes) + " bytes");
       // Mapped before the rename: the bytes stay readable here if it fails, or if another process's
       // eviction removes the part at once.
       out.bytes = MappedFile::open(file->tempPath());

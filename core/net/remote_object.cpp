@@ -90,6 +90,7 @@ void RemoteObject::requireRange(std::uint64_t offset, std::uint64_t n) const {
 
 void RemoteObject::read(std::uint64_t offset, void* dst, std::size_t n, const PartOptions& parts, const PartDone& partDone) const {
   requireRange(offset, n);
+  if (n == 0) return;  // an empty object's bytes (readCached's last part would wrap below its first)
   auto* out = static_cast<std::uint8_t*>(dst);
   if (parts.cache && !cacheId_.empty()) return readCached(offset, out, n, parts, partDone);
   // What open() already holds costs no request.

@@ -13,6 +13,8 @@ next N GETs that carry a body get fault M, and every request waits L ms first (0
   first_ranges:K forward a Range of several ranges with its first K only (a server such as lighttpd,
                  which serves the first 10 of a request's ranges in a whole multipart reply)
   stall          send the headers and half the body, then stop sending for 60 s
+Faults combine: "ignore_range+short" puts both on one GET; "drop|ignore_range" gives the next GETs
+drop, then ignore_range, in turn (N in all).
 With --sigv4, every request signed with one of those key ids must carry the SigV4 signature S3
 would compute (sigv4_check.py); one that does not is answered 403 (SignatureDoesNotMatch and the
 other codes S3 uses) and logged, never forwarded.
@@ -32,7 +34,7 @@ SIGV4_KEYS = {}
 if len(sys.argv) > 4 and sys.argv[3] == "--sigv4":
     import sigv4_check  # botocore: only the S3 proxy needs it
     SIGV4_KEYS = sigv4_check.parse_keys(sys.argv[4])
-state = {"mode": "", "count": 0, "latency_ms": 0}
+state = {"mode": "", "count": 0, "latency_ms": 0, "taken": 0}
 log = []
 active = [0]  # requests being forwarded now
 lock = threading.Lock()
@@ -42,7 +44,9 @@ def take_fault():
     with lock:
         if state["count"] > 0:
             state["count"] -= 1
-            return state["mode"]
+            turns = state["mode"].split("|")
+            state["taken"] += 1
+            return turns[(state["taken"] - 1) % len(turns)]
         return ""
 
 
@@ -65,7 +69,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         if self.path == "/__fault":
             with lock:
-                state.update({"mode": "", "count": 0, "latency_ms": 0})
+                state.update({"mode": "", "count": 0, "latency_ms": 0, "taken": 0})
                 state.update(json.loads(body))
             return self.reply(200, b"ok")
         self.forward(body)
@@ -112,7 +116,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 log.append([self.command, self.path, self.headers.get("Range", ""), 403, 0, concurrent])
             self.uncount()
             return self.reply(403, xml, [("Content-Type", "application/xml")])
-        fault = take_fault() if self.command == "GET" else ""
+        faults = (take_fault() if self.command == "GET" else "").split("+")
+        fault = faults[0]
         if fault.startswith("status:"):
             code = int(fault.split(":")[1])
             xml = b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
@@ -121,7 +126,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.uncount()
             return self.reply(code, xml, [("Content-Type", "application/xml")])
         headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection", "keep-alive")}
-        if fault == "ignore_range":
+        if "ignore_range" in faults:
             headers.pop("Range", None)
         if fault.startswith("first_ranges:") and "," in headers.get("Range", ""):
             keep = int(fault.split(":")[1])
@@ -140,7 +145,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 continue
             self.send_header(k, v)
         half = len(data) // 2
-        if fault == "short":
+        if "short" in faults:
             self.send_header("Content-Length", str(half))
             self.end_headers()
             self.wfile.write(data[:half])
@@ -149,10 +154,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if self.command == "HEAD":
             return
-        if fault in ("drop", "stall"):
+        if "drop" in faults or "stall" in faults:
             self.wfile.write(data[:half])
             self.wfile.flush()
-            if fault == "stall":
+            if "stall" in faults:
                 time.sleep(60)
             self.connection.shutdown(socket.SHUT_RDWR)
             self.close_connection = True
