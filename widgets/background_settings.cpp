@@ -12,6 +12,15 @@ namespace {
 
 struct Queue {
   Queue() { writer.setMaxThreadCount(1); }  // one writer: the writes stay in the order asked
+  // At exit: the last write done, then the queue emptied under its mutex, so the writer's last
+  // touch of it is ordered before the frees for any reader of the program (TSan sees the mutex,
+  // not the pool's own wait, and reported the hash's free racing with the writer's remove).
+  ~Queue() {
+    writer.waitForDone();
+    QMutexLocker lock(&mutex);
+    waiting.clear();
+    unwritten.clear();
+  }
   QMutex mutex;
   QList<QPair<QString, QVariant>> waiting;  // not yet taken by the writer; guarded by mutex
   QHash<QString, QVariant> unwritten;       // each key queued or being written, its newest value; guarded by mutex

@@ -730,6 +730,15 @@ class TestImageDatasets : public QObject {
         ++refused;
       }
       QCOMPARE(refused, 1);
+      // With drop_last, every rank would be trimmed to the empty one's 0 samples and run empty
+      // epochs without a word: every rank refuses it.
+      two.drop_last = true;
+      for (int rank = 0; rank < 2; ++rank) {
+        two.shard_rank = rank;
+        for (const bool byOrder : {false, true})
+          NAMED(expectBadInput([&] { byOrder ? (void)halfEmpty->ownEpochOrder(two, 0) : (void)halfEmpty->ownEpochLength(two, 0); },
+                               {"hold no samples in epoch 0", "up to 7", "drop_last would trim every rank's epoch to nothing"}));
+      }
     }
     // The order is the seed's: the same twice, another epoch another.
     LoaderOptions o = withTransforms(t);

@@ -2754,6 +2754,39 @@ except ValueError as e:
     }
   }
 
+  // Ranks whose shard lists differ (an s3:// glob listed while shards came or went; here rank 1
+  // names three of the four) would deal other shards under the same numbers: some read twice,
+  // others never, and unequal steps. The lists travel with the scans, and every rank refuses.
+  void ranksWithDifferentShardListsRefuse() {
+    const std::string four = "wds:" + servers_.httpUrl("shards/train-{000000..000003}.tar").toStdString() + ",scan_cache=off";
+    const std::string three = "wds:" + servers_.httpUrl("shards/train-{000000..000002}.tar").toStdString() + ",scan_cache=off";
+    ThreadAllGather gather(3);
+    std::vector<std::string> failures;
+    openRanksOnThreads([&](int r) { return r == 1 ? three : four; }, 3,
+                       [&](int r) {
+                         LoaderOptions mine = sharingRankOptions();
+                         mine.shard_rank = r;
+                         return mine;
+                       },
+                       gather.exchange(), failures);
+    QCOMPARE(gather.in, 3);
+    for (int r = 0; r < 3; ++r)
+      QVERIFY2(failures[static_cast<std::size_t>(r)].find(r == 1 ? "(3 shards here, 4 on another rank)" : "(4 shards here, 3 on another rank)") !=
+                       std::string::npos &&
+                   failures[static_cast<std::size_t>(r)].find("the ranks opened different shard lists") != std::string::npos,
+               failures[static_cast<std::size_t>(r)].c_str());
+    // The same lists open, as before (the check costs one small entry in the exchange).
+    ThreadAllGather same(3);
+    const auto ranks = openRanksOnThreads(four, 3,
+                                          [&](int r) {
+                                            LoaderOptions mine = sharingRankOptions();
+                                            mine.shard_rank = r;
+                                            return mine;
+                                          },
+                                          same.exchange(), failures);
+    for (int r = 0; r < 3; ++r) QVERIFY2(failures[static_cast<std::size_t>(r)].empty(), failures[static_cast<std::size_t>(r)].c_str());
+  }
+
   // Uncached remote token windows wait a round trip a batch: with few workers the loader says that
   // more read more; not with enough of them, not with a cache, not for the local file.
   void fewWorkersOnRemoteWindowsAreNoted() {

@@ -2,6 +2,7 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <xxhash.h>
 #include <fnmatch.h>
 #include <glob.h>
 #include <malloc.h>
@@ -36,6 +37,17 @@
 
 namespace stoker {
 namespace {
+
+// A rank's shard list as an entry of the scan exchange (shard -1): the count, and a hash of the URLs.
+ScannedShard shardListEntry(const std::vector<std::string>& shards) {
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  for (const std::string& url : shards) XXH3_64bits_update(state, url.c_str(), url.size() + 1);  // the NULs part them
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(XXH3_64bits_digest(state)));
+  XXH3_freeState(state);
+  return ScannedShard{-1, std::string("shard list ") + hex, shards.size(), {}, {}};
+}
 
 // `ext` comes lower-cased from the scan.
 bool isImageExtension(const std::string& ext) {
@@ -348,6 +360,12 @@ void WebDataset::openShards() {
         const auto object = objectOf(static_cast<std::int64_t>(i));
         mine.push_back(ScannedShard{static_cast<std::int64_t>(i), shards_[i], shardSizes_[i], object->etag(), std::move(texts[i])});
       }
+    // The shard list travels too, as shard -1 (its count, and a hash of its URLs): ranks whose
+    // lists differ (an s3:// glob listed while objects came or went) deal other shards under the
+    // same numbers, so some are read twice and others never, and take unequal steps (a DDP job
+    // hangs at the epoch's end). Every rank sees every list, so every rank refuses.
+    const ScannedShard myList = shardListEntry(shards_);
+    mine.push_back(myList);
     std::vector<const ScannedShard*> theirs(n, nullptr);
     std::vector<ScannedShard> all;
     try {
@@ -364,9 +382,16 @@ void WebDataset::openShards() {
       throw;
     }
     rethrowFirst();
+    for (const ScannedShard& x : all)
+      if (x.shard == myList.shard && (x.url != myList.url || x.size != myList.size))
+        throwBadInput("sharing WebDataset scans",
+                      "the ranks opened different shard lists (" + std::to_string(n) + " shards here, " + std::to_string(x.size) +
+                          (x.size == n ? " other ones" : "") + " on another rank): each would read other shards under the same "
+                          "numbers; every rank must list the same shards (a {000000..000099} pattern pins them; an s3:// glob "
+                          "lists the bucket as it is when each rank opens)");
     options_.shareScans = nullptr;  // used once: what it calls (a Python callback) need not outlive the open
-    // A shard is known by its number and its URL: a rank whose listing (an s3:// glob) differed
-    // sends scans of other objects under the same numbers, which are not taken.
+    // A shard is known by its number and its URL (lists that differ were refused above; this
+    // holds whatever a peer sends).
     for (const ScannedShard& x : all)
       if (x.shard >= 0 && x.shard < static_cast<std::int64_t>(n) && peersScan(static_cast<std::size_t>(x.shard)) &&
           !x.index.empty() && x.url == shards_[static_cast<std::size_t>(x.shard)])
@@ -1074,6 +1099,12 @@ WebDataset::EpochDeal WebDataset::epochDealOf(const LoaderOptions& o, std::int64
         shardBegin_[static_cast<std::size_t>(d.shardOrder[k]) + 1] - shardBegin_[static_cast<std::size_t>(d.shardOrder[k])];
   const auto [fewest, most] = std::minmax_element(samplesOf.begin(), samplesOf.end());
   d.perRank = o.drop_last ? *fewest : *most;
+  // With drop_last, a rank dealt only empty shards trims every rank's epoch to nothing: each would
+  // run empty epochs without a word, so every rank refuses it.
+  if (o.drop_last && *fewest == 0 && *most > 0)
+    throwBadInput("rank " + std::to_string(fewest - samplesOf.begin()),
+                  "its WebDataset shards hold no samples in epoch " + std::to_string(epoch) + ", while other ranks' hold up to " +
+                      std::to_string(*most) + ": drop_last would trim every rank's epoch to nothing");
   if (samplesOf[static_cast<std::size_t>(std::max(rank, 0))] == 0 && d.perRank > 0)
     throwBadInput("rank " + std::to_string(rank), "its WebDataset shards hold no samples in epoch " + std::to_string(epoch) +
                                                        ", while other ranks' hold " + std::to_string(d.perRank));
