@@ -343,7 +343,10 @@ void prepare(Transfer& t, const HttpTarget& target, const Settings& s, curl_slis
   curl_easy_setopt(c, CURLOPT_SHARE, sharedHandle());
   curl_easy_setopt(c, CURLOPT_URL, target.url.c_str());
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+  // A signed request follows no redirect: at another host curl drops the signature but not the
+  // session token (x-amz-security-token, a header of ours), which would reach whoever the Location
+  // names, and the request would arrive unsigned anyway. The 3xx says itself (statusWords).
+  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, target.s3 && !target.s3->anonymous() ? 0L : 1L);
   curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, s.connectS);
   curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
@@ -386,6 +389,8 @@ std::string statusWords(long status, const Transfer& t, const HttpTarget& target
     out += target.s3->anonymous() ? "; the request was unsigned: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE"
                                   : "; signed with " + target.s3->describe();
   if (status == 404) out += target.s3 ? "; no such bucket or key" : "; no such file on the server";
+  if (status >= 300 && status < 400 && target.s3)
+    out += "; signed requests follow no redirect: set AWS_REGION (or AWS_ENDPOINT_URL) to where the bucket lives";
   return out;
 }
 

@@ -13,6 +13,7 @@ next N GETs that carry a body get fault M, and every request waits L ms first (0
   first_ranges:K forward a Range of several ranges with its first K only (a server such as lighttpd,
                  which serves the first 10 of a request's ranges in a whole multipart reply)
   stall          send the headers and half the body, then stop sending for 60 s
+  redirect:URL   answer 307 with Location: URL
 Faults combine: "ignore_range+short" puts both on one GET; "drop|ignore_range" gives the next GETs
 drop, then ignore_range, in turn (N in all).
 With --sigv4, every request signed with one of those key ids must carry the SigV4 signature S3
@@ -125,6 +126,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 log.append([self.command, self.path, self.headers.get("Range", ""), code, 0, concurrent])
             self.uncount()
             return self.reply(code, xml, [("Content-Type", "application/xml")])
+        if fault.startswith("redirect:"):
+            with lock:
+                log.append([self.command, self.path, self.headers.get("Range", ""), 307, 0, concurrent])
+            self.uncount()
+            return self.reply(307, b"", [("Location", fault[len("redirect:"):])])
         headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection", "keep-alive")}
         if "ignore_range" in faults:
             headers.pop("Range", None)

@@ -2412,6 +2412,22 @@ torch.save(sd, sys.argv[1])
     NAMED(expectBadInput([&] { changing->read(10, got.data(), 100); }, {"changed since it was opened"}));
   }
 
+  // A signed S3 request follows no redirect: at another host curl would drop its signature but
+  // send the session token (a header of ours) to whoever the Location names. Before, the request
+  // went on to the other server, which served the object. Unsigned HTTP follows one, as any client.
+  void signedRequestsFollowNoRedirect() {
+    servers_.takeLog(true);
+    QVERIFY(servers_.fault(false, "redirect:" + servers_.httpUrl("blob.bin"), 1));
+    NAMED(expectBadInput([&] { RemoteObject::open(s3("blob.bin").toStdString()); },
+                         {"HTTP 307", "signed requests follow no redirect", "AWS_REGION"}));
+    QVERIFY(servers_.fault(false, "", 0));
+    QCOMPARE(servers_.takeLog(true).size(), 0);  // nothing reached the other server
+    QVERIFY(servers_.fault(true, "redirect:" + servers_.httpUrl("blob.bin"), 1));
+    auto moved = RemoteObject::open(servers_.httpUrl("moved.bin").toStdString());
+    QVERIFY(servers_.fault(true, "", 0));
+    QCOMPARE(moved->size(), static_cast<std::uint64_t>(blob_.size()));
+  }
+
   // 403 names the key id (never the secret), 404 says which of bucket or key, TLS must verify.
   void badAccessIsNamed() {
     // The message opening s3://…/blob.bin fails with ("" when it opens).
