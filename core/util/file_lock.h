@@ -15,7 +15,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
+
+#include "util/progress.h"
 
 namespace stoker {
 
@@ -23,12 +27,27 @@ class FileLock {
  public:
   // Creates `path` when missing and waits for the lock. held() is false when the file could not be
   // opened (a read-only folder): the caller then goes on unlocked, as a lock is only an economy.
-  explicit FileLock(std::string path) : path_(std::move(path)) {
+  // With `cancel`, the wait polls it every 50 ms and throws Error(Cancelled) naming `subject` once
+  // it is cancelled: the holder may be another process scanning a shard of GBs, and Stop or Ctrl-C
+  // of this one waited until that scan ended.
+  explicit FileLock(std::string path, const CancelToken* cancel = nullptr, const std::string& subject = {})
+      : path_(std::move(path)) {
     for (;;) {
       fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
       if (fd_ < 0) return;
       int rc;
-      while ((rc = ::flock(fd_, LOCK_EX)) != 0 && errno == EINTR) {
+      if (cancel) {
+        while ((rc = ::flock(fd_, LOCK_EX | LOCK_NB)) != 0 && (errno == EWOULDBLOCK || errno == EINTR)) {
+          if (cancel->cancelled()) {
+            ::close(fd_);
+            fd_ = -1;
+            cancel->throwIfCancelled(subject.empty() ? path_ : subject);
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+      } else {
+        while ((rc = ::flock(fd_, LOCK_EX)) != 0 && errno == EINTR) {
+        }
       }
       struct stat locked {}, named {};
       if (rc == 0 && ::fstat(fd_, &locked) == 0 && ::stat(path_.c_str(), &named) == 0 && locked.st_dev == named.st_dev &&

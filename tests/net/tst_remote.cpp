@@ -42,6 +42,7 @@
 #include "data/loader_tune.h"
 #include "data/datasets/image_folder_dataset.h"
 #include "data/datasets/wds_kept_scans.h"
+#include "util/file_lock.h"
 #include "data/datasets/web_dataset.h"
 #include "expect_error.h"
 #include "net/multipart_ranges.h"
@@ -1810,6 +1811,36 @@ dist.destroy_process_group()
     shard.reached(3 << 20);
     // One of four shards sized, at 10 MiB: the other three are taken to be as large.
     QCOMPARE(describeOpenProgress(read.updates.back()), std::string("3.0 MiB of about 40.0 MiB downloaded"));
+  }
+
+  // An open waiting for another process's scan of a shard (the node's ranks scan each shard once,
+  // under a lock in the scans' folder) stops when cancelled: the holder may take minutes on a shard
+  // of GBs, and Stop or Ctrl-C waited for it. Here the test holds that lock itself.
+  void waitingForAnotherScanStopsWhenCancelled() {
+    const QString dir = tmp_.filePath("scan-lock-wait");
+    const std::string shard = servers_.httpUrl("shards/train-000000.tar").toStdString();
+    const std::string spec = "wds:" + shard + ",scan_cache=" + dir.toStdString();
+    LoaderOptions o = keptScanOptions();
+    WdsKeptScans kept(dir.toStdString(), 0);
+    QVERIFY(kept.makeFolder());
+    {
+      const FileLock another(kept.lastPathOf(shard) + ".lock");
+      QVERIFY(another.held());
+      CancelToken cancel;
+      const auto started = std::chrono::steady_clock::now();
+      std::thread canceller([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        cancel.cancel();
+      });
+      {
+        OpenProgressScope scope({nullptr, &cancel});
+        NAMED(expectError([&] { openDataset(spec, o); }, ErrorKind::Cancelled, {"train-000000.tar", "cancelled"}));
+      }
+      canceller.join();
+      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      QVERIFY2(waited < 2.0, qPrintable(QString("the open stopped %1 s in").arg(waited)));
+    }
+    QCOMPARE(openDataset(spec, o)->size(), openDataset("wds:" + (servers_.www() + "/shards/train-000000.tar").toStdString(), o)->size());
   }
 
   // The user's cache keeps scans under its limit: past it, the least recently used go (a scan read

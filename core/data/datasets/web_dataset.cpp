@@ -786,14 +786,14 @@ void WebDataset::scanThroughCache(std::int64_t shard, std::vector<Sample>& out, 
   };
   std::optional<std::string> noted;  // what the URL's note says, once read
   if (!options_.parts.cache && (noted = notedKeptScan(url))->empty()) {
-    const FileLock lock(keptScans.lastPathOf(url) + ".lock");  // ranks opening together: one scans
+    const FileLock lock(keptScans.lastPathOf(url) + ".lock", openCancel_, url);  // ranks opening together: one scans
     if ((noted = notedKeptScan(url))->empty()) return scanAndKeep();
   }
   const std::shared_ptr<const RemoteObject> object = objectOf(shard);
   if (object->cacheId().empty()) return scanAndKeep();
   const std::string path = keptIndexPath(object->cacheId());
   if (readKeptScan(shard, *object, noted ? &*noted : nullptr, out, size, indexText, progress)) return;
-  const FileLock lock(path + ".lock");
+  const FileLock lock(path + ".lock", openCancel_, url);
   // Another rank may have scanned it while this one waited (and noted it: the note is read again).
   if (readKeptScan(shard, *object, nullptr, out, size, indexText, progress)) return;
   scanAndKeep();
