@@ -69,6 +69,14 @@ def distributed_env(rank, world_size):
         rank = int(os.environ["RANK"])
     if world_size is None and "WORLD_SIZE" in os.environ:
         world_size = int(os.environ["WORLD_SIZE"])
+    if rank is None and world_size is not None and int(world_size) > 1:
+        # As DistributedSampler: the process group's rank. Taken as 0, every process of an
+        # mp.spawn job read rank 0's share, and the others' were never read.
+        import torch.distributed as dist
+        if not (dist.is_available() and dist.is_initialized()):
+            raise ValueError(f"world_size={world_size} without rank= (nor RANK in the environment, nor an "
+                             f"initialized torch.distributed): every process would read rank 0's share")
+        rank = dist.get_rank()
     return (None if rank is None else int(rank)), (None if world_size is None else int(world_size))
 
 

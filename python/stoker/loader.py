@@ -65,8 +65,11 @@ class Loader:
     ``(input, target)`` -- the dataset's fields in order -- or ``{field: tensor}`` with
     ``as_dict=True``, as torch tensors on ``device`` that view the core's buffers (no copy). A batch
     stays valid while Python holds it: its buffer goes back to the pool when the last tensor viewing
-    it is freed. On CUDA the batch is ready on the stream current when it is taken; using it on
-    another stream needs ``tensor.record_stream(stream)`` as for any tensor handed between streams.
+    it is freed. On CUDA the batch is ready on the stream current when it is taken, and its buffer is
+    reused only after the work queued on that stream by the time it is freed. ``record_stream`` does
+    not reach Stoker's buffers (they are not PyTorch's caching allocator's): use a batch on the
+    stream it was taken on, or before freeing it make that stream wait for the others
+    (``taken_on.wait_stream(other)``).
     Tensors given as the dataset on a GPU stay there: the loader is resident on them, on their device.
     """
 
@@ -281,7 +284,10 @@ class Loader:
         in lockstep as DDP keeps them) were consumed. Load it in a new process -- also with another
         world size -- and the next ``for`` yields exactly the samples not yet consumed."""
         s = self._state
-        epoch, consumed = (s["epoch"] + 1, 0) if s["done"] else (s["epoch"], s["consumed"])
+        # Every sample consumed (the last step counts its whole batch on every rank, padding too)
+        # is the next epoch's start: as a count past the epoch's samples, the state was refused.
+        done = s["done"] or s["consumed"] >= self._samples
+        epoch, consumed = (s["epoch"] + 1, 0) if done else (s["epoch"], s["consumed"])
         if self._iterator is None and not s["done"] and s["consumed"] == 0:
             epoch = self._next_epoch
         return {"epoch": epoch, "samples_consumed": consumed, "world_size": self.world_size,
@@ -299,6 +305,10 @@ class Loader:
         if state["seed"] != self.options["seed"] or state["shuffle"] != self.options["shuffle"]:
             raise ValueError("state_dict: saved with another seed or shuffle: the epoch's order would differ")
         epoch, consumed = int(state["epoch"]), int(state["samples_consumed"])
+        if consumed < 0 or epoch < 0:
+            raise ValueError(f"state_dict: epoch {epoch}, samples_consumed {consumed}: neither can be negative")
+        if consumed >= self._samples:  # the epoch was consumed whole (a state saved before this rule)
+            epoch, consumed = epoch + 1, 0
         if consumed and self._split is not None and self._split[0] == "step_ms":
             raise ValueError("state_dict: an El Che split (rank_step_ms) resumes at epoch boundaries only: ranks "
                              "take different numbers of batches, so one rank's count does not say the others'")
@@ -385,6 +395,7 @@ class _EpochIterator:
             _native.raise_last_error()
         self._handle = handle
         self._per_row, self._per_step = loader._consumed_per_row_and_step()
+        self._batch_rows = loader._batch
         self._as_dict = loader.as_dict
         if plan_next is not None and loader.options["num_workers"] > 0 and loader.options["persistent_workers"]:
             self._plan_next = plan_next
@@ -472,8 +483,11 @@ class _EpochIterator:
         if self._plan_next is not None or self._ahead_thread is not None:
             self._look_ahead()
         loader = self._loader
-        # Samples of the epoch's global order this step consumed (every rank in lockstep).
-        loader._state["consumed"] += self._per_step or batch[0].size(0) * self._per_row
+        # Samples of the epoch's global order this step consumed (every rank in lockstep): a whole
+        # batch, also one that came short with skip_bad_samples (counted by its rows, a resumed
+        # epoch served again the samples before the skips); the last step's excess is capped where
+        # state_dict reads it.
+        loader._state["consumed"] += self._per_step or self._batch_rows * self._per_row
         if self._as_dict:
             return dict(zip(loader.fields, batch))
         return batch

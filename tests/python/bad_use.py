@@ -70,6 +70,25 @@ try:
     skipping = stoker.Loader(spec, batch_size=2, transforms="Resize(32),CenterCrop(32)", skip_bad_samples=True)
     served = sum(x.shape[0] for x, _ in skipping)
     assert served == 7 and skipping.describe()["last_epoch"]["skipped"] == 1, served
+    # A state saved after every batch of an epoch (before StopIteration), one of them short by a
+    # skipped sample: it is the next epoch's start. Counted by the rows that came, it said epoch 0
+    # at sample 7, and a new process served sample 7 again; a count past the epoch's samples (the
+    # last step's padding on other world sizes) was refused when loaded.
+    def skipping_loader():
+        return stoker.Loader(spec, batch_size=2, transforms="Resize(32),CenterCrop(32)", skip_bad_samples=True,
+                             shuffle=False, num_workers=1)
+    first = skipping_loader()
+    it = iter(first)
+    rows = sum(next(it)[0].shape[0] for _ in range(4))
+    state = first.state_dict()
+    assert rows == 7 and (state["epoch"], state["samples_consumed"]) == (1, 0), (rows, state)
+    resumed = skipping_loader()
+    resumed.load_state_dict(dict(state, epoch=0, samples_consumed=9))  # as saved before this rule
+    assert resumed.state_dict()["epoch"] == 1 and sum(x.shape[0] for x, _ in resumed) == 7
+    expect(ValueError, lambda: resumed.load_state_dict(dict(state, samples_consumed=-2)), "samples_consumed -2")
+    # world_size= without rank= (mp.spawn sets no RANK): every process was rank 0.
+    expect(ValueError, lambda: stoker.Loader(spec, world_size=4, transforms="Resize(32),CenterCrop(32)"),
+           "world_size=4 without rank=", "rank 0's share")
 
     # A tuple of tensors: taken without a copy, yielded as a tuple.
     x = torch.arange(40, dtype=torch.float32).reshape(10, 4)
@@ -87,10 +106,13 @@ try:
     assert [tuple(t.tolist() for t in b) for b in stoker.Loader(y, batch_size=5)] == [([0, 1, 2, 3, 4],), ([5, 6, 7, 8, 9],)]
     triples = list(stoker.Loader((x, y, y * 2), batch_size=5))
     assert all(len(b) == 3 and torch.equal(b[0], x[b[1]]) and torch.equal(b[2], b[1] * 2) for b in triples)
-    # state_dict counts the samples served, also those of a short last batch.
+    # state_dict counts the samples served; after a short last batch the epoch is done (the next
+    # epoch's start), before StopIteration too.
     counted = stoker.Loader((x, y), batch_size=4)
     it = iter(counted)
-    assert [next(it)[0].shape[0] for _ in range(3)] == [4, 4, 2] and counted.state_dict()["samples_consumed"] == 10
+    assert [next(it)[0].shape[0] for _ in range(2)] == [4, 4] and counted.state_dict()["samples_consumed"] == 8
+    assert next(it)[0].shape[0] == 2
+    assert (counted.state_dict()["epoch"], counted.state_dict()["samples_consumed"]) == (1, 0), counted.state_dict()
 
     # A batch kept past the next ones stays intact (its buffer is not reused while Python holds it).
     keep = stoker.Loader("fashion-mnist", batch_size=256, num_workers=2, reuse_buffers=True)
