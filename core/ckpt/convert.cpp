@@ -16,6 +16,7 @@
 #include "ckpt/dcp_writer.h"
 #include "ckpt/tensor_stream.h"
 #include "ckpt/torch_ops.h"
+#include "io/pickle_reader.h"
 #include "io/pt_file.h"
 #include "io/safetensors_writer.h"
 #include "net/remote_url.h"
@@ -174,6 +175,18 @@ void validateConvertOptions(const ReshardPlan& plan, const ConvertOptions& o) {
     throwBadInput("--memory-budget " + mib(o.memoryBudget),
                   "is too small for --jobs " + std::to_string(o.jobs) + ": needs at least " + mib(needed) +
                       " (8 MiB per job)");
+  // A dtype the target cannot hold is refused here, before DST is touched: found by the file's
+  // writer, it came after --force had deleted DST's old outputs and a journal was written.
+  if (plan.target.kind == TargetKind::Pt || plan.target.kind == TargetKind::Dcp) {
+    const bool dcp = plan.target.kind == TargetKind::Dcp;  // DCP's items take torch 2's storages too
+    for (const PlannedFile& f : plan.files)
+      for (const PlannedTensor& t : f.tensors)
+        if (torchStorageClass(t.dtype, dcp).empty())
+          throwBadInput(std::string("--to ") + (dcp ? "dcp" : "pt"),
+                        "tensor \"" + t.name + "\" has dtype " + std::string(dtypeName(t.dtype)) +
+                            (dcp ? ", which torch.save cannot store" : ", which torch.save (1.13) cannot store") +
+                            ": pick another --dtype, or --to single / hf / ranks (safetensors)");
+  }
   const WholeTensor whole = largestWholeTensor(plan);
   if (whole.bytes + kMinJobBytes > o.memoryBudget)
     throwBadInput("--memory-budget " + mib(o.memoryBudget),
@@ -304,7 +317,15 @@ ConvertReport convertCheckpoint(const CheckpointInfo& source, const ReshardPlan&
   validateConvertOptions(plan, o);
   const std::string fingerprint = conversionFingerprint(source, plan);
   ConvertJournal journal(dst);
-  if (o.resume && journal.recordedFingerprint().empty() && finishedWithoutJournal(plan, dst)) {
+  // A finished conversion marks DST with its fingerprint: a .pt's size is known only once written
+  // (its zip's records), so by the sizes alone a finished --to pt was "no journal to resume".
+  const auto markedFinished = [&] {
+    std::error_code ec;
+    for (const auto& f : plan.files)
+      if (!fs::exists(fs::path(dst) / f.name, ec)) return false;
+    return ConvertJournal::finishedFingerprint(dst) == fingerprint;
+  };
+  if (o.resume && journal.recordedFingerprint().empty() && (markedFinished() || finishedWithoutJournal(plan, dst))) {
     // The planned layout and sizes are there; the recorded fingerprint says whether they were made
     // from this source (a later checkpoint of the same model has the same layout).
     const std::string finished = ConvertJournal::finishedFingerprint(dst);

@@ -134,6 +134,10 @@ void ConvertJournal::finish(const std::string& fingerprint) {
     ::close(logFd_);
     logFd_ = -1;
   }
+  // The plan first: a kill while the tree goes (in readdir order) left a journal whose plan still
+  // matched but whose DCP item logs were gone, and every --resume failed on them. Without its plan
+  // the rest is no journal, and --resume finds the output finished.
+  ::unlink((dir_ + "/plan").c_str());
   std::error_code ec;
   removeTree(dir_, ec);
 }

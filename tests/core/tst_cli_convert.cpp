@@ -148,6 +148,13 @@ class TestCliConvert : public QObject {
     expectRefused({"ckpt", "convert", tmp("r8"), tmp("taken"), "--to", "single"}, "pass --force", "");
     QCOMPARE(entries(tmp("taken")), QStringList{"model.safetensors"});
     QCOMPARE(runStoker({"ckpt", "convert", tmp("r8"), tmp("taken"), "--to", "single", "--force"}).exitCode, 0);
+    // A dtype the target cannot hold is refused before DST is touched: with --force, DST's old
+    // outputs were deleted first, then the .pt writer refused the tensor and left a journal.
+    const QString u16 = stoker::test::samplesDir() + "/H.safetensors";
+    expectRefused({"ckpt", "convert", u16, tmp("taken"), "--to", "pt", "--force"},
+                  "has dtype U16, which torch.save (1.13) cannot store", "");
+    QCOMPARE(entries(tmp("taken")), QStringList{"model.safetensors"});
+    expectRefused({"ckpt", "convert", u16, tmp("o7"), "--to", "pt"}, "pick another --dtype", tmp("o7"));
     // Options.
     expectRefused({"ckpt", "convert", tmp("r8"), tmp("o2"), "--to", "ranks:two"}, "--to ranks:two", tmp("o2"));
     expectRefused({"ckpt", "convert", tmp("r8"), tmp("o3"), "--to", "single", "--memory-budget", "lots"},
@@ -216,6 +223,25 @@ class TestCliConvert : public QObject {
     QCOMPARE(resumed.exitCode, 0);
     for (const auto& n : entries(tmp("crash"))) QVERIFY2(!n.contains("stoker-tmp"), qPrintable(n));
     QCOMPARE(runStoker({"ckpt", "verify", tmp("r8"), tmp("crash")}).exitCode, 0);
+  }
+
+  // --resume of a finished conversion is a no-op for every target. A .pt's size is known only once
+  // written, so by the planned sizes a finished --to pt was "no journal to resume" (exit 2). A kill
+  // while the journal goes leaves part of it: once its DCP item logs were gone with the plan still
+  // there, every --resume failed; the plan now goes first, and what is left is no journal.
+  void resumingAFinishedConversionIsANoOp() {
+    const QString src = stoker::test::samplesDir() + "/f.safetensors";
+    for (const QString to : {"pt", "dcp"}) {
+      const QString dst = tmp("finished-" + to);
+      QCOMPARE(runStoker({"ckpt", "convert", src, dst, "--to", to}).exitCode, 0);
+      if (to == "dcp") {  // killed while the journal went: its plan first, then (here) nothing else
+        QVERIFY(QDir().mkpath(dst + "/.stoker-journal"));
+        QVERIFY(stoker::test::writeFile(dst + "/.stoker-journal/done-host-1", "12 __0_0.distcp\n"));
+      }
+      const auto again = runStoker({"ckpt", "convert", src, dst, "--to", to, "--resume"});
+      QVERIFY2(again.exitCode == 0 && again.out.contains("already finished"), again.err.constData());
+      QCOMPARE(runStoker({"ckpt", "verify", src, dst}).exitCode, 0);
+    }
   }
 
   void cooperatingProcesses() {
