@@ -317,12 +317,17 @@ ConvertReport convertCheckpoint(const CheckpointInfo& source, const ReshardPlan&
   validateConvertOptions(plan, o);
   const std::string fingerprint = conversionFingerprint(source, plan);
   ConvertJournal journal(dst);
-  // A finished conversion marks DST with its fingerprint: a .pt's size is known only once written
-  // (its zip's records), so by the sizes alone a finished --to pt was "no journal to resume".
+  // A .pt's size is known only once written (its zip's records around the planned data bytes), so
+  // by the planned sizes a finished --to pt was "no journal to resume": there, the fingerprint a
+  // finished conversion marks DST with decides, with every file at least its data's size (a cut
+  // one is smaller). Other targets keep the exact sizes (and DCP its .metadata) as the test.
   const auto markedFinished = [&] {
+    if (plan.target.kind != TargetKind::Pt) return false;
     std::error_code ec;
-    for (const auto& f : plan.files)
-      if (!fs::exists(fs::path(dst) / f.name, ec)) return false;
+    for (const auto& f : plan.files) {
+      const auto size = fs::file_size(fs::path(dst) / f.name, ec);
+      if (ec || size < f.fileBytes) return false;
+    }
     return ConvertJournal::finishedFingerprint(dst) == fingerprint;
   };
   if (o.resume && journal.recordedFingerprint().empty() && (markedFinished() || finishedWithoutJournal(plan, dst))) {

@@ -242,6 +242,10 @@ class TestCliConvert : public QObject {
       QVERIFY2(again.exitCode == 0 && again.out.contains("already finished"), again.err.constData());
       QCOMPARE(runStoker({"ckpt", "verify", src, dst}).exitCode, 0);
     }
+    // A .pt cut below its data's bytes after it finished is not taken as finished.
+    QVERIFY(QFile::resize(tmp("finished-pt/model.pt"), 8));
+    const auto cut = runStoker({"ckpt", "convert", src, tmp("finished-pt"), "--to", "pt", "--resume"});
+    QVERIFY2(cut.exitCode == 2 && cut.err.contains("a finished conversion removes its journal"), cut.err.constData());
   }
 
   void cooperatingProcesses() {
