@@ -268,15 +268,21 @@ void prepareDestination(const CheckpointInfo& source, const std::string& dst, co
 // A conversion killed after it finished (index written, journal removed) but before it exited
 // leaves no journal: it is complete when every planned file has exactly its planned size --
 // the journal's own evidence -- and the index holds exactly the planned bytes.
-bool finishedWithoutJournal(const ReshardPlan& plan, const std::string& dst) {
+bool finishedWithoutJournal(const ReshardPlan& plan, const std::string& dst, const std::string& fingerprint) {
   std::error_code ec;
   // DCP: sizes are known only once written, so the .metadata (written last) must list each
   // planned item where its file holds it.
   if (plan.indexFromItems) return dcpOutputMatchesPlan(plan, dst);
+  // .pt: sized only once written too (its zip's records around the planned data bytes), and it has
+  // no index: the fingerprint a finished conversion marks DST with decides, with every file at
+  // least its data's bytes (a cut one is smaller). By the planned sizes, a finished --to pt was
+  // "no journal to resume".
+  const bool pt = plan.target.kind == TargetKind::Pt;
   for (const auto& f : plan.files) {
     const auto size = fs::file_size(fs::path(dst) / f.name, ec);
-    if (ec || size != f.fileBytes) return false;
+    if (ec || (pt ? size < f.fileBytes : size != f.fileBytes)) return false;
   }
+  if (pt) return ConvertJournal::finishedFingerprint(dst) == fingerprint;
   if (plan.indexName.empty()) return true;
   std::ifstream in(fs::path(dst) / plan.indexName, std::ios::binary);
   const std::string index((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -317,20 +323,7 @@ ConvertReport convertCheckpoint(const CheckpointInfo& source, const ReshardPlan&
   validateConvertOptions(plan, o);
   const std::string fingerprint = conversionFingerprint(source, plan);
   ConvertJournal journal(dst);
-  // A .pt's size is known only once written (its zip's records around the planned data bytes), so
-  // by the planned sizes a finished --to pt was "no journal to resume": there, the fingerprint a
-  // finished conversion marks DST with decides, with every file at least its data's size (a cut
-  // one is smaller). Other targets keep the exact sizes (and DCP its .metadata) as the test.
-  const auto markedFinished = [&] {
-    if (plan.target.kind != TargetKind::Pt) return false;
-    std::error_code ec;
-    for (const auto& f : plan.files) {
-      const auto size = fs::file_size(fs::path(dst) / f.name, ec);
-      if (ec || size < f.fileBytes) return false;
-    }
-    return ConvertJournal::finishedFingerprint(dst) == fingerprint;
-  };
-  if (o.resume && journal.recordedFingerprint().empty() && (markedFinished() || finishedWithoutJournal(plan, dst))) {
+  if (o.resume && journal.recordedFingerprint().empty() && finishedWithoutJournal(plan, dst, fingerprint)) {
     // The planned layout and sizes are there; the recorded fingerprint says whether they were made
     // from this source (a later checkpoint of the same model has the same layout).
     const std::string finished = ConvertJournal::finishedFingerprint(dst);
