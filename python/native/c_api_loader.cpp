@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "c_api_handles.h"
 #include "c_api_opening.h"
 #include "c_api_util.h"
 #include "stoker_c_tensors.h"
@@ -28,6 +29,7 @@
 #include "net/remote_url.h"
 #include "telemetry/telemetry_publisher.h"
 #include "util/error.h"
+#include "util/progress.h"
 
 using namespace stoker;
 using namespace stoker::capi;
@@ -97,6 +99,9 @@ ScanExchange scanExchangeThrough(stoker_exchange_fn exchange, void* user) {
 
 struct StokerLoader {
   std::shared_ptr<TelemetryPublisher> publisher;  // outlives the loader: its last records get out
+  // Fired when the script closes the loader while a call still uses it (an epoch waiting in
+  // next() on another thread): that call then ends at once, and the loader with it.
+  CancelToken closing;
   std::unique_ptr<Loader> loader;
   ~StokerLoader() {
     loader.reset();
@@ -105,11 +110,30 @@ struct StokerLoader {
 };
 
 struct StokerEpoch {
+  std::shared_ptr<StokerLoader> loader;  // first: it outlives the epoch, which uses its core
   std::optional<Epoch> epoch;
-  at::Tensor lastIndices;  // of the batch handed out last (stoker_epoch_indices)
+  std::mutex consumer;              // one call at a time takes batches (threads sharing an iterator)
+  std::atomic<bool> closed{false};  // stoker_epoch_free came while a call was using the epoch
+  at::Tensor lastIndices;           // of the batch handed out last (stoker_epoch_indices)
 };
 
 namespace {
+
+// Never destroyed: threads still inside a call at exit use them (see c_api_handles.h).
+HandleTable<StokerLoader>& loaders() {
+  static auto* table = new HandleTable<StokerLoader>;
+  return *table;
+}
+HandleTable<StokerEpoch>& epochs() {
+  static auto* table = new HandleTable<StokerEpoch>;
+  return *table;
+}
+
+Use<StokerLoader> useLoader(const StokerLoader* handle) {
+  Use<StokerLoader> used = loaders().use(handle);
+  if (!used) throwBadInput("stoker.Loader", "closed");
+  return used;
+}
 
 // The next batch of the epoch (its wait is over), or nullopt after the last. `keep`: the pooled
 // block's lease under reuse_buffers, which every tensor handed to Python must hold (the pool
@@ -124,6 +148,25 @@ std::optional<Batch> takeBatch(StokerEpoch& handle, int capacity, std::shared_pt
     if (!t.is_cpu() && !t.is_cuda()) throwBadInput("batch", "a field on " + t.device().str() + " (only CPU and CUDA fields are handed to Python)");
   handle.lastIndices = std::move(batch->indices);
   return batch;
+}
+
+// stoker_epoch_next(_tensors): waits up to `waitMs`, then hands the next batch to `emit`, which
+// returns the field count. STOKER_CLOSED once the epoch was closed (also by a close that came while
+// this call waited: the loader's closing cancelled the wait).
+template <class Emit>
+int nextBatch(StokerEpoch* handle, int waitMs, int capacity, Emit&& emit) {
+  const Use<StokerEpoch> used = epochs().use(handle);
+  if (!used) return STOKER_CLOSED;
+  StokerEpoch& e = *used;
+  const int n = guarded<>(-1, [&] {
+    std::lock_guard<std::mutex> lock(e.consumer);
+    if (e.closed) return STOKER_CLOSED;
+    if (!e.epoch->waitReady(std::chrono::milliseconds(waitMs))) return STOKER_NOT_READY;
+    std::shared_ptr<void> keep;
+    std::optional<Batch> batch = takeBatch(e, capacity, keep);
+    return batch ? emit(*batch, keep) : 0;
+  });
+  return n < 0 && e.closed ? STOKER_CLOSED : n;
 }
 
 // A view of `t` whose storage also holds `keep` (only under reuse_buffers: a tensor of its own costs
@@ -147,7 +190,8 @@ StokerLoader* wrapLoader(std::unique_ptr<Loader> loader, const std::string& spec
     made->loader->addObserver(std::make_shared<DescribingObserver>(made->publisher, name ? name : "", redactedUrl(spec),
                                                                    loaderOptionsToJson(options)));
   if (telemetryRank >= 0) made->loader->setTelemetryRank(telemetryRank);
-  return made.release();
+  made->loader->setCancelToken(&made->closing);
+  return static_cast<StokerLoader*>(loaders().add(std::move(made)));
 }
 
 StokerLoader* makeLoader(std::shared_ptr<Dataset> dataset, const std::string& spec, const LoaderOptions& options,
@@ -238,16 +282,21 @@ StokerLoader* stoker_loader_from_dlpack(void* const* tensors, int count, const c
   });
 }
 
-void stoker_loader_free(StokerLoader* loader) {
+void stoker_loader_free(StokerLoader* handle) {
   try {
-    delete loader;
+    std::shared_ptr<StokerLoader> loader = loaders().remove(handle);
+    // Still used (an epoch some thread waits in): that wait ends now, and the loader with it.
+    if (loader && loader.use_count() > 1) loader->closing.cancel();
   } catch (...) {
   }
 }
 
+int stoker_quiesce(int waitMs) { return CallsInFlight::instance().waitIdle(waitMs) ? 1 : 0; }
+
 char* stoker_loader_describe(StokerLoader* handle) {
   return guarded<>(static_cast<char*>(nullptr), [&] {
-    const Loader& l = *handle->loader;
+    const Use<StokerLoader> used = useLoader(handle);
+    const Loader& l = *used->loader;
     nlohmann::json fields = nlohmann::json::array();
     for (const FieldSpec& f : l.dataset().fields())
       fields.push_back({{"name", f.name}, {"dtype", std::string(c10::toString(f.dtype))}, {"shape", f.sampleShape}});
@@ -270,8 +319,8 @@ char* stoker_loader_describe(StokerLoader* handle) {
                           {"options", nlohmann::json::parse(loaderOptionsToJson(l.options()))}};
     const EpochSummary last = l.lastEpoch();
     doc["last_epoch"] = last.epoch >= 0 ? epochJson(last) : nlohmann::json(nullptr);
-    if (handle->publisher)
-      doc["telemetry"] = {{"sent", handle->publisher->sent()}, {"dropped", handle->publisher->dropped()}};
+    if (used->publisher)
+      doc["telemetry"] = {{"sent", used->publisher->sent()}, {"dropped", used->publisher->dropped()}};
     // What the process has asked remote storage for (as the telemetry's net_* fields).
     if (const NetCounters& net = netCounters(); net.requests > 0)
       doc["network"] = {{"requests", net.requests.load()}, {"bytes", net.bytes.load()}, {"retries", net.retries.load()}};
@@ -280,13 +329,14 @@ char* stoker_loader_describe(StokerLoader* handle) {
 }
 
 int stoker_loader_raise_workers_for_network(StokerLoader* handle, int batchesPerWorker) {
-  return guarded<>(-1, [&] { return handle->loader->raiseWorkersForNetwork(batchesPerWorker) ? 1 : 0; });
+  return guarded<>(-1, [&] { return useLoader(handle)->loader->raiseWorkersForNetwork(batchesPerWorker) ? 1 : 0; });
 }
 
 int64_t stoker_loader_order(StokerLoader* handle, int64_t epoch, int64_t* out, int64_t capacity) {
   return guarded<>(std::int64_t{-1}, [&] {
     if (epoch < 0) throwBadInput("epoch " + std::to_string(epoch), "must be non-negative");
-    const Loader& l = *handle->loader;
+    const Use<StokerLoader> used = useLoader(handle);
+    const Loader& l = *used->loader;
     const std::vector<std::int64_t> order = epochIndicesFor(l.dataset(), l.options(), epoch);
     const auto n = static_cast<std::int64_t>(order.size());
     for (std::int64_t i = 0; i < n && i < capacity; ++i) out[i] = order[static_cast<std::size_t>(i)];
@@ -297,8 +347,10 @@ int64_t stoker_loader_order(StokerLoader* handle, int64_t epoch, int64_t* out, i
 StokerEpoch* stoker_epoch_start(StokerLoader* handle, int64_t epoch, const int64_t* order, int64_t count,
                                 const int64_t* sizes, int64_t sizeCount) {
   return guarded<>(static_cast<StokerEpoch*>(nullptr), [&] {
-    auto made = std::make_unique<StokerEpoch>();
-    Loader& loader = *handle->loader;
+    const Use<StokerLoader> used = useLoader(handle);
+    auto made = std::make_shared<StokerEpoch>();
+    made->loader = used.shared();
+    Loader& loader = *used->loader;
     if (order) {  // a plan's split or what is left of a resumed epoch
       made->epoch.emplace(loader.epochOver(epoch, std::vector<std::int64_t>(order, order + count),
                                            sizes ? std::vector<std::int64_t>(sizes, sizes + sizeCount)
@@ -309,7 +361,7 @@ StokerEpoch* stoker_epoch_start(StokerLoader* handle, int64_t epoch, const int64
       // epoch starts with them ready.
       made->epoch.emplace(loader.epoch(epoch, Loader::Lookahead::NextEpoch));
     }
-    return made.release();
+    return static_cast<StokerEpoch*>(epochs().add(std::move(made)));
   });
 }
 
@@ -317,34 +369,29 @@ int stoker_epoch_queue_next(StokerEpoch* handle, int64_t nextEpoch, const int64_
                             const int64_t* sizes, int64_t sizeCount) {
   return guarded<>(-1, [&] {
     if (!order || count < 0 || (sizes && sizeCount < 0)) throwBadInput("next epoch", "no order given");
-    return handle->epoch->queueNext(nextEpoch, std::vector<std::int64_t>(order, order + count),
-                                    sizes ? std::vector<std::int64_t>(sizes, sizes + sizeCount) : std::vector<std::int64_t>{})
+    const Use<StokerEpoch> used = epochs().use(handle);
+    if (!used) return 0;  // closed: nothing to queue behind
+    std::lock_guard<std::mutex> lock(used->consumer);
+    return used->epoch->queueNext(nextEpoch, std::vector<std::int64_t>(order, order + count),
+                                  sizes ? std::vector<std::int64_t>(sizes, sizes + sizeCount) : std::vector<std::int64_t>{})
                ? 1
                : 0;
   });
 }
 
 int stoker_epoch_next(StokerEpoch* handle, int waitMs, void** fields, int capacity) {
-  return guarded<>(-1, [&] {
-    if (!handle->epoch->waitReady(std::chrono::milliseconds(waitMs))) return STOKER_NOT_READY;
-    std::shared_ptr<void> keep;
-    std::optional<Batch> batch = takeBatch(*handle, capacity, keep);
-    if (!batch) return 0;
-    const int n = static_cast<int>(batch->tensors.size());
-    for (int f = 0; f < n; ++f) fields[f] = exportField(batch->tensors[static_cast<std::size_t>(f)], keep);
+  return nextBatch(handle, waitMs, capacity, [&](Batch& batch, const std::shared_ptr<void>& keep) {
+    const int n = static_cast<int>(batch.tensors.size());
+    for (int f = 0; f < n; ++f) fields[f] = exportField(batch.tensors[static_cast<std::size_t>(f)], keep);
     return n;
   });
 }
 
 int stoker_epoch_next_tensors(StokerEpoch* handle, int waitMs, at::Tensor* out, int capacity) {
-  return guarded<>(-1, [&] {
-    if (!handle->epoch->waitReady(std::chrono::milliseconds(waitMs))) return STOKER_NOT_READY;
-    std::shared_ptr<void> keep;
-    std::optional<Batch> batch = takeBatch(*handle, capacity, keep);
-    if (!batch) return 0;
-    const int n = static_cast<int>(batch->tensors.size());
+  return nextBatch(handle, waitMs, capacity, [&](Batch& batch, const std::shared_ptr<void>& keep) {
+    const int n = static_cast<int>(batch.tensors.size());
     for (int f = 0; f < n; ++f) {
-      at::Tensor& t = batch->tensors[static_cast<std::size_t>(f)];
+      at::Tensor& t = batch.tensors[static_cast<std::size_t>(f)];
       out[f] = keep ? leased(t, keep) : std::move(t);
     }
     return n;
@@ -353,13 +400,18 @@ int stoker_epoch_next_tensors(StokerEpoch* handle, int waitMs, at::Tensor* out, 
 
 void* stoker_epoch_indices(StokerEpoch* handle) {
   return guarded<>(static_cast<void*>(nullptr), [&]() -> void* {
-    return handle->lastIndices.defined() ? at::toDLPack(handle->lastIndices) : nullptr;
+    const Use<StokerEpoch> used = epochs().use(handle);
+    if (!used) return nullptr;
+    std::lock_guard<std::mutex> lock(used->consumer);
+    return used->lastIndices.defined() ? at::toDLPack(used->lastIndices) : nullptr;
   });
 }
 
 void stoker_epoch_free(StokerEpoch* handle) {
   try {
-    delete handle;
+    std::shared_ptr<StokerEpoch> epoch = epochs().remove(handle);
+    // Still used by a call on another thread: it returns STOKER_CLOSED and the epoch ends there.
+    if (epoch) epoch->closed = true;
   } catch (...) {
   }
 }

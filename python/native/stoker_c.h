@@ -24,6 +24,9 @@ extern "C" {
 
 #define STOKER_C_API __attribute__((visibility("default")))
 
+/* Handles, not pointers: ids the library looks up on each call (c_api_handles.h). Any thread may
+ * free one while another is inside a call with it; that call ends (an epoch's next() returns
+ * STOKER_CLOSED) and a freed handle is refused, never dereferenced. */
 typedef struct StokerLoader StokerLoader;
 typedef struct StokerEpoch StokerEpoch;
 
@@ -71,7 +74,12 @@ STOKER_C_API StokerLoader* stoker_loader_open(const char* spec, const char* opti
 STOKER_C_API StokerLoader* stoker_loader_from_dlpack(void* const* tensors, int count, const char* names_json,
                                                      const char* options_json, const char* device,
                                                      const char* publish_json, const char* name, int telemetry_rank);
+/* Frees the loader; when an epoch of it is still in a call on another thread, that call is
+ * cancelled and the loader ends with it. */
 STOKER_C_API void stoker_loader_free(StokerLoader* loader);
+/* Waits up to `wait_ms` for every call in flight (on any thread) to return: 1 when none is left.
+ * For exit, after freeing every loader: no thread is then still tearing one down. */
+STOKER_C_API int stoker_quiesce(int wait_ms);
 /* {"description", "samples", "batches", "samples_per_epoch", "mode", "prefetch_depth", "notes", "advice",
  *  "fields": [{"name", "dtype", "shape"}], "options": {...}, "memory": {...}, "last_epoch": {...}}. */
 STOKER_C_API char* stoker_loader_describe(StokerLoader* loader);
@@ -98,13 +106,16 @@ STOKER_C_API int stoker_epoch_queue_next(StokerEpoch* epoch, int64_t next_epoch,
 /* The next batch, waiting at most `wait_ms` for another thread to produce it (so a caller can look
  * at its own interrupts in between): writes one DLManagedTensor* per field to `fields` (at most
  * `capacity`) and returns the field count; 0 after the last batch, STOKER_NOT_READY when the wait
- * ran out (call again), -1 on error (a worker's error names the batch and the sample). */
+ * ran out (call again), STOKER_CLOSED once the epoch (or its loader) was freed, also by another
+ * thread during this call, -1 on error (a worker's error names the batch and the sample). */
 #define STOKER_NOT_READY (-2)
+#define STOKER_CLOSED (-3)
 STOKER_C_API int stoker_epoch_next(StokerEpoch* epoch, int wait_ms, void** fields, int capacity);
 /* The sample indices (int64, host) of the batch stoker_epoch_next returned last, as a
  * DLManagedTensor* the caller owns; NULL before the first batch. */
 STOKER_C_API void* stoker_epoch_indices(StokerEpoch* epoch);
-/* Stops the workers and frees the epoch's buffers (batches already handed out stay valid). */
+/* Stops the workers and frees the epoch's buffers (batches already handed out stay valid); when
+ * another thread is inside stoker_epoch_next with it, that call does so as it returns. */
 STOKER_C_API void stoker_epoch_free(StokerEpoch* epoch);
 
 /* Progress of a long operation: done and total units (bytes), the current item. A non-zero return

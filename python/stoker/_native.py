@@ -94,6 +94,8 @@ lib.stoker_epoch_next.restype = ctypes.c_int
 lib.stoker_epoch_indices.argtypes = [_void_p]
 lib.stoker_epoch_indices.restype = _void_p
 NOT_READY = -2
+CLOSED = -3  # the epoch was closed, also by another thread while this one waited in it
+lib.stoker_quiesce.argtypes, lib.stoker_quiesce.restype = [ctypes.c_int], ctypes.c_int
 lib.stoker_epoch_free.argtypes = [_void_p]
 
 

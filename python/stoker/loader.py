@@ -20,6 +20,7 @@ _from_dlpack = _native._from_dlpack
 _capsule_new = _native._capsule_new
 _DLTENSOR = _native._DLTENSOR
 _NOT_READY = _native.NOT_READY
+_CLOSED = _native.CLOSED
 _batches_next = _native.batches.next if _native.batches else None
 
 _live = weakref.WeakSet()  # loaders with a core handle: closed at exit and dropped in a fork's child
@@ -470,8 +471,12 @@ class _EpochIterator:
         return self._hand_out((first, *[_from_dlpack(_capsule_new(fields[i], _DLTENSOR, None)) for i in range(1, n)]))
 
     def _end(self, n):
-        """The epoch's end (n == 0) or a worker's error (n < 0): the workers stop, and it is said."""
+        """The epoch's end (n == 0) or a worker's error (n < 0): the workers stop, and it is said.
+        Closed (by another thread, a signal handler, atexit, while this one waited): the loop ends,
+        the epoch not done."""
         self.close()
+        if n == _CLOSED:
+            raise StopIteration
         if n < 0:
             _native.raise_last_error()
         self._loader._state["done"] = True
@@ -530,6 +535,9 @@ def _close_all():
             loader.close()
         except Exception:
             pass
+    # A daemon thread may still be inside a call (waiting for a batch): its loader ends on that
+    # thread once the call sees the close. Let it, before the process tears down what it uses.
+    lib.stoker_quiesce(2000)
 
 
 def _after_fork_in_child():

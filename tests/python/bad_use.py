@@ -190,6 +190,50 @@ try:
         assert latencies[-1] < 1.0, f"KeyboardInterrupt took {latencies[-1]:.2f} s (STOKER_PYTHON_CTYPES={ctypes_path})"
     latency = max(latencies)
 
+    # close() while another thread waits in next(), from a signal handler mid-wait, and at exit
+    # with a daemon thread waiting: that loop ends, nothing is freed under it (before handles were
+    # ids, each of these was a use-after-free: a segfault).
+    closer = textwrap.dedent("""
+        import signal, threading, time, stoker
+        SPEC = "synthetic:1000,16,u8,0,200000"  # 0.2 s a sample: next() waits
+        out = {}
+        def iterate(loader, key):
+            n = 0
+            try:
+                for _ in loader:
+                    n += 1
+                out[key] = ("ended", n)
+            except Exception as e:
+                out[key] = ("error", repr(e))
+        def slow():
+            return stoker.Loader(SPEC, batch_size=2, num_workers=2, loading_mode="streaming")
+        loader = slow()
+        t = threading.Thread(target=iterate, args=(loader, "thread"))
+        t.start()
+        time.sleep(0.5)
+        closed = time.monotonic()
+        loader.close()
+        t.join(5)
+        print("thread", not t.is_alive(), out.get("thread", ("?",))[0], round(time.monotonic() - closed, 3), flush=True)
+        loader = slow()
+        signal.signal(signal.SIGALRM, lambda *a: loader.close())
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
+        iterate(loader, "signal")
+        print("signal", out["signal"][0], flush=True)
+        threading.Thread(target=iterate, args=(slow(), "daemon"), daemon=True).start()
+        time.sleep(0.5)
+        print("exiting", flush=True)
+    """)
+    for ctypes_path in ("0", "1"):
+        r = subprocess.run([sys.executable, "-c", closer], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "STOKER_PYTHON_CTYPES": ctypes_path})
+        lines = r.stdout.split("\n")
+        assert r.returncode == 0, (ctypes_path, r.returncode, r.stdout, r.stderr[-2000:])
+        thread = lines[0].split()
+        assert thread[:3] == ["thread", "True", "ended"] and float(thread[3]) < 1.0, (ctypes_path, lines)
+        assert lines[1:3] == ["signal ended", "exiting"], (ctypes_path, lines)
+    checked.append("close while another thread waits")
+
     # A module built for another torch: refused at import, naming both versions.
     fake = os.path.join(tmp, "fake_torch", "torch")
     os.makedirs(fake)
