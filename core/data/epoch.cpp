@@ -629,6 +629,8 @@ std::optional<Batch> Epoch::next() {
       std::rethrow_exception(error);
     } catch (const Error& e) {
       throw Error(e.kind(), subject(), e.what());
+    } catch (const EpochStopped&) {  // the consumer's own batch, cut short by a cancel from another thread
+      throw Error(ErrorKind::Cancelled, subject(), "cancelled");
     } catch (const c10::Error& e) {
       throw Error(ErrorKind::BadInput, subject(), e.what_without_backtrace());
     } catch (const std::exception& e) {

@@ -476,6 +476,15 @@ class Unpickler {
   void checkBounds(const PyTensorRef& t) {
     if (t.size.size() != t.stride.size()) fail("tensor size and stride differ in length");
     if (t.offset < 0) fail("negative storage offset");
+    // Its bytes as a dense tensor must be countable, and a size some machine holds (1 PiB): a zero
+    // stride lets a 4-byte storage claim 2^59 floats, whose byte count wrapped to 4 and sized the
+    // buffer a strided load then overran.
+    constexpr std::uint64_t kMaxTensorBytes = std::uint64_t{1} << 50;
+    std::uint64_t elements = 1;
+    for (std::int64_t s : t.size)
+      if (s < 0 || __builtin_mul_overflow(elements, static_cast<std::uint64_t>(s), &elements)) fail("tensor size overflows");
+    if (const auto bytes = dtypeBytesFor(t.dtype, elements); !bytes || *bytes > kMaxTensorBytes)
+      fail("tensor of " + std::to_string(elements) + " elements is too large to load");
     std::int64_t last = t.offset;
     for (std::size_t i = 0; i < t.size.size(); ++i) {
       if (t.size[i] < 0 || t.stride[i] < 0) fail("negative size or stride");

@@ -81,7 +81,8 @@ std::string pickleHeaderCheck(const std::string& path) {
 std::uint64_t PtTensorInfo::nbytes() const {
   std::uint64_t n = 1;
   for (auto s : ref.size) n *= static_cast<std::uint64_t>(s);
-  return n * dtypeBits(ref.dtype) / 8;
+  // The pickle reader refused a tensor whose count or bytes overflow (checkBounds).
+  return dtypeBytesFor(ref.dtype, n).value_or(~std::uint64_t{0});
 }
 
 PtFile PtFile::open(const std::string& path) {

@@ -445,6 +445,15 @@ print(a); assert a == b == {'step': 42, 'config': {'lr': 0.001, 'name': 'run-7'}
     auto r = runStoker({"ckpt", "convert", tmp("overflow.pt"), tmp("overflow-out"), "--to", "single"});
     QCOMPARE(r.exitCode, 2);
     QVERIFY2(r.err.contains("overflows"), r.err.constData());
+    // A zero stride in bounds whose dense bytes wrapped: refused at reading, by verify and convert.
+    made = run(QStringLiteral(STOKER_PYTHON), {STOKER_SOURCE_DIR "/tests/ckpt/pt_overflow_fixture.py", tmp("stride0.pt"), "stride0"});
+    QVERIFY2(made.exitCode == 0, made.err.constData());
+    for (const QStringList& args : {QStringList{"ckpt", "verify", tmp("stride0.pt"), tmp("stride0.pt")},
+                                    QStringList{"ckpt", "convert", tmp("stride0.pt"), tmp("stride0-out"), "--to", "single"}}) {
+      r = runStoker(args);
+      QCOMPARE(r.exitCode, 2);
+      QVERIFY2(r.err.contains("stride0.pt") && r.err.contains("576460752303423489 elements is too large to load"), r.err.constData());
+    }
   }
 
   void refusesBadInput_data() {

@@ -593,6 +593,32 @@ class TestLoader : public QObject {
     QVERIFY(loader.lastEpoch().batches < 10);
   }
 
+  // A cancel from another thread (a multi-device session's stopAll, the auto-tuner ending a trial,
+  // SIGINT) while the consumer is producing a batch itself: Error(Cancelled), not the worker-only
+  // EpochStopped escaping next() (the workbench's job thread terminated the process on it).
+  void cancelFromAnotherThreadWhileTheConsumerProduces() {
+    auto ds = parseSyntheticSpec("synthetic:200,16,f32,0,30000");  // 30 ms a sample
+    for (int workers : {0, 1}) {
+      LoaderOptions o = LoaderOptions::builder().batchSize(10).numWorkers(workers).loadingMode(LoadingMode::Streaming).build();
+      Loader loader(ds, o);
+      CancelToken token;
+      loader.setCancelToken(&token);
+      std::thread canceller([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(150));
+        token.cancel();
+      });
+      ErrorKind kind{};
+      std::string msg;
+      try {
+        msg = errorOf([&] { for (const Batch& b : loader.epoch(0)) (void)b; }, &kind);
+      } catch (...) {
+        msg = "an exception that is not stoker::Error";
+      }
+      canceller.join();
+      QVERIFY2(kind == ErrorKind::Cancelled, (std::to_string(workers) + " workers: " + msg).c_str());
+    }
+  }
+
   void droppingAnEpochMidwayIsClean() {
     LoaderOptions o = LoaderOptions::builder().batchSize(10).numWorkers(2).loadingMode(LoadingMode::Streaming).build();
     Loader loader(numbered(), o);
