@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "image/resample.h"
+#include "util/error.h"
 #include "util/monotonic_seconds.h"
 
 namespace stoker {
@@ -28,6 +29,10 @@ Scratch& scratch() {
 
 // Python's round(): halves to even (the current rounding mode is round-to-nearest-even).
 int roundHalfEven(double v) { return static_cast<int>(std::nearbyint(v)); }
+
+// The longest side a resize may make (JPEG's own limit): a panorama 100 times wider than high
+// under Resize(256) is 25,600 wide.
+constexpr int kMaxResizedSide = 65535;
 
 // SplitMix64 (Steele, Lea and Flood; the seeder of Java's SplittableRandom and of xoshiro), its
 // state set from (seed, epoch, sample) by the same mixer: a fresh stream per sample in a few
@@ -113,13 +118,15 @@ ImagePlan ImagePipeline::plan(int width, int height, const SampleSeed& seed) con
     p.resizedHeight = t_.rrcHeight;
   } else if (t_.resizeShorter) {
     // torchvision's Resize(int): the shorter side becomes S, the longer int(S * long / short).
+    // The longer side in double, held below int's range (run() refuses what passes kMaxResizedSide).
     const int s = t_.resizeShorter;
+    auto longer = [&](double ratio) { return static_cast<int>(std::min(static_cast<double>(s) * ratio, 1e9)); };
     if (width <= height) {
       p.resizedWidth = s;
-      p.resizedHeight = static_cast<int>(static_cast<double>(s) * H / W);
+      p.resizedHeight = longer(H / W);
     } else {
       p.resizedHeight = s;
-      p.resizedWidth = static_cast<int>(static_cast<double>(s) * W / H);
+      p.resizedWidth = longer(W / H);
     }
   } else if (t_.resizeHeight) {
     p.resizedWidth = t_.resizeWidth;
@@ -147,6 +154,13 @@ ImagePlan ImagePipeline::run(const std::uint8_t* data, std::size_t size, const s
   const ImageSize image = s.decoder.open(data, size, name);
   ImagePlan p = plan(image.width, image.height, seed);
   const int ow = t_.outWidth, oh = t_.outHeight, rw = p.resizedWidth, rh = p.resizedHeight;
+  // An image far longer than wide (a 1x1048576 PNG is 10 KB) under Resize(S) would be resized to
+  // S x S*1048576: its resampling tables alone took GBs a worker, kept, and past int's range the
+  // size wrapped to a black image. PIL could not make that image either: refused, naming it.
+  if (rw > kMaxResizedSide || rh > kMaxResizedSide)
+    throwBadInput(name, std::to_string(image.width) + "x" + std::to_string(image.height) + " would be resized to " +
+                            std::to_string(rw) + "x" + std::to_string(rh) + ": more than " +
+                            std::to_string(kMaxResizedSide) + " pixels a side");
 
   // The smallest DCT scale that still leaves the source box at least as large as the resize.
   if (s.decoder.canScale()) {

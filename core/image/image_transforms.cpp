@@ -207,7 +207,9 @@ ImageTransforms parseImageTransforms(const std::string& text) {
       const std::string size = arg(0, "size");
       if (size.empty()) fail(c.name, "needs a size: Resize(256) (the shorter side) or Resize((h, w))");
       const auto v = tuple(size, c.name);
-      if (v.size() == 1 && size.front() != '(' && size.front() != '[') {
+      // torchvision: Resize(256), Resize([256]) and Resize((256,)) all set the shorter side (and
+      // "(256)" is Python's int 256); only two numbers give (h, w).
+      if (v.size() == 1) {
         t.resizeShorter = pixels(v[0], c.name);
         canonical.push_back("Resize(" + std::to_string(t.resizeShorter) + ")");
       } else {

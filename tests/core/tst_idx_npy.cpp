@@ -7,6 +7,7 @@
 
 #include <cstring>
 
+#include "data/dataset.h"
 #include "data/fashion_mnist.h"
 #include "io/idx_reader.h"
 #include "io/npy_reader.h"
@@ -203,6 +204,10 @@ np.save(d + '/np_u16.npy', np.array([1, 65535], dtype='<u2'))
     const HostTensor t = readNpy(tmp("empty.npy").toStdString());
     QCOMPARE(t.nbytes, std::uint64_t(0));
     QCOMPARE(t.shape, (std::vector<std::int64_t>{0, 4}));
+    // As a dataset it has no samples, said naming the file (not libtorch's "select(): index 0 out of
+    // range" from sizing a sample of it).
+    const QString error = errorOf([&] { openDataset(tmp("empty.npy").toStdString()); });
+    QVERIFY2(error.contains("empty.npy") && error.contains("the dataset has no samples"), qPrintable(error));
   }
 
   void npyMalformed_data() {

@@ -582,6 +582,10 @@ class TestImageDatasets : public QObject {
                                            "                           + chunk(b'IDAT', zlib.compress(bytes(193))) + chunk(b'IEND', b''))\n"
                                            "png(sys.argv[1] + '/big/c/p.png', 16384, 16384)\n"
                                            "png(sys.argv[1] + '/under/c/p.png', 12000, 12000)\n"
+                                           "os.makedirs(sys.argv[1] + '/tall/c')\n"  // a valid 1x1048576 gray PNG of ~2 KB
+                                           "open(sys.argv[1] + '/tall/c/p.png', 'wb').write(b'\\x89PNG\\r\\n\\x1a\\n'\n"
+                                           "    + chunk(b'IHDR', struct.pack('>IIBBBBB', 1, 1 << 20, 8, 0, 0, 0, 0))\n"
+                                           "    + chunk(b'IDAT', zlib.compress(bytes(2 << 20), 9)) + chunk(b'IEND', b''))\n"
                                            "jpg = bytearray(open(sys.argv[2], 'rb').read())\n"
                                            "sof = jpg.index(b'\\xff\\xc0')\n"
                                            "jpg[sof + 5:sof + 9] = struct.pack('>HH', 16384, 16384)\n"
@@ -600,6 +604,16 @@ class TestImageDatasets : public QObject {
       // refused past its header (it answered "Improper call to JPEG library in state 202").
       auto good = openDataset("imagefolder:" + photos_.toStdString(), withTransforms("CenterCrop(8),ToDtype(u8)"));
       good->readItem(0, dst);
+    }
+    // A real image whose resize would be S x S*1048576: its resampling tables took GBs a worker (and
+    // past int's range the size wrapped to a black image): refused, naming it.
+    for (const char* transforms : {"Resize(16),CenterCrop(16),ToDtype(u8)", "Resize(2048),CenterCrop(8),ToDtype(u8)"}) {
+      auto ds = openDataset("imagefolder:" + (root + "/tall").toStdString(), withTransforms(transforms));
+      std::vector<std::uint8_t> image(16 * 16 * 3);
+      std::int64_t label;
+      std::uint8_t* dst[2] = {image.data(), reinterpret_cast<std::uint8_t*>(&label)};
+      const QString msg = expectBadInput([&] { ds->readItem(0, dst); }, {"p.png", "1x1048576 would be resized to", "more than 65535 pixels a side"});
+      QVERIFY2(msg.isEmpty(), qPrintable(QString(transforms) + ": " + msg));
     }
     // Peak memory of `stoker dataset export` on the 12000x12000 PNG whose data is missing, against
     // the same command on one real photo: zero-filling its 432 MB buffer first cost ~410 MB more.
@@ -1116,6 +1130,15 @@ class TestImageDatasets : public QObject {
     QTest::newRow("unknown keyword") << "CenterCrop(8),RandomHorizontalFlip(q=0.3)" << "unknown argument \"q\"";
     QTest::newRow("flip after normalize") << "CenterCrop(8),Normalize(imagenet),RandomHorizontalFlip()" << "out of order";
   }
+  // torchvision's Resize([256]) and Resize((256,)) set the shorter side, as Resize(256) does; "(256)"
+  // is Python's int 256. Only two numbers are (h, w). (A square resize here squashed the image.)
+  void resizeOfOneNumberInBracketsIsTheShorterSide() {
+    for (const char* text : {"Resize([16]),CenterCrop(16)", "Resize((16,)),CenterCrop(16)", "Resize((16)),CenterCrop(16)"})
+      QCOMPARE(QString::fromStdString(parseImageTransforms(text).text), QString("Resize(16),CenterCrop(16)"));
+    QCOMPARE(QString::fromStdString(parseImageTransforms("Resize((16, 24)),CenterCrop(16)").text),
+             QString("Resize((16, 24)),CenterCrop(16)"));
+  }
+
   void transformTextIsCheckedAndExported() {
     QFETCH(QString, text);
     QFETCH(QString, error);

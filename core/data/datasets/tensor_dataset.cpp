@@ -50,6 +50,7 @@ std::vector<FieldSpec> fieldSpecsOf(const std::string& description, const std::v
                                     const std::vector<at::Tensor>& fields) {
   if (fields.empty() || names.size() != fields.size()) throwBadInput(description, "a dataset needs at least one field");
   const std::int64_t size = fields[0].dim() > 0 ? fields[0].size(0) : -1;
+  if (size == 0) throwBadInput(description, "the dataset has no samples");  // before t[0] below
   std::vector<FieldSpec> specs;
   for (std::size_t f = 0; f < fields.size(); ++f) {
     const at::Tensor& t = fields[f];
@@ -64,7 +65,6 @@ std::vector<FieldSpec> fieldSpecsOf(const std::string& description, const std::v
     spec.sampleBytes = static_cast<std::int64_t>(t[0].nbytes());  // a view's size: no device access
     specs.push_back(spec);
   }
-  if (size == 0) throwBadInput(description, "the dataset has no samples");
   return specs;
 }
 
