@@ -751,9 +751,11 @@ std::int64_t Loader::sampledPerEpoch() const {
   }
   if (o.sampler_type == SamplerType::Distributed)
     n = distributedSamplesPerRank({n, o.shard_rank, o.shard_world_size, o.shuffle, o.seed, o.drop_last});
-  else if ((o.sampler_type == SamplerType::RandomWithReplacement || o.sampler_type == SamplerType::Weighted) &&
-           o.num_samples > 0)
-    n = o.num_samples;
+  else if (o.sampler_type == SamplerType::RandomWithReplacement || o.sampler_type == SamplerType::Weighted) {
+    if (o.num_samples > 0) n = o.num_samples;
+    if (o.shard_world_size > 1)  // the draws dealt across the ranks (sampler.cpp's shareOfDraws)
+      n = distributedSamplesPerRank({n, o.shard_rank, o.shard_world_size, false, o.seed, o.drop_last});
+  }
   return n;
 }
 std::int64_t Loader::samplesPerEpoch() const {

@@ -195,6 +195,24 @@ std::string exportPyTorchSnippet(const LoaderOptions& o, const std::string& ds, 
   } else {
     s << "sampler = SequentialSampler(" << ds << ")\n";
   }
+  if ((weighted || replacement) && o.shard_world_size > 1) {
+    // Stoker deals one draw across the ranks; PyTorch has no sampler for that, so the snippet does
+    // it: the same draw on every rank (the generator seeded alike), this rank's positions of it.
+    s << "\n\nclass ShardOfDraws(torch.utils.data.Sampler):\n"
+      << "    \"\"\"Stoker's deal of one draw across the ranks, as DistributedSampler deals its order: every rank\n"
+      << "    draws the same, rank r takes positions r, r + num_replicas, ... (padded from the start, or cut\n"
+      << "    with drop_last), so the ranks take equal steps and together see the draw once.\"\"\"\n\n"
+      << "    def __init__(self, sampler, num_replicas, rank, drop_last):\n"
+      << "        self.sampler, self.num_replicas, self.rank, self.drop_last = sampler, num_replicas, rank, drop_last\n\n"
+      << "    def __len__(self):\n"
+      << "        n, w = len(self.sampler), self.num_replicas\n"
+      << "        return n // w if self.drop_last else -(-n // w)\n\n"
+      << "    def __iter__(self):\n"
+      << "        draws = list(self.sampler)\n"
+      << "        return iter([draws[i % len(draws)] for i in range(self.rank, len(self) * self.num_replicas, self.num_replicas)])\n\n\n"
+      << "sampler = ShardOfDraws(sampler, num_replicas=" << o.shard_world_size << ", rank=" << o.shard_rank
+      << ", drop_last=" << pyBool(o.drop_last) << ")\n";
+  }
   const bool flips = o.enable_transforms && o.transforms.empty();
   // enable_transforms: the same transform; the draws are torch's default RNG, which DataLoader
   // seeds differently in each worker and epoch (a generator of the script's would be copied

@@ -338,9 +338,12 @@ std::vector<InactiveKnob> inactiveKnobs(const LoaderOptions& o, bool hostDevice,
     add("pin_memory", why);
     add("non_blocking", why);
   }
-  if (o.sampler_type != SamplerType::Distributed) {
-    add("shard_rank", "used only by the distributed sampler (sampler_type = distributed)");
-    add("shard_world_size", "used only by the distributed sampler (sampler_type = distributed)");
+  if (o.sampler_type == SamplerType::Random || o.sampler_type == SamplerType::Sequential) {
+    // The weighted and with-replacement samplers deal their draws across the ranks themselves.
+    add("shard_rank", "used by the distributed, weighted and random_with_replacement samplers (to shard a "
+                      "random or sequential order, choose sampler_type = distributed)");
+    add("shard_world_size", "used by the distributed, weighted and random_with_replacement samplers (to shard a "
+                            "random or sequential order, choose sampler_type = distributed)");
   }
   if (o.sampler_type != SamplerType::Weighted) add("weights", "used only by the weighted sampler (sampler_type = weighted)");
   if (o.sampler_type != SamplerType::Weighted && o.sampler_type != SamplerType::RandomWithReplacement)
@@ -376,8 +379,8 @@ const std::vector<KnobInfo>& knobTable() {
       {"max_inflight_parts", false, "read mode: reads in parallel; remote datasets: parts in flight per worker (small reads count by bytes)", "Files", "none (s3dlio's parallel parts)"},
       {"cache_dir", false, "remote datasets: keep the parts read in this folder and serve later epochs from it (shared by the ranks of a node)", "Files", "none (MosaicML Streaming's local cache, cache_dir=)"},
       {"cache_limit", false, "bytes cache_dir may hold; the least recently used parts go first (0 = no limit)", "Files", "none (MosaicML Streaming's cache_limit=)"},
-      {"shard_rank", false, "distributed sampler: this rank", "Distributed", "DistributedSampler(rank=)"},
-      {"shard_world_size", false, "distributed sampler: number of ranks", "Distributed", "DistributedSampler(num_replicas=)"},
+      {"shard_rank", false, "this rank (distributed sampler; weighted and with-replacement draws are dealt across the ranks)", "Distributed", "DistributedSampler(rank=)"},
+      {"shard_world_size", false, "number of ranks (distributed sampler; weighted and with-replacement draws are dealt across them)", "Distributed", "DistributedSampler(num_replicas=)"},
       {"worker_id", false, "this loader's id in telemetry records", "Telemetry", "none (names this loader in telemetry)"},
       {"pin_memory", false, "page-locked staging buffers (copy bandwidth; simulated devices halve it unpinned)", "Memory", "DataLoader(pin_memory=)"},
       {"persistent_workers", false, "keep worker threads between epochs", "Workers", "DataLoader(persistent_workers=)"},

@@ -88,6 +88,22 @@ void checkSamplerFits(const LoaderOptions& o, std::int64_t n) {
     throwBadInput("weights", "has " + std::to_string(o.weights.size()) + " entries for " + std::to_string(n) + " samples");
 }
 
+namespace {
+
+// A draw of the weighted or with-replacement sampler on several ranks: the same draws on every rank
+// (seed + epoch), dealt as DistributedSampler deals its order -- rank r takes positions r, r + W, ...,
+// padded from the start (or cut, drop_last) to equal shares, so the ranks take equal steps and
+// together see the draw once. Taken whole on each rank, every GPU trained on the same batches.
+std::vector<std::int64_t> shareOfDraws(std::vector<std::int64_t> draws, const LoaderOptions& o) {
+  if (o.shard_world_size <= 1) return draws;
+  if (o.shard_rank < 0 || o.shard_rank >= o.shard_world_size)
+    throwBadInput("shard_rank " + std::to_string(o.shard_rank), "must be 0-" + std::to_string(o.shard_world_size - 1));
+  auto ranks = dealInterleaved(draws, o.shard_world_size, o.drop_last);
+  return std::move(ranks[static_cast<std::size_t>(o.shard_rank)]);
+}
+
+}  // namespace
+
 std::vector<std::int64_t> epochIndices(const LoaderOptions& o, std::int64_t n, std::int64_t epoch) {
   checkSamplerFits(o, n);
   const std::uint64_t seed = o.seed + static_cast<std::uint64_t>(epoch);
@@ -95,11 +111,11 @@ std::vector<std::int64_t> epochIndices(const LoaderOptions& o, std::int64_t n, s
   switch (o.sampler_type) {
     case SamplerType::Sequential: return sequentialIndices(n);
     case SamplerType::Random: return epochOrder(n, o.seed, epoch, o.shuffle);
-    case SamplerType::RandomWithReplacement: return randomWithReplacement(n, draws, seed);
+    case SamplerType::RandomWithReplacement: return shareOfDraws(randomWithReplacement(n, draws, seed), o);
     case SamplerType::Distributed:
       return distributedIndices({n, o.shard_rank, o.shard_world_size, o.shuffle, o.seed, o.drop_last}, epoch);
     case SamplerType::Weighted:
-      return weightedIndices(o.weights, draws, true, seed);
+      return shareOfDraws(weightedIndices(o.weights, draws, true, seed), o);
   }
   return {};
 }

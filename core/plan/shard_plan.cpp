@@ -1,6 +1,7 @@
 #include "plan/shard_plan.h"
 
 #include <algorithm>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <numeric>
 
@@ -125,7 +126,11 @@ void validatePlanRequest(const PlanRequest& r) {
     elCheCounts(r.stepMs, r.anchorBatches);  // validates the times and the anchor
     if (r.batchSize < 1) throwBadInput("batch size", "El Che counts whole batches: give a batch size");
   }
-  if (r.dropLast && r.batchSize > 0) {
+  if (r.batchSize > std::numeric_limits<std::int64_t>::max() / std::max(r.worldSize, 1))
+    throwBadInput("batch size", str(r.batchSize) + " times the world size " + std::to_string(r.worldSize) + " overflows");
+  // A resumed epoch whose rest makes no whole batch is over (a state saved after its last step):
+  // it plans no step. Only a fresh epoch that would serve nothing is a mistake.
+  if (r.dropLast && r.batchSize > 0 && r.resumeFrom == 0) {
     const bool torch = r.weights.empty() && r.stepMs.empty();
     const std::int64_t perRank = remaining / r.worldSize;
     const std::int64_t needed = torch ? r.batchSize : r.batchSize * r.worldSize;

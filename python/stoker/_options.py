@@ -114,12 +114,16 @@ def build(options=None, *, rank=None, world_size=None, sampler=None, prefetch_fa
         world_size = int(merged.get("shard_world_size", 1))
         rank = int(merged.get("shard_rank", 0)) if rank is None else rank
     rank = 0 if rank is None else rank
+    if world_size < 1 or not 0 <= rank < world_size:
+        # Also rank= without world_size=: taken as one rank of one, it read the whole dataset.
+        raise ValueError(f"rank: must be in [0, {world_size}) (got {rank}"
+                         f"{'; give world_size= too' if world_size == 1 else ''})")
     if world_size > 1 or merged.get("sampler_type") == "distributed":
-        if world_size < 1 or not 0 <= rank < world_size:
-            raise ValueError(f"rank: must be in [0, {world_size}) (got {rank})")
         if merged.get("sampler_type", "random") in ("random", "sequential", "distributed"):
             if merged.get("sampler_type") == "sequential":
                 merged["shuffle"] = False
             merged["sampler_type"] = "distributed"
-            merged["shard_rank"], merged["shard_world_size"] = rank, world_size
+        # The weighted and with-replacement samplers deal one draw across the ranks (each rank its
+        # share, as DistributedSampler deals its order); before, every rank took the whole draw.
+        merged["shard_rank"], merged["shard_world_size"] = rank, world_size
     return _native.take_json(_native.lib.stoker_options_normalize(_native.encode(json.dumps(merged))))

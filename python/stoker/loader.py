@@ -93,7 +93,7 @@ class Loader:
                                       prefetch_factor=prefetch_factor, **given)
         # The shard this loader serves (resume counts every rank's samples); a loader that is not
         # distributed is one rank of one, and reports torchrun's rank in telemetry.
-        if self.options["sampler_type"] == "distributed":
+        if self.options["sampler_type"] == "distributed" or self.options["shard_world_size"] > 1:
             self.rank, self.world_size = self.options["shard_rank"], self.options["shard_world_size"]
         else:
             self.rank, self.world_size = _options.distributed_env(rank, None)[0] or 0, 1
@@ -287,7 +287,9 @@ class Loader:
         s = self._state
         # Every sample consumed (the last step counts its whole batch on every rank, padding too)
         # is the next epoch's start: as a count past the epoch's samples, the state was refused.
-        done = s["done"] or s["consumed"] >= self._samples
+        # Not under El Che: its ranks take different numbers of batches, so a rank's count passes
+        # the epoch's size mid-epoch (its iterator says when this rank's last batch is out).
+        done = s["done"] or (s["consumed"] >= self._epoch_draws() and not self._el_che())
         epoch, consumed = (s["epoch"] + 1, 0) if done else (s["epoch"], s["consumed"])
         if self._iterator is None and not s["done"] and s["consumed"] == 0:
             epoch = self._next_epoch
@@ -295,7 +297,8 @@ class Loader:
                 "split": self._split[0] if self._split else None,
                 "rank": self.rank, "samples": self._samples, "seed": self.options["seed"],
                 "shuffle": self.options["shuffle"], "batch_size": self._batch,
-                "sampler_type": self.options["sampler_type"], "_num_yielded": consumed // max(1, self.world_size)}
+                "sampler_type": self.options["sampler_type"], "num_samples": self.options["num_samples"],
+                "_num_yielded": consumed // max(1, self.world_size)}
 
     def load_state_dict(self, state):
         for key in ("epoch", "samples_consumed", "samples", "seed", "shuffle"):
@@ -305,10 +308,19 @@ class Loader:
             raise ValueError(f"state_dict: saved for a dataset of {state['samples']} samples, this one has {self._samples}")
         if state["seed"] != self.options["seed"] or state["shuffle"] != self.options["shuffle"]:
             raise ValueError("state_dict: saved with another seed or shuffle: the epoch's order would differ")
+        # The sampler draws the order: a weighted or with-replacement draw (of num_samples) is not a
+        # permutation, so a count of it means nothing in another sampler's order.
+        family = {"weighted": "weighted", "random_with_replacement": "random_with_replacement"}
+        saved = (family.get(state.get("sampler_type"), "permutation"), state.get("num_samples", self.options["num_samples"]))
+        mine = (family.get(self.options["sampler_type"], "permutation"), self.options["num_samples"])
+        if "sampler_type" in state and (saved[0] != mine[0] or (mine[0] != "permutation" and saved[1] != mine[1])):
+            raise ValueError(f"state_dict: saved with the {state['sampler_type']} sampler (num_samples "
+                             f"{saved[1]}), this loader has the {self.options['sampler_type']} sampler (num_samples "
+                             f"{mine[1]}): the epoch's order would differ")
         epoch, consumed = int(state["epoch"]), int(state["samples_consumed"])
         if consumed < 0 or epoch < 0:
             raise ValueError(f"state_dict: epoch {epoch}, samples_consumed {consumed}: neither can be negative")
-        if consumed >= self._samples:  # the epoch was consumed whole (a state saved before this rule)
+        if consumed >= self._epoch_draws():  # the epoch was consumed whole (a state saved before this rule)
             epoch, consumed = epoch + 1, 0
         if consumed and self._split is not None and self._split[0] == "step_ms":
             raise ValueError("state_dict: an El Che split (rank_step_ms) resumes at epoch boundaries only: ranks "
@@ -329,6 +341,18 @@ class Loader:
                    "shuffle": o["shuffle"] and o["sampler_type"] != "sequential", "drop_last": o["drop_last"],
                    "resume_from": consumed, **policy}
         return _native.take_json(lib.stoker_plan(_native.encode(json.dumps(request))))["ranks"][self.rank]
+
+    def _epoch_draws(self):
+        """Samples an epoch draws, over every rank: num_samples for the weighted and with-replacement
+        samplers (when set), else the dataset's size. (A state counted against the dataset's size
+        ended a longer draw early, and its resume skipped the rest.)"""
+        o = self.options
+        if o["sampler_type"] in ("weighted", "random_with_replacement") and o["num_samples"] > 0:
+            return o["num_samples"]
+        return self._samples
+
+    def _el_che(self):
+        return self._split is not None and self._split[0] == "step_ms"
 
     def _plannable(self):
         """Whether the planner can deal what is left of an epoch (onto any world size)."""
@@ -396,6 +420,8 @@ class _EpochIterator:
             _native.raise_last_error()
         self._handle = handle
         self._per_row, self._per_step = loader._consumed_per_row_and_step()
+        # El Che: this rank's batches in the epoch; once the last is out, the epoch is done for it.
+        self._batches_left = len(sizes) if loader._el_che() and sizes is not None else None
         self._batch_rows = loader._batch
         self._as_dict = loader.as_dict
         if plan_next is not None and loader.options["num_workers"] > 0 and loader.options["persistent_workers"]:
@@ -493,6 +519,10 @@ class _EpochIterator:
         # epoch served again the samples before the skips); the last step's excess is capped where
         # state_dict reads it.
         loader._state["consumed"] += self._per_step or self._batch_rows * self._per_row
+        if self._batches_left is not None:
+            self._batches_left -= 1
+            if self._batches_left == 0:
+                loader._state["done"] = True
         if self._as_dict:
             return dict(zip(loader.fields, batch))
         return batch

@@ -408,6 +408,19 @@ class TestPlanner : public QObject {
     QVERIFY(table.out.contains("planned in"));
   }
 
+  // A resumed epoch whose rest makes no whole step with drop_last (a state saved after its last
+  // step) is over: no step, the rest dropped -- not "batch size 16 is larger than the 4 samples".
+  void resumedRestWithoutAWholeStepPlansNoStep() {
+    for (const QStringList& policy : {QStringList{"--weights", "1,1"}, QStringList{"--step-ms", "10,20"}, QStringList{}}) {
+      const auto r = stoker::test::runStoker(QStringList{"plan", "--samples", "100", "--world-size", "2", "--batch-size",
+                                                         "16", "--drop-last", "--resume-from", "96", "--json"} + policy);
+      QVERIFY2(r.exitCode == 0, qPrintable(policy.join(' ') + ": " + r.err));
+      const QJsonObject plan = QJsonDocument::fromJson(r.out).object();
+      QCOMPARE(plan["steps"].toInt(), 0);
+      if (!policy.isEmpty()) QCOMPARE(plan["dropped"].toInt(), 4);  // the split's rest is dropped whole
+    }
+  }
+
   void cliRefusesBadInputWithOneLine() {
     const QList<QPair<QStringList, QString>> cases = {
         {{"--world-size", "0"}, "world size: must be at least 1"},
@@ -418,6 +431,8 @@ class TestPlanner : public QObject {
         {{"--world-size", "2", "--weights", "1,1,1", "--batch-size", "2"}, "3 entries for world size 2"},
         {{"--world-size", "2", "--batch-size", "6", "--drop-last"}, "batch size: 6 is larger than the 5 samples"},
         {{"--world-size", "2", "--resume-from", "11"}, "resume point: 11 is beyond the epoch's 10 samples"},
+        {{"--world-size", "4", "--batch-size", "4611686018427387905", "--weights", "1,1,1,1"},
+         "times the world size 4 overflows"},
     };
     for (const auto& [extra, message] : cases) {
       const auto r = stoker::test::runStoker(QStringList{"plan", "--samples", "10"} + extra);

@@ -89,7 +89,29 @@ print(json.dumps({
     o.weights = {0, 1, 0, 1};
     o.num_samples = 200;
     for (auto i : epochIndices(o, 4, 0)) QVERIFY(i == 1 || i == 3);  // zero weights are never drawn
-    QCOMPARE(epochIndices(o, 4, 0).size(), std::size_t(200));
+    // On 3 ranks the draw is dealt: rank r takes positions r, r + 3, ... of the one draw (padded
+    // from its start to 67 each), so the shares differ and together are the draw; drop_last cuts it
+    // to 66 each.
+    o.drop_last = true;
+    QCOMPARE(epochIndices(o, 4, 0).size(), std::size_t(66));
+    o.drop_last = false;
+    QCOMPARE(epochIndices(o, 4, 0).size(), std::size_t(67));
+    for (SamplerType type : {SamplerType::Weighted, SamplerType::RandomWithReplacement}) {
+      o.sampler_type = type;
+      LoaderOptions whole = o;
+      whole.shard_rank = 0;
+      whole.shard_world_size = 1;
+      const std::vector<std::int64_t> draw = epochIndices(whole, 4, 0);
+      QCOMPARE(draw.size(), std::size_t(200));
+      std::vector<std::vector<std::int64_t>> shares;
+      for (int r = 0; r < 3; ++r) {
+        o.shard_rank = r;
+        shares.push_back(epochIndices(o, 4, 0));
+        QCOMPARE(shares.back().size(), std::size_t(67));
+      }
+      for (std::size_t i = 0; i < 201; ++i) QCOMPARE(shares[i % 3][i / 3], draw[i % 200]);
+      QVERIFY(shares[0] != shares[1]);
+    }
   }
 
   void distributedSharesCoverTheDataset() {
