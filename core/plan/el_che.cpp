@@ -9,6 +9,18 @@
 
 namespace stoker {
 
+namespace {
+
+// Batches a round for a device `ratio` times the anchor's speed (times its batches), held to
+// kMaxBatchesPerRound: times like 1e-300 against 1 made llround overflow (the fast device got 1
+// batch, the wrong way round) and the clamp's count x remaining wrap.
+constexpr double kMaxBatchesPerRound = 1 << 20;
+std::int64_t batchesForRatio(double batches) {
+  return std::max<std::int64_t>(1, std::llround(std::min(batches, kMaxBatchesPerRound)));
+}
+
+}  // namespace
+
 std::vector<std::int64_t> elCheCounts(const std::vector<double>& ms, std::int64_t anchorBatches) {
   if (ms.empty()) throwBadInput("step times", "no devices");
   if (anchorBatches < 1) throwBadInput("anchor batches", "must be at least 1 (got " + std::to_string(anchorBatches) + ")");
@@ -17,8 +29,7 @@ std::vector<std::int64_t> elCheCounts(const std::vector<double>& ms, std::int64_
       throwBadInput("step times", "device " + std::to_string(d) + " has a step time that is not a positive number");
   const double slowest = *std::max_element(ms.begin(), ms.end());
   std::vector<std::int64_t> counts(ms.size());
-  for (std::size_t d = 0; d < ms.size(); ++d)
-    counts[d] = std::max<std::int64_t>(1, std::llround(static_cast<double>(anchorBatches) * slowest / ms[d]));
+  for (std::size_t d = 0; d < ms.size(); ++d) counts[d] = batchesForRatio(static_cast<double>(anchorBatches) * slowest / ms[d]);
   return counts;
 }
 
@@ -85,7 +96,7 @@ void ElChe::calibrate() {
   // Counts relative to the anchor's time, so the anchor runs anchorBatches_.
   const double anchorMs = ms[static_cast<std::size_t>(anchor_)];
   for (std::size_t d = 0; d < ms.size(); ++d) {
-    const auto target = std::max<std::int64_t>(1, std::llround(static_cast<double>(anchorBatches_) * anchorMs / ms[d]));
+    const auto target = batchesForRatio(static_cast<double>(anchorBatches_) * anchorMs / ms[d]);
     const double change = std::abs(static_cast<double>(target - counts_[d])) / static_cast<double>(counts_[d]);
     if (!calibrated_ || change > 0.05) counts_[d] = target;
   }

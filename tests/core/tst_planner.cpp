@@ -421,6 +421,17 @@ class TestPlanner : public QObject {
     }
   }
 
+  // Step times far apart (1e-300 ms against 1 ms): the fast rank gets the most batches a round,
+  // held to 2^20 (llround overflowed and gave it 1, the slow rank its 4).
+  void elCheWithExtremeStepTimesStaysTheRightWayRound() {
+    const auto r = stoker::test::runStoker({"plan", "--samples", "1000", "--world-size", "2", "--batch-size", "4",
+                                            "--step-ms", "1e-300,1", "--no-indices", "--json"});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    const QJsonArray ranks = QJsonDocument::fromJson(r.out).object()["ranks"].toArray();
+    QCOMPARE(ranks[0].toObject()["batches_per_round"].toInteger(), qint64(1) << 20);
+    QCOMPARE(ranks[1].toObject()["batches_per_round"].toInteger(), qint64(4));  // the anchor (slowest): 4 a round
+  }
+
   void cliRefusesBadInputWithOneLine() {
     const QList<QPair<QStringList, QString>> cases = {
         {{"--world-size", "0"}, "world size: must be at least 1"},
