@@ -51,9 +51,10 @@ AsyncCheckpointer::~AsyncCheckpointer() {
   }
 }
 
-SaveFuture AsyncCheckpointer::save(const std::vector<std::pair<std::string, at::Tensor>>& stateDict) {
+SaveFuture AsyncCheckpointer::save(const std::vector<std::pair<std::string, at::Tensor>>& stateDict, std::int64_t step) {
   if (inFlight_.valid() && !inFlight_.isDone())
     throwBadInput("async checkpoint", "a save is already in flight; wait() for it before starting another");
+  if (step < 0) throwBadInput("async checkpoint", "step must be 0 or more (got " + std::to_string(step) + ")");
 
   std::set<std::string> seen;
   for (const auto& [name, t] : stateDict) {
@@ -83,13 +84,13 @@ SaveFuture AsyncCheckpointer::save(const std::vector<std::pair<std::string, at::
 
   const std::string dir = dir_;
   const int rank = rank_;
-  const std::string metadata = rank_ == 0 ? ranksMetadataJson(worldSize_, specs_) : std::string();
-  std::shared_future<void> f = std::async(std::launch::async, [staged, dir, rank, metadata] {
+  const std::string metadata = rank_ == 0 ? ranksMetadataJson(worldSize_, specs_, step) : std::string();
+  std::shared_future<void> f = std::async(std::launch::async, [staged, dir, rank, metadata, step] {
                                  std::error_code ec;
                                  fs::create_directories(dir, ec);
                                  if (ec) throwIo(dir, "cannot create the checkpoint directory", ec.value());
                                  writeSafetensors((fs::path(dir) / ("rank_" + std::to_string(rank) + ".safetensors")).string(),
-                                                  *staged);
+                                                  *staged, {{kSaveStepKey, std::to_string(step)}});
                                  if (rank == 0) {  // last, so a reader never sees metadata before rank 0's data
                                    AtomicFile meta((fs::path(dir) / "metadata.json").string());
                                    meta.write(metadata.data(), metadata.size());

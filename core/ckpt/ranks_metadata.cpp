@@ -6,7 +6,7 @@
 
 namespace stoker {
 
-std::string ranksMetadataJson(int numRanks, const ShardSpecs& specs) {
+std::string ranksMetadataJson(int numRanks, const ShardSpecs& specs, std::optional<std::int64_t> saveStep) {
   nlohmann::json tensorSpecs = nlohmann::json::object();
   for (const auto& [name, s] : specs)
     tensorSpecs[name] = {{"full_shape", s.fullShape},
@@ -14,6 +14,7 @@ std::string ranksMetadataJson(int numRanks, const ShardSpecs& specs) {
                          {"shard_sizes", s.shardSizes}};
   // nlohmann orders keys alphabetically, which is also the seed's field order.
   nlohmann::json meta = {{"num_ranks", numRanks}, {"tensor_specs", tensorSpecs}};
+  if (saveStep) meta["save_step"] = *saveStep;
   return meta.dump(2);
 }
 

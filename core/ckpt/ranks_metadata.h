@@ -18,7 +18,10 @@ struct ShardSpec {
 };
 using ShardSpecs = std::map<std::string, ShardSpec>;
 
-std::string ranksMetadataJson(int numRanks, const ShardSpecs& specs);
+// `saveStep` (AsyncCheckpointer): the save this metadata belongs to, stamped into every rank file's
+// __metadata__ too (kSaveStepKey), so that a reader refuses ranks of different saves.
+std::string ranksMetadataJson(int numRanks, const ShardSpecs& specs, std::optional<std::int64_t> saveStep = std::nullopt);
+inline constexpr const char* kSaveStepKey = "stoker_save_step";
 
 // Every tensor split along `dim` (scalars replicated) by the seed's even rule.
 ShardSpecs evenShardSpecs(const std::map<std::string, std::vector<std::int64_t>>& fullShapes, int worldSize,

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/layout_readers.h"
+#include "ckpt/ranks_metadata.h"
 #include "net/http_transfer.h"
 #include "net/remote_object.h"
 #include "net/remote_url.h"
@@ -90,6 +91,28 @@ struct RankFile {
   }
 };
 
+// A rank file's save step against metadata.json's (or, where that has none, the first rank
+// file's): ranks of two saves -- a save into this directory still running, or one a rank died in --
+// are refused as a problem, never read as one checkpoint.
+void checkSaveStep(const SafetensorsHeader& header, const std::string& file, const std::optional<std::int64_t>& saveStep,
+                   std::optional<std::pair<std::string, std::string>>& firstStep, std::vector<std::string>& problems) {
+  const auto it = header.metadata.find(kSaveStepKey);
+  const std::string step = it == header.metadata.end() ? "none" : it->second;
+  const std::string interrupted = ": a save into this directory is still running or was interrupted";
+  if (saveStep) {
+    if (step != std::to_string(*saveStep))
+      problems.push_back(file + " is from save step " + step + ", metadata.json from step " +
+                         std::to_string(*saveStep) + interrupted);
+    return;
+  }
+  if (!firstStep) {
+    firstStep.emplace(file, step);
+  } else if (firstStep->second != step) {
+    problems.push_back(file + " is from save step " + step + ", " + firstStep->first + " from step " +
+                       firstStep->second + interrupted);
+  }
+}
+
 }  // namespace
 
 // The ranks layout, from a folder or (a URL ending in '/') from S3 or HTTP(S): there the rank
@@ -117,6 +140,13 @@ void readRanksDirectory(const std::string& dir, CheckpointInfo& info) {
   if (!meta.contains("tensor_specs") || !meta["tensor_specs"].is_object())
     throwBadInput(metaPath, "has no tensor_specs object");
 
+  // An AsyncCheckpointer save's step (metadata.json and every rank file say the same when whole).
+  std::optional<std::int64_t> saveStep;
+  if (meta.contains("save_step")) {
+    if (!meta["save_step"].is_number_integer()) throwBadInput(metaPath, "save_step must be an integer");
+    saveStep = meta["save_step"].get<std::int64_t>();
+  }
+
   std::map<std::string, Spec> specs;  // name order
   for (const auto& [name, v] : meta["tensor_specs"].items())
     specs.emplace(name, parseSpec(name, v, numRanks, metaPath, info.problems));
@@ -134,6 +164,7 @@ void readRanksDirectory(const std::string& dir, CheckpointInfo& info) {
       info.problems.push_back(name + " is extra: metadata.json says num_ranks " + std::to_string(numRanks));
   }
 
+  std::optional<std::pair<std::string, std::string>> firstStep;  // a rank file's step, when metadata.json has none
   std::vector<std::optional<RankFile>> ranks(numRanks);
   std::vector<std::optional<HfShard>> remoteRanks(remote ? numRanks : 0);
   if (remote)
@@ -161,6 +192,7 @@ void readRanksDirectory(const std::string& dir, CheckpointInfo& info) {
       file.index = addFile(info, path);
     }
     for (const auto& e : file.header.tensors) file.byName.emplace(e.name, &e);
+    checkSaveStep(file.header, "rank_" + std::to_string(r) + ".safetensors", saveStep, firstStep, info.problems);
     for (const auto& e : file.header.tensors)
       if (!specs.count(e.name))
         info.problems.push_back("rank_" + std::to_string(r) + ".safetensors holds tensor \"" + e.name +

@@ -683,7 +683,7 @@ class TestCkptReshard : public QObject {
         }
         local.emplace_back(k, part.clone());
       }
-      SaveFuture f = saver.save(local);
+      SaveFuture f = saver.save(local, 100);
       for (auto& [k, v] : local) v.zero_();  // training goes on: the staged copy must not change
       f.wait();
       f.wait();  // idempotent
@@ -691,27 +691,53 @@ class TestCkptReshard : public QObject {
     }
     QCOMPARE(test::differences(model, test::readFull(path("async"))), std::string());
     QVERIFY(inspectCheckpoint(path("async")).problems.empty());
+
+    // A second save into the same directory where rank 1 has not written yet (still running, or
+    // killed): rank 0's file and metadata.json say step 200, rank 1's step 100. Shapes and dtypes
+    // agree, so it loaded as one checkpoint of two steps; now it is refused, naming the steps.
+    auto saveRank = [&](int rank, std::int64_t step, float value) {
+      AsyncCheckpointer saver(path("async"), rank, 2, specs);
+      std::vector<std::pair<std::string, at::Tensor>> local;
+      for (const auto& [k, v] : model) {
+        const auto& s = specs.at(k);
+        std::vector<std::int64_t> shape = v.sizes().vec();
+        if (s.shardDim) shape[*s.shardDim] = s.shardSizes[rank];
+        local.emplace_back(k, at::full(shape, value, v.options()));
+      }
+      saver.save(local, step).wait();
+    };
+    saveRank(0, 200, 2.0f);
+    const CheckpointInfo mixed = inspectCheckpoint(path("async"));
+    QVERIFY(!mixed.problems.empty());
+    QVERIFY2(QString::fromStdString(mixed.problems.front())
+                 .contains("rank_1.safetensors is from save step 100, metadata.json from step 200: a save into this "
+                           "directory is still running or was interrupted"),
+             mixed.problems.front().c_str());
+    expectBadInput([&] { convert(path("async"), path("async_mixed_out"), "single"); }, "save step 100");
+    saveRank(1, 200, 2.0f);  // the save completes: one checkpoint again
+    QVERIFY(inspectCheckpoint(path("async")).problems.empty());
   }
 
   void asyncSaverRefusesASecondSaveInFlight() {
     std::map<std::string, std::vector<std::int64_t>> shapes{{"big", {64 << 20}}};  // 256 MiB
     AsyncCheckpointer saver(path("async_busy"), 0, 1, evenShardSpecs(shapes, 1));
     std::vector<std::pair<std::string, at::Tensor>> sd{{"big", at::ones({64 << 20})}};
-    SaveFuture first = saver.save(sd);
+    SaveFuture first = saver.save(sd, 1);
     if (!first.isDone())
-      expectBadInput([&] { saver.save(sd); }, "a save is already in flight");
+      expectBadInput([&] { saver.save(sd, 2); }, "a save is already in flight");
     first.wait();
-    SaveFuture second = saver.save(sd);  // fine once the first is done
+    SaveFuture second = saver.save(sd, 2);  // fine once the first is done
     second.wait();
     // A wrong shape or a missing tensor is refused before anything is staged.
-    expectBadInput([&] { saver.save({{"big", at::ones({3})}}); }, "wrong shape");
-    expectBadInput([&] { saver.save({}); }, "missing from the state dict");
+    expectBadInput([&] { saver.save({{"big", at::ones({3})}}, 3); }, "wrong shape");
+    expectBadInput([&] { saver.save({}, 3); }, "missing from the state dict");
+    expectBadInput([&] { saver.save(sd, -1); }, "step must be 0 or more");
   }
 
   void asyncSaverErrorsReachWait() {
     std::ofstream(path("not_a_dir")) << "x";
     AsyncCheckpointer saver(path("not_a_dir/ckpt"), 0, 1, evenShardSpecs({{"w", {4}}}, 1));
-    SaveFuture f = saver.save({{"w", at::ones({4})}});
+    SaveFuture f = saver.save({{"w", at::ones({4})}}, 0);
     for (int i = 0; i < 2; ++i) {
       try {
         f.wait();
@@ -726,7 +752,7 @@ class TestCkptReshard : public QObject {
     if (!at::hasCUDA()) QSKIP("no CUDA device: the pinned-memory staging path needs a GPU");
     TensorMap model{{"w", at::randn({1000, 16})}};
     AsyncCheckpointer saver(path("async_cuda"), 0, 1, evenShardSpecs({{"w", {1000, 16}}}, 1));
-    SaveFuture f = saver.save({{"w", model["w"].cuda()}});
+    SaveFuture f = saver.save({{"w", model["w"].cuda()}}, 0);
     f.wait();
     QCOMPARE(test::differences(model, test::readFull(path("async_cuda"))), std::string());
   }
