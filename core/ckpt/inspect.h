@@ -58,6 +58,9 @@ struct LogicalTensor {
   std::optional<int> shardDim;       // ranks layout: split dimension (none = replicated)
   std::vector<std::int64_t> shardSizes;
   std::vector<TensorPiece> pieces;   // tile the tensor exactly; empty if it has problems
+  // Ranks layout, a replicated tensor: the whole copies on ranks after the first, which `pieces`
+  // reads. Conversions read the first; verify compares every copy with it.
+  std::vector<TensorPiece> replicas;
 };
 
 struct CheckpointInfo {

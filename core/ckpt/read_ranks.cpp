@@ -247,12 +247,13 @@ void readRanksDirectory(const std::string& dir, CheckpointInfo& info) {
         p.start[*spec.shardDim] = offset;
         offset += spec.shardSizes[r];
         t.pieces.push_back(std::move(p));
-      } else if (t.pieces.empty()) {
-        t.pieces.push_back(wholeTensorPiece(ranks[r]->index, ranks[r]->header, *e));  // every rank holds it whole
+      } else {
+        // Every rank holds it whole: the first copy is read, the others are kept for verify.
+        (t.pieces.empty() ? t.pieces : t.replicas).push_back(wholeTensorPiece(ranks[r]->index, ranks[r]->header, *e));
       }
     }
     const bool sumOk = !spec.shardDim || offset == spec.fullShape[*spec.shardDim];
-    if (!ok || !sizesUsable || !sumOk) t.pieces.clear();
+    if (!ok || !sizesUsable || !sumOk) t.pieces.clear(), t.replicas.clear();
     std::uint64_t elements = 1;
     bool overflow = false;
     for (auto d : t.shape) overflow |= __builtin_mul_overflow(elements, static_cast<std::uint64_t>(d), &elements);

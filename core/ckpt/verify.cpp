@@ -84,6 +84,50 @@ void digestInto(const std::vector<const CheckpointInfo*>& infos, std::vector<std
   if (error) std::rethrow_exception(error);
 }
 
+// A ranks checkpoint's k-th copies of its replicated tensors (ranks after the first), as a
+// checkpoint of those tensors alone: digested beside it, each copy must hash as the first does.
+// (Only rank 0's copy was read: a corrupt copy on another rank -- the one that rank loads --
+// passed verify.)
+std::vector<CheckpointInfo> replicaViews(const CheckpointInfo& info) {
+  std::vector<CheckpointInfo> views;
+  for (const LogicalTensor& t : info.tensors)
+    for (std::size_t k = 0; k < t.replicas.size(); ++k) {
+      if (views.size() <= k) {
+        CheckpointInfo view = info;
+        view.tensors.clear();
+        views.push_back(std::move(view));
+      }
+      LogicalTensor copy = t;
+      copy.pieces = {t.replicas[k]};
+      copy.replicas.clear();
+      views[k].tensors.push_back(std::move(copy));
+    }
+  return views;
+}
+
+// The first replicated tensor whose copy differs from its first copy, as a result (equal when none).
+VerifyResult compareReplicas(const CheckpointInfo& info, const std::vector<TensorDigest>& first,
+                             const std::vector<CheckpointInfo>& views, const std::vector<TensorDigest>* viewDigests) {
+  VerifyResult result;
+  std::map<std::string, std::uint64_t> hashOf;
+  for (const TensorDigest& d : first) hashOf[d.name] = d.hash;
+  for (std::size_t k = 0; k < views.size(); ++k)
+    for (std::size_t i = 0; i < views[k].tensors.size(); ++i) {
+      const LogicalTensor& t = views[k].tensors[i];
+      const TensorDigest& d = viewDigests[k][i];
+      if (hashOf.at(d.name) == d.hash) continue;
+      const LogicalTensor* original = nullptr;
+      for (const LogicalTensor& o : info.tensors)
+        if (o.name == t.name) original = &o;
+      result.equal = false;
+      result.tensor = d.name;
+      result.reason = "in " + info.path + " its copy in " + info.files[static_cast<std::size_t>(t.pieces[0].file)] +
+                      " differs from the one in " + info.files[static_cast<std::size_t>(original->pieces[0].file)];
+      return result;
+    }
+  return result;
+}
+
 }  // namespace
 
 std::vector<TensorDigest> digestCheckpoint(const CheckpointInfo& info, const VerifyOptions& options) {
@@ -119,9 +163,21 @@ VerifyResult verifyCheckpoints(const CheckpointInfo& a, const CheckpointInfo& b,
       return result;
     }
   }
+  // Both checkpoints, and the other copies of their replicated tensors, in one pass of the jobs.
+  const std::vector<CheckpointInfo> copiesA = replicaViews(a), copiesB = replicaViews(b);
+  std::vector<const CheckpointInfo*> all{&a, &b};
+  for (const auto& v : copiesA) all.push_back(&v);
+  for (const auto& v : copiesB) all.push_back(&v);
   std::vector<std::vector<TensorDigest>> digests;
-  digestInto({&a, &b}, digests, options);
+  digestInto(all, digests, options);
   result.tensorsCompared = digests[0].size();
+  for (const VerifyResult& replicas : {compareReplicas(a, digests[0], copiesA, digests.data() + 2),
+                                       compareReplicas(b, digests[1], copiesB, digests.data() + 2 + copiesA.size())})
+    if (!replicas.equal) {
+      VerifyResult r = replicas;
+      r.tensorsCompared = result.tensorsCompared;
+      return r;
+    }
   for (std::size_t i = 0; i < digests[0].size(); ++i) {
     if (digests[0][i].hash != digests[1][i].hash) {
       result.equal = false;

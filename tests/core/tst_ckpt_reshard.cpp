@@ -252,6 +252,29 @@ class TestCkptReshard : public QObject {
     QVERIFY(extra.reason.find("only in") != std::string::npos);
   }
 
+  // A replicated tensor of a ranks checkpoint is held whole by every rank, and each rank loads its
+  // own copy: verify compares every copy, not only rank 0's (a corrupt copy on rank 2 passed).
+  void verifyComparesEveryCopyOfAReplicatedTensor() {
+    TensorMap model = test::sampleModel(6);
+    model["norm"] = at::arange(8, at::kFloat);
+    const std::map<std::string, test::RankSplit> replicated{{"norm", {std::nullopt, {}}}};
+    test::writeRanks(path("rep_a"), model, 4, replicated);
+    TensorMap other = model;
+    other["norm"] = model["norm"].clone();
+    other["norm"][5] = 99.0f;
+    test::writeRanks(path("rep_b"), other, 4, replicated);
+    fs::copy_file(path("rep_b/rank_2.safetensors"), path("rep_a/rank_2.safetensors"), fs::copy_options::overwrite_existing);
+    test::writeSingle(path("rep_single"), model);
+    const VerifyResult r = verifyCheckpoints(inspectCheckpoint(path("rep_a")), inspectCheckpoint(path("rep_single")), {});
+    QVERIFY(!r.equal);
+    QCOMPARE(r.tensor, std::string("norm"));
+    QVERIFY2(r.reason.find("rank_2.safetensors differs from the one in") != std::string::npos &&
+                 r.reason.find("rank_0.safetensors") != std::string::npos,
+             r.reason.c_str());
+    // Every copy alike: equal, as before.
+    QVERIFY(verifyCheckpoints(inspectCheckpoint(path("rep_b")), inspectCheckpoint(path("rep_b")), {}).equal);
+  }
+
   void ranksMetadataContradictions_data() {
     QTest::addColumn<QString>("breakage");
     QTest::addColumn<QString>("expected");
