@@ -72,6 +72,7 @@ PyRef make(Kind k) {
 // leak below, it hung `stoker ckpt inspect`).
 constexpr int kMaxDepth = 1000;
 constexpr std::uint64_t kMaxExpanded = 1u << 22;
+constexpr std::uint64_t kMaxCopiedBytes = 64u << 20;  // strings copied while building values
 
 class Unpickler {
   // checkShape's record of one value of the result.
@@ -179,6 +180,14 @@ class Unpickler {
   void charge(std::size_t items) {
     copied_ += items;
     if (copied_ > kMaxExpanded) fail("copies more than " + std::to_string(kMaxExpanded) + " items while building values");
+  }
+  // The same for the bytes of strings copied out of memoised values (a path joined from a memoised
+  // part 1000 times, fed back in, reached a TB from a 7 KB .metadata; found in review).
+  const std::string& chargeText(const std::string& text) {
+    copiedBytes_ += text.size();
+    if (copiedBytes_ > kMaxCopiedBytes)
+      fail("copies more than " + std::to_string(kMaxCopiedBytes) + " bytes of strings while building values");
+    return text;
   }
 
   // NEWOBJ: only DCP's dataclasses, with no arguments (dataclasses pickle their fields as state).
@@ -397,8 +406,8 @@ class Unpickler {
     v->tensor.dtype = known->second;
     if (pid->items[2]->kind != Kind::String || pid->items[3]->kind != Kind::String)
       fail("storage key or location is not a string");
-    v->tensor.storageKey = pid->items[2]->text;
-    v->tensor.location = pid->items[3]->text;
+    v->tensor.storageKey = chargeText(pid->items[2]->text);
+    v->tensor.location = chargeText(pid->items[3]->text);
     v->tensor.storageNumel = intArg(pid->items[4], "storage size");
     if (v->tensor.storageNumel < 0) fail("negative storage size");
     // Its size in bytes must fit in 63 bits: every reader multiplies (a wrapped product let a
@@ -425,6 +434,8 @@ class Unpickler {
     if (f == "torch._utils._rebuild_tensor_v2") {
       if (a.size() < 4 || a[0]->kind != Kind::Storage) fail("_rebuild_tensor_v2 needs (storage, offset, size, stride, ...)");
       auto t = make(Kind::Tensor);
+      chargeText(a[0]->tensor.storageKey);
+      chargeText(a[0]->tensor.location);
       t->tensor = a[0]->tensor;
       t->tensor.offset = intArg(a[1], "storage offset");
       t->tensor.size = intTuple(a[2], "tensor size");
@@ -456,18 +467,18 @@ class Unpickler {
     if (f == "builtins.getattr") {
       if (a.size() != 2 || a[0]->kind != Kind::Global || !isMemoryFormatEnum(a[0]->text) || a[1]->kind != Kind::String)
         fail("getattr is allowed only on DCP's memory-format enum");
-      v->text = a[1]->text;
+      v->text = chargeText(a[1]->text);
     } else if (isMemoryFormatEnum(f)) {
       if (a.size() != 1 || a[0]->kind != Kind::Int) fail(f + " needs an integer");
       v->text = std::to_string(a[0]->integer);
     } else if (f == "torch.serialization._get_layout") {
       if (a.size() != 1 || a[0]->kind != Kind::String) fail("_get_layout needs a name");
-      v->text = a[0]->text;
+      v->text = chargeText(a[0]->text);
     } else {  // pathlib: the parts joined
       for (const auto& part : a) {
         if (part->kind != Kind::String) fail(f + " needs strings");
         if (!v->text.empty() && v->text.back() != '/') v->text += '/';
-        v->text += part->text;
+        v->text += chargeText(part->text);
       }
     }
     return v;
@@ -510,6 +521,7 @@ class Unpickler {
   bool accepted_ = false;
   PickleProfile profile_;
   std::uint64_t copied_ = 0;
+  std::uint64_t copiedBytes_ = 0;
 };
 
 }  // namespace

@@ -43,20 +43,32 @@ std::string keyText(const PyValue& k, const std::string& subject) {
   throwBadInput(subject, "state dict has a key that is neither a string nor an integer");
 }
 
+// The bytes of the names and values flatten makes: a key of 1 MiB shared by a million entries
+// (memoised, a few MB of pickle) asked for a TiB of names (found in review).
+constexpr std::uint64_t kMaxFlattenedBytes = 64u << 20;  // a 100,000-tensor model names ~10 MB
+
 void flatten(const PyRef& v, const std::string& prefix, int depth, const std::string& subject,
-             std::vector<PtTensorInfo>& tensors, std::map<std::string, std::string>& extras) {
+             std::vector<PtTensorInfo>& tensors, std::map<std::string, std::string>& extras, std::uint64_t& made) {
   if (depth > kMaxNesting) throwBadInput(subject, "state dict nests deeper than 64 levels");
-  auto join = [&](const std::string& k) { return prefix.empty() ? k : prefix + "." + k; };
+  auto join = [&](const std::string& k) {
+    std::string name = prefix.empty() ? k : prefix + "." + k;
+    if ((made += name.size()) > kMaxFlattenedBytes)
+      throwBadInput(subject, "state dict names take more than " + std::to_string(kMaxFlattenedBytes) + " bytes");
+    return name;
+  };
   switch (v->kind) {
     case Kind::Tensor: tensors.push_back({prefix, v->tensor}); return;
     case Kind::Dict:
-      for (auto& [k, val] : v->dict) flatten(val, join(keyText(*k, subject)), depth + 1, subject, tensors, extras);
+      for (auto& [k, val] : v->dict) flatten(val, join(keyText(*k, subject)), depth + 1, subject, tensors, extras, made);
       return;
     case Kind::List: case Kind::Tuple:
       for (std::size_t i = 0; i < v->items.size(); ++i)
-        flatten(v->items[i], join(std::to_string(i)), depth + 1, subject, tensors, extras);
+        flatten(v->items[i], join(std::to_string(i)), depth + 1, subject, tensors, extras, made);
       return;
-    default: extras[prefix] = describeScalar(*v);
+    default:
+      extras[prefix] = describeScalar(*v);
+      if ((made += extras[prefix].size()) > kMaxFlattenedBytes)
+        throwBadInput(subject, "state dict values take more than " + std::to_string(kMaxFlattenedBytes) + " bytes");
   }
 }
 
@@ -126,7 +138,8 @@ void PtFile::readRecords() {
   const auto bytes = zip_->read(*pkl);
   PyRef root = unpickle(bytes.data(), bytes.size(), path);
   if (root->kind != Kind::Dict) throwBadInput(path, "top-level object is not a dict (state dict)");
-  flatten(root, "", 0, path, tensors_, extras_);
+  std::uint64_t made = 0;
+  flatten(root, "", 0, path, tensors_, extras_, made);
 }
 
 const ZipArchive::Record& PtFile::storageRecord(const PtTensorInfo& info) const {

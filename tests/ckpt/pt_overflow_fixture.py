@@ -2,7 +2,9 @@
 64-bit arithmetic) and its record holds 4 bytes. Readers must refuse it, not read past the record.
 With "stride0": a storage of one float viewed as 2^59 + 1 elements of stride 0 (in bounds, but its
 dense bytes, 2^61 + 4, wrapped to 4 in bits and sized the buffer that a strided load then overran).
-usage: pt_overflow_fixture.py OUT.pt [stride0]"""
+With "names": no tensor, but a 1 MiB key shared (memoised) by 300 entries: 300 MiB of names from a
+small file.
+usage: pt_overflow_fixture.py OUT.pt [stride0|names]"""
 import collections, io, pickle, sys, zipfile
 
 import torch
@@ -13,6 +15,7 @@ class Storage:
 
 
 STRIDE0 = sys.argv[2:] == ["stride0"]
+NAMES = sys.argv[2:] == ["names"]
 SIZE, STRIDE, NUMEL = ((2**59 + 1,), (0,), 1) if STRIDE0 else ((1024,), (1,), 2**62 + 1)
 
 
@@ -27,7 +30,8 @@ class Pickler(pickle.Pickler):
 
 
 buf = io.BytesIO()
-Pickler(buf, protocol=2).dump({"w": Tensor()})
-with zipfile.ZipFile(sys.argv[1], "w") as z:
+shared = {"k" * (1 << 20): None}
+Pickler(buf, protocol=2).dump({"a": [shared] * 300} if NAMES else {"w": Tensor()})
+with zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED) as z:
     z.writestr("archive/data.pkl", buf.getvalue())
     z.writestr("archive/data/0", b"\0" * 4)

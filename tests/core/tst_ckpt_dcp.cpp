@@ -445,6 +445,29 @@ print(a); assert a == b == {'step': 42, 'config': {'lr': 0.001, 'name': 'run-7'}
     auto r = runStoker({"ckpt", "convert", tmp("overflow.pt"), tmp("overflow-out"), "--to", "single"});
     QCOMPARE(r.exitCode, 2);
     QVERIFY2(r.err.contains("overflows"), r.err.constData());
+    // A 1 MiB key shared by 300 entries (a 1.3 KB file): 300 MiB of names, refused at 64 MiB.
+    made = run(QStringLiteral(STOKER_PYTHON), {STOKER_SOURCE_DIR "/tests/ckpt/pt_overflow_fixture.py", tmp("names.pt"), "names"});
+    QVERIFY2(made.exitCode == 0, made.err.constData());
+    r = runStoker({"ckpt", "inspect", tmp("names.pt")});
+    QCOMPARE(r.exitCode, 2);
+    QVERIFY2(r.err.contains("state dict names take more than 67108864 bytes"), r.err.constData());
+    // A DCP path joined from a memoised 1000-byte part 1000 times, fed back in 1000 times: a GB
+    // (and a TB one step further) from a few KB of .metadata; refused at 64 MiB of copied strings.
+    {
+      std::string q = "\x80\x02" "cpathlib\nPosixPath\nq\x00"s;
+      q += "X"s + std::string("\xe8\x03\x00\x00", 4) + std::string(1000, 'p') + "q\x01"s;
+      q += "h\x00("s;
+      for (int i = 0; i < 1000; ++i) q += "h\x01"s;
+      q += "tRq\x02h\x00("s;
+      for (int i = 0; i < 1000; ++i) q += "h\x02"s;
+      q += "tR."s;
+      try {
+        stoker::parseDcpMetadata(reinterpret_cast<const std::uint8_t*>(q.data()), q.size(), "paths/.metadata");
+        QFAIL("a .metadata joining paths to a GB was accepted");
+      } catch (const stoker::Error& e) {
+        QVERIFY2(QString(e.what()).contains("copies more than 67108864 bytes of strings"), e.what());
+      }
+    }
     // A zero stride in bounds whose dense bytes wrapped: refused at reading, by verify and convert.
     made = run(QStringLiteral(STOKER_PYTHON), {STOKER_SOURCE_DIR "/tests/ckpt/pt_overflow_fixture.py", tmp("stride0.pt"), "stride0"});
     QVERIFY2(made.exitCode == 0, made.err.constData());
