@@ -242,6 +242,11 @@ void readDcpDirectory(const std::string& dirIn, CheckpointInfo& info) {
       const DataFile& f = dataFile(*e.bytes, "\"" + e.fqn + "\"");
       CheckpointInfo::Item item{e.fqn, e.bytes->length, f.index, e.bytes->offset};
       if (isZstd(e.bytes->transforms)) {  // its plain size is what a DCP target writes
+        // As for chunks: one compressed item, one entry (a memoised storage info shared by a
+        // million entries decompressed one 256 MiB bomb a million times).
+        if (!zstdItems.insert({f.index, e.bytes->offset}).second)
+          throwBadInput(metaPath, "\"" + e.fqn + "\": its compressed item (offset " + std::to_string(e.bytes->offset) +
+                                      " of " + e.bytes->relativePath + ") is another entry's too");
         std::optional<ReadOnlyFd> fd;
         item.zstd = true;
         item.storedBytes = e.bytes->length;

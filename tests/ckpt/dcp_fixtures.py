@@ -386,6 +386,21 @@ def bad(src, out):
         for k in keys[1:]:
             m.storage_data[k] = copy.copy(first)
     case("item-zstd-shared", zstd_shared_item)
+    def bytes_zstd_shared(m, d):  # a second non-tensor entry naming the first's compressed item
+        key = next(k for k in m.storage_data if k.offset is None and k.fqn == "step")
+        first = m.storage_data[key]
+        with open(os.path.join(d, first.relative_path), "rb") as f:
+            f.seek(first.offset)
+            item = f.read(first.length)
+        import zstandard
+        packed = zstandard.ZstdCompressor().compress(item)
+        with open(os.path.join(d, first.relative_path), "ab") as f:
+            first.offset, first.length = f.tell(), len(packed)
+            f.write(packed)
+        first.transform_descriptors = ["stream.zstd/1"]
+        m.state_dict_metadata["step.copy"] = md13.BytesStorageMetadata()
+        m.storage_data[md13.MetadataIndex("step.copy")] = copy.copy(first)
+    case("bytes-zstd-shared", bytes_zstd_shared)
     def safetensors_item(m, d):  # DCP's opt-in SerializationFormat.SAFETENSORS: items are safetensors
         info = first_info(m)
         with open(os.path.join(d, info.relative_path), "r+b") as f:

@@ -500,6 +500,7 @@ print(a); assert a == b == {'step': 42, 'config': {'lr': 0.001, 'name': 'run-7'}
     QTest::newRow("zstd bomb") << "item-zstd-bomb" << "decompresses to more than";
     QTest::newRow("zstd bomb in a huge declared chunk") << "item-zstd-huge-bomb" << "decompresses to more than 1074790400 bytes";
     QTest::newRow("zstd item shared by two chunks") << "item-zstd-shared" << "is another chunk's too";
+    QTest::newRow("zstd item shared by two non-tensor entries") << "bytes-zstd-shared" << "\"step.copy\": its compressed item";
     QTest::newRow("unknown transform") << "item-rot13" << "items with transform stream.rot13/1 are not supported";
     QTest::newRow("item serialised as safetensors") << "item-safetensors" << "SerializationFormat.SAFETENSORS";
   }
