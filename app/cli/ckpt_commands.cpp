@@ -149,12 +149,16 @@ void addVerify(CLI::App& ckpt, int& exitCode) {
     VerifyOptions options{args->jobs, &progress, &cancel};
     VerifyResult r = verifyCheckpoints(a, b, options);
     if (args->json) {
-      nlohmann::json doc = {{"equal", r.equal}, {"tensors_compared", r.tensorsCompared}};
+      nlohmann::json doc = {{"equal", r.equal}, {"tensors_compared", r.tensorsCompared},
+                            {"non_tensor_items_not_compared", r.itemsNotCompared}};
       doc["first_difference"] = r.equal ? nlohmann::json(nullptr)
                                         : nlohmann::json({{"tensor", r.tensor}, {"reason", r.reason}});
       printJson(doc);
     } else if (r.equal) {
       std::printf("equal: %zu tensors, same names, dtypes, shapes and values\n", r.tensorsCompared);
+      if (r.itemsNotCompared > 0)
+        std::printf("not compared: %zu non-tensor items (step counters, RNG states, config): verify compares tensors\n",
+                    r.itemsNotCompared);
     } else {
       std::printf("different: tensor \"%s\": %s\n", r.tensor.c_str(), r.reason.c_str());
     }

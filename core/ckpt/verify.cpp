@@ -140,6 +140,7 @@ VerifyResult verifyCheckpoints(const CheckpointInfo& a, const CheckpointInfo& b,
   requireConsistent(a);
   requireConsistent(b);
   VerifyResult result;
+  result.itemsNotCompared = a.nonTensorItems.size() + b.nonTensorItems.size();
   std::map<std::string, const LogicalTensor*> inA, inB;
   for (const auto& t : a.tensors) inA[t.name] = &t;
   for (const auto& t : b.tensors) inB[t.name] = &t;
@@ -176,6 +177,7 @@ VerifyResult verifyCheckpoints(const CheckpointInfo& a, const CheckpointInfo& b,
     if (!replicas.equal) {
       VerifyResult r = replicas;
       r.tensorsCompared = result.tensorsCompared;
+      r.itemsNotCompared = result.itemsNotCompared;
       return r;
     }
   for (std::size_t i = 0; i < digests[0].size(); ++i) {

@@ -35,6 +35,9 @@ struct VerifyResult {
   std::size_t tensorsCompared = 0;
   std::string tensor;  // the first differing tensor in name order
   std::string reason;  // why it differs
+  // DCP's non-tensor items (step counters, RNG states, config) of either side: verify compares
+  // tensors only, so these are said, not passed over in silence.
+  std::size_t itemsNotCompared = 0;
 };
 
 VerifyResult verifyCheckpoints(const CheckpointInfo& a, const CheckpointInfo& b, const VerifyOptions& options);

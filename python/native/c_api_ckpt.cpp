@@ -97,7 +97,8 @@ char* stoker_ckpt_verify(const char* a, const char* b, stoker_progress_fn progre
     options.progress = &sink;
     options.cancel = &cancel;
     const VerifyResult r = verifyCheckpoints(inspectCheckpoint(a ? a : ""), inspectCheckpoint(b ? b : ""), options);
-    nlohmann::json doc = {{"equal", r.equal}, {"tensors_compared", r.tensorsCompared}};
+    nlohmann::json doc = {{"equal", r.equal}, {"tensors_compared", r.tensorsCompared},
+                          {"non_tensor_items_not_compared", r.itemsNotCompared}};
     doc["first_difference"] = r.equal ? nlohmann::json(nullptr) : nlohmann::json({{"tensor", r.tensor}, {"reason", r.reason}});
     return answer(doc);
   });

@@ -128,7 +128,7 @@ STOKER_C_API char* stoker_ckpt_inspect(const char* path);
  * "force", "dry_run", "rank", "world_size", "include": [...], "exclude": [...]}. */
 STOKER_C_API char* stoker_ckpt_convert(const char* src, const char* dst, const char* request_json,
                                        stoker_progress_fn progress, void* user);
-/* {"equal", "tensors_compared", "first_difference"}, as `stoker ckpt verify --json`. */
+/* {"equal", "tensors_compared", "non_tensor_items_not_compared", "first_difference"}, as `stoker ckpt verify --json`. */
 STOKER_C_API char* stoker_ckpt_verify(const char* a, const char* b, stoker_progress_fn progress, void* user);
 /* The auto-tuner, as `stoker tune --json`; `request_json`: {"budget_s", "device"}. */
 STOKER_C_API char* stoker_tune(const char* spec, const char* options_json, const char* request_json,

@@ -33,6 +33,7 @@ def convert(src, dst, to, *, dtype="keep", memory_budget="256MiB", jobs=0, resum
 
 def verify(a, b, *, progress=None):
     """Whether two checkpoints in any layouts hold the same tensors (names, shapes, values):
-    ``{"equal": bool, "tensors_compared": n, "first_difference": {...} | None}``."""
+    ``{"equal": bool, "tensors_compared": n, "non_tensor_items_not_compared": k,
+    "first_difference": {...} | None}`` (verify compares tensors; DCP's non-tensor items are counted)."""
     cb = _callback(progress)
     return _native.take_json(lib.stoker_ckpt_verify(_native.encode(os.fspath(a)), _native.encode(os.fspath(b)), cb, None))
