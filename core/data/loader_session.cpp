@@ -223,7 +223,10 @@ void LoaderSession::drive(DeviceRun& r, ProgressMeter& meter, const CancelToken*
     std::int64_t served = 0;
     try {
       while (auto batch = epoch->next()) {
-        served += batch->size();
+        // Places of the order this batch took: a whole batch, also one that skip_bad_samples made
+        // short (its rows undercounted them, and a retune served the last ones again). The last
+        // batch may count past the order's end: the rest is then empty, as it should be.
+        served += r.loader->options().batch_size;
         meter.add(static_cast<std::uint64_t>(batch->nbytes()), item);
         busyWork(session_.stepMicros);
         if (cancel && cancel->cancelled()) {

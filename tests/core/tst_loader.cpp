@@ -885,6 +885,32 @@ class TestLoader : public QObject {
     QVERIFY(r.devices[0].notes.back().find("retuned: prefetch 4") != std::string::npos);
   }
 
+  // The same with skip_bad_samples and bad samples before the retune: the rest starts after the
+  // last batch's place in the order, skipped samples counted (counted by the rows served, the last
+  // samples before the retune were served again, once for each skipped one).
+  void retuneMidEpochAfterSkippedSamplesServesEachOnce() {
+    struct WithBad : HookedDataset {
+      using HookedDataset::HookedDataset;
+      void readItem(std::int64_t index, std::uint8_t* const* dst) const override {
+        HookedDataset::readItem(index, dst);
+        if (index % 7 == 3) throwBadInput("sample " + std::to_string(index), "a bad sample");
+      }
+    };
+    auto ds = std::make_shared<WithBad>(300);
+    LoaderOptions o = LoaderOptions::builder().batchSize(16).numWorkers(0).seed(4).dropLast(false)
+                          .loadingMode(LoadingMode::Streaming).skipBadSamples(true).build();
+    LoaderSessionOptions so;
+    so.epochs = 1;
+    LoaderSession session(ds, o, {DeviceSpec::parse("cpu")}, so);
+    LoaderOptions next = o;
+    next.prefetch = 2;
+    ds->onRead = [&](std::size_t count) {
+      if (count == 100) session.retune(next);
+    };
+    session.run(nullptr, nullptr);
+    QCOMPARE(ds->read, epochIndices(o, 300, 0));  // every sample read once, in order
+  }
+
   // A dataset's own order (WebDataset's) is drawn once an epoch, also when the epoch is retuned
   // between batches: for a remote WebDataset a second draw of epoch e re-plans its reads as a new
   // start (the samples kept from dropped blocks go, those already read count as still to read).
