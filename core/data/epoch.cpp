@@ -659,8 +659,13 @@ std::optional<Batch> Epoch::next() {
         std::lock_guard<std::mutex> lock(s.mutex);
         s.handedOver = true;
       }
-      std::lock_guard<std::mutex> lock(c.mutex);
-      c.pending = state_;
+      bool loaderGone;
+      {
+        std::lock_guard<std::mutex> lock(c.mutex);
+        c.pending = state_;
+        loaderGone = c.loaderGone;
+      }
+      if (loaderGone) discardPending(c);  // no epoch of a destroyed Loader will adopt it: stop it now
       return std::nullopt;
     }
     finishEpoch(s, true);

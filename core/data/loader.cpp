@@ -440,7 +440,12 @@ bool Loader::raiseWorkersForNetwork(int batchesPerWorker) {
 }
 
 Loader::~Loader() {
-  if (core_) discardPending(*core_);  // its workers wait for a consumer that will not come
+  if (!core_) return;  // moved from
+  {
+    std::lock_guard<std::mutex> lock(core_->mutex);
+    core_->loaderGone = true;  // an epoch still running hands nothing over now (Epoch::next)
+  }
+  discardPending(*core_);  // its workers wait for a consumer that will not come
 }
 Loader::Loader(Loader&&) noexcept = default;
 

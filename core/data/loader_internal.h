@@ -88,6 +88,9 @@ struct LoaderCore {
   // (Epoch::queueNext): the next epochOver() serving that order adopts it, anything else stops
   // it. Held here because its Epoch may be gone; the Loader's destructor stops it.
   std::shared_ptr<EpochState> pending;
+  // ~Loader ran while an epoch lived on: a state handed over after it would never be adopted, and
+  // pending <-> state.core would keep the core and its parked workers alive for good.
+  bool loaderGone = false;
 
   void note(const std::string& text);
   // Resident mode: field f's rows `indices` into `out`, widened from the dataset's bytes where the

@@ -1,5 +1,6 @@
 #include "telemetry/telemetry_record.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <nlohmann/json.hpp>
@@ -84,7 +85,37 @@ std::string telemetryToJson(const TelemetryRecord& r) {
   return j.dump();
 }
 
+namespace {
+
+// How deep a JSON text nests its arrays and objects (strings skipped). nlohmann parses any depth,
+// but dump() recurses once a level: an "options" 500,000 levels deep (a 1 MiB line) overflowed the
+// stack of the Monitor's listener thread.
+int jsonNesting(const std::string& text) {
+  int depth = 0, deepest = 0;
+  bool inString = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (inString) {
+      if (c == '\\') ++i;
+      else if (c == '"') inString = false;
+    } else if (c == '"') {
+      inString = true;
+    } else if (c == '{' || c == '[') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+constexpr int kMaxNesting = 16;  // a record is an object of scalars, "stages_ms" and "options"
+
+}  // namespace
+
 TelemetryRecord telemetryFromJson(const std::string& line) {
+  if (jsonNesting(line) > kMaxNesting)
+    throwBadInput("telemetry", "nests deeper than " + std::to_string(kMaxNesting) + " levels");
   nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
   if (j.is_discarded() || !j.is_object()) throwBadInput("telemetry", "not a JSON object");
   std::string missing;

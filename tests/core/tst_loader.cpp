@@ -619,6 +619,25 @@ class TestLoader : public QObject {
     }
   }
 
+  // A Loader destroyed while its epoch (with the next epoch drawn ahead) still runs: at the epoch's
+  // end its look-ahead is stopped, not handed to a Loader that is gone (that kept the core, the
+  // dataset and the parked workers alive for good).
+  void destroyingTheLoaderBeforeItsEpochEndsFreesTheCore() {
+    std::shared_ptr<Dataset> ds = parseSyntheticSpec("synthetic:200,4");
+    const std::weak_ptr<Dataset> weak = ds;
+    {
+      LoaderOptions o = LoaderOptions::builder().batchSize(10).numWorkers(2).loadingMode(LoadingMode::Streaming).build();
+      auto loader = std::make_unique<Loader>(ds, o);
+      Epoch epoch = loader->epoch(0, Loader::Lookahead::NextEpoch);
+      loader.reset();
+      int batches = 0;
+      while (epoch.next()) ++batches;
+      QCOMPARE(batches, 20);
+    }
+    ds.reset();
+    QVERIFY(weak.expired());
+  }
+
   void droppingAnEpochMidwayIsClean() {
     LoaderOptions o = LoaderOptions::builder().batchSize(10).numWorkers(2).loadingMode(LoadingMode::Streaming).build();
     Loader loader(numbered(), o);

@@ -163,6 +163,24 @@ class TestTelemetry : public QObject {
         QCOMPARE(e.kind(), ErrorKind::BadInput);
       }
     }
+    // "options" nested 400,000 levels deep (an 800 KB line): serialising it recursed once a level
+    // and overflowed the listener thread's stack. Refused as it arrives; brackets in strings count
+    // for nothing.
+    std::string deep = line;
+    deep.insert(deep.size() - 1, ",\"options\":" + std::string(1, '{') + "\"a\":" + std::string(400000, '[') +
+                                     std::string(400000, ']') + std::string(1, '}'));
+    try {
+      telemetryFromJson(deep);
+      QFAIL("a record nested 400,000 levels deep was accepted");
+    } catch (const Error& e) {
+      QVERIFY2(std::string(e.what()).find("nests deeper than 16 levels") != std::string::npos, e.what());
+    }
+    // (Built from pieces: moc counts the braces inside a raw string literal too.)
+    const std::string opened = std::string(22, '[') + "\"" + std::string(4, '{');  // [[..["{{{{
+    std::string bracketsInAString = line;
+    bracketsInAString.insert(bracketsInAString.size() - 1, ",\"loader\":\"" + std::string(22, '[') + "\\\"" +
+                                                               std::string(4, '{') + "\"");
+    QCOMPARE(telemetryFromJson(bracketsInAString).loader, opened);
   }
 
   // DESIGN.md's required fields: a record without one is refused, naming what it lacks.
