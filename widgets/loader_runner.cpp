@@ -118,6 +118,16 @@ bool LoaderRunner::start(const LoaderRunRequest& request) {
       Q_EMIT retuned(QString::fromStdString(a.device), QString::fromStdString(a.change), a.time, a.atEpochEnd);
     };
     LoaderSession session(dataset, options, devices, so);
+    // Declared after the session, so destroyed before it: retune() from the GUI thread never
+    // reaches a session being destroyed. (Live, above, clears live_ only once the session and the
+    // dataset are gone; a Stop or an error while a retune was due wrote into the dead session.)
+    struct Unpublish {
+      LoaderRunner* runner;
+      ~Unpublish() {
+        std::lock_guard<std::mutex> lock(runner->liveMutex_);
+        runner->live_ = nullptr;
+      }
+    } unpublish{this};
     QStringList notes;
     for (const auto& n : session.notes()) notes << QString::fromStdString(n);
     if (options.telemetry_interval_ms != request.options.telemetry_interval_ms)
