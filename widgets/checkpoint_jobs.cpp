@@ -6,6 +6,7 @@
 #include "ckpt/verify.h"
 #include "util/byte_size.h"
 #include "util/error.h"
+#include "util/open_progress.h"
 #include "util/progress.h"
 
 namespace stoker {
@@ -52,6 +53,9 @@ std::shared_ptr<const ReshardPlan> CheckpointJobs::lastPlan() const {
 
 bool CheckpointJobs::open(const QString& path) {
   return launch([this, path] {
+    // Cancel (and closing the window) stops a remote inspect's requests, also one in flight on a
+    // server that stopped answering (without it, up to every retry's stall timeout: minutes).
+    OpenProgressScope cancellable({nullptr, cancelToken()});
     auto info = std::make_shared<CheckpointInfo>(inspectCheckpoint(path.toStdString()));
     {
       std::lock_guard<std::mutex> lock(mutex_);

@@ -12,11 +12,20 @@
 #include <thread>
 #include <vector>
 
+#include "util/open_progress.h"
+
 namespace stoker {
 
+// The threads carry the caller's open progress and cancel (util/open_progress): a remote open's
+// requests made on them stop when the open is stopped, as the caller's own do.
 inline void runJobs(int count, const std::function<void()>& body) {
+  const OpenProgress open = currentOpenProgress();
   std::vector<std::thread> threads;
-  for (int j = 1; j < count; ++j) threads.emplace_back(body);
+  for (int j = 1; j < count; ++j)
+    threads.emplace_back([&body, open] {
+      OpenProgressScope scope(open);
+      body();
+    });
   body();
   for (auto& t : threads) t.join();
 }

@@ -55,6 +55,7 @@
 #include "remote_servers.h"
 #include "test_support.h"
 #include "util/open_progress.h"
+#include "util/run_jobs.h"
 
 using namespace stoker;
 using namespace stoker::test;
@@ -2361,6 +2362,49 @@ torch.save(sd, sys.argv[1])
         if (mode == "drop" || mode == "stall")  // the retry asks only for what did not arrive
           QCOMPARE(log[1].toArray()[2].toString(), QString("bytes=%1-200999").arg(1000 + 100000));
       }
+    }
+    QVERIFY(servers_.fault(true, "", 0));
+  }
+
+  // A request in flight when the open it serves is stopped (the workbench's Cancel, Ctrl-C in
+  // Python: util/open_progress) ends within curl's progress tick, also on threads runJobs made:
+  // before, a server that stopped answering held it for every retry's stall timeout.
+  void aStoppedOpenEndsItsRequestInFlight() {
+    ScopedEnv stall("STOKER_HTTP_STALL_S", "30");
+    auto o = RemoteObject::open(servers_.httpUrl("blob.bin").toStdString());
+    QVERIFY(servers_.fault(true, "stall", 100));
+    for (const bool onAJobThread : {false, true}) {
+      CancelToken cancel;
+      OpenProgressScope scope({nullptr, &cancel});
+      std::thread stopper([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        cancel.cancel();
+      });
+      const auto started = std::chrono::steady_clock::now();
+      QByteArray got(200000, '\0');
+      auto read = [&] { o->read(1000, got.data(), static_cast<std::size_t>(got.size()), PartOptions{1 << 20, 1}); };
+      ErrorKind kind{};
+      std::string what = "no error";
+      auto readNoting = [&] {
+        try {
+          read();
+        } catch (const Error& e) {
+          kind = e.kind();
+          what = e.what();
+        }
+      };
+      if (onAJobThread) {
+        const std::thread::id caller = std::this_thread::get_id();
+        runJobs(2, [&] {
+          if (std::this_thread::get_id() != caller) readNoting();  // on the thread runJobs made
+        });
+      } else {
+        readNoting();
+      }
+      stopper.join();
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      QVERIFY2(kind == ErrorKind::Cancelled, what.c_str());
+      QVERIFY2(seconds < 3.0, qPrintable(QString("stopped after %1 s").arg(seconds)));
     }
     QVERIFY(servers_.fault(true, "", 0));
   }
