@@ -349,6 +349,13 @@ void CheckpointsWorkspace::openDialog() {
 
 void CheckpointsWorkspace::openPath(const QString& path) {
   if (path.isEmpty()) return;
+  if (jobs_->busy()) {
+    // The running job (a conversion of the open checkpoint, an inspect) goes on: clearing the
+    // tree and naming another path here made the log and the next Convert speak of a checkpoint
+    // that was never opened.
+    status_->setText(tr("A job is running: cancel it (or wait for it) before opening %1").arg(withoutSecrets(path)));
+    return;
+  }
   path_->setText(path);
   openedPath_ = path;
   tree_->clear();

@@ -202,6 +202,9 @@ class TestCheckpointsWorkspace : public QObject {
     w.setMemoryBudget("8MiB");
     w.setJobs(1);
     w.convert();
+    // Another checkpoint opened while the conversion runs: refused, saying why; the open one stays.
+    w.openPath(dir_.filePath("another"));
+    QVERIFY2(w.statusText().startsWith("A job is running"), qPrintable(w.statusText()));
     w.cancel();  // at once: the first safe point stops it
     QVERIFY(waitFor(stopped));
     QVERIFY(finished.isEmpty());
