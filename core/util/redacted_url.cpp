@@ -3,7 +3,9 @@
 namespace stoker {
 
 std::string redactedUrl(const std::string& url) {
-  if (url.find("://") == std::string::npos && url.find("X-Amz-") == std::string::npos) return url;  // most messages
+  if (url.find("://") == std::string::npos && url.find("X-Amz-") == std::string::npos &&
+      url.find("X-Goog-") == std::string::npos)
+    return url;  // most messages
   std::string out = url;
   // Every URL in the text: a dataset spec, an error message or a log line may hold several.
   for (std::size_t hostAt = out.find("://"); hostAt != std::string::npos; hostAt = out.find("://", hostAt + 3)) {
@@ -12,9 +14,18 @@ std::string redactedUrl(const std::string& url) {
     if (at != std::string::npos && at > hostAt + 3 && out.compare(hostAt + 3, at - hostAt - 3, "***") != 0)
       out.replace(hostAt + 3, at - hostAt - 3, "***");
   }
-  for (const char* key : {"X-Amz-Signature=", "X-Amz-Credential=", "X-Amz-Security-Token="}) {
-    const std::size_t n = std::char_traits<char>::length(key);
-    for (std::size_t k = out.find(key); k != std::string::npos; k = out.find(key, k + n)) {
+  // Presigned URLs: S3's SigV4, and (as query parameters, after '?' or '&') S3's older SigV2
+  // (AWSAccessKeyId, Signature), GCS's (X-Goog-*) and Azure's SAS (sig).
+  struct Key {
+    const char* name;
+    bool parameterOnly;  // only as a whole query parameter ("sig=" is also the end of "config=")
+  };
+  for (const Key key : {Key{"X-Amz-Signature=", false}, Key{"X-Amz-Credential=", false}, Key{"X-Amz-Security-Token=", false},
+                        Key{"X-Goog-Signature=", false}, Key{"X-Goog-Credential=", false}, Key{"Signature=", true},
+                        Key{"AWSAccessKeyId=", true}, Key{"sig=", true}}) {
+    const std::size_t n = std::char_traits<char>::length(key.name);
+    for (std::size_t k = out.find(key.name); k != std::string::npos; k = out.find(key.name, k + n)) {
+      if (key.parameterOnly && (k == 0 || (out[k - 1] != '?' && out[k - 1] != '&'))) continue;
       const std::size_t v = k + n;
       const std::size_t end = out.find_first_of("&#, \t\n\"'", v);
       out.replace(v, (end == std::string::npos ? out.size() : end) - v, "***");

@@ -2583,6 +2583,14 @@ torch.save(sd, sys.argv[1])
     QVERIFY(holdsSecret(spec.toStdString()));
     QCOMPARE(redactedUrl("a http://u:p@h/x and https://v:q@k/y?X-Amz-Signature=s1, X-Amz-Signature=s2&z=1"),
              std::string("a http://***@h/x and https://***@k/y?X-Amz-Signature=***, X-Amz-Signature=***&z=1"));
+    // The other presigned forms: S3's SigV2, GCS's, Azure's SAS; "config=" is no "sig=".
+    QCOMPARE(redactedUrl("https://b.s3.amazonaws.com/k?AWSAccessKeyId=AKIA1&Expires=9&Signature=abc%2B"),
+             std::string("https://b.s3.amazonaws.com/k?AWSAccessKeyId=***&Expires=9&Signature=***"));
+    QCOMPARE(redactedUrl("https://storage.googleapis.com/b/k?X-Goog-Algorithm=x&X-Goog-Credential=c&X-Goog-Signature=s"),
+             std::string("https://storage.googleapis.com/b/k?X-Goog-Algorithm=x&X-Goog-Credential=***&X-Goog-Signature=***"));
+    QCOMPARE(redactedUrl("https://a.blob.core.windows.net/c/k?sv=1&sig=s%3D&config=keep"),
+             std::string("https://a.blob.core.windows.net/c/k?sv=1&sig=***&config=keep"));
+    QVERIFY(!holdsSecret("https://host/x.bin?config=1&design=2"));
     QVERIFY(!holdsSecret("tokens:https://host/x.bin,ctx=8"));
     QVERIFY(!holdsSecret("tokens:https://***@host/x.bin,ctx=8"));  // hidden already
     // Every Error hides them as it is made, however deep in the core it is thrown: here a remote
