@@ -97,7 +97,7 @@ struct EpochRun {
   }
   void commit(std::int64_t e, std::int64_t consumed) {
     if (ranks.rank() == 0 && !o.progressFile.empty())
-      writeFeedProgress(o.progressFile, {samples, o.seed, e, consumed, ranks.world()});
+      writeFeedProgress(o.progressFile, {samples, o.seed, e, consumed, ranks.world(), o.shuffle, loader.dataset().description()});
   }
 
   FeedEpochReport planned(std::int64_t e, std::int64_t resumeFrom) {
@@ -196,6 +196,14 @@ FeedProgress readFeedProgress(const std::string& path) {
     integer("epoch", p.epoch);
     integer("consumed", p.consumed);
     integer("world_size", p.worldSize);
+    if (j.contains("shuffle")) {
+      if (!j["shuffle"].is_boolean()) throwBadInput(path, "\"shuffle\" is not true or false");
+      p.shuffle = j["shuffle"].get<bool>();
+    }
+    if (j.contains("dataset")) {
+      if (!j["dataset"].is_string()) throwBadInput(path, "\"dataset\" is not a string");
+      p.dataset = j["dataset"].get<std::string>();
+    }
     if (p.epoch < 0 || p.consumed < 0 || p.consumed > p.samples) throwBadInput(path, "progress values out of range");
     return p;
   } catch (const nlohmann::json::exception& e) {
@@ -204,12 +212,11 @@ FeedProgress readFeedProgress(const std::string& path) {
 }
 
 void writeFeedProgress(const std::string& path, const FeedProgress& p) {
-  const std::string text = nlohmann::json{{"samples", p.samples},
-                                          {"seed", p.seed},
-                                          {"epoch", p.epoch},
-                                          {"consumed", p.consumed},
-                                          {"world_size", p.worldSize}}
-                               .dump() + "\n";
+  nlohmann::json j{{"samples", p.samples}, {"seed", p.seed}, {"epoch", p.epoch}, {"consumed", p.consumed},
+                   {"world_size", p.worldSize}};
+  if (p.shuffle) j["shuffle"] = *p.shuffle;
+  if (p.dataset) j["dataset"] = *p.dataset;
+  const std::string text = j.dump() + "\n";
   AtomicFile f(path);
   f.write(text.data(), text.size());
   f.commit();
@@ -234,6 +241,13 @@ std::vector<FeedEpochReport> runFeedJob(Loader& loader, DistGroup* group, const 
       throwBadInput(o.progressFile, "is the progress of another job (" + std::to_string(p.samples) + " samples, seed " +
                                         std::to_string(p.seed) + "; this one has " + std::to_string(samples) +
                                         " samples, seed " + std::to_string(o.seed) + ")");
+    if ((p.shuffle && *p.shuffle != o.shuffle) || (p.dataset && *p.dataset != loader.dataset().description()))
+      throwBadInput(o.progressFile, "is the progress of another job (" +
+                                        (p.shuffle && *p.shuffle != o.shuffle
+                                             ? std::string(*p.shuffle ? "shuffled" : "not shuffled") + "; this one is " +
+                                                   (o.shuffle ? "shuffled" : "not shuffled")
+                                             : "over " + *p.dataset + "; this one is over " + loader.dataset().description()) +
+                                        "): its count of consumed samples refers to another order");
     firstEpoch = p.epoch;
     resumeFrom = p.consumed;
     if (resumeFrom >= samples) ++firstEpoch, resumeFrom = 0;

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,11 @@ struct FeedProgress {
   std::int64_t epoch = 0;
   std::int64_t consumed = 0;
   int worldSize = 1;
+  // What else decides the order a count of consumed samples refers to (absent in files written
+  // before them): a resume with another shuffle, or over another dataset of the same size, skipped
+  // places of another order, losing some samples and repeating others.
+  std::optional<bool> shuffle;
+  std::optional<std::string> dataset;  // the dataset's description
 };
 // Throws Error(BadInput) naming the file for a missing or malformed file.
 FeedProgress readFeedProgress(const std::string& path);

@@ -315,6 +315,16 @@ class TestMultiProcess : public QObject {
     QVERIFY(stoker::test::writeFile(progress, R"({"samples": 50, "seed": 0, "epoch": 0, "consumed": 10, "world_size": 2})"));
     r = stoker::test::runStoker({"feed", "--dataset", "synthetic:100,4", "--progress", progress, "--resume"});
     QVERIFY2(r.exitCode == 2 && r.err.contains("is the progress of another job"), r.err.constData());
+    // A progress saved shuffled, resumed --no-shuffle (or over another dataset of the same size):
+    // its count refers to another order, refused (it skipped places of the new order).
+    QVERIFY(stoker::test::writeFile(progress, R"({"samples": 100, "seed": 0, "epoch": 0, "consumed": 10, "world_size": 1, )"
+                                              R"("shuffle": true})"));
+    r = stoker::test::runStoker({"feed", "--dataset", "synthetic:100,4", "--progress", progress, "--resume", "--no-shuffle"});
+    QVERIFY2(r.exitCode == 2 && r.err.contains("(shuffled; this one is not shuffled)"), r.err.constData());
+    QVERIFY(stoker::test::writeFile(progress, R"({"samples": 100, "seed": 0, "epoch": 0, "consumed": 10, "world_size": 1, )"
+                                              R"("dataset": "another dataset"})"));
+    r = stoker::test::runStoker({"feed", "--dataset", "synthetic:100,4", "--progress", progress, "--resume"});
+    QVERIFY2(r.exitCode == 2 && r.err.contains("(over another dataset; this one is over "), r.err.constData());
     QVERIFY(stoker::test::writeFile(progress, "{not json"));
     r = stoker::test::runStoker({"feed", "--dataset", "synthetic:100,4", "--progress", progress, "--resume"});
     QVERIFY2(r.exitCode == 2 && r.err.contains("not a stoker progress file"), r.err.constData());
