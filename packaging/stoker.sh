@@ -43,7 +43,7 @@ PACKAGES=(
   python3-dev  # Python.h for the extension stoker._batches (stoker.Loader's per-batch path; without it, ctypes)
   dpkg-dev desktop-file-utils appstream  # the .deb: dpkg-shlibdeps, metadata checks
   clang libclang-rt-14-dev llvm  # libFuzzer targets and readable sanitizer stacks (llvm-symbolizer)
-  libcpp-httplib-dev  # the Prometheus /metrics endpoint
+  libcpp-httplib-dev  # the tests scrape the Prometheus /metrics endpoint with its client
   libminizip-dev  # zip records of .pt files and DCP items, read without libtorch
   libzstd-dev python3-zstandard  # zstd-compressed DCP items (torch >= 2.6), and the fixture writing them
   libjpeg62-turbo-dev libspng-dev libwebp-dev libtiff-dev libstb-dev  # image datasets: JPEG (libjpeg-turbo's libjpeg API), PNG, WebP, TIFF, BMP

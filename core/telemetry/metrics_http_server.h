@@ -1,6 +1,8 @@
 // telemetry/metrics_http_server: serves a Prometheus text endpoint (`GET
-// /metrics`) from a thread of its own, through cpp-httplib. The body comes
-// from a callback (a PrometheusExporter's render()), called per scrape.
+// /metrics`) from a thread of its own: one poll() loop, a reply per
+// connection, at most 8 KiB of request and 5 s per connection, at most 64
+// connections (the oldest goes). The body comes from a callback (a
+// PrometheusExporter's render()), called per scrape.
 #pragma once
 
 #include <functional>

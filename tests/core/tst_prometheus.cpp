@@ -5,6 +5,7 @@
 // for a series with the right rank label.
 #include <QtTest>
 
+#include <QElapsedTimer>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -13,6 +14,11 @@
 #include <QTemporaryDir>
 
 #include <httplib.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <csignal>
 
@@ -164,6 +170,52 @@ class TestPrometheus : public QObject {
     httplib::Client c("127.0.0.1", port);
     const auto missing = c.Get("/nothing");
     QVERIFY(missing && missing->status == 404);
+  }
+
+  // Clients that hold connections, trickle or send without end: scrapes are still served at once,
+  // memory stays bounded, and the endpoint closes at once with them connected. (cpp-httplib's
+  // server read a chunked body without bound, and two trickling clients held both its threads.)
+  void hostileClientsDoNotStopScrapes() {
+    auto server = std::make_unique<MetricsHttpServer>("127.0.0.1:0", [] { return std::string("stoker_up 1\n"); });
+    const int port = server->port();
+    auto connectTo = [port] {
+      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(static_cast<std::uint16_t>(port));
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      return ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 ? fd : -1;
+    };
+    std::vector<int> held;
+    for (int i = 0; i < 100; ++i) {  // more than the 64 it keeps: silent, or a byte of a request line
+      held.push_back(connectTo());
+      QVERIFY(held.back() >= 0);
+      if (i % 2) QCOMPARE(::send(held.back(), "G", 1, MSG_NOSIGNAL), ssize_t(1));
+    }
+    // A chunked POST that never ends, and a header line that never ends: 431 after 8 KiB, closed.
+    const int chunked = connectTo(), endless = connectTo();
+    const std::string head = "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+    QCOMPARE(::send(chunked, head.data(), head.size(), MSG_NOSIGNAL), ssize_t(head.size()));
+    const std::string chunk = "1000\r\n" + std::string(4096, 'x') + "\r\n";
+    const std::string line = "GET /metrics HTTP/1.1\r\nX-Long: " + std::string(64 * 1024, 'y');
+    ::send(endless, line.data(), line.size(), MSG_NOSIGNAL);
+    for (int i = 0; i < 256; ++i)
+      if (::send(chunked, chunk.data(), chunk.size(), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) break;  // 1 MiB, or until refused
+    QElapsedTimer clock;
+    clock.start();
+    int status = 0;
+    QCOMPARE(scrape(port, &status), std::string("stoker_up 1\n"));
+    QCOMPARE(status, 200);
+    QVERIFY2(clock.elapsed() < 2000, qPrintable(QString::number(clock.elapsed())));
+    char answer[64] = {};
+    ::recv(endless, answer, sizeof answer - 1, 0);
+    QVERIFY2(std::string(answer).rfind("HTTP/1.1 431", 0) == 0, answer);
+    clock.restart();
+    server.reset();  // with every client still connected
+    QVERIFY2(clock.elapsed() < 1000, qPrintable(QString::number(clock.elapsed())));
+    for (int fd : held) ::close(fd);
+    ::close(chunked);
+    ::close(endless);
   }
 
   void endpointErrors() {
