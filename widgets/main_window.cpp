@@ -22,6 +22,7 @@
 #include "planner_workspace.h"
 #include "theme.h"
 #include "workspace_page.h"
+#include "util/open_file_limit.h"
 
 namespace stoker {
 namespace {
@@ -46,6 +47,7 @@ const WorkspaceText kWorkspaces[] = {
 }  // namespace
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+  raiseOpenFileLimit();  // the Monitor takes a connection per rank
   setWindowTitle(tr("Stoker workbench"));
   auto* split = new QSplitter(this);
   nav_ = new QListWidget(split);

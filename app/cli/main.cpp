@@ -5,8 +5,10 @@
 
 #include "cli_run.h"
 #include "commands.h"
+#include "util/open_file_limit.h"
 
 int main(int argc, char** argv) {
+  stoker::raiseOpenFileLimit();  // `stoker monitor` takes a connection per rank
   CLI::App app{"stoker: keep GPUs fed -- loaders, sharding plans, checkpoint resharding"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "stoker 0.1.0");

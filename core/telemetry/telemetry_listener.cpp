@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "telemetry/socket_address.h"
@@ -54,13 +55,20 @@ TelemetryListener::~TelemetryListener() {
 
 std::vector<TelemetryRecord> TelemetryListener::poll(int timeoutMs) {
   redial();
-  // Without a listening socket, slot 0 is a negative fd, which poll() ignores.
-  std::vector<pollfd> fds{{listenFd_, POLLIN, 0}};
+  // Without a listening socket (or while accepting waits: acceptAgainAt_), slot 0 is a negative
+  // fd, which poll() ignores.
+  const auto now = std::chrono::steady_clock::now();
+  const bool accepting = listenFd_ >= 0 && now >= acceptAgainAt_;
+  std::vector<pollfd> fds{{accepting ? listenFd_ : -1, POLLIN, 0}};
   for (auto& [fd, rest] : peers_) fds.push_back({fd, POLLIN, 0});
   std::vector<TelemetryRecord> out;
+  if (!accepting && listenFd_ >= 0)
+    timeoutMs = std::min<int>(timeoutMs < 0 ? 100 : timeoutMs,
+                              static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(acceptAgainAt_ - now).count()) + 1);
   if (::poll(fds.data(), fds.size(), timeoutMs) <= 0) return out;
-  if (listenFd_ >= 0 && (fds[0].revents & POLLIN))
-    for (int fd; (fd = accept4(listenFd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0;) {
+  if (accepting && (fds[0].revents & POLLIN)) {
+    int fd;
+    while ((fd = accept4(listenFd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
       if (peers_.size() >= kMaxPeers) {
         close(fd);
         ++refusedConnections_;
@@ -68,6 +76,11 @@ std::vector<TelemetryRecord> TelemetryListener::poll(int timeoutMs) {
       }
       peers_[fd];
     }
+    if (errno == EMFILE || errno == ENFILE) {
+      acceptAgainAt_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+      ++refusedConnections_;
+    }
+  }
   for (std::size_t i = 1; i < fds.size(); ++i) {
     if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
     const int fd = fds[i].fd;

@@ -47,6 +47,9 @@ class TelemetryListener {
   void redial();
 
   std::map<int, std::string> peers_;  // fd -> bytes of an unfinished line
+  // Out of descriptors (EMFILE): the pending connection keeps the socket readable, and poll()
+  // returned at once, a loop at 100 % CPU; accepting waits until then instead.
+  std::chrono::steady_clock::time_point acceptAgainAt_{};
   std::vector<Dialled> dialled_;
   std::int64_t badLines_ = 0;
   std::int64_t refusedConnections_ = 0;

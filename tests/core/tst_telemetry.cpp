@@ -3,6 +3,8 @@
 // counts instead), appends to files, and refuses malformed addresses.
 #include <QtTest>
 
+#include <sys/resource.h>
+
 #include <algorithm>
 
 #include <QElapsedTimer>
@@ -18,6 +20,7 @@
 #include "telemetry/telemetry_csv.h"
 #include "telemetry/telemetry_publisher.h"
 #include "util/error.h"
+#include "util/open_file_limit.h"
 
 using namespace stoker;
 
@@ -536,6 +539,20 @@ class TestTelemetry : public QObject {
     QCOMPARE(parseSocketAddress(v6.text()).host, std::string("::1"));
     QCOMPARE(parseSocketAddress(":0").port, 0);
     QCOMPARE(parseSocketAddress("node-3.cluster:29650").host, std::string("node-3.cluster"));
+  }
+
+  // The Monitor's processes raise their open-file limit (a connection per rank ran out at the usual
+  // 1,024 before the listener's 4,096 peers): the soft limit reaches the hard one, at most 65,536.
+  void openFileLimitIsRaised() {
+    rlimit before{};
+    QCOMPARE(getrlimit(RLIMIT_NOFILE, &before), 0);
+    const long now = raiseOpenFileLimit();
+    rlimit after{};
+    QCOMPARE(getrlimit(RLIMIT_NOFILE, &after), 0);
+    const rlim_t wanted = after.rlim_max == RLIM_INFINITY ? 65536 : std::min<rlim_t>(after.rlim_max, 65536);
+    QVERIFY(after.rlim_cur == RLIM_INFINITY || after.rlim_cur >= wanted);  // raised, or higher already
+    QVERIFY(after.rlim_max == before.rlim_max);
+    QVERIFY(now == -1 || now == static_cast<long>(after.rlim_cur));
   }
 };
 
