@@ -41,6 +41,14 @@
 namespace stoker {
 namespace {
 
+// Names from the network (telemetry's host, device, mode) as printed: control characters -- a
+// terminal's escape sequences, line breaks that would forge rows -- become '?'.
+std::string printable(std::string text) {
+  for (char& c : text)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return text;
+}
+
 struct BenchArgs {
   std::string dataset = "fashion-mnist";
   std::string optionsFile, preset, device = "cpu", mode, saveOptions, weightsFile = "weights.json";
@@ -485,12 +493,12 @@ void printMonitorSummary(const std::map<SeriesKey, TelemetryRecord>& latest, con
   if (latest.empty()) return;
   std::printf("\nsummary: %zu series\n", latest.size());
   for (const auto& [key, r] : latest)
-    std::printf("  rank %d %-8s %-22s %s, data wait %.2f ms, step %.2f ms, %lld records\n", r.rank, r.device.c_str(),
-                (r.host + ":" + std::to_string(r.pid)).c_str(),
+    std::printf("  rank %d %-8s %-22s %s, data wait %.2f ms, step %.2f ms, %lld records\n", r.rank, printable(r.device).c_str(),
+                (printable(r.host) + ":" + std::to_string(r.pid)).c_str(),
                 inputBoundName(classifyInputBound(dataWaitShare(r.data_wait_ms, r.step_ms))).c_str(), r.data_wait_ms,
                 r.step_ms, static_cast<long long>(counts.at(key)));
   if (stragglers.empty()) std::printf("no straggler\n");
-  for (const auto& st : stragglers) std::printf("straggler: %s\n", describeStraggler(st).c_str());
+  for (const auto& st : stragglers) std::printf("straggler: %s\n", printable(describeStraggler(st)).c_str());
 }
 
 void runMonitor(const MonitorArgs& a) {
@@ -535,12 +543,12 @@ void runMonitor(const MonitorArgs& a) {
         // Figures the publisher did not know print as "—" (the Python probe has no worker timings).
         const auto count = [](auto v) { return isKnown(v) ? std::to_string(v) : std::string("—"); };
         const auto bytes = [](auto v) { return isKnown(v) ? humanBytes(static_cast<std::uint64_t>(v)) : std::string("—"); };  // parsed values are within [0, 1e18]
-        const std::string source = r.host + ":" + std::to_string(r.pid);
+        const std::string source = printable(r.host) + ":" + std::to_string(r.pid);
         const std::string step = std::to_string(r.step) + "/" + std::to_string(r.steps_total);
         std::printf("%-20.20s %4d %-7s %5lld %11s %12.0f %8s/s %8.2f %8.2f %5s %5s %-9s %s / %s%s\n", source.c_str(),
-                    r.rank, r.device.c_str(), static_cast<long long>(r.epoch), step.c_str(), r.samples_per_s,
+                    r.rank, printable(r.device).c_str(), static_cast<long long>(r.epoch), step.c_str(), r.samples_per_s,
                     bytes(r.bytes_per_s).c_str(), r.data_wait_ms, r.step_ms, count(r.prefetch_depth).c_str(),
-                    count(r.ready).c_str(), r.mode.c_str(), bytes(r.mem_used).c_str(), bytes(r.mem_total).c_str(),
+                    count(r.ready).c_str(), printable(r.mode).c_str(), bytes(r.mem_used).c_str(), bytes(r.mem_total).c_str(),
                     r.epoch_end ? "  (epoch end)" : "");
       }
     }

@@ -18,6 +18,7 @@ constexpr std::size_t kMaxLine = 1 << 20;  // a peer sending no newline is cut o
 constexpr int kMaxReadsPerPoll = 16;
 // Connections beyond this are closed at once (each may hold kMaxLine of an unfinished line).
 constexpr std::size_t kMaxPeers = 4096;
+constexpr double kMaxAheadSeconds = 3600;  // a record's time ahead of the listener's clock
 }
 
 TelemetryListener::TelemetryListener(const std::string& address) {
@@ -81,6 +82,7 @@ std::vector<TelemetryRecord> TelemetryListener::poll(int timeoutMs) {
       ++refusedConnections_;
     }
   }
+  const double wallNow = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   for (std::size_t i = 1; i < fds.size(); ++i) {
     if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
     const int fd = fds[i].fd;
@@ -101,7 +103,11 @@ std::vector<TelemetryRecord> TelemetryListener::poll(int timeoutMs) {
       for (std::size_t nl; (nl = buffer.find('\n', start)) != std::string::npos; start = nl + 1) {
         if (nl == start) continue;
         try {
-          out.push_back(telemetryFromJson(buffer.substr(start, nl - start)));
+          TelemetryRecord r = telemetryFromJson(buffer.substr(start, nl - start));
+          // A record from more than an hour ahead of this clock (beyond any skew between hosts)
+          // would make every honest rank look stale and push the plots' window past their points.
+          if (r.time > wallNow + kMaxAheadSeconds) throwBadInput("telemetry", "\"time\" is in the future");
+          out.push_back(std::move(r));
         } catch (const Error&) {
           ++badLines_;
         }

@@ -7,6 +7,12 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QRegularExpression>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <sys/resource.h>
@@ -312,6 +318,45 @@ class TestCliBench : public QObject {
     QVERIFY2(err.contains("stoker: crashed with signal 11 (Segmentation fault)"), err.constData());
     QVERIFY2(err.contains("backtrace (the program is ") && err.contains("stoker-torch):"), err.constData());
     QVERIFY2(err.contains("(+0x"), err.constData());  // frames as offsets addr2line resolves
+  }
+
+  // Names come from the network: a host holding a terminal escape (here OSC "set the title") or a
+  // line break prints with '?' in their place, in the table and the summary.
+  void monitorPrintsNoControlCharacters() {
+    QProcess monitor;
+    monitor.start(STOKER_CLI_PATH, {"monitor", "127.0.0.1:0", "--duration", "20"});
+    QVERIFY(monitor.waitForStarted());
+    QByteArray err;
+    int port = 0;
+    for (int i = 0; i < 100 && port == 0; ++i) {
+      monitor.waitForReadyRead(100);
+      err += monitor.readAllStandardError();
+      QRegularExpressionMatch m = QRegularExpression("listening on port (\\d+)").match(QString::fromUtf8(err));
+      if (m.hasMatch()) port = m.captured(1).toInt();
+    }
+    QVERIFY2(port > 0, err.constData());
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    QCOMPARE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    // (Plain literals: moc reads the brackets of a raw string literal as code.)
+    const std::string line = "{\"time\": 1700000000, \"host\": \"evil\\u001b]0;owned\\u0007\\nforged\", \"pid\": 1, "
+                             "\"rank\": 0, \"device\": \"cpu\\u001b[2J\", \"epoch\": 0, \"step\": 1, \"samples_per_s\": 1, "
+                             "\"data_wait_ms\": 1, \"step_ms\": 2, \"mode\": \"streaming\"}\n";
+    QCOMPARE(::send(fd, line.data(), line.size(), MSG_NOSIGNAL), ssize_t(line.size()));
+    QByteArray out;
+    for (int i = 0; i < 50 && !out.contains("owned"); ++i) {
+      monitor.waitForReadyRead(100);
+      out += monitor.readAllStandardOutput();
+    }
+    ::close(fd);
+    ::kill(static_cast<pid_t>(monitor.processId()), SIGINT);  // ends it: the summary prints too
+    monitor.waitForFinished(10000);
+    out += monitor.readAllStandardOutput();
+    QVERIFY2(out.contains("evil?]0;owned??forged") && out.contains("cpu?[2J"), out.constData());
+    QVERIFY2(!out.contains('\x1b') && !out.contains('\x07'), out.constData());
   }
 
   void monitorRefusesBadAddress() {

@@ -449,6 +449,18 @@ class TestTelemetry : public QObject {
     QCOMPARE(perRank[0], 50);
     QCOMPARE(perRank[1], 50);
     QCOMPARE(got.back().mem_total, 80LL << 30);
+    // A record from two days ahead of this clock is refused as a bad line (it made every honest
+    // rank look stale and pushed the plots' window past their points); the next one arrives.
+    TelemetryRecord ahead = sample(0, 98), next = sample(0, 99);
+    ahead.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() + 2 * 86400;
+    const std::int64_t badBefore = listener.badLines();
+    rank0.onRecord(ahead);
+    rank0.onRecord(next);
+    rank0.flush(2000);
+    got = receive(listener, 1);
+    QCOMPARE(got.size(), std::size_t(1));
+    QCOMPARE(got[0].step, std::int64_t(99));
+    QCOMPARE(listener.badLines(), badBefore + 1);
   }
 
   void neverBlocksWithoutAReader() {
