@@ -428,7 +428,8 @@ void perform(Transfer& t, const HttpTarget& target, const std::string& what, con
       netCounters().retries++;
       sleepBackoff(s, attempt - 1, t.cancel);
     }
-    if (t.cancel) t.cancel->throwIfCancelled(what);
+    // Named as the user wrote it (the shard, the listing), as the open's own checks name it.
+    if (t.cancel) t.cancel->throwIfCancelled(target.display.empty() ? what : target.display);
     t.curl = handle.fresh();
     t.status = 0;
     t.errorBody.clear();
@@ -444,7 +445,8 @@ void perform(Transfer& t, const HttpTarget& target, const std::string& what, con
     const CURLcode rc = curl_easy_perform(t.curl);
     curl_slist_free_all(headers);
     netCounters().bytes += t.got - gotBefore;
-    if (rc == CURLE_ABORTED_BY_CALLBACK && t.cancel && t.cancel->cancelled()) t.cancel->throwIfCancelled(what);
+    if (rc == CURLE_ABORTED_BY_CALLBACK && t.cancel && t.cancel->cancelled())
+      t.cancel->throwIfCancelled(target.display.empty() ? what : target.display);
     if (t.multiDeclined) return;
     if (t.sinkFailure) std::rethrow_exception(t.sinkFailure);
     if (!t.refused.empty()) throwBadInput(what, t.refused);

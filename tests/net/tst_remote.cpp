@@ -796,6 +796,9 @@ assert ring(options={'prefetch': 5}) == (16, 5), ring(options={'prefetch': 5})
     ::kill(static_cast<pid_t>(info.processId()), SIGINT);
     QVERIFY(info.waitForFinished(30000));
     QVERIFY(servers_.fault(true, "", 0));
+    // The open stopped its requests in flight: the server still answers them 3 s late, and the
+    // next test counts what is in flight at once.
+    QThread::msleep(3200);
     const QString stopped = QString::fromUtf8(info.readAllStandardError());
     QVERIFY2(info.exitCode() == 130 && stopped.contains(QRegularExpression("^cancelled: \\S+train-00000\\d\\.tar$", QRegularExpression::MultilineOption)),
              qPrintable(stopped));
@@ -1921,7 +1924,8 @@ dist.destroy_process_group()
     });
     {
       OpenProgressScope scope({nullptr, &stop});
-      NAMED(expectError([&] { openDataset("imagefolder:" + s3("photos/").toStdString(), o); }, ErrorKind::Cancelled, {"photos/", "(listing)"}));
+      // Stopped in a page's request or between pages: "(listing, page N)" or "(listing)".
+      NAMED(expectError([&] { openDataset("imagefolder:" + s3("photos/").toStdString(), o); }, ErrorKind::Cancelled, {"photos/", "(listing"}));
     }
     canceller.join();
     QVERIFY(servers_.fault(false, "", 0));
