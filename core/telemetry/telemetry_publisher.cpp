@@ -171,8 +171,20 @@ bool TelemetryPublisher::deliver(Target& t, const std::string& line) {
       return write(t.fd, data.data(), data.size()) == static_cast<ssize_t>(data.size());
     case Target::Listen: {
       for (int fd; (fd = accept4(t.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0;) {
-        if (t.peers.size() >= kMaxListenPeers) close(fd);
-        else t.peers.push_back(Peer{fd, {}});
+        if (t.peers.size() >= kMaxListenPeers) {
+          // Full: a peer that stopped reading (half its backlog or more waiting) makes room, so
+          // 16 connections that never read cannot lock every monitor out for good.
+          auto stalled = std::max_element(t.peers.begin(), t.peers.end(), [](const Peer& a, const Peer& b) {
+            return a.pending.size() < b.pending.size();
+          });
+          if (stalled->pending.size() < kPendingLimit / 2) {
+            close(fd);
+            continue;
+          }
+          closeTarget(stalled->fd);
+          t.peers.erase(stalled);
+        }
+        t.peers.push_back(Peer{fd, {}});
       }
       bool any = false;
       for (auto& p : t.peers)

@@ -4,6 +4,10 @@
 #include <QtTest>
 
 #include <sys/resource.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 
 #include <algorithm>
 
@@ -461,6 +465,42 @@ class TestTelemetry : public QObject {
     QCOMPARE(got.size(), std::size_t(1));
     QCOMPARE(got[0].step, std::int64_t(99));
     QCOMPARE(listener.badLines(), badBefore + 1);
+  }
+
+  // A `listen:` publisher's 16 monitor slots held by connections that never read: once their
+  // backlogs fill, a monitor dialling in takes the place of one of them and gets the records (it
+  // was accepted and closed at once, for good).
+  void stalledMonitorsMakeRoomForOneThatReads() {
+    TelemetryPublisher job({"listen:127.0.0.1:0"}, 64);
+    const int port = job.listeningPort(0);
+    QVERIFY(port > 0);
+    std::vector<int> stalled;
+    for (int i = 0; i < 16; ++i) {
+      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(static_cast<std::uint16_t>(port));
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      QCOMPARE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+      stalled.push_back(fd);
+    }
+    const std::string big(16000, 'x');
+    for (int i = 0; i < 2000; ++i) {  // 32 MB to each: past the socket buffers, every backlog fills
+      job.publishLine("{\"pad\": \"" + big + "\"}");
+      if (i % 32 == 31) job.flush(2000);  // the queue holds 64 lines: let it empty
+    }
+    TelemetryListener monitor("");
+    monitor.dial("127.0.0.1:" + std::to_string(port));
+    std::vector<TelemetryRecord> got;
+    QElapsedTimer clock;
+    clock.start();
+    while (got.empty() && clock.elapsed() < 10000) {
+      job.onRecord(sample(7, 1));
+      for (auto& r : monitor.poll(50)) got.push_back(r);
+    }
+    QVERIFY2(!got.empty(), "the monitor that reads got no record");
+    QCOMPARE(got.front().rank, 7);
+    for (int fd : stalled) ::close(fd);
   }
 
   void neverBlocksWithoutAReader() {
