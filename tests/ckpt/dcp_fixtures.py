@@ -370,34 +370,28 @@ def bad(src, out):
             f.write(packed)
         info.transform_descriptors = ["stream.zstd/1"]
     case("item-zstd-huge-bomb", zstd_huge_bomb)
+    def compress_in_place(d, info):  # the item's bytes compressed, appended to its file, pointed at
+        with open(os.path.join(d, info.relative_path), "rb") as f:
+            f.seek(info.offset)
+            item = f.read(info.length)
+        import zstandard
+        packed = zstandard.ZstdCompressor().compress(item)
+        with open(os.path.join(d, info.relative_path), "ab") as f:
+            info.offset, info.length = f.tell(), len(packed)
+            f.write(packed)
+        info.transform_descriptors = ["stream.zstd/1"]
     def zstd_shared_item(m, d):  # two chunks naming one compressed item: each would decompress it
         name, t = next((k, v) for k, v in tensors(m) if len(v.chunks) >= 2)
         keys = [k for k in m.storage_data if k.fqn == name]
         first = m.storage_data[keys[0]]
-        with open(os.path.join(d, first.relative_path), "rb") as f:
-            f.seek(first.offset)
-            item = f.read(first.length)
-        import zstandard
-        packed = zstandard.ZstdCompressor().compress(item)
-        with open(os.path.join(d, first.relative_path), "ab") as f:
-            first.offset, first.length = f.tell(), len(packed)
-            f.write(packed)
-        first.transform_descriptors = ["stream.zstd/1"]
+        compress_in_place(d, first)
         for k in keys[1:]:
             m.storage_data[k] = copy.copy(first)
     case("item-zstd-shared", zstd_shared_item)
     def bytes_zstd_shared(m, d):  # a second non-tensor entry naming the first's compressed item
         key = next(k for k in m.storage_data if k.offset is None and k.fqn == "step")
         first = m.storage_data[key]
-        with open(os.path.join(d, first.relative_path), "rb") as f:
-            f.seek(first.offset)
-            item = f.read(first.length)
-        import zstandard
-        packed = zstandard.ZstdCompressor().compress(item)
-        with open(os.path.join(d, first.relative_path), "ab") as f:
-            first.offset, first.length = f.tell(), len(packed)
-            f.write(packed)
-        first.transform_descriptors = ["stream.zstd/1"]
+        compress_in_place(d, first)
         m.state_dict_metadata["step.copy"] = md13.BytesStorageMetadata()
         m.storage_data[md13.MetadataIndex("step.copy")] = copy.copy(first)
     case("bytes-zstd-shared", bytes_zstd_shared)

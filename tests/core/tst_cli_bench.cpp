@@ -9,8 +9,6 @@
 #include <QProcess>
 #include <QRegularExpression>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -20,6 +18,18 @@
 #include "test_support.h"
 
 using stoker::test::runStoker;
+
+// The port a started `stoker monitor HOST:0` says it listens on (0 when it does not say it in 10 s).
+int monitorPort(QProcess& monitor, QByteArray* err) {
+  if (!monitor.waitForStarted()) return 0;
+  for (int i = 0; i < 100; ++i) {
+    monitor.waitForReadyRead(100);
+    *err += monitor.readAllStandardError();
+    const QRegularExpressionMatch m = QRegularExpression("listening on port (\\d+)").match(QString::fromUtf8(*err));
+    if (m.hasMatch()) return m.captured(1).toInt();
+  }
+  return 0;
+}
 
 class TestCliBench : public QObject {
   Q_OBJECT
@@ -256,15 +266,8 @@ class TestCliBench : public QObject {
   void monitorShowsABenchRun() {
     QProcess monitor;
     monitor.start(STOKER_CLI_PATH, {"monitor", "127.0.0.1:0", "--json", "--duration", "20"});
-    QVERIFY(monitor.waitForStarted());
     QByteArray err;
-    int port = 0;
-    for (int i = 0; i < 100 && port == 0; ++i) {
-      monitor.waitForReadyRead(100);
-      err += monitor.readAllStandardError();
-      QRegularExpressionMatch m = QRegularExpression("listening on port (\\d+)").match(QString::fromUtf8(err));
-      if (m.hasMatch()) port = m.captured(1).toInt();
-    }
+    const int port = monitorPort(monitor, &err);
     QVERIFY2(port > 0, err.constData());
     auto bench = runStoker({"bench", "--dataset", "synthetic:2000,64,f32,20", "--batch-size", "50", "--epochs", "2",
                             "--mode", "streaming", "--publish", QString("127.0.0.1:%1").arg(port), "--json"});
@@ -325,22 +328,11 @@ class TestCliBench : public QObject {
   void monitorPrintsNoControlCharacters() {
     QProcess monitor;
     monitor.start(STOKER_CLI_PATH, {"monitor", "127.0.0.1:0", "--duration", "20"});
-    QVERIFY(monitor.waitForStarted());
     QByteArray err;
-    int port = 0;
-    for (int i = 0; i < 100 && port == 0; ++i) {
-      monitor.waitForReadyRead(100);
-      err += monitor.readAllStandardError();
-      QRegularExpressionMatch m = QRegularExpression("listening on port (\\d+)").match(QString::fromUtf8(err));
-      if (m.hasMatch()) port = m.captured(1).toInt();
-    }
+    const int port = monitorPort(monitor, &err);
     QVERIFY2(port > 0, err.constData());
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<std::uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    QCOMPARE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    const int fd = stoker::test::connectToLoopback(port);
+    QVERIFY(fd >= 0);
     // (Plain literals: moc reads the brackets of a raw string literal as code.)
     const std::string line = "{\"time\": 1700000000, \"host\": \"evil\\u001b]0;owned\\u0007\\nforged\", \"pid\": 1, "
                              "\"rank\": 0, \"device\": \"cpu\\u001b[2J\", \"epoch\": 0, \"step\": 1, \"samples_per_s\": 1, "

@@ -15,8 +15,6 @@
 
 #include <httplib.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -178,14 +176,7 @@ class TestPrometheus : public QObject {
   void hostileClientsDoNotStopScrapes() {
     auto server = std::make_unique<MetricsHttpServer>("127.0.0.1:0", [] { return std::string("stoker_up 1\n"); });
     const int port = server->port();
-    auto connectTo = [port] {
-      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_port = htons(static_cast<std::uint16_t>(port));
-      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      return ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 ? fd : -1;
-    };
+    auto connectTo = [port] { return test::connectToLoopback(port); };
     std::vector<int> held;
     for (int i = 0; i < 100; ++i) {  // more than the 64 it keeps: silent, or a byte of a request line
       held.push_back(connectTo());

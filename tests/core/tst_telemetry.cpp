@@ -5,9 +5,6 @@
 
 #include <sys/resource.h>
 #include <unistd.h>
-#include <sys/socket.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 
 #include <algorithm>
 
@@ -25,6 +22,7 @@
 #include "telemetry/telemetry_publisher.h"
 #include "util/error.h"
 #include "util/open_file_limit.h"
+#include "test_support.h"
 
 using namespace stoker;
 
@@ -476,13 +474,8 @@ class TestTelemetry : public QObject {
     QVERIFY(port > 0);
     std::vector<int> stalled;
     for (int i = 0; i < 16; ++i) {
-      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_port = htons(static_cast<std::uint16_t>(port));
-      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      QCOMPARE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-      stalled.push_back(fd);
+      stalled.push_back(stoker::test::connectToLoopback(port));
+      QVERIFY(stalled.back() >= 0);
     }
     const std::string big(16000, 'x');
     for (int i = 0; i < 2000; ++i) {  // 32 MB to each: past the socket buffers, every backlog fills

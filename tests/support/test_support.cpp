@@ -116,6 +116,17 @@ int freePort() {
   return ntohs(a.sin_port);
 }
 
+int connectToLoopback(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
+  if (fd >= 0) close(fd);
+  return -1;
+}
+
 bool unpackFashionMnist(const QString& root) {
   const QString raw = root + "/FashionMNIST/raw";
   if (!QDir().mkpath(raw)) return false;

@@ -50,6 +50,8 @@ QString samplesDir();  // the official safetensors sample files
 
 // A loopback port nobody listens on now (the kernel's pick for a throwaway socket).
 int freePort();
+// A blocking TCP connection to 127.0.0.1:port, as a hostile or silent client makes it; -1 on failure.
+int connectToLoopback(int port);
 // torchvision's FashionMNIST reads ROOT/FashionMNIST/raw/*-ubyte; Debian's dataset-fashion-mnist
 // ships them gzipped: unpacks them there. False when they are not installed.
 bool unpackFashionMnist(const QString& root);
