@@ -111,17 +111,17 @@ VerifyResult compareReplicas(const CheckpointInfo& info, const std::vector<Tenso
   VerifyResult result;
   std::map<std::string, std::uint64_t> hashOf;
   for (const TensorDigest& d : first) hashOf[d.name] = d.hash;
+  auto named = [](const std::vector<LogicalTensor>& tensors, const std::string& name) {
+    return &*std::find_if(tensors.begin(), tensors.end(), [&](const LogicalTensor& t) { return t.name == name; });
+  };
   for (std::size_t k = 0; k < views.size(); ++k)
-    for (std::size_t i = 0; i < views[k].tensors.size(); ++i) {
-      const LogicalTensor& t = views[k].tensors[i];
-      const TensorDigest& d = viewDigests[k][i];
+    for (const TensorDigest& d : viewDigests[k]) {  // in the plan's (name) order
       if (hashOf.at(d.name) == d.hash) continue;
-      const LogicalTensor* original = nullptr;
-      for (const LogicalTensor& o : info.tensors)
-        if (o.name == t.name) original = &o;
+      const LogicalTensor* copy = named(views[k].tensors, d.name);
+      const LogicalTensor* original = named(info.tensors, d.name);
       result.equal = false;
       result.tensor = d.name;
-      result.reason = "in " + info.path + " its copy in " + info.files[static_cast<std::size_t>(t.pieces[0].file)] +
+      result.reason = "in " + info.path + " its copy in " + info.files[static_cast<std::size_t>(copy->pieces[0].file)] +
                       " differs from the one in " + info.files[static_cast<std::size_t>(original->pieces[0].file)];
       return result;
     }
