@@ -17,8 +17,12 @@ std::string count(Int v) {
   return isKnown(v) ? std::to_string(v) : std::string();
 }
 
-// RFC 4180: a text with a comma, quote or line break is quoted, its quotes doubled.
-std::string text(const std::string& v) {
+// RFC 4180: a text with a comma, quote or line break is quoted, its quotes doubled. A text from
+// the network that a spreadsheet would run as a formula (=, +, -, @, a tab or a carriage return
+// first; OWASP's CSV injection rule) starts with a ' instead.
+std::string text(const std::string& given) {
+  const bool formula = !given.empty() && std::string("=+-@\t\r").find(given.front()) != std::string::npos;
+  const std::string v = formula ? "'" + given : given;
   if (v.find_first_of(",\"\r\n") == std::string::npos) return v;
   std::string out = "\"";
   for (char c : v) out += c == '"' ? std::string("\"\"") : std::string(1, c);

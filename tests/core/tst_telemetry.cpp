@@ -419,6 +419,13 @@ class TestTelemetry : public QObject {
     QVERIFY2(row.find(",\"a \"\"quoted\"\", name\",") != std::string::npos, row.c_str());
     QVERIFY(row.find(",536870912,268435456,,") != std::string::npos);  // reserved, allocated, total unknown
     QVERIFY(row.find(",2.5,") != std::string::npos);
+    // A name a spreadsheet would run as a formula (CSV injection) starts with a ' in the export.
+    TelemetryRecord hostile = sample(1, 7);
+    hostile.host = "=HYPERLINK(\"http://x\")";
+    hostile.device = "@SUM(A1)";
+    const std::string cells = telemetryCsvRow(hostile);
+    QVERIFY2(cells.find(",\"'=HYPERLINK(\"\"http://x\"\")\",") != std::string::npos, cells.c_str());
+    QVERIFY2(cells.find(",'@SUM(A1),") != std::string::npos, cells.c_str());
   }
 
   void publishersReachAListener() {
