@@ -9,8 +9,8 @@
 #include <QPushButton>
 #include <QTimer>
 #include <QVBoxLayout>
-#include <QtConcurrent/QtConcurrentRun>
 
+#include "background_job.h"
 #include "data/dataset.h"
 #include "data/datasets/image_folder_dataset.h"
 #include "data/datasets/token_datasets.h"
@@ -39,9 +39,34 @@ const KindRow kKinds[] = {
 
 }  // namespace
 
+// The check runs on a thread of its own, joined when the dialog goes, rather than on Qt's global
+// pool: a pool thread is detached and still running its thread-exit destructors after
+// QThreadPool says it is done, so a check's HTTP left libcurl's TLS library (OpenSSL) a
+// per-thread state that its exit-time cleanup could outrun -- a leak the sanitizer build caught.
+class RemoteDatasetDialog::CheckJob : public BackgroundJob {
+ public:
+  using BackgroundJob::BackgroundJob;
+  ~CheckJob() override { stopAndWait(); }
+  // Runs `check` with this job's cancel token; `done(ok, text)` runs on `receiver`'s thread,
+  // dropped if the receiver has gone.
+  void start(std::function<QString(const CancelToken*)> check, QObject* receiver, std::function<void(bool, QString)> done) {
+    launch([this, check = std::move(check), receiver, done = std::move(done)] {
+      bool ok = false;
+      QString text;
+      try {
+        text = check(cancelToken());
+        ok = true;
+      } catch (const std::exception& e) {
+        text = QString::fromStdString(e.what());
+      }
+      markIdle();
+      QMetaObject::invokeMethod(receiver, [done, ok, text] { done(ok, text); }, Qt::QueuedConnection);
+    });
+  }
+};
+
 // Written by the check's thread (through its ProgressSink), read by the dialog's timer.
 struct RemoteDatasetDialog::CheckState : ProgressSink {
-  CancelToken cancel;
   void progress(const ProgressUpdate& u) override {
     std::lock_guard<std::mutex> lock(mutex);
     last = u;
@@ -55,7 +80,8 @@ struct RemoteDatasetDialog::CheckState : ProgressSink {
   ProgressUpdate last;
 };
 
-RemoteDatasetDialog::RemoteDatasetDialog(QWidget* parent) : QDialog(parent), poll_(new QTimer(this)) {
+RemoteDatasetDialog::RemoteDatasetDialog(QWidget* parent)
+    : QDialog(parent), job_(std::make_unique<CheckJob>()), poll_(new QTimer(this)) {
   setWindowTitle(tr("Remote dataset"));
   auto* layout = new QVBoxLayout(this);
   auto* form = new QFormLayout;
@@ -95,24 +121,24 @@ RemoteDatasetDialog::RemoteDatasetDialog(QWidget* parent) : QDialog(parent), pol
     const QString far = state_ ? state_->text() : QString();
     if (!far.isEmpty()) result_->setText(tr("Checking %1 … %2").arg(checked_, far));
   });
-  connect(&watcher_, &QFutureWatcher<Outcome>::finished, this, [this] {
-    poll_->stop();
-    checkButton_->setEnabled(true);
-    const Outcome o = watcher_.result();
-    result_->setText(o.text);
-    result_->setStyleSheet(o.ok ? QString() : QString("color: #b00020"));
-    checking_ = false;
-    adjustSize();  // room for the answer's lines: the help text above must not lose its last one
-  });
 }
 
-RemoteDatasetDialog::~RemoteDatasetDialog() {
-  if (state_) state_->cancel.cancel();  // the check's thread keeps its state; it stops at its next shard
-}
+// Cancels a check still running (HTTP transfers stop at once, a scan at its next shard) and
+// waits for its thread.
+RemoteDatasetDialog::~RemoteDatasetDialog() { job_->stopAndWait(); }
 
 void RemoteDatasetDialog::done(int result) {
-  if (state_) state_->cancel.cancel();
+  job_->stop();
   QDialog::done(result);
+}
+
+void RemoteDatasetDialog::showOutcome(bool ok, const QString& text) {
+  poll_->stop();
+  checkButton_->setEnabled(true);
+  result_->setText(text);
+  result_->setStyleSheet(ok ? QString() : QString("color: #b00020"));
+  checking_ = false;
+  adjustSize();  // room for the answer's lines: the help text above must not lose its last one
 }
 
 QString RemoteDatasetDialog::spec() const {
@@ -131,15 +157,12 @@ void RemoteDatasetDialog::check() {
   const QString s = checked_;
   state_ = std::make_shared<CheckState>();
   poll_->start();
-  // The error is caught on the worker: QtConcurrent would hand over only QException's kind.
-  watcher_.setFuture(QtConcurrent::run([s, state = state_] {
-    try {
-      OpenProgressScope scope({state.get(), &state->cancel});
-      return Outcome{true, describe(s)};
-    } catch (const std::exception& e) {
-      return Outcome{false, QString::fromStdString(e.what())};
-    }
-  }));
+  job_->start(
+      [s, state = state_](const CancelToken* cancel) {
+        OpenProgressScope scope({state.get(), cancel});
+        return describe(s);
+      },
+      this, [this](bool ok, const QString& text) { showOutcome(ok, text); });
 }
 
 QString RemoteDatasetDialog::describe(const QString& spec) {

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <QDialog>
-#include <QFutureWatcher>
 
 #include <memory>
 
@@ -29,7 +28,7 @@ class RemoteDatasetDialog : public QDialog {
   QString spec() const;
   // Runs the check now (what the button does); the result lands in resultText() when done.
   void check();
-  // Until the result is shown: the future ends on its thread before `finished` reaches this one.
+  // Until the result is shown: the check's thread ends before its result reaches this one.
   bool checking() const { return checking_; }
   QString resultText() const;
 
@@ -42,11 +41,9 @@ class RemoteDatasetDialog : public QDialog {
   QLineEdit* url_;
   QPushButton* checkButton_;
   QLabel* result_;
-  struct Outcome {
-    bool ok = false;
-    QString text;  // what was found, or the error
-  };
-  QFutureWatcher<Outcome> watcher_;
+  void showOutcome(bool ok, const QString& text);  // text: what was found, or the error
+  class CheckJob;  // the check's thread (joined when the dialog goes)
+  std::unique_ptr<CheckJob> job_;
   bool checking_ = false;
   QString checked_;  // the spec being checked: the fields may be edited meanwhile
   struct CheckState;  // the running check's cancel token and progress, shared with its thread

@@ -8,6 +8,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QLabel>
@@ -835,6 +840,28 @@ class TestLoaderWorkspace : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(!dialog.checking(), 20000);
     qunsetenv("STOKER_HTTP_ATTEMPTS");
     QVERIFY2(dialog.resultText().contains("Couldn't connect"), qPrintable(dialog.resultText()));
+    {
+      // A server that takes the connection and never answers: closing the dialog stops the check
+      // and joins its thread at once (its HTTP wait is cancelled), no work left behind.
+      const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      socklen_t len = sizeof a;
+      QVERIFY(silent >= 0 && ::bind(silent, reinterpret_cast<sockaddr*>(&a), len) == 0 && ::listen(silent, 4) == 0 &&
+              ::getsockname(silent, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+      auto* hung = new RemoteDatasetDialog;
+      hung->findChild<QComboBox*>("remoteKind")->setCurrentIndex(2);
+      hung->findChild<QLineEdit*>("remoteUrl")->setText("http://127.0.0.1:" + QString::number(ntohs(a.sin_port)) + "/t.bin");
+      hung->check();
+      QTest::qWait(300);
+      QVERIFY(hung->checking());
+      QElapsedTimer closing;
+      closing.start();
+      delete hung;
+      QVERIFY2(closing.elapsed() < 3000, qPrintable(QString::number(closing.elapsed())));
+      ::close(silent);
+    }
 
     LoaderWorkspace w;
     auto* picker = w.findChild<DatasetPicker*>("dataset");
