@@ -40,7 +40,10 @@ void runFeed(FeedArgs& a) {
   if (!a.rankStepMicros.empty() && env && static_cast<int>(a.rankStepMicros.size()) != env->worldSize)
     throwBadInput("--rank-step-us", "has " + std::to_string(a.rankStepMicros.size()) + " entries for WORLD_SIZE " +
                                         std::to_string(env->worldSize));
-  if (a.rendezvousTimeout <= 0) throwBadInput("--rendezvous-timeout", "must be positive");
+  // At most a week: the seconds become milliseconds in an int64 (1e300 overflowed it), and no
+  // rank waits longer than that for another.
+  if (!(a.rendezvousTimeout > 0 && a.rendezvousTimeout <= 7 * 86400))
+    throwBadInput("--rendezvous-timeout", "must be more than 0 and at most 604800 seconds (a week)");
   // The loader's knobs (remote reads: part_size, max_inflight_parts, cache_dir, ...) from a
   // LoaderOptions file; the job's flags say what the plan needs.
   LoaderOptions o = a.optionsFile.empty() ? LoaderOptions{} : loadLoaderOptions(a.optionsFile);

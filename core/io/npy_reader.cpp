@@ -102,7 +102,9 @@ class DictLiteralParser {
       if (peek() == 'L') ++pos_;  // Python 2 longs
       dims.push_back(v);
       skipSpace();
+      // "(3 4)" is no tuple numpy writes or reads: a dimension ends at ',' or ')'.
       if (peek() == ',') ++pos_;
+      else if (peek() != ')') fail("shape's dimensions are not separated by ','");
     }
     return dims;
   }

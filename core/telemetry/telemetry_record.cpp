@@ -40,9 +40,10 @@ void readField(const nlohmann::json& v, T& out, const char* name) {
   }
 }
 
-// A figure that may be unknown must not claim to be negative: -1 is how this struct says "unknown".
+// No integral field is negative: -1 is how this struct says "unknown", and a negative rank, pid,
+// step or epoch from a peer would be a row, a series or a heat-map cell that no process is.
 template <class T>
-void readKnowable(const nlohmann::json& v, T& out, const char* name) {
+void readNonNegative(const nlohmann::json& v, T& out, const char* name) {
   readField(v, out, name);
   if constexpr (std::is_integral_v<T>)
     if (out < 0) throwBadInput("telemetry", std::string("field \"") + name + "\" is negative");
@@ -127,12 +128,12 @@ TelemetryRecord telemetryFromJson(const std::string& line) {
   TelemetryRecord r;
   try {
 #define STOKER_GET(name) \
-  if (present(j, #name)) readField(j[#name], r.name, #name);
+  if (present(j, #name)) readNonNegative(j[#name], r.name, #name);
     STOKER_TELEMETRY_REQUIRED(STOKER_GET)
     STOKER_TELEMETRY_DEFAULTED(STOKER_GET)
 #undef STOKER_GET
 #define STOKER_GET_KNOWABLE(name) \
-  if (present(j, #name)) readKnowable(j[#name], r.name, #name);
+  if (present(j, #name)) readNonNegative(j[#name], r.name, #name);
     STOKER_TELEMETRY_KNOWABLE(STOKER_GET_KNOWABLE)
 #undef STOKER_GET_KNOWABLE
     if (present(j, "stages_ms")) {

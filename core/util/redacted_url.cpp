@@ -1,6 +1,29 @@
 #include "util/redacted_url.h"
 
+#include <cctype>
+
 namespace stoker {
+namespace {
+
+// Where "user:pass" ends when the password holds a '/', '?' or '#' that its writer did not
+// percent-encode ("https://ann:p/ss@host/x"): the URL's first such character is then inside the
+// password, and the '@' comes later in the same word. "host:8080/a@b" is a port and a path, left as
+// it is. npos when the word has no such userinfo.
+std::size_t rawPasswordEnd(const std::string& s, std::size_t authority, std::size_t pathAt) {
+  if (pathAt == std::string::npos || s[pathAt] == ',' || std::isspace(static_cast<unsigned char>(s[pathAt])) ||
+      s[pathAt] == '"' || s[pathAt] == '\'')
+    return std::string::npos;
+  const std::size_t colon = s.find(':', authority);
+  if (colon == std::string::npos || colon > pathAt) return std::string::npos;
+  bool port = colon + 1 < pathAt && s[pathAt] == '/';
+  for (std::size_t i = colon + 1; port && i < pathAt; ++i) port = std::isdigit(static_cast<unsigned char>(s[i]));
+  if (port) return std::string::npos;
+  const std::size_t wordEnd = s.find_first_of(", \t\n\"'", pathAt);
+  const std::size_t at = s.rfind('@', wordEnd == std::string::npos ? std::string::npos : wordEnd);
+  return at != std::string::npos && at > pathAt ? at : std::string::npos;
+}
+
+}  // namespace
 
 std::string redactedUrl(const std::string& url) {
   if (url.find("://") == std::string::npos && url.find("X-Amz-") == std::string::npos &&
@@ -10,7 +33,8 @@ std::string redactedUrl(const std::string& url) {
   // Every URL in the text: a dataset spec, an error message or a log line may hold several.
   for (std::size_t hostAt = out.find("://"); hostAt != std::string::npos; hostAt = out.find("://", hostAt + 3)) {
     const std::size_t pathAt = out.find_first_of("/?#, \t\n\"'", hostAt + 3);
-    const std::size_t at = out.rfind('@', pathAt == std::string::npos ? std::string::npos : pathAt);
+    std::size_t at = out.rfind('@', pathAt == std::string::npos ? std::string::npos : pathAt);
+    if (at == std::string::npos || at < hostAt + 3) at = rawPasswordEnd(out, hostAt + 3, pathAt);
     if (at != std::string::npos && at > hostAt + 3 && out.compare(hostAt + 3, at - hostAt - 3, "***") != 0)
       out.replace(hostAt + 3, at - hostAt - 3, "***");
   }

@@ -221,6 +221,7 @@ np.save(d + '/np_u16.npy', np.array([1, 65535], dtype='<u2'))
     QTest::newRow("data too short") << npy("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }", QByteArray(8, 0)) << "data is 8 bytes, shape and dtype need 16";
     QTest::newRow("missing key") << npy("{'descr': '<f4', 'shape': (4,), }", QByteArray(16, 0)) << "lacks one of";
     QTest::newRow("bad shape") << npy("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }", "") << "non-integer";
+    QTest::newRow("shape without commas") << npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2 2), }", QByteArray(16, 0)) << "not separated by ','";
     QTest::newRow("byte count overflows") << npy("{'descr': '<f8', 'fortran_order': False, 'shape': (4611686018427387904,), }", "") << "shape overflows";
     QTest::newRow("header past end") << QByteArray("\x93NUMPY\x01\x00\xff\x00{", 11) << "runs past the end";
   }

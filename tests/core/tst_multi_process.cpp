@@ -281,6 +281,15 @@ class TestMultiProcess : public QObject {
     const QByteArray err2 = p.readAllStandardError();
     QVERIFY2(err2.contains("rendezvous: no store answered") && err2.contains("is rank 0 running"), err2.constData());
     QVERIFY2(clock.elapsed() < 40000, "the timeouts took far longer than asked");
+    // A timeout past what milliseconds in an int64 hold (1e300 was undefined behaviour) or not
+    // positive is refused before any rank waits.
+    for (const char* bad : {"1e300", "0", "-3", "nan"}) {
+      p.start(STOKER_CLI_PATH, {"feed", "--dataset", "synthetic:100,4", "--rendezvous-timeout", bad});
+      QVERIFY(p.waitForFinished(60000));
+      QCOMPARE(p.exitCode(), 2);  // bad input
+      const QByteArray err3 = p.readAllStandardError();
+      QVERIFY2(err3.contains("--rendezvous-timeout") && err3.contains("at most 604800"), err3.constData());
+    }
   }
 
   // A backend named on the command line forms the group even for one rank (init_process_group's

@@ -248,8 +248,9 @@ class TestTelemetry : public QObject {
         QVERIFY2(std::string(e.what()).find(field) != std::string::npos, e.what());
       }
     }
-    // -1 is this struct's "unknown": a publisher cannot send it as a measured value.
-    for (const char* count : {"ready", "mem_total", "dropped", "world_size"}) {
+    // -1 is this struct's "unknown": a publisher cannot send it as a measured value. Nor is a
+    // rank, pid, epoch, step or worker negative: it would be a series no process is.
+    for (const char* count : {"ready", "mem_total", "dropped", "world_size", "rank", "pid", "epoch", "step", "worker", "steps_total"}) {
       nlohmann::json j = full;
       j[count] = -1;
       try {

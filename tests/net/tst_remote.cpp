@@ -2587,6 +2587,12 @@ torch.save(sd, sys.argv[1])
     QVERIFY(holdsSecret(spec.toStdString()));
     QCOMPARE(redactedUrl("a http://u:p@h/x and https://v:q@k/y?X-Amz-Signature=s1, X-Amz-Signature=s2&z=1"),
              std::string("a http://***@h/x and https://***@k/y?X-Amz-Signature=***, X-Amz-Signature=***&z=1"));
+    // A password whose '/', '?' or '#' was not percent-encoded is hidden whole; a port and a path
+    // with an '@' are not a password.
+    QCOMPARE(redactedUrl("wds:https://ann:p/s?s#w@host/x.tar,shuffle"), std::string("wds:https://***@host/x.tar,shuffle"));
+    QCOMPARE(redactedUrl("https://ann:p#w@host/x"), std::string("https://***@host/x"));
+    QCOMPARE(redactedUrl("https://host:8080/pkg@2.0/x"), std::string("https://host:8080/pkg@2.0/x"));
+    QCOMPARE(redactedUrl("https://host/a@b and https://h:9/c"), std::string("https://host/a@b and https://h:9/c"));
     // The other presigned forms: S3's SigV2, GCS's, Azure's SAS; "config=" is no "sig=".
     QCOMPARE(redactedUrl("https://b.s3.amazonaws.com/k?AWSAccessKeyId=AKIA1&Expires=9&Signature=abc%2B"),
              std::string("https://b.s3.amazonaws.com/k?AWSAccessKeyId=***&Expires=9&Signature=***"));
