@@ -93,24 +93,11 @@ bool looksLikeOurOutput(const std::string& name) {
          name.find(".stoker-tmp-") != std::string::npos;
 }
 
-// Temporary files of conversions that died (their process is gone).
+// Temporary files of conversions that died (their process, on this host, is gone).
 void removeStaleTemporaries(const std::string& dst) {
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dst, ec)) {
-    const std::string name = entry.path().filename().string();
-    const auto at = name.find(".stoker-tmp-");
-    if (at == std::string::npos) continue;
-    const std::string rest = name.substr(at + 12);
-    const auto dash = rest.find('-');
-    pid_t pid = 0;
-    try {
-      pid = static_cast<pid_t>(std::stol(rest.substr(0, dash)));
-    } catch (const std::exception&) {
-      continue;
-    }
-    if (pid > 0 && (::kill(pid, 0) == 0 || errno != ESRCH)) continue;
-    fs::remove(entry.path(), ec);
-  }
+  for (const auto& entry : fs::directory_iterator(dst, ec))
+    if (isOrphanedTemporary(entry.path().filename().string())) fs::remove(entry.path(), ec);
 }
 
 }  // namespace

@@ -1,11 +1,14 @@
 #include "util/atomic_file.h"
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <csignal>
 #include <cstdlib>
+#include <climits>
+#include <signal.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -56,12 +59,47 @@ std::string baseNameOf(const std::string& path) {
 
 std::uint64_t faultEnospcBudget() { return envBytes("STOKER_FAULT_ENOSPC_AFTER"); }
 
+namespace {
+// This host's name as it can stand in a file name.
+const std::string& temporaryHost() {
+  static const std::string host = [] {
+    char name[256] = {};
+    ::gethostname(name, sizeof name - 1);
+    std::string out;
+    for (const char* c = name; *c && out.size() < 64; ++c)
+      out += std::isalnum(static_cast<unsigned char>(*c)) || *c == '-' || *c == '_' ? *c : '_';
+    return out.empty() ? std::string("host") : out;
+  }();
+  return host;
+}
+}  // namespace
+
+bool isOrphanedTemporary(const std::string& name) {
+  const auto at = name.find(".stoker-tmp-");
+  if (at == std::string::npos) return false;
+  const char* p = name.c_str() + at + 12;
+  char* end = nullptr;
+  errno = 0;
+  const long pid = std::strtol(p, &end, 10);
+  if (end == p || errno || pid <= 0 || pid > INT32_MAX || *end != '-') return false;
+  // The host after "<pid>-<n>.": another node's process cannot be asked whether it still runs.
+  const auto dot = name.find('.', static_cast<std::size_t>(end - name.c_str()));
+  if (dot != std::string::npos && name.compare(dot + 1, std::string::npos, temporaryHost()) != 0) return false;
+  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
 AtomicFile::AtomicFile(std::string finalPath) : finalPath_(std::move(finalPath)) {
-  tempPath_ = directoryOf(finalPath_) + "/." + baseNameOf(finalPath_) + ".stoker-tmp-" +
-              std::to_string(::getpid()) + "-" + std::to_string(gTempCounter++);
-  // Read and write: a shared writable mapping (mapForWrite) needs both.
-  fd_ = ::open(tempPath_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) throwIo(finalPath_, "cannot create temporary file", errno);
+  // The host in the name: on a file system that several nodes share, two processes of the same
+  // pid write beside each other. O_EXCL: a name taken (by anyone) is never truncated under its
+  // writer; the next counter is tried instead.
+  for (int attempt = 0;; ++attempt) {
+    tempPath_ = directoryOf(finalPath_) + "/." + baseNameOf(finalPath_) + ".stoker-tmp-" + std::to_string(::getpid()) +
+                "-" + std::to_string(gTempCounter++) + "." + temporaryHost();
+    // Read and write: a shared writable mapping (mapForWrite) needs both.
+    fd_ = ::open(tempPath_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd_ >= 0) return;
+    if (errno != EEXIST || attempt == 1000) throwIo(finalPath_, "cannot create temporary file", errno);
+  }
 }
 
 AtomicFile::~AtomicFile() {

@@ -10,9 +10,14 @@
 
 namespace stoker {
 
+// True for the name of an AtomicFile temporary whose writer has died: a process of this host
+// that no longer runs (a temporary of another host's process, on a shared file system, is not).
+bool isOrphanedTemporary(const std::string& fileName);
+
 class AtomicFile {
  public:
-  // Creates "<dir>/.<name>.stoker-tmp-<pid>-<n>" next to `finalPath`.
+  // Creates "<dir>/.<name>.stoker-tmp-<pid>-<n>.<host>" next to `finalPath` (a new file: a
+  // name that exists already is never reused).
   explicit AtomicFile(std::string finalPath);
   // Removes the temporary file unless commit() succeeded.
   ~AtomicFile();

@@ -479,6 +479,44 @@ class TestCkptReshard : public QObject {
     QCOMPARE(fs::file_size(path("atomic/empty.part")), std::uintmax_t(0));
   }
 
+  // On a file system that several nodes share: a temporary's name holds its host, a name taken
+  // already (another node's process of the same pid) is never truncated but passed over, and only
+  // this host's dead writers' temporaries count as orphaned.
+  void atomicTemporariesNameTheirHost() {
+    fs::create_directories(path("shared"));
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    std::string h;
+    for (const char* c = host; *c && h.size() < 64; ++c) h += std::isalnum(static_cast<unsigned char>(*c)) || *c == '-' || *c == '_' ? *c : '_';
+    std::string firstTemp;
+    {
+      AtomicFile probe(path("shared/w.part"));
+      firstTemp = probe.tempPath();
+    }
+    QVERIFY2(firstTemp.size() > h.size() && firstTemp.compare(firstTemp.size() - h.size() - 1, std::string::npos, "." + h) == 0,
+             firstTemp.c_str());
+    // The next names this process would pick, held by "another writer" with bytes in them.
+    const std::string stem = firstTemp.substr(0, firstTemp.rfind('-') + 1);
+    const long next = std::stol(firstTemp.substr(stem.size()));
+    for (long n = next + 1; n <= next + 3; ++n) std::ofstream(stem + std::to_string(n) + "." + h) << "theirs";
+    {
+      AtomicFile mine(path("shared/w.part"));
+      QCOMPARE(mine.tempPath(), stem + std::to_string(next + 4) + "." + h);
+      mine.write("mine", 4);
+      mine.commit(false);
+    }
+    std::ifstream theirs(stem + std::to_string(next + 2) + "." + h);
+    std::string kept;
+    theirs >> kept;
+    QCOMPARE(kept, std::string("theirs"));
+    // A dead pid on this host is orphaned; the same pid on another host, or a live one, is not.
+    const std::string dead = ".x.stoker-tmp-" + std::to_string(INT32_MAX - 7) + "-0.";
+    QVERIFY(isOrphanedTemporary(dead + h));
+    QVERIFY(!isOrphanedTemporary(dead + "other-node"));
+    QVERIFY(!isOrphanedTemporary(".x.stoker-tmp-" + std::to_string(::getpid()) + "-0." + h));
+    QVERIFY(!isOrphanedTemporary("x.safetensors"));
+  }
+
   // forEachFetchedInOrder's helpers are kept: every item fetched once, on several threads, the
   // same helpers call after call; a call from inside a use (same thread) still works.
   void keptThreadsShareTheItems() {
