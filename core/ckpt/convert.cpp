@@ -43,7 +43,9 @@ class WriterSink : public ByteSink {
  public:
   explicit WriterSink(SafetensorsWriter& w) : w_(w) {}
   void append(const void* data, std::size_t n) override { w_.append(data, n); }
-  void appendFrom(int fd, std::uint64_t offset, std::uint64_t n) override { w_.appendFrom(fd, offset, n); }
+  void appendFrom(int fd, std::uint64_t offset, std::uint64_t n, const std::string& source) override {
+    w_.appendFrom(fd, offset, n, source);
+  }
 
  private:
   SafetensorsWriter& w_;
@@ -239,7 +241,10 @@ void prepareDestination(const CheckpointInfo& source, const std::string& dst, co
     removeStaleTemporaries(dst);
     return;
   }
-  if (o.worldSize > 1 && recorded == fingerprint) return;  // a cooperating process started it
+  if (o.worldSize > 1 && recorded == fingerprint) {  // a cooperating process started it
+    removeStaleTemporaries(dst);  // a rank relaunched after a kill (an OOM) leaves none behind
+    return;
+  }
   if (o.worldSize > 1 && recorded.empty() && holdsOnlyJournal(dst)) return;  // ...and is writing its plan now
   if (o.force) {
     for (const auto& entry : fs::directory_iterator(dst, ec))

@@ -131,7 +131,7 @@ std::vector<DcpWrittenItem> writeDcpFile(const std::string& path, const PlannedF
         done += n;
       }
     } else {
-      file.copyFrom(source.fd(b.file), b.offset, b.bytes);
+      file.copyFrom(source.fd(b.file), b.offset, b.bytes, source.info().files[b.file]);
     }
     items.push_back(std::move(item));
   }

@@ -78,11 +78,11 @@ int SourceFiles::fd(int file) {
   return fd;
 }
 
-void ByteSink::appendFrom(int fd, std::uint64_t offset, std::uint64_t n) {
+void ByteSink::appendFrom(int fd, std::uint64_t offset, std::uint64_t n, const std::string& source) {
   scratch_.resize(static_cast<std::size_t>(std::min<std::uint64_t>(n, 4 << 20)));
   while (n > 0) {
     const std::uint64_t chunk = std::min<std::uint64_t>(n, scratch_.size());
-    preadAll(fd, scratch_.data(), chunk, offset, "source file");
+    preadAll(fd, scratch_.data(), chunk, offset, source);
     append(scratch_.data(), static_cast<std::size_t>(chunk));
     offset += chunk;
     n -= chunk;
@@ -218,7 +218,8 @@ void TensorStreamer::emit(const CopyRun& run, ByteSink& sink) {
       });
     } else {
       const int fd = files_.fd(file);
-      inSteps(run.length, kProgressStep, [&](std::uint64_t done, std::uint64_t n) { sink.appendFrom(fd, at + done, n); });
+      const std::string& source = files_.info().files[static_cast<std::size_t>(file)];
+      inSteps(run.length, kProgressStep, [&](std::uint64_t done, std::uint64_t n) { sink.appendFrom(fd, at + done, n, source); });
     }
     return;
   }

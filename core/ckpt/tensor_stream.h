@@ -54,7 +54,7 @@ class ByteSink {
   virtual ~ByteSink() = default;
   virtual void append(const void* data, std::size_t n) = 0;
   // Default: pread into a scratch buffer and append().
-  virtual void appendFrom(int fd, std::uint64_t offset, std::uint64_t n);
+  virtual void appendFrom(int fd, std::uint64_t offset, std::uint64_t n, const std::string& source);
   virtual bool prefersKernelCopy() const { return false; }
 
  protected:

@@ -102,10 +102,10 @@ void SafetensorsWriter::append(const void* data, std::size_t n) {
   written_ += n;
 }
 
-void SafetensorsWriter::appendFrom(int fd, std::uint64_t offset, std::uint64_t n) {
+void SafetensorsWriter::appendFrom(int fd, std::uint64_t offset, std::uint64_t n, const std::string& source) {
   if (written_ + n > dataBytes_)
     throw Error(ErrorKind::Internal, path_, "more tensor bytes than the header declares");
-  out_->copyFrom(fd, offset, n);
+  out_->copyFrom(fd, offset, n, source);
   written_ += n;
 }
 

@@ -50,7 +50,7 @@ class SafetensorsWriter {
   // pieces and a piece may span tensors.
   void append(const void* data, std::size_t n);
   // Appends `n` bytes read from another file at `offset`, copied in the kernel.
-  void appendFrom(int fd, std::uint64_t offset, std::uint64_t n);
+  void appendFrom(int fd, std::uint64_t offset, std::uint64_t n, const std::string& source);
   // Appends one whole tensor, which must be the next in writeOrder().
   void write(const std::string& name, const void* data, std::size_t n);
   // Checks that every byte arrived, fsyncs and renames into place.

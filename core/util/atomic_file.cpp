@@ -201,7 +201,7 @@ void AtomicFile::reserve(std::size_t n) {
     throwIo(finalPath_, "write failed", rc);
 }
 
-void AtomicFile::copyFrom(int srcFd, std::uint64_t offset, std::uint64_t n) {
+void AtomicFile::copyFrom(int srcFd, std::uint64_t offset, std::uint64_t n, const std::string& source) {
   if (committed_ || mapped_) throw Error(ErrorKind::Internal, finalPath_, "write after commit or mapForWrite");
   flushBuffer();
   if (allowedByFaultHook(n) < n) throwIo(finalPath_, "write failed", ENOSPC);
@@ -218,8 +218,8 @@ void AtomicFile::copyFrom(int srcFd, std::uint64_t offset, std::uint64_t n) {
     chunk.resize(static_cast<std::size_t>(std::min<std::uint64_t>(left, 1 << 20)));
     ssize_t r = ::pread(srcFd, chunk.data(), chunk.size(), in);
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0) throwIo(finalPath_, "read failed while copying", errno);
-    if (r == 0) throw Error(ErrorKind::Io, finalPath_, "source file ended early while copying");
+    if (r < 0) throwIo(source, "read failed while copying it to " + finalPath_, errno);
+    if (r == 0) throw Error(ErrorKind::Io, source, "file ended early (was it changed during the conversion?)");
     writeRaw(chunk.data(), static_cast<std::size_t>(r));
     in += r;
     left -= static_cast<std::uint64_t>(r);

@@ -31,7 +31,8 @@ class AtomicFile {
   void writeThrough(const void* data, std::size_t n);
   // Appends `n` bytes of another file starting at `offset`, inside the kernel
   // (copy_file_range; read/write where the file systems cannot).
-  void copyFrom(int srcFd, std::uint64_t offset, std::uint64_t n);
+  // A failed or short read names `source` (the output is not what broke).
+  void copyFrom(int srcFd, std::uint64_t offset, std::uint64_t n, const std::string& source);
   // The whole file as `n` writable bytes, for a writer that fills them in place (a network fetch
   // straight into a cache file: no copy through a buffer and write()). The file's blocks are
   // reserved first, so a full disk fails here with Error(Io) ENOSPC, never later as SIGBUS.

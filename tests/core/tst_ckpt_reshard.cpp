@@ -479,15 +479,23 @@ class TestCkptReshard : public QObject {
     QCOMPARE(fs::file_size(path("atomic/empty.part")), std::uintmax_t(0));
   }
 
+  // The host as this process's AtomicFile temporaries name it (after their last '.').
+  std::string tempHost() {
+    fs::create_directories(path("probe"));
+    AtomicFile probe(path("probe/p"));
+    return probe.tempPath().substr(probe.tempPath().rfind('.') + 1);
+  }
+
   // On a file system that several nodes share: a temporary's name holds its host, a name taken
   // already (another node's process of the same pid) is never truncated but passed over, and only
   // this host's dead writers' temporaries count as orphaned.
   void atomicTemporariesNameTheirHost() {
     fs::create_directories(path("shared"));
+    const std::string h = tempHost();
     char host[256] = {};
     ::gethostname(host, sizeof host - 1);
-    std::string h;
-    for (const char* c = host; *c && h.size() < 64; ++c) h += std::isalnum(static_cast<unsigned char>(*c)) || *c == '-' || *c == '_' ? *c : '_';
+    QVERIFY2(!h.empty() && h.size() <= 64 && (h == host || std::string(host).size() > 64 || std::string(host).find('.') != std::string::npos),
+             h.c_str());
     std::string firstTemp;
     {
       AtomicFile probe(path("shared/w.part"));
@@ -706,17 +714,54 @@ class TestCkptReshard : public QObject {
                    "different source or target");
   }
 
+  // A source file cut short while it is copied (another job rewrote it): the error names that
+  // source file, not the output being written, on the kernel-copy paths of safetensors and DCP.
+  void aSourceCutShortIsNamed() {
+    at::manual_seed(2);
+    TensorMap m;
+    for (int i = 0; i < 4; ++i) m["t" + std::to_string(i)] = at::randn({256, 1024});  // 1 MiB each
+    test::writeRanks(path("cut_src"), m, 2);
+    for (const char* to : {"single", "dcp:1"}) {
+      struct Truncate : ProgressSink {
+        std::string victim;
+        bool done = false;
+        void progress(const ProgressUpdate&) override {
+          if (!done) fs::resize_file(victim, 4096), done = true;
+        }
+      } cut;
+      const std::string src = path(std::string("cut_src_") + to[0]);
+      fs::copy(path("cut_src"), src, fs::copy_options::recursive);
+      cut.victim = src + "/rank_1.safetensors";
+      ConvertOptions o;
+      o.jobs = 1;
+      o.progress = &cut;
+      o.progressIntervalMs = 0;
+      try {
+        convert(src, path(std::string("cut_out_") + to[0]), to, "keep", o);
+        QFAIL(to);
+      } catch (const Error& e) {
+        QVERIFY2(e.kind() == ErrorKind::Io && std::string(e.what()).find(cut.victim) == 0, e.what());
+        QVERIFY2(std::string(e.what()).find("changed during the conversion") != std::string::npos, e.what());
+      }
+    }
+  }
+
   void scaleOutSharesTheOutputs() {
     TensorMap model = test::sampleModel(9);
     test::writeRanks(path("so_src"), model, 2);
     // Three cooperating "processes" (sequential here; the CLI suite runs real ones).
     std::vector<ConvertReport> reports;
+    // What a process of this host killed while writing leaves: the next cooperating process (not
+    // run with --resume) removes it, and the finished checkpoint holds no temporary.
+    const std::string orphan = path("so_out/.rank_2.safetensors.stoker-tmp-" + std::to_string(INT32_MAX - 7) + "-0." + tempHost());
     for (int r : {1, 2, 0}) {
       ConvertOptions o;
       o.rank = r;
       o.worldSize = 3;
       reports.push_back(convert(path("so_src"), path("so_out"), "ranks:5", "keep", o));
+      if (r == 1) std::ofstream(orphan) << "half a file";
     }
+    QVERIFY(!fs::exists(orphan));
     QVERIFY(!reports[0].complete && !reports[1].complete);
     QVERIFY(reports[2].complete && reports[2].indexWritten);
     QCOMPARE(reports[0].written, (std::vector<std::string>{"rank_1.safetensors", "rank_4.safetensors"}));
