@@ -456,7 +456,9 @@ ConvertReport convertCheckpoint(const CheckpointInfo& source, const ReshardPlan&
         });
       } catch (const Error& e) {
         std::error_code ec;
-        othersWroteIt = e.kind() == ErrorKind::Io && !fs::exists(ConvertJournal::directory(dst), ec) &&
+        // Its journal's plan gone: finish() unlinks the plan first, then removes the rest (item
+        // logs included) entry by entry, so a missing plan, not a missing folder, says it is done.
+        othersWroteIt = e.kind() == ErrorKind::Io && !fs::exists(fs::path(ConvertJournal::directory(dst)) / "plan", ec) &&
                         fs::is_regular_file(fs::path(dst) / plan.indexName, ec);
         if (!othersWroteIt) throw;
       }

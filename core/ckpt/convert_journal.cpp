@@ -29,7 +29,9 @@ std::string conversionFingerprint(const CheckpointInfo& source, const ReshardPla
     const std::string& path = source.files[i];
     if (i < source.remote.size() && source.remote[i]) {  // a remote file is its URL, size and ETag
       const RemoteObject& o = *source.remote[i];
-      s << path << ' ' << o.size() << ' ' << o.etag() << "\n";
+      // With an ETag pinning the bytes, the URL without its query: a presigned URL expires (often
+      // in an hour), and the interrupted conversion is resumed with a newly signed one.
+      s << (o.etag().empty() ? path : path.substr(0, path.find('?'))) << ' ' << o.size() << ' ' << o.etag() << "\n";
       continue;
     }
     std::error_code ec;

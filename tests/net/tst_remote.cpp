@@ -2160,6 +2160,16 @@ torch.save(sd, sys.argv[1])
       QVERIFY2(convert.exitCode == 0, convert.err.constData());
     }
     QVERIFY(runStoker({"ckpt", "verify", ranks, local}).exitCode == 0);
+    // A presigned URL expires: --resume with a newly signed one (the same object, its ETag) is the
+    // same conversion.
+    const QString signedRanks = tmp_.filePath("ckpt-signed");
+    for (int pass = 0; pass < 2; ++pass) {
+      const QString url = servers_.httpUrl("small.safetensors") + "?X-Amz-Expires=3600&X-Amz-Signature=sig" + QString::number(pass);
+      QStringList args{"ckpt", "convert", url, signedRanks, "--to", "ranks:2"};
+      if (pass == 1) args << "--resume";
+      const auto convert = runStoker(args);
+      QVERIFY2(convert.exitCode == 0, convert.err.constData());
+    }
     // The ranks layout read back from a folder URL (its metadata.json and each rank's header): the
     // same listing, the same single file, verified.
     QVERIFY(QDir().mkpath(servers_.www() + "/ranks"));
