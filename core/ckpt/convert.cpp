@@ -355,6 +355,17 @@ ConvertReport convertCheckpoint(const CheckpointInfo& source, const ReshardPlan&
   std::exception_ptr firstError;
   std::mutex mutex;
   std::map<std::string, F16Overflow> overflowByTensor;
+  // What an earlier, interrupted run (or a cooperating process) found in the files it finished:
+  // this run's warnings cover the whole conversion, not only the files it writes itself.
+  auto addOverflows = [&](const std::map<std::string, F16Overflow>& byTensor) {
+    for (const auto& [name, count] : byTensor) {
+      if (count.count == 0) continue;
+      F16Overflow& sum = overflowByTensor[name];  // a tensor split over many files reports once
+      sum.count += count.count;
+      sum.maxAbs = std::max(sum.maxAbs, count.maxAbs);
+    }
+  };
+  for (const std::string& name : report.alreadyDone) addOverflows(journal.recordedOverflows(name));
   CancelToken stopOthers;  // set when one job fails, so the rest stop early
 
   auto worker = [&] {
@@ -404,15 +415,11 @@ ConvertReport convertCheckpoint(const CheckpointInfo& source, const ReshardPlan&
         std::error_code ec;
         const std::uint64_t size = fs::file_size(path, ec);
         std::lock_guard<std::mutex> lock(mutex);
+        journal.recordOverflows(f.name, overflow);
         journal.markDone(f.name, size);
         report.written.push_back(f.name);
         report.bytesWritten += size;
-        for (const auto& [name, count] : overflow) {
-          if (count.count == 0) continue;
-          F16Overflow& total = overflowByTensor[name];  // a tensor split over many files reports once
-          total.count += count.count;
-          total.maxAbs = std::max(total.maxAbs, count.maxAbs);
-        }
+        addOverflows(overflow);
       }
     } catch (...) {
       std::lock_guard<std::mutex> lock(mutex);

@@ -123,6 +123,33 @@ void ConvertJournal::markDone(const std::string& file, std::uint64_t bytes) {
   if (::fsync(logFd_) != 0) throwIo(logName_, "cannot fsync the journal", errno);
 }
 
+// One line a tensor: "<count> <max |x|> <name>" (the name last: it may hold spaces).
+void ConvertJournal::recordOverflows(const std::string& file, const std::map<std::string, F16Overflow>& byTensor) {
+  std::ostringstream text;
+  text.precision(17);
+  for (const auto& [name, o] : byTensor)
+    if (o.count > 0) text << o.count << ' ' << o.maxAbs << ' ' << name << '\n';
+  if (text.tellp() == 0) return;
+  AtomicFile out(dir_ + "/f16-" + file);
+  const std::string bytes = text.str();
+  out.write(bytes.data(), bytes.size());
+  out.commit();
+}
+
+std::map<std::string, F16Overflow> ConvertJournal::recordedOverflows(const std::string& file) const {
+  std::map<std::string, F16Overflow> out;
+  std::ifstream in(dir_ + "/f16-" + file);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    F16Overflow o;
+    std::string name;
+    if (!(fields >> o.count >> o.maxAbs) || fields.get() != ' ' || !std::getline(fields, name) || name.empty()) continue;
+    out[name] = o;
+  }
+  return out;
+}
+
 std::string ConvertJournal::finishedFingerprint(const std::string& dst) {
   char value[64];
   const ssize_t n = ::getxattr(dst.c_str(), kFinishedXattr, value, sizeof value);

@@ -8,12 +8,16 @@
 // leaves its fingerprint in DST's extended attribute user.stoker.conversion,
 // so that a later --resume can tell a finished conversion of this source from
 // one of another (where the file system keeps no xattrs, sizes are all it has).
+// A file whose values overflowed F16 leaves `f16-<file>` beside its done line, so
+// the run that finishes a resumed conversion still warns about the files an
+// earlier, interrupted run wrote.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <string>
 
+#include "ckpt/dtype_convert.h"
 #include "ckpt/reshard_plan.h"
 
 namespace stoker {
@@ -39,6 +43,10 @@ class ConvertJournal {
   std::map<std::string, std::uint64_t> finishedFiles() const;
   // Appends to this process's log and fsyncs it.
   void markDone(const std::string& file, std::uint64_t bytes);
+  // Records the F16 overflows of `file` (before markDone: a kill in between rewrites both).
+  void recordOverflows(const std::string& file, const std::map<std::string, F16Overflow>& byTensor);
+  // What recordOverflows kept for `file` (empty when none overflowed or nothing was kept).
+  std::map<std::string, F16Overflow> recordedOverflows(const std::string& file) const;
   // Once the conversion is complete: records `fingerprint` on DST (best effort), then removes the
   // journal.
   void finish(const std::string& fingerprint);

@@ -223,6 +223,40 @@ class TestCkptReshard : public QObject {
     QCOMPARE(r.f16Overflows[0].second.maxAbs, 1e6);
   }
 
+  // Cancelled after the file holding the overflow was written: the --resume that finishes the
+  // conversion still reports it (the journal kept it), so a resumed conversion cannot exit 0 on
+  // values that became +-inf.
+  void f16OverflowSurvivesAResume() {
+    TensorMap m;
+    m["big"] = at::zeros({2048, 1024});
+    m["big"][0][0] = 70000.0f;  // in rank_0 of ranks:2 (rows 0-1023)
+    m["other"] = at::ones({2048, 1024});
+    test::writeSingle(path("ovr_src"), m);
+    CancelToken token;
+    CancelAfter sink(token, 6 << 20);  // in the second output file (4 MiB each in f16)
+    ConvertOptions o;
+    o.jobs = 1;
+    o.memoryBudget = 16 << 20;  // buffers of 2 MiB: the cancel lands within the file
+    o.progress = &sink;
+    o.progressIntervalMs = 0;
+    o.cancel = &token;
+    try {
+      convert(path("ovr_src"), path("ovr_out"), "ranks:2", "f16", o);
+      QFAIL("not cancelled");
+    } catch (const Error& e) {
+      QVERIFY2(e.kind() == ErrorKind::Cancelled, e.what());
+    }
+    ConvertOptions resume;
+    resume.resume = true;
+    const ConvertReport r = convert(path("ovr_src"), path("ovr_out"), "ranks:2", "f16", resume);
+    QVERIFY(r.complete);
+    QCOMPARE(r.alreadyDone, std::vector<std::string>{"rank_0.safetensors"});
+    QCOMPARE(r.f16Overflows.size(), std::size_t{1});
+    QCOMPARE(r.f16Overflows[0].first, std::string("big"));
+    QCOMPARE(r.f16Overflows[0].second.count, std::uint64_t{1});
+    QCOMPARE(r.f16Overflows[0].second.maxAbs, 70000.0);
+  }
+
   void verifyAcrossLayouts() {
     TensorMap model = test::sampleModel(5);
     test::writeRanks(path("v_a"), model, 4);
