@@ -1,6 +1,7 @@
 // `stoker bench`: runs the real loader on a dataset and reports throughput;
 // `stoker monitor`: prints the telemetry loaders publish.
 #include <algorithm>
+#include <limits>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -49,11 +50,15 @@ std::string printable(std::string text) {
   return text;
 }
 
+// What a number option holds when it was not given: no value a user can type (with -1 standing for
+// "not given", --workers -5 ran with the options' workers and --batch-size -1 with their batch).
+constexpr int kNotGiven = std::numeric_limits<int>::min();
+
 struct BenchArgs {
   std::string dataset = "fashion-mnist";
   std::string optionsFile, preset, device = "cpu", mode, saveOptions, weightsFile = "weights.json";
-  std::int64_t batchSize = -1;  // -1: not given, the options decide
-  int epochs = 3, workers = -1, prefetch = -1;
+  std::int64_t batchSize = kNotGiven;  // not given: the options decide
+  int epochs = 3, workers = kNotGiven, prefetch = kNotGiven;
   double stepMicros = 0;
   std::string simCapacity = "16GiB", simBandwidth = "12GB";
   std::string transforms;
@@ -71,9 +76,9 @@ LoaderOptions resolveOptions(const BenchArgs& a) {
                     : !a.optionsFile.empty() ? loadLoaderOptions(a.optionsFile)
                                              : gpuOptimized();
   if (!a.preset.empty() && !a.optionsFile.empty()) throwBadInput("--preset", "give either --preset or --options, not both");
-  if (a.batchSize != -1) o.batch_size = a.batchSize;
-  if (a.workers >= 0) o.num_workers = a.workers;
-  if (a.prefetch != -1) o.prefetch = a.prefetch;
+  if (a.batchSize != kNotGiven) o.batch_size = a.batchSize;
+  if (a.workers != kNotGiven) o.num_workers = a.workers;
+  if (a.prefetch != kNotGiven) o.prefetch = a.prefetch;
   // More workers than a preset's ring can keep busy: the ring grows with them (two batches each,
   // as gpu_optimized sizes it), unless --prefetch or the options file sets the depth. A file that
   // set only normalize_on left 15 workers on an H200 behind a ring of 4 (5,000 img/s for 18,000).
@@ -246,15 +251,16 @@ bool specWaitsOnNetwork(const std::string& spec, const LoaderOptions& o) {
 
 void runBench(const BenchArgs& a) {
   if (a.epochs < 1) throwBadInput("--epochs", "must be at least 1 (got " + std::to_string(a.epochs) + ")");
-  if (a.stepMicros < 0) throwBadInput("--step-us", "must be non-negative");
+  requireBusyMicros("--step-us", a.stepMicros);
+  for (double us : a.deviceStepMicros) requireBusyMicros("--device-step-us", us);
   LoaderOptions options = resolveOptions(a);
   const bool exporting = a.exportPytorch || a.exportPython || a.exportCpp;
   // Workers nobody chose (no --workers, no preset, not in the options file): uncached remote token
   // windows get enough to keep the network busy, the ring two batches each unless its depth was chosen.
   const auto fileSets = [&](const char* knob) { return !a.optionsFile.empty() && loaderOptionsFileSets(a.optionsFile, knob); };
   std::optional<int> raiseWorkers;
-  if (a.workers < 0 && a.preset.empty() && !fileSets("num_workers"))
-    raiseWorkers = a.prefetch != -1 || fileSets("prefetch") ? 0 : 2;
+  if (a.workers == kNotGiven && a.preset.empty() && !fileSets("num_workers"))
+    raiseWorkers = a.prefetch != kNotGiven || fileSets("prefetch") ? 0 : 2;
   if (exporting) {
     // --save-options: an export saves what it prints; a run, once its loaders are open (they may
     // raise workers nobody chose).
@@ -313,6 +319,13 @@ void runBench(const BenchArgs& a) {
     runMultiDeviceBench(a, options, dataset, devices, sim, publisher, cancel, raiseWorkers);
     return;
   }
+  // The split of a step over several devices means nothing on one: say so rather than run without it.
+  if (a.split != "equal" || !a.deviceWeights.empty() || !a.deviceStepMicros.empty() || a.anchorBatches != 4)
+    throwBadInput(a.split != "equal"               ? "--split " + a.split
+                  : !a.deviceWeights.empty()       ? std::string("--device-weights")
+                  : !a.deviceStepMicros.empty()    ? std::string("--device-step-us")
+                                                   : std::string("--anchor-batches"),
+                  "splits a step over several devices; --device " + a.device + " is one (use --step-us for its step)");
   LoaderSessionOptions session;
   session.epochs = a.epochs;
   session.stepMicros = a.stepMicros;

@@ -3,6 +3,7 @@
 // as it is measured, then the best setting, how sure the choice is, and how
 // to use it (--save-options writes it for `stoker bench --options`).
 #include <cstdio>
+#include <limits>
 #include <cstdlib>
 
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 #include "data/dataset.h"
 #include "data/loader_tune.h"
 #include "tune_json.h"
+#include "util/busy_work.h"
 #include "util/byte_size.h"
 #include "util/error.h"
 #include "util/progress.h"
@@ -22,7 +24,7 @@ namespace {
 
 struct TuneArgs {
   std::string dataset = "fashion-mnist", device = "cpu", optionsFile, preset, budget = "60s", saveOptions;
-  std::int64_t batchSize = -1;
+  std::int64_t batchSize = std::numeric_limits<std::int64_t>::min();  // not given: the options'
   double stepMicros = 0, target = 3;
   bool json = false;
 };
@@ -44,9 +46,9 @@ void runTune(const TuneArgs& a) {
   if (!a.preset.empty() && !a.optionsFile.empty()) throwBadInput("--preset", "give either --preset or --options, not both");
   LoaderOptions base = !a.preset.empty() ? presetByName(a.preset) : !a.optionsFile.empty() ? loadLoaderOptions(a.optionsFile)
                                                                                          : gpuOptimized();
-  if (a.batchSize != -1) base.batch_size = a.batchSize;
+  if (a.batchSize != std::numeric_limits<std::int64_t>::min()) base.batch_size = a.batchSize;
   validateLoaderOptions(base);
-  if (a.stepMicros < 0) throwBadInput("--step-us", "must be non-negative");
+  requireBusyMicros("--step-us", a.stepMicros);
   if (!(a.target > 0 && a.target < 100)) throwBadInput("--target", "must be a percentage between 0 and 100");
   TuneSpec spec;
   spec.budgetSeconds = parseBudget(a.budget);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <sstream>
 #include <thread>
 
@@ -11,6 +12,7 @@
 #include "util/atomic_file.h"
 #include "image/image_transforms.h"
 #include "util/error.h"
+#include "util/json_number.h"
 
 namespace stoker {
 namespace {
@@ -66,6 +68,10 @@ FieldCodec plain(const char* name, T LoaderOptions::*member) {
                 if (!j.is_number_integer()) throw std::invalid_argument("an integer");
                 if constexpr (std::is_unsigned_v<T>)
                   if (j.is_number_integer() && !j.is_number_unsigned()) throw std::invalid_argument("a non-negative integer");
+                // get<int>() wraps: num_workers 4294967298 became 2, shard_world_size 4294967300 became 4.
+                if (!jsonInteger<T>(j))
+                  throw std::invalid_argument("an integer from " + std::to_string(std::numeric_limits<T>::min()) + " to " +
+                                              std::to_string(std::numeric_limits<T>::max()));
               } else if constexpr (std::is_floating_point_v<T>) {
                 if (!j.is_number()) throw std::invalid_argument("a number");
               } else if constexpr (std::is_same_v<T, std::string>) {

@@ -65,7 +65,7 @@ LoaderSession::LoaderSession(std::shared_ptr<Dataset> dataset, const LoaderOptio
       pending_(options), datasetOptions_(options) {
   if (session_.epochs < 0)
     throwBadInput("epochs", "must be at least 1, or 0 to run until stopped (got " + std::to_string(session_.epochs) + ")");
-  if (session_.stepMicros < 0) throwBadInput("step", "must be non-negative");
+  requireBusyMicros("step", session_.stepMicros);
   if (devices.empty()) throwBadInput("device", "no device given");
   if (devices.size() > 1) checkSplittable(options_, static_cast<int>(devices.size()));
   for (std::size_t d = 0; d < devices.size(); ++d) {

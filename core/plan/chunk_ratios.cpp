@@ -37,13 +37,18 @@ std::vector<std::int64_t> splitByWeights(std::int64_t total, const std::vector<d
   if (total < n)
     throwBadInput("split", "cannot give each of " + std::to_string(n) + " ranks at least one of " +
                                std::to_string(total) + " samples");
-  const double sum = std::accumulate(weights.begin(), weights.end(), 0.0);
+  // Relative to the largest weight (each in (0, 1]): weights of 1e308 summed to inf, the quotas
+  // became NaN, and the loop below that hands out the rest never ended.
+  const double largest = *std::max_element(weights.begin(), weights.end());
+  double sum = 0;
+  for (double w : weights) sum += w / largest;
   std::vector<double> quota(weights.size());
   std::vector<std::int64_t> sizes(weights.size());
   std::int64_t given = 0;
   for (std::size_t r = 0; r < weights.size(); ++r) {
-    quota[r] = static_cast<double>(total) * weights[r] / sum;
-    sizes[r] = std::min<std::int64_t>(static_cast<std::int64_t>(std::floor(quota[r])), total);
+    quota[r] = static_cast<double>(total) * (weights[r] / largest / sum);
+    const double whole = std::floor(quota[r]);
+    sizes[r] = whole >= static_cast<double>(total) ? total : static_cast<std::int64_t>(whole);
     given += sizes[r];
   }
   // Floors can overshoot by rounding error only when quotas are whole; trim.

@@ -13,9 +13,14 @@
 namespace stoker {
 namespace {
 
+// Refuses shard counts whose sum passes 2^63-1 (it wrapped into a plan of 1 sample with a shard at
+// offset -2); the counts are checked non-negative first.
 std::int64_t totalSamples(const PlanRequest& r) {
   if (r.shardSamples.empty()) return r.samples;
-  return std::accumulate(r.shardSamples.begin(), r.shardSamples.end(), std::int64_t{0});
+  std::int64_t sum = 0;
+  for (std::int64_t s : r.shardSamples)
+    if (__builtin_add_overflow(sum, s, &sum)) throwBadInput("shards", "their sample counts add up past 2^63-1");
+  return sum;
 }
 
 std::string str(std::int64_t v) { return std::to_string(v); }
@@ -191,7 +196,7 @@ ShardPlan planWeightedOver(const std::vector<std::int64_t>& order, std::int64_t 
 }
 
 std::string shardPlanToJson(const PlanRequest& r, const ShardPlan& plan, bool withIndices) {
-  nlohmann::json j = {{"policy", plan.policy},     {"samples", plan.samples},        {"world_size", plan.ranks.size()},
+  nlohmann::json j = {{"policy", plan.policy},     {"samples", plan.samples},        {"world_size", r.worldSize},
                       {"seed", r.seed},            {"epoch", r.epoch},               {"shuffle", r.shuffle},
                       {"drop_last", r.dropLast},   {"batch_size", r.batchSize},      {"resume_from", plan.resumeFrom},
                       {"remaining", plan.remaining}, {"padding", plan.padding},      {"dropped", plan.dropped},

@@ -146,6 +146,16 @@ class TestLoaderOptions : public QObject {
     LoaderOptions partial = loaderOptionsFromJson(R"({"batch_size": 64})");
     QCOMPARE(partial.batch_size, 64);
     QCOMPARE(partial.prefetch, LoaderOptions{}.prefetch);
+    // An integer wider than its knob is refused, not wrapped (4294967298 workers became 2, a world
+    // of 4294967300 ranks became 4).
+    for (const char* wide : {"{\"num_workers\": 4294967298}", "{\"shard_world_size\": 4294967300}", "{\"shard_rank\": -4294967296}"}) {
+      try {
+        loaderOptionsFromJson(wide);
+        QFAIL(wide);
+      } catch (const Error& e) {
+        QVERIFY2(e.kind() == ErrorKind::BadInput && QString(e.what()).contains("to 2147483647"), e.what());
+      }
+    }
     try {
       loadLoaderOptions(dir_.filePath("missing.json").toStdString());
       QFAIL("a missing file was accepted");

@@ -196,6 +196,12 @@ class TestPlanner : public QObject {
     QVERIFY((splitByWeights(7, {0.5, 0.3, 0.2}) == std::vector<std::int64_t>{4, 2, 1}));  // 3.5 2.1 1.4
     QVERIFY((splitByWeights(3, {1000, 1, 1}) == std::vector<std::int64_t>{1, 1, 1}));  // every rank >= 1
     QVERIFY((splitByWeights(12, {1000, 1, 1}) == std::vector<std::int64_t>{10, 1, 1}));
+    // Weights whose sum (or total x weight) passes the largest double: split as their ratios say
+    // (these never returned: the quotas were NaN).
+    QVERIFY((splitByWeights(10, {1e308, 1e308}) == std::vector<std::int64_t>{5, 5}));
+    QVERIFY((splitByWeights(10, {1e308, 1e308, 1e308}) == std::vector<std::int64_t>{4, 3, 3}));
+    QVERIFY((splitByWeights(4, {1e308, 1}) == std::vector<std::int64_t>{3, 1}));
+    QVERIFY((splitByWeights(10, {1e-300, 3e-300}) == std::vector<std::int64_t>{3, 7}));
     std::mt19937_64 rng(3);
     for (int i = 0; i < 2000; ++i) {
       const int n = std::uniform_int_distribution<int>(1, 64)(rng);
@@ -432,6 +438,22 @@ class TestPlanner : public QObject {
     QCOMPARE(ranks[1].toObject()["batches_per_round"].toInteger(), qint64(4));  // the anchor (slowest): 4 a round
   }
 
+  // Weights of 1e308 (their sum is inf) split as their ratios say; the run ended only when killed.
+  // One rank's plan (--rank) still says the world it is a rank of.
+  void cliPlansExtremeWeightsAndOneRank() {
+    const auto r = stoker::test::runStoker({"plan", "--samples", "10", "--world-size", "2", "--batch-size", "2",
+                                            "--weights", "1e308,1e308", "--no-indices", "--json"});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    const QJsonObject plan = QJsonDocument::fromJson(r.out).object();
+    QCOMPARE(plan["ranks"].toArray()[0].toObject()["samples"].toInteger(), qint64(5));
+    const auto one = stoker::test::runStoker({"plan", "--samples", "10", "--world-size", "4", "--rank", "2", "--json"});
+    QVERIFY2(one.exitCode == 0, one.err.constData());
+    const QJsonObject onePlan = QJsonDocument::fromJson(one.out).object();
+    QCOMPARE(onePlan["world_size"].toInt(), 4);
+    QCOMPARE(onePlan["ranks"].toArray().size(), 1);
+    QCOMPARE(onePlan["ranks"].toArray()[0].toObject()["rank"].toInt(), 2);
+  }
+
   void cliRefusesBadInputWithOneLine() {
     const QList<QPair<QStringList, QString>> cases = {
         {{"--world-size", "0"}, "world size: must be at least 1"},
@@ -444,6 +466,7 @@ class TestPlanner : public QObject {
         {{"--world-size", "2", "--resume-from", "11"}, "resume point: 11 is beyond the epoch's 10 samples"},
         {{"--world-size", "4", "--batch-size", "4611686018427387905", "--weights", "1,1,1,1"},
          "times the world size 4 overflows"},
+        {{"--world-size", "1", "--shard-samples", "9223372036854775807,9223372036854775807,3"}, "add up past 2^63-1"},
     };
     for (const auto& [extra, message] : cases) {
       const auto r = stoker::test::runStoker(QStringList{"plan", "--samples", "10"} + extra);
