@@ -117,16 +117,20 @@ ImagePlan ImagePipeline::plan(int width, int height, const SampleSeed& seed) con
     p.resizedWidth = t_.rrcWidth;
     p.resizedHeight = t_.rrcHeight;
   } else if (t_.resizeShorter) {
-    // torchvision's Resize(int): the shorter side becomes S, the longer int(S * long / short).
-    // The longer side in double, held below int's range (run() refuses what passes kMaxResizedSide).
+    // torchvision's Resize(int): the shorter side becomes S, the longer int(S * long / short) --
+    // Python's int product (exact in a double too), then one rounded division. S times the ratio
+    // rounded twice: 237 x 224 under Resize(224) became 236 x 224 where torchvision leaves it as is.
+    // Held below int's range (run() refuses what passes kMaxResizedSide).
     const int s = t_.resizeShorter;
-    auto longer = [&](double ratio) { return static_cast<int>(std::min(static_cast<double>(s) * ratio, 1e9)); };
+    auto longer = [&](int lng, int shrt) {
+      return static_cast<int>(std::min(static_cast<double>(s) * lng / shrt, 1e9));
+    };
     if (width <= height) {
       p.resizedWidth = s;
-      p.resizedHeight = longer(H / W);
+      p.resizedHeight = longer(height, width);
     } else {
       p.resizedHeight = s;
-      p.resizedWidth = longer(W / H);
+      p.resizedWidth = longer(width, height);
     }
   } else if (t_.resizeHeight) {
     p.resizedWidth = t_.resizeWidth;

@@ -258,6 +258,11 @@ ImageTransforms parseImageTransforms(const std::string& text) {
           if (!(s[static_cast<std::size_t>(i)] > 0)) fail(c.name, "std must be positive");
           t.mean[static_cast<std::size_t>(i)] = static_cast<float>(m[static_cast<std::size_t>(i)]);
           t.std[static_cast<std::size_t>(i)] = static_cast<float>(s[static_cast<std::size_t>(i)]);
+          // Checked as the float it becomes (as torchvision does): std 1e-50 is 0 in float32 and
+          // made every value +-inf; a mean of 1e50 is inf.
+          if (!(t.std[static_cast<std::size_t>(i)] > 0) || !std::isfinite(t.std[static_cast<std::size_t>(i)]))
+            fail(c.name, "std must be positive and finite as a float32");
+          if (!std::isfinite(t.mean[static_cast<std::size_t>(i)])) fail(c.name, "mean must be finite as a float32");
         }
         canonical.push_back("Normalize(mean=(" + fmt(m[0]) + ", " + fmt(m[1]) + ", " + fmt(m[2]) + "), std=(" + fmt(s[0]) + ", " +
                             fmt(s[1]) + ", " + fmt(s[2]) + "))");

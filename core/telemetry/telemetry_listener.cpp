@@ -13,10 +13,19 @@
 namespace stoker {
 
 namespace {
-constexpr std::size_t kMaxLine = 1 << 20;  // a peer sending no newline is cut off
+// A peer sending no newline is cut off. An honest record is under 48 KiB: options are refused past
+// 16 KiB, a dataset spec past 4 KiB (escaped, 24 KiB), names past 256 bytes.
+constexpr std::size_t kMaxLine = 256 << 10;
+// What all peers' unfinished lines may hold together: past it, a peer holding more than an honest
+// record's worth unfinished is cut off (4096 peers x 1 MiB held 4 GiB before).
+constexpr std::size_t kMaxPendingBytes = 64 << 20;
+constexpr std::size_t kHonestLine = 64 << 10;
 // One fast peer must not keep the others waiting: it gets at most this many reads per poll.
 constexpr int kMaxReadsPerPoll = 16;
-// Connections beyond this are closed at once (each may hold kMaxLine of an unfinished line).
+// What one poll reads from all peers together (4096 peers x 16 reads x 64 KiB was 4 GiB of records
+// handed over at once); the peers it did not reach are read first next time.
+constexpr std::size_t kMaxBytesPerPoll = 32 << 20;
+// Connections beyond this are closed at once.
 constexpr std::size_t kMaxPeers = 4096;
 constexpr double kMaxAheadSeconds = 3600;  // a record's time ahead of the listener's clock
 }
@@ -83,10 +92,16 @@ std::vector<TelemetryRecord> TelemetryListener::poll(int timeoutMs) {
     }
   }
   const double wallNow = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  for (std::size_t i = 1; i < fds.size(); ++i) {
+  std::size_t pending = 0, readThisPoll = 0;
+  for (const auto& [fd, rest] : peers_) pending += rest.size();
+  const std::size_t count = fds.size() - 1;
+  std::size_t served = 0;
+  for (std::size_t k = 0; k < count && readThisPoll < kMaxBytesPerPoll; ++k, ++served) {
+    const std::size_t i = 1 + (firstPeer_ + k) % count;  // round robin: who was cut short goes first
     if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
     const int fd = fds[i].fd;
     std::string& buffer = peers_[fd];
+    pending -= buffer.size();
     char chunk[65536];
     bool closed = false;
     // Lines are split after every read, so a peer's unfinished line -- and the memory it holds --
@@ -99,6 +114,7 @@ std::vector<TelemetryRecord> TelemetryListener::poll(int timeoutMs) {
         break;
       }
       buffer.append(chunk, static_cast<std::size_t>(n));
+      readThisPoll += static_cast<std::size_t>(n);
       std::size_t start = 0;
       for (std::size_t nl; (nl = buffer.find('\n', start)) != std::string::npos; start = nl + 1) {
         if (nl == start) continue;
@@ -113,11 +129,12 @@ std::vector<TelemetryRecord> TelemetryListener::poll(int timeoutMs) {
         }
       }
       buffer.erase(0, start);
-      if (buffer.size() > kMaxLine) {  // a peer sending no newline is cut off
-        ++badLines_;
+      if (buffer.size() > kMaxLine || (pending + buffer.size() > kMaxPendingBytes && buffer.size() > kHonestLine)) {
+        ++badLines_;  // a peer sending no newline is cut off
         closed = true;
       }
     }
+    if (!closed) pending += buffer.size();
     if (closed) {
       close(fd);
       peers_.erase(fd);
@@ -125,6 +142,7 @@ std::vector<TelemetryRecord> TelemetryListener::poll(int timeoutMs) {
         if (d.fd == fd) d.fd = -1;  // its number may be reused by the next accept
     }
   }
+  firstPeer_ = count ? (firstPeer_ + served) % count : 0;
   return out;
 }
 

@@ -33,6 +33,12 @@ class TelemetryListener {
   // Accepts connections and reads what arrived, waiting up to `timeoutMs`.
   std::vector<TelemetryRecord> poll(int timeoutMs);
   int connections() const { return static_cast<int>(peers_.size()); }
+  // Bytes of unfinished lines held for all peers (bounded: see kMaxPendingBytes).
+  std::size_t pendingBytes() const {
+    std::size_t n = 0;
+    for (const auto& [fd, rest] : peers_) n += rest.size();
+    return n;
+  }
   std::int64_t badLines() const { return badLines_; }
   std::int64_t refusedConnections() const { return refusedConnections_; }  // over the peer limit
 
@@ -51,6 +57,7 @@ class TelemetryListener {
   // returned at once, a loop at 100 % CPU; accepting waits until then instead.
   std::chrono::steady_clock::time_point acceptAgainAt_{};
   std::vector<Dialled> dialled_;
+  std::size_t firstPeer_ = 0;  // where the next poll starts reading (round robin)
   std::int64_t badLines_ = 0;
   std::int64_t refusedConnections_ = 0;
 };

@@ -166,6 +166,21 @@ def take_json(pointer):
         lib.stoker_free(pointer)
 
 
+def _plain(value):
+    """What json cannot write by itself: numpy and torch numbers and arrays (a config's np.int64
+    batch size, WeightedRandomSampler's weights as a tensor) as the Python values they hold."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def dumps(value):
+    """json.dumps for what crosses into the core: numpy and torch values are taken as their numbers."""
+    return json.dumps(value, default=_plain)
+
+
 def encode(text):
     return None if text is None else str(text).encode("utf-8")
 

@@ -40,7 +40,9 @@ def _base(options, rank, world_size):
     if options is None:
         return dict(_DATALOADER_DEFAULTS)
     if isinstance(options, dict):
-        return dict(options)
+        # A dict names some knobs; the rest are DataLoader's, as without options= (without the
+        # defaults, {"num_workers": 0} batched 32, shuffled and dropped the last batch).
+        return {**_DATALOADER_DEFAULTS, **options}
     if isinstance(options, (str, os.PathLike)):
         text = os.fspath(options)
         if text.endswith(".json") or os.sep in text or os.path.exists(text):
@@ -53,7 +55,7 @@ def _base(options, rank, world_size):
                     raise ValueError(f"{text}: not JSON: {e}") from None
             if not isinstance(loaded, dict):
                 raise ValueError(f"{text}: a LoaderOptions file holds one JSON object")
-            return loaded
+            return {**_DATALOADER_DEFAULTS, **loaded}  # a file the workbench saved names every knob
         return preset(text, rank or 0, world_size or 1)
     raise TypeError(f"options= takes a dict, a preset name or a LoaderOptions JSON file, not {type(options).__name__}")
 
@@ -126,4 +128,4 @@ def build(options=None, *, rank=None, world_size=None, sampler=None, prefetch_fa
         # The weighted and with-replacement samplers deal one draw across the ranks (each rank its
         # share, as DistributedSampler deals its order); before, every rank took the whole draw.
         merged["shard_rank"], merged["shard_world_size"] = rank, world_size
-    return _native.take_json(_native.lib.stoker_options_normalize(_native.encode(json.dumps(merged))))
+    return _native.take_json(_native.lib.stoker_options_normalize(_native.encode(_native.dumps(merged))))

@@ -1,7 +1,6 @@
 """Checkpoints from a training script: the engine behind `stoker ckpt inspect|convert|verify`, in
 process (no subprocess), with a progress callback that can cancel."""
 
-import json
 import os
 
 from . import _native
@@ -26,14 +25,14 @@ def convert(src, dst, to, *, dtype="keep", memory_budget="256MiB", jobs=0, resum
     request = {"to": to, "dtype": dtype, "memory_budget": str(memory_budget), "jobs": int(jobs), "resume": resume,
                "force": force, "dry_run": dry_run, "include": list(include), "exclude": list(exclude),
                "rank": int(rank), "world_size": int(world_size)}
-    cb = _callback(progress)
-    return _native.take_json(lib.stoker_ckpt_convert(_native.encode(os.fspath(src)), _native.encode(os.fspath(dst)),
-                                                     _native.encode(json.dumps(request)), cb, None))
+    return _callback(progress).run(lambda cb: _native.take_json(
+        lib.stoker_ckpt_convert(_native.encode(os.fspath(src)), _native.encode(os.fspath(dst)),
+                                _native.encode(_native.dumps(request)), cb, None)))
 
 
 def verify(a, b, *, progress=None):
     """Whether two checkpoints in any layouts hold the same tensors (names, shapes, values):
     ``{"equal": bool, "tensors_compared": n, "non_tensor_items_not_compared": k,
     "first_difference": {...} | None}`` (verify compares tensors; DCP's non-tensor items are counted)."""
-    cb = _callback(progress)
-    return _native.take_json(lib.stoker_ckpt_verify(_native.encode(os.fspath(a)), _native.encode(os.fspath(b)), cb, None))
+    return _callback(progress).run(lambda cb: _native.take_json(
+        lib.stoker_ckpt_verify(_native.encode(os.fspath(a)), _native.encode(os.fspath(b)), cb, None)))

@@ -127,12 +127,16 @@ class Loader:
         if isinstance(publish, str):
             publish = [publish]
         publish_json = _native.encode(json.dumps(list(publish))) if publish else None
-        options_json = _native.encode(json.dumps(self.options))
+        options_json = _native.encode(_native.dumps(self.options))
         self._split_len = None
         self._queued = None  # (epoch, order, sizes) the running epoch queued behind it (a split's plan)
+        self._bool_fields = frozenset()  # held bool tensors: read as bytes, handed out as bool again
         if held is not None:
             names, tensors = held
             tensors = [t.detach().contiguous() for t in tensors]  # no copy unless strided
+            # torch 1.13's DLPack has no bool (masks): the same bytes go as uint8.
+            self._bool_fields = frozenset(i for i, t in enumerate(tensors) if t.dtype == torch.bool)
+            tensors = [t.view(torch.uint8) if t.dtype == torch.bool else t for t in tensors]
             if self._cuda_fields is not None:
                 # The loader gathers from them on streams of its own: what the script queued on
                 # them (their making, the copy above) is done first.
@@ -289,7 +293,7 @@ class Loader:
         # is the next epoch's start: as a count past the epoch's samples, the state was refused.
         # Not under El Che: its ranks take different numbers of batches, so a rank's count passes
         # the epoch's size mid-epoch (its iterator says when this rank's last batch is out).
-        done = s["done"] or (s["consumed"] >= self._epoch_draws() and not self._el_che())
+        done = s["done"] or (0 < self._epoch_end() <= s["consumed"] and not self._el_che())
         epoch, consumed = (s["epoch"] + 1, 0) if done else (s["epoch"], s["consumed"])
         if self._iterator is None and not s["done"] and s["consumed"] == 0:
             epoch = self._next_epoch
@@ -320,9 +324,11 @@ class Loader:
         epoch, consumed = int(state["epoch"]), int(state["samples_consumed"])
         if consumed < 0 or epoch < 0:
             raise ValueError(f"state_dict: epoch {epoch}, samples_consumed {consumed}: neither can be negative")
-        if consumed >= self._epoch_draws():  # the epoch was consumed whole (a state saved before this rule)
+        if 0 < self._epoch_end() <= consumed:  # the epoch was consumed whole (a state saved before this rule)
             epoch, consumed = epoch + 1, 0
-        if consumed and self._split is not None and self._split[0] == "step_ms":
+        # An El Che count is one rank's: refused mid-epoch whichever split this loader has (a
+        # plain loader took it as a global count and skipped samples no rank had served).
+        if consumed and (self._el_che() or state.get("split") == "step_ms"):
             raise ValueError("state_dict: an El Che split (rank_step_ms) resumes at epoch boundaries only: ranks "
                              "take different numbers of batches, so one rank's count does not say the others'")
         if consumed and not self._plannable() and state.get("world_size") != self.world_size:
@@ -350,6 +356,14 @@ class Loader:
         if o["sampler_type"] in ("weighted", "random_with_replacement") and o["num_samples"] > 0:
             return o["num_samples"]
         return self._samples
+
+    def _epoch_end(self):
+        """What an epoch's steps consume in all, over every rank: every draw, or with drop_last
+        only the whole steps (a state saved after the last of them is the next epoch's start)."""
+        draws = self._epoch_draws()
+        if self.options["drop_last"] and not self._el_che():
+            return min(draws, len(self) * self._batch * self.world_size)
+        return draws
 
     def _el_che(self):
         return self._split is not None and self._split[0] == "step_ms"
@@ -523,6 +537,8 @@ class _EpochIterator:
             self._batches_left -= 1
             if self._batches_left == 0:
                 loader._state["done"] = True
+        if loader._bool_fields:
+            batch = tuple(t.view(torch.bool) if i in loader._bool_fields else t for i, t in enumerate(batch))
         if self._as_dict:
             return dict(zip(loader.fields, batch))
         return batch

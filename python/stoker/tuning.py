@@ -1,19 +1,38 @@
 """stoker.tune (the auto-tuner) and stoker.plan (the sharding planner) from Python."""
 
-import json
 
 from . import _native, _options
 from ._native import lib
 
 
-def _callback(progress):
-    """A ctypes progress callback calling progress(done, total, item); True from it cancels."""
-    def call(_user, done, total, item):
+class _Callback:
+    """A ctypes progress callback calling progress(done, total, item); True from it cancels. An
+    exception in it stops the work and is raised by run() (it was a bare CancelledError before,
+    without the callback's error or traceback)."""
+
+    def __init__(self, progress):
+        self.error = None
+
+        def call(_user, done, total, item):
+            try:
+                return 1 if progress(done, total, (item or b"").decode("utf-8", "replace")) else 0
+            except BaseException as e:  # KeyboardInterrupt too: the work stops, the error goes up
+                if self.error is None:
+                    self.error = e
+                return 1
+        self.c = _native.PROGRESS(call) if progress else _native.PROGRESS()
+
+    def run(self, work):
         try:
-            return 1 if progress(done, total, (item or b"").decode("utf-8", "replace")) else 0
-        except Exception:
-            return 1  # a failing callback stops the work rather than being ignored
-    return _native.PROGRESS(call) if progress else _native.PROGRESS()
+            return work(self.c)
+        except _native.CancelledError:
+            if self.error is not None:
+                raise self.error
+            raise
+
+
+def _callback(progress):
+    return _Callback(progress)
 
 
 def tune(dataset, budget_s=60, *, device="cpu", options=None, progress=None, **fixed):
@@ -27,10 +46,10 @@ def tune(dataset, budget_s=60, *, device="cpu", options=None, progress=None, **f
     if not isinstance(dataset, str):
         raise TypeError("stoker.tune takes a dataset spec string")
     base = _options.build(options, **fixed)
-    cb = _callback(progress)
     request = {"budget_s": float(budget_s), "device": str(device)}
-    return _native.take_json(lib.stoker_tune(_native.encode(dataset), _native.encode(json.dumps(base)),
-                                             _native.encode(json.dumps(request)), cb, None))
+    return _callback(progress).run(lambda cb: _native.take_json(
+        lib.stoker_tune(_native.encode(dataset), _native.encode(_native.dumps(base)),
+                        _native.encode(_native.dumps(request)), cb, None)))
 
 
 def plan(samples, world_size, *, seed=0, epoch=0, shuffle=True, drop_last=False, batch_size=0, weights=None,
@@ -40,4 +59,4 @@ def plan(samples, world_size, *, seed=0, epoch=0, shuffle=True, drop_last=False,
     request = {"samples": samples, "world_size": world_size, "seed": seed, "epoch": epoch, "shuffle": shuffle,
                "drop_last": drop_last, "batch_size": batch_size, "weights": list(weights or []),
                "step_ms": list(step_ms or []), "resume_from": resume_from}
-    return _native.take_json(lib.stoker_plan(_native.encode(json.dumps(request))))
+    return _native.take_json(lib.stoker_plan(_native.encode(_native.dumps(request))))

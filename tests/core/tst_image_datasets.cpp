@@ -220,6 +220,30 @@ class TestImageDatasets : public QObject {
     QVERIFY2(maxDiff == 0, qPrintable(QString("max diff %1 levels").arg(maxDiff / unit)));
   }
 
+  // Resize(S)'s longer side is int(S * long / short) in Python: one rounded division of an exact
+  // product. Sizes where S times the rounded ratio falls just under a whole number (237 x 224 under
+  // Resize(224) became 236 x 224; torchvision leaves it as it is) differed by up to 241 levels.
+  void resizeShorterSideRoundsAsTorchvision() {
+    if (!pythonTorchAvailable()) QSKIP("Debian's python3-torch is not installed");
+    const QString root = tmp_.filePath("resize-sides");
+    const auto made = runPythonArgs({"-c", "import sys, os, numpy as np; from PIL import Image; r = sys.argv[1]; "
+                                             "os.makedirs(r + '/c', exist_ok=True); g = np.random.default_rng(5); "
+                                             "[Image.fromarray(g.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(f'{r}/c/{w}x{h}.png') "
+                                             "for w, h in [(237, 224), (224, 244), (305, 280), (486, 464), (238, 224)]]",
+                                     root});
+    QVERIFY2(made.exitCode == 0, made.err.constData());
+    const QString transforms = "Resize(224),CenterCrop(224),ToDtype(u8)";
+    const QString ref = tmp_.filePath("ref-resize-sides");
+    const auto r = runPythonArgs({kScripts + "torchvision_reference.py", root, ref, "--transforms", transforms});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    const at::Tensor want = readNpy((ref + "/images.npy").toStdString()).toTorch();
+    auto ds = openDataset("imagefolder:" + root.toStdString(), withTransforms(transforms.toStdString()));
+    const auto got = readAll(*ds);
+    QCOMPARE(got[0].sizes().vec(), want.sizes().vec());
+    for (std::int64_t i = 0; i < want.size(0); ++i)
+      QVERIFY2(at::equal(got[0][i], want[i]), qPrintable(QString("image %1 of 5 (in name order) differs").arg(i)));
+  }
+
   // ToTensor + Normalize 8 bytes at a time (AVX2 + FMA) gives the table's float32 values, which are
   // torchvision's; on a CPU with AVX2 and FMA the vector path must be the one in use. Large planes
   // take the streaming stores, from every alignment of the output.
@@ -1128,6 +1152,10 @@ class TestImageDatasets : public QObject {
     QTest::newRow("unknown argument") << "CenterCrop(8, fill=3)" << "unknown argument \"fill\"";
     QTest::newRow("too many") << "CenterCrop(8, 9)" << "too many arguments";
     QTest::newRow("unknown keyword") << "CenterCrop(8),RandomHorizontalFlip(q=0.3)" << "unknown argument \"q\"";
+    QTest::newRow("std zero as a float") << "Resize((4, 4)),Normalize(mean=(0.5, 0.5, 0.5), std=(1e-50, 1, 1))"
+                                         << "std must be positive and finite as a float32";
+    QTest::newRow("mean inf as a float") << "Resize((4, 4)),Normalize(mean=(1e50, 0.5, 0.5), std=(1, 1, 1))"
+                                         << "mean must be finite as a float32";
     QTest::newRow("flip after normalize") << "CenterCrop(8),Normalize(imagenet),RandomHorizontalFlip()" << "out of order";
   }
   // torchvision's Resize([256]) and Resize((256,)) set the shorter side, as Resize(256) does; "(256)"

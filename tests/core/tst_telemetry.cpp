@@ -4,6 +4,7 @@
 #include <QtTest>
 
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -427,6 +428,46 @@ class TestTelemetry : public QObject {
     const std::string cells = telemetryCsvRow(hostile);
     QVERIFY2(cells.find(",\"'=HYPERLINK(\"\"http://x\"\")\",") != std::string::npos, cells.c_str());
     QVERIFY2(cells.find(",'@SUM(A1),") != std::string::npos, cells.c_str());
+  }
+
+  // 300 peers each holding 250 KiB of a line that never ends (75 MiB): the listener keeps no more
+  // than its 64 MiB of unfinished lines (4,096 peers could hold 4 GiB before), cuts off the peers
+  // that push past it, and an honest peer's records still arrive.
+  void unfinishedLinesAreBoundedOverAllPeers() {
+    raiseOpenFileLimit();
+    TelemetryListener listener("127.0.0.1:0");
+    std::vector<int> hoarders;
+    for (int i = 0; i < 300; ++i) {
+      hoarders.push_back(stoker::test::connectToLoopback(listener.port()));
+      QVERIFY(hoarders.back() >= 0);
+    }
+    const std::string part(250 << 10, 'x');
+    std::vector<std::size_t> sent(hoarders.size(), 0);
+    int honest = stoker::test::connectToLoopback(listener.port());
+    const std::string line = telemetryToJson(sample(3, 1)) + "\n";
+    std::size_t most = 0;
+    int received = 0;
+    QElapsedTimer clock;
+    clock.start();
+    while (clock.elapsed() < 30000) {
+      bool more = false;
+      for (std::size_t i = 0; i < hoarders.size(); ++i) {
+        if (sent[i] >= part.size()) continue;
+        const ssize_t n = ::send(hoarders[i], part.data() + sent[i], part.size() - sent[i], MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n > 0) sent[i] += static_cast<std::size_t>(n);
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) sent[i] = part.size();  // cut off already
+        more = more || sent[i] < part.size();
+      }
+      QVERIFY(::send(honest, line.data(), line.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(line.size()));
+      for (const auto& r : listener.poll(20)) received += r.rank == 3;
+      most = std::max(most, listener.pendingBytes());
+      if (!more && received > 20) break;
+    }
+    QVERIFY2(most <= (64u << 20) + (256u << 10), qPrintable(QString::number(most)));
+    QVERIFY2(listener.badLines() > 0, "no hoarding peer was cut off");
+    QVERIFY2(received > 20, qPrintable(QString::number(received)));
+    for (int fd : hoarders) ::close(fd);
+    ::close(honest);
   }
 
   void publishersReachAListener() {

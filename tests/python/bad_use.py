@@ -261,6 +261,53 @@ try:
     finally:
         info.CUDA = saved
     checked.append("CUDA build, torch without CUDA")
+
+    # A partial options= dict or file keeps DataLoader's defaults for what it leaves out: with the
+    # core's (batch 32, shuffle, drop_last) a 10-sample dataset yielded no batch at all.
+    with open(f"{tmp}/partial.json", "w") as f:
+        f.write('{"num_workers": 0}')
+    for options in ({"num_workers": 0}, f"{tmp}/partial.json"):
+        partial = stoker.Loader("synthetic:10,2", options=options)
+        assert (partial.options["batch_size"], partial.options["shuffle"], partial.options["drop_last"]) == (1, False, False)
+        assert sum(1 for _ in partial) == 10
+        partial.close()
+    checked.append("partial options")
+    # numpy and torch numbers, and a torch tensor of weights (as WeightedRandomSampler takes them),
+    # are their values (they raised "Object of type int64 is not JSON serializable").
+    typed = stoker.Loader("synthetic:12,2", batch_size=np.int64(4), seed=np.int64(3), drop_last=np.bool_(False),
+                          sampler="weighted", weights=torch.ones(12), num_samples=np.int32(8), num_workers=0)
+    assert typed.options["batch_size"] == 4 and len(typed) == 2, typed.options
+    typed.close()
+    checked.append("numpy values")
+    # A bool mask as a field: torch 1.13's DLPack has no bool; it comes back as bool.
+    masks = torch.tensor([True, False, True, True])
+    m = stoker.Loader((torch.arange(4), masks), batch_size=4, num_workers=0)
+    got = next(iter(m))
+    assert got[1].dtype == torch.bool and torch.equal(got[1], masks), got
+    m.close()
+    checked.append("bool field")
+    # drop_last: a state saved after the epoch's last whole batch is the next epoch's start (it
+    # stayed at epoch 0, and the resumed for yielded nothing).
+    mk = lambda: stoker.Loader("synthetic:11,1", batch_size=4, drop_last=True, num_workers=0)
+    a = mk()
+    it = iter(a)
+    next(it), next(it)
+    state = a.state_dict()
+    assert (state["epoch"], state["samples_consumed"]) == (1, 0), state
+    b = mk()
+    b.load_state_dict(dict(state, epoch=0, samples_consumed=8))  # one saved before this rule
+    assert sum(1 for _ in b) == 2
+    a.close(), b.close()
+    checked.append("drop_last epoch end")
+    # An El Che state (one rank's count) is refused mid-epoch by a loader without El Che too.
+    plain = stoker.Loader("synthetic:40,1", batch_size=4, rank=0, world_size=2, num_workers=0)
+    expect(ValueError, lambda: plain.load_state_dict(dict(plain.state_dict(), samples_consumed=8, split="step_ms")),
+           "El Che", "epoch boundaries")
+    plain.close()
+    # An exception in a progress callback is raised as itself (it was a bare CancelledError).
+    def failing(done, total, item):
+        raise ZeroDivisionError("in the callback")
+    expect(ZeroDivisionError, lambda: stoker.tune("synthetic:200,4", 2, progress=failing), "in the callback")
     result(cases=len(checked), ctrl_c_latency_s=round(latency, 3), rss_growth_mb=round(rss_200 - rss_20, 1))
 finally:
     shutil.rmtree(tmp, ignore_errors=True)

@@ -135,7 +135,7 @@ int main(int argc, char** argv) {
       for (std::uint64_t i = a; i < hostileLines && !stop; i += 8) {
         if (fd < 0 && (fd = connectTo(port)) < 0) continue;
         std::string line = hostileLine(rng, i);
-        if (i % 997 == 0) line = std::string(3 << 20, 'x');  // over the 1 MiB line limit: cut off
+        if (i % 997 == 0) line = std::string(3 << 20, 'x');  // over the 256 KiB line limit: cut off
         if (!sendAll(fd, line + "\n")) {
           close(fd);
           fd = -1;
