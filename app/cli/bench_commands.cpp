@@ -1,7 +1,6 @@
 // `stoker bench`: runs the real loader on a dataset and reports throughput;
 // `stoker monitor`: prints the telemetry loaders publish.
 #include <algorithm>
-#include <limits>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -50,14 +49,10 @@ std::string printable(std::string text) {
   return text;
 }
 
-// What a number option holds when it was not given: no value a user can type (with -1 standing for
-// "not given", --workers -5 ran with the options' workers and --batch-size -1 with their batch).
-constexpr int kNotGiven = std::numeric_limits<int>::min();
-
 struct BenchArgs {
   std::string dataset = "fashion-mnist";
   std::string optionsFile, preset, device = "cpu", mode, saveOptions, weightsFile = "weights.json";
-  std::int64_t batchSize = kNotGiven;  // not given: the options decide
+  std::int64_t batchSize = kNotGiven64;  // not given: the options decide
   int epochs = 3, workers = kNotGiven, prefetch = kNotGiven;
   double stepMicros = 0;
   std::string simCapacity = "16GiB", simBandwidth = "12GB";
@@ -76,7 +71,7 @@ LoaderOptions resolveOptions(const BenchArgs& a) {
                     : !a.optionsFile.empty() ? loadLoaderOptions(a.optionsFile)
                                              : gpuOptimized();
   if (!a.preset.empty() && !a.optionsFile.empty()) throwBadInput("--preset", "give either --preset or --options, not both");
-  if (a.batchSize != kNotGiven) o.batch_size = a.batchSize;
+  if (a.batchSize != kNotGiven64) o.batch_size = a.batchSize;
   if (a.workers != kNotGiven) o.num_workers = a.workers;
   if (a.prefetch != kNotGiven) o.prefetch = a.prefetch;
   // More workers than a preset's ring can keep busy: the ring grows with them (two batches each,

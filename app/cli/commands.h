@@ -7,7 +7,15 @@
 
 #include <string>
 
+#include <cstdint>
+#include <limits>
+
 namespace stoker {
+// What a number option holds when it was not given: no value a user can type (with -1 standing for
+// "not given", --workers -5 ran with the options' workers and --batch-size -1 with their batch).
+inline constexpr int kNotGiven = std::numeric_limits<int>::min();
+inline constexpr std::int64_t kNotGiven64 = std::numeric_limits<std::int64_t>::min();
+
 void addCkptCommands(CLI::App& app, int& exitCode);
 void addDatasetCommands(CLI::App& app, int& exitCode);
 void addBenchCommands(CLI::App& app, int& exitCode);  // bench, monitor

@@ -3,7 +3,6 @@
 // as rank 0 of 1. Each rank loads its planned share of every epoch, runs a
 // simulated training step, and agrees with the others through c10d.
 #include <algorithm>
-#include <limits>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -27,7 +26,7 @@ namespace {
 struct FeedArgs {
   FeedJobOptions job;
   std::string dataset = "fashion-mnist", device = "cpu", collectives = "auto", transforms, optionsFile;
-  int workers = std::numeric_limits<int>::min();  // not given: the options file's, else 1
+  int workers = kNotGiven;  // not given: the options file's, else 1
   double stepMicros = 0, rendezvousTimeout = 60;
   std::vector<double> rankStepMicros;
   std::vector<std::string> publish;
@@ -56,7 +55,7 @@ void runFeed(FeedArgs& a) {
                                                     ": stoker feed's planner deals the samples to the ranks (leave it out)");
   // With weights a rank may take up to the whole global step (batch x world).
   o.batch_size = a.job.weights.empty() ? a.job.batchSize : a.job.batchSize * (env ? env->worldSize : 1);
-  if (a.workers != std::numeric_limits<int>::min()) o.num_workers = a.workers;
+  if (a.workers != kNotGiven) o.num_workers = a.workers;
   else if (a.optionsFile.empty() || !loaderOptionsFileSets(a.optionsFile, "num_workers")) o.num_workers = 1;  // feed's default
   o.prefetch = std::max(o.prefetch, prefetchForWorkers(o.num_workers));  // every worker busy
   o.drop_last = a.job.dropLast;
@@ -95,7 +94,7 @@ void runFeed(FeedArgs& a) {
   Loader loader(dataset, o, device);
   // feed's default of 1 worker is nobody's choice: uncached remote token windows get enough to keep
   // the network busy (each batch waits a round trip).
-  if (a.workers == std::numeric_limits<int>::min() && (a.optionsFile.empty() || !loaderOptionsFileSets(a.optionsFile, "num_workers")))
+  if (a.workers == kNotGiven && (a.optionsFile.empty() || !loaderOptionsFileSets(a.optionsFile, "num_workers")))
     loader.raiseWorkersForNetwork(!a.optionsFile.empty() && loaderOptionsFileSets(a.optionsFile, "prefetch") ? 0 : 2);
   loader.setTelemetryRank(rank);
   if (group) loader.setTelemetryCollectives(collectiveBackendName(backend));

@@ -3,7 +3,6 @@
 // as it is measured, then the best setting, how sure the choice is, and how
 // to use it (--save-options writes it for `stoker bench --options`).
 #include <cstdio>
-#include <limits>
 #include <cstdlib>
 
 #include <nlohmann/json.hpp>
@@ -24,7 +23,7 @@ namespace {
 
 struct TuneArgs {
   std::string dataset = "fashion-mnist", device = "cpu", optionsFile, preset, budget = "60s", saveOptions;
-  std::int64_t batchSize = std::numeric_limits<std::int64_t>::min();  // not given: the options'
+  std::int64_t batchSize = kNotGiven64;  // not given: the options'
   double stepMicros = 0, target = 3;
   bool json = false;
 };
@@ -46,7 +45,7 @@ void runTune(const TuneArgs& a) {
   if (!a.preset.empty() && !a.optionsFile.empty()) throwBadInput("--preset", "give either --preset or --options, not both");
   LoaderOptions base = !a.preset.empty() ? presetByName(a.preset) : !a.optionsFile.empty() ? loadLoaderOptions(a.optionsFile)
                                                                                          : gpuOptimized();
-  if (a.batchSize != std::numeric_limits<std::int64_t>::min()) base.batch_size = a.batchSize;
+  if (a.batchSize != kNotGiven64) base.batch_size = a.batchSize;
   validateLoaderOptions(base);
   requireBusyMicros("--step-us", a.stepMicros);
   if (!(a.target > 0 && a.target < 100)) throwBadInput("--target", "must be a percentage between 0 and 100");

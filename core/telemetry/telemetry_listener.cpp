@@ -92,8 +92,7 @@ std::vector<TelemetryRecord> TelemetryListener::poll(int timeoutMs) {
     }
   }
   const double wallNow = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  std::size_t pending = 0, readThisPoll = 0;
-  for (const auto& [fd, rest] : peers_) pending += rest.size();
+  std::size_t pending = pendingBytes(), readThisPoll = 0;
   const std::size_t count = fds.size() - 1;
   std::size_t served = 0;
   for (std::size_t k = 0; k < count && readThisPoll < kMaxBytesPerPoll; ++k, ++served) {

@@ -110,14 +110,14 @@ std::shared_ptr<SyntheticDataset> parseSyntheticSpec(const std::string& spec) {
   double cost = 0;
   if (parts.size() > next) {
     cost = std::strtod(parts[next].c_str(), &end);
-    if (parts[next].empty() || *end != '\0' || !(cost >= 0) || cost > 1e7)
+    if (parts[next].empty() || *end != '\0' || !(cost >= 0) || cost > kMaxBusyMicros)
       throwBadInput(spec, "cost_us must be 0-10000000 microseconds (got \"" + parts[next] + "\")");
     ++next;
   }
   double wait = 0;
   if (parts.size() > next) {
     wait = std::strtod(parts[next].c_str(), &end);
-    if (parts[next].empty() || *end != '\0' || !(wait >= 0) || wait > 1e7)
+    if (parts[next].empty() || *end != '\0' || !(wait >= 0) || wait > kMaxBusyMicros)
       throwBadInput(spec, "wait_us must be 0-10000000 microseconds (got \"" + parts[next] + "\")");
     ++next;
   }
