@@ -2,6 +2,7 @@
 LoaderOptions' knob names elsewhere, a preset or a saved options file underneath."""
 
 import json
+import operator
 import os
 
 from . import _native
@@ -65,13 +66,31 @@ def named_knobs(options):
     return set() if options is None else set(_base(options, 0, 1))
 
 
+def whole_number(name, value):
+    """An int argument as DistributedSampler indexes with it: ints, numpy and torch integers; a float
+    such as rank=1.5 is refused (int() took it as rank 1, a share another process also read)."""
+    if isinstance(value, str):  # torchrun's variables
+        try:
+            return int(value)
+        except ValueError:
+            raise ValueError(f"{name}: not a whole number ({value!r})") from None
+    if isinstance(value, bool):
+        raise TypeError(f"{name}= takes a whole number, not {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name}= takes a whole number, not {value!r}") from None
+
+
 def distributed_env(rank, world_size):
     """rank and world size: the arguments, else torchrun's RANK / WORLD_SIZE; None where neither says."""
     if rank is None and "RANK" in os.environ:
-        rank = int(os.environ["RANK"])
+        rank = whole_number("RANK", os.environ["RANK"])
     if world_size is None and "WORLD_SIZE" in os.environ:
-        world_size = int(os.environ["WORLD_SIZE"])
-    if rank is None and world_size is not None and int(world_size) > 1:
+        world_size = whole_number("WORLD_SIZE", os.environ["WORLD_SIZE"])
+    rank = None if rank is None else whole_number("rank", rank)
+    world_size = None if world_size is None else whole_number("world_size", world_size)
+    if rank is None and world_size is not None and world_size > 1:
         # As DistributedSampler: the process group's rank. Taken as 0, every process of an
         # mp.spawn job read rank 0's share, and the others' were never read.
         import torch.distributed as dist
@@ -79,7 +98,7 @@ def distributed_env(rank, world_size):
             raise ValueError(f"world_size={world_size} without rank= (nor RANK in the environment, nor an "
                              f"initialized torch.distributed): every process would read rank 0's share")
         rank = dist.get_rank()
-    return (None if rank is None else int(rank)), (None if world_size is None else int(world_size))
+    return rank, world_size
 
 
 def build(options=None, *, rank=None, world_size=None, sampler=None, prefetch_factor=None, **given):
@@ -111,6 +130,11 @@ def build(options=None, *, rank=None, world_size=None, sampler=None, prefetch_fa
             raise TypeError(f"sampler= takes one of {sorted(_SAMPLERS)} (Stoker draws the order itself), "
                             f"not {sampler!r}")
         merged["sampler_type"] = sampler
+    if given.get("num_samples") and merged.get("sampler_type", "random") not in ("weighted", "random_with_replacement"):
+        # RandomSampler's num_samples without replacement (a shorter or longer epoch of whole
+        # permutations) is not a Stoker sampler: taken silently, the epoch stayed the dataset's size.
+        raise ValueError(f"num_samples: used only by sampler='weighted' and 'random_with_replacement' "
+                         f"(this loader's sampler is {merged.get('sampler_type', 'random')!r})")
     # Without arguments or torchrun's variables, a saved distributed setting keeps its own shard.
     if world_size is None:
         world_size = int(merged.get("shard_world_size", 1))

@@ -83,6 +83,8 @@ class Loader:
         self._iterator = None
         self._cuda_fields = None  # the device of CUDA tensors given as the dataset
         # Batches as {field: tensor} when asked, or when the dataset was a dict of tensors.
+        if as_dict is not None and (isinstance(as_dict, str) or as_dict not in (True, False)):
+            raise TypeError(f"as_dict= takes True or False, not {as_dict!r}")  # bool("no") was True
         self.as_dict = bool(as_dict) if as_dict is not None else isinstance(dataset, dict)
         if rank_weights is not None and rank_step_ms is not None:
             raise ValueError("rank_weights and rank_step_ms: give one (a weighted split or El Che), not both")

@@ -48,6 +48,14 @@ try:
     expect(ValueError, lambda: stoker.Loader("fashion-mnist", transforms="Resize(8)"), "transforms")
     expect(FileNotFoundError, lambda: stoker.Loader("fashion-mnist", options=f"{tmp}/none.json"), "none.json")
     expect(ValueError, lambda: stoker.Loader("fashion-mnist", options="no_such_preset"), "no_such_preset")
+    # Values that were taken as something else: rank=1.5 read rank 1's share, as_dict="no" gave
+    # dicts, and num_samples with the random sampler left the epoch the dataset's size.
+    expect(TypeError, lambda: stoker.Loader("fashion-mnist", rank=1.5, world_size=2), "rank=", "1.5")
+    expect(TypeError, lambda: stoker.Loader("fashion-mnist", rank=0, world_size=2.0), "world_size=")
+    expect(TypeError, lambda: stoker.Loader("fashion-mnist", as_dict="no"), "as_dict=", "'no'")
+    expect(ValueError, lambda: stoker.Loader("fashion-mnist", num_samples=100), "num_samples", "'random'")
+    assert len(stoker.Loader("fashion-mnist", rank=np.int64(1), world_size=torch.tensor(2), batch_size=1000)) == 30
+    assert len(stoker.Loader("fashion-mnist", sampler="random_with_replacement", num_samples=100, batch_size=10)) == 10
 
     # A corrupt JPEG without skip_bad_samples: raised from the for loop, naming the file.
     from PIL import Image
