@@ -35,6 +35,14 @@ struct DatasetArgs {
 
 bool isFashionMnist(const std::string& spec) { return spec == "fashion-mnist" || spec.rfind("fashion-mnist:", 0) == 0; }
 
+// Only Fashion-MNIST's files hold two splits; elsewhere a split is its own folder or file, and
+// --split test silently summarised or exported the training data.
+void refuseSplitUnlessFashionMnist(const std::string& spec, bool splitGiven) {
+  if (splitGiven && !isFashionMnist(spec))
+    throwBadInput("--split", "only fashion-mnist has splits here; give the split's own folder or file as the spec "
+                             "(e.g. imagefolder:DIR/val)");
+}
+
 // Fashion-MNIST keeps its own path here: both splits, label counts.
 LabeledImages loadFashionMnistSplit(const DatasetArgs& a) {
   const std::string dir = a.spec.size() > 14 ? a.spec.substr(14) : kFashionMnistDefaultDir;
@@ -160,11 +168,12 @@ void addDatasetCommands(CLI::App& app, int& exitCode) {
                                "megatron:PREFIX[,ctx=], synthetic:..., FILE.safetensors, FILE.npy";
   auto* info = dataset->add_subcommand("info", "Open a dataset and summarise it (samples, fields, classes)");
   info->add_option("SPEC", args->spec, specHelp)->required();
-  info->add_option("--split", args->split, "fashion-mnist: train or test")->check(CLI::IsMember({"train", "test"}));
+  auto* infoSplit = info->add_option("--split", args->split, "fashion-mnist: train or test")->check(CLI::IsMember({"train", "test"}));
   info->add_option("--transforms", args->transforms, "image datasets: torchvision-named transforms, e.g. \"Resize(256),CenterCrop(224)\"");
   info->add_flag("--json", args->json, "print one JSON document");
-  info->callback([args, &exitCode] {
+  info->callback([args, infoSplit, &exitCode] {
     refuseTransformsUnlessImages(args->spec, args->transforms, "--transforms");
+    refuseSplitUnlessFashionMnist(args->spec, infoSplit->count() > 0);
     if (!isFashionMnist(args->spec)) {
       infoOfSpec(*args);
       exitCode = 0;
@@ -200,7 +209,8 @@ void addDatasetCommands(CLI::App& app, int& exitCode) {
       "export", "Write the first samples, in order and after the transforms, to one .safetensors file (one tensor per field)");
   exportCmd->add_option("SPEC", args->spec, specHelp)->required();
   exportCmd->add_option("OUT", args->out, "output .safetensors file")->required();
-  exportCmd->add_option("--split", args->split, "fashion-mnist: train or test")->check(CLI::IsMember({"train", "test"}));
+  auto* exportSplit =
+      exportCmd->add_option("--split", args->split, "fashion-mnist: train or test")->check(CLI::IsMember({"train", "test"}));
   exportCmd->add_option("--transforms", args->transforms, "image datasets: torchvision-named transforms");
   exportCmd->add_option("--limit", args->limit, "export the first N samples (default: all)")
       ->check(CLI::Validator(
@@ -216,8 +226,9 @@ void addDatasetCommands(CLI::App& app, int& exitCode) {
           },
           "N >= 1"));
   exportCmd->add_option("--seed", args->seed, "seed of random transforms (epoch 0)");
-  exportCmd->callback([args, &exitCode] {
+  exportCmd->callback([args, exportSplit, &exitCode] {
     refuseTransformsUnlessImages(args->spec, args->transforms, "--transforms");
+    refuseSplitUnlessFashionMnist(args->spec, exportSplit->count() > 0);
     if (!isFashionMnist(args->spec) || args->limit >= 0) {
       if (isFashionMnist(args->spec) && args->split == "test")
         throwBadInput("--split test", "--limit exports the train split (fashion-mnist:DIR opens train)");

@@ -77,12 +77,15 @@ void addPlanCommands(CLI::App& app, int& exitCode) {
   plan->add_option("--weights", r.weights, "per-rank weights for unequal GPUs (w0,w1,...)")->delimiter(',');
   plan->add_option("--step-ms", r.stepMs, "per-rank milliseconds per batch: El Che batch counts (t0,t1,...)")
       ->delimiter(',');
-  plan->add_option("--anchor-batches", r.anchorBatches, "batches the slowest rank runs per El Che round (default 4)");
+  auto* anchor = plan->add_option("--anchor-batches", r.anchorBatches, "batches the slowest rank runs per El Che round (default 4)");
   plan->add_option("--batch-size", r.batchSize, "samples per rank per step (splits the plan into steps)");
   plan->add_option("--rank", args->rank, "print only this rank");
   plan->add_flag("--no-indices", args->noIndices, "JSON without the index lists (counts and steps only)");
   plan->add_flag("--json", args->json, "print one JSON document");
-  plan->callback([args, &exitCode] {
+  plan->callback([args, anchor, &exitCode] {
+    // El Che's round size means nothing to an even or weighted split (it was silently ignored).
+    if (anchor->count() > 0 && args->request.stepMs.empty())
+      throwBadInput("--anchor-batches", "used only with --step-ms (El Che's batch counts)");
     runPlan(*args);
     exitCode = 0;
   });

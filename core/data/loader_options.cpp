@@ -1,4 +1,5 @@
 #include "data/loader_options.h"
+#include "data/sampler.h"
 
 #include <cmath>
 #include <fstream>
@@ -215,6 +216,8 @@ void validateLoaderOptions(const LoaderOptions& o) {
     throwBadInput("max_inflight_parts", "must be 1-256" + got(o.max_inflight_parts));
   if (o.cache_limit < 0) throwBadInput("cache_limit", "must be 0 (no limit) or a number of bytes" + got(o.cache_limit));
   if (o.shard_world_size < 1) throwBadInput("shard_world_size", "must be at least 1" + got(o.shard_world_size));
+  if (o.shard_world_size > kMaxWorldSize)
+    throwBadInput("shard_world_size", "must be at most " + std::to_string(kMaxWorldSize) + got(o.shard_world_size));
   if (o.shard_rank < 0 || o.shard_rank >= o.shard_world_size)
     throwBadInput("shard_rank", "must be 0-" + std::to_string(o.shard_world_size - 1) + " for shard_world_size " +
                                     std::to_string(o.shard_world_size) + got(o.shard_rank));

@@ -35,6 +35,10 @@ std::vector<std::int64_t> distributedIndices(const DistributedSamplerConfig& c, 
 // generator seeded seed + epoch (torch's), or 0..samples-1 unshuffled.
 std::vector<std::int64_t> epochOrder(std::int64_t samples, std::uint64_t seed, std::int64_t epoch, bool shuffle);
 
+// Most ranks a plan or a sharded sampler holds (dealInterleaved keeps a list per rank: 2^31-1
+// ranks asked for ~100 GiB); torch's largest jobs are far below it.
+inline constexpr int kMaxWorldSize = 1 << 20;
+
 // Deals `order` to `worldSize` ranks like DistributedSampler: padded by
 // repeating from its start, or cut to a multiple of worldSize with
 // dropLast; rank r takes positions r, r + W, ... Returns every rank's

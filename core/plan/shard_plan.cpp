@@ -107,6 +107,10 @@ void planElChe(const PlanRequest& r, const std::vector<std::int64_t>& order, Sha
 
 void validatePlanRequest(const PlanRequest& r) {
   if (r.worldSize < 1) throwBadInput("world size", "must be at least 1 (got " + std::to_string(r.worldSize) + ")");
+  // The plan holds a record per rank: 2^31-1 ranks asked for ~100 GiB and ended in "out of memory".
+  if (r.worldSize > kMaxWorldSize)
+    throwBadInput("world size", std::to_string(r.worldSize) + " is more ranks than a plan holds (at most " +
+                                    std::to_string(kMaxWorldSize) + ")");
   for (std::size_t s = 0; s < r.shardSamples.size(); ++s)
     if (r.shardSamples[s] < 0) throwBadInput("shard " + std::to_string(s), "has a negative sample count");
   const std::int64_t n = totalSamples(r);

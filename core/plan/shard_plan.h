@@ -58,7 +58,7 @@ struct ShardPlan {
   std::vector<RankPlan> ranks;
 };
 
-// Throws Error(BadInput) naming the field: world size < 1, samples < 1,
+// Throws Error(BadInput) naming the field: world size < 1 or > kMaxWorldSize, samples < 1,
 // bad shard counts, weights of the wrong count / zero / negative / NaN,
 // bad step times, weights and step times together, a policy needing
 // batch_size without one, batch larger than a rank's samples with

@@ -118,6 +118,15 @@ class TestCliInspect : public QObject {
     auto bad = runStoker({"dataset", "info", "imagenet"});
     QCOMPARE(bad.exitCode, 2);
     QVERIFY(bad.err.contains("unknown dataset"));
+    // Other datasets have no splits: --split test summarised (or exported) the data given.
+    for (const QString& command : {"info", "export"}) {
+      QStringList args{"dataset", command, "synthetic:10,4"};
+      if (command == "export") args << tmp("split.safetensors");
+      const auto split = runStoker(args + QStringList{"--split", "test"});
+      QCOMPARE(split.exitCode, 2);
+      QVERIFY2(split.err.contains("--split: only fashion-mnist has splits"), split.err.constData());
+    }
+    QVERIFY(!QFile::exists(tmp("split.safetensors")));
   }
 
   void datasetExportThenInspect() {

@@ -467,6 +467,8 @@ class TestPlanner : public QObject {
         {{"--world-size", "4", "--batch-size", "4611686018427387905", "--weights", "1,1,1,1"},
          "times the world size 4 overflows"},
         {{"--world-size", "1", "--shard-samples", "9223372036854775807,9223372036854775807,3"}, "add up past 2^63-1"},
+        {{"--world-size", "2147483647"}, "world size: 2147483647 is more ranks than a plan holds"},
+        {{"--world-size", "2", "--anchor-batches", "0"}, "--anchor-batches: used only with --step-ms"},
     };
     for (const auto& [extra, message] : cases) {
       const auto r = stoker::test::runStoker(QStringList{"plan", "--samples", "10"} + extra);

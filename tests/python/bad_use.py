@@ -52,6 +52,7 @@ try:
     # dicts, and num_samples with the random sampler left the epoch the dataset's size.
     expect(TypeError, lambda: stoker.Loader("fashion-mnist", rank=1.5, world_size=2), "rank=", "1.5")
     expect(TypeError, lambda: stoker.Loader("fashion-mnist", rank=0, world_size=2.0), "world_size=")
+    expect(ValueError, lambda: stoker.Loader("fashion-mnist", rank=0, world_size=2**31 - 1), "at most 1048576")
     expect(TypeError, lambda: stoker.Loader("fashion-mnist", as_dict="no"), "as_dict=", "'no'")
     expect(ValueError, lambda: stoker.Loader("fashion-mnist", num_samples=100), "num_samples", "'random'")
     assert len(stoker.Loader("fashion-mnist", rank=np.int64(1), world_size=torch.tensor(2), batch_size=1000)) == 30
