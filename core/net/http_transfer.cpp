@@ -11,6 +11,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -118,6 +119,8 @@ struct Transfer {
   MultipartRangeReply* multi = nullptr;  // several ranges in one request (httpGetRanges)
   bool multiBegun = false;               // this reply's headers were handed to `multi`
   bool replyChecked = false;             // this attempt's reply passed the checks on its first bytes
+  bool versionChecked = false;           // this attempt's ETag was compared with the bytes' so far
+  std::string pinnedEtag;                // the caller's ETag, else the first reply's with bytes
   bool multiDeclined = false;            // the server does not serve several ranges at once
   int multiAsked = 0;                    // ranges this attempt asked for
   int multiServed = 0;                   // the fewest parts a closed reply to more ranges carried (0: none such)
@@ -212,6 +215,21 @@ std::size_t onBody(char* data, std::size_t size, std::size_t count, void* user) 
     t->errorBody.append(data, std::min(n, std::size_t(8192) - std::min(t->errorBody.size(), std::size_t(8192))));
     return n;
   }
+  if (!t->versionChecked) {
+    // Every attempt's bytes are kept (a retry resumes where the last broke), so every attempt's
+    // ETag is compared, not only the last one's: a replica with the old version that dropped the
+    // connection, then the new version resumed, made one part of two versions.
+    t->versionChecked = true;
+    if (!t->etag.empty()) {
+      if (t->pinnedEtag.empty()) {
+        t->pinnedEtag = t->etag;
+      } else if (t->etag != t->pinnedEtag) {
+        t->refused = "the object changed while it was read (ETag " + t->etag + ", the bytes before came with " +
+                     t->pinnedEtag + "): reading on would mix two versions; open the dataset again";
+        return 0;
+      }
+    }
+  }
   if (t->multi) return onMultiRangeBody(t, data, n);
   if (!t->dst && !t->sink) {
     if (t->text.size() + n > t->maxText) {
@@ -282,6 +300,7 @@ bool retryableCurl(CURLcode rc) {
   switch (rc) {
     case CURLE_COULDNT_CONNECT: case CURLE_OPERATION_TIMEDOUT: case CURLE_PARTIAL_FILE: case CURLE_RECV_ERROR:
     case CURLE_SEND_ERROR: case CURLE_GOT_NOTHING: case CURLE_HTTP2: case CURLE_HTTP2_STREAM: case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_COULDNT_RESOLVE_HOST: case CURLE_COULDNT_RESOLVE_PROXY:
       return true;
     default:
       return false;
@@ -380,6 +399,9 @@ void prepare(Transfer& t, const HttpTarget& target, const Settings& s, curl_slis
   // A weak ETag (W/"…") never matches If-Match (RFC 9110's strong comparison): for those the
   // reply's ETag is compared alone.
   if (!etag.empty() && etag.rfind("W/", 0) != 0) headers = curl_slist_append(headers, ("If-Match: " + etag).c_str());
+  // S3 keys are names, not paths: curl would collapse "a/../b" to "b" (and sign that), and read
+  // another object than the one listed.
+  if (target.s3) curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);
   if (target.s3 && !target.s3->anonymous()) {
     // curl 7.88 signs with the hash of the (empty) body but does not send it; S3 requires it.
     headers = curl_slist_append(headers, (std::string("x-amz-content-sha256: ") + kEmptySha256).c_str());
@@ -413,9 +435,22 @@ std::string statusWords(long status, const Transfer& t, const HttpTarget& target
 
 // Runs one request with retries. `first` is where the body starts in the object (range reads);
 // every retry of a range read asks only for the bytes not yet received.
-void perform(Transfer& t, const HttpTarget& target, const std::string& what, const std::string& etag,
+// S3's answers to credentials that were good when the object was opened and have since expired
+// (an STS session token lasts 1-12 hours; a training run often longer).
+bool credentialsExpired(long status, const std::string& errorBody) {
+  if (status != 400 && status != 403) return false;
+  for (const char* code : {"<Code>ExpiredToken</Code>", "<Code>TokenRefreshRequired</Code>", "<Code>RequestExpired</Code>"})
+    if (errorBody.find(code) != std::string::npos) return true;
+  return false;
+}
+
+void perform(Transfer& t, const HttpTarget& openedTarget, const std::string& what, const std::string& etag,
              const std::function<std::string()>& rangeOfRest) {
   const Settings s = settings();
+  // The credentials the object was opened with, until they expire: then once read again from the
+  // environment and the AWS files (a job that renews its session token there goes on).
+  std::optional<HttpTarget> renewed;
+  const HttpTarget* current = &openedTarget;
   std::string lastProblem;
   const auto started = std::chrono::steady_clock::now();
   HandleLease handle;
@@ -429,24 +464,25 @@ void perform(Transfer& t, const HttpTarget& target, const std::string& what, con
       sleepBackoff(s, attempt - 1, t.cancel);
     }
     // Named as the user wrote it (the shard, the listing), as the open's own checks name it.
-    if (t.cancel) t.cancel->throwIfCancelled(target.display.empty() ? what : target.display);
+    if (t.cancel) t.cancel->throwIfCancelled(current->display.empty() ? what : current->display);
     t.curl = handle.fresh();
     t.status = 0;
     t.errorBody.clear();
     t.refused.clear();
     t.multiBegun = false;
     t.replyChecked = false;
+    t.versionChecked = false;
     const std::size_t gotBefore = t.got;
     const bool ranged = t.dst || t.sink || t.multi;
     if (!ranged) t.text.clear();
     curl_slist* headers = nullptr;
-    prepare(t, target, s, headers, rangeOfRest ? rangeOfRest() : std::string(), etag);
+    prepare(t, *current, s, headers, rangeOfRest ? rangeOfRest() : std::string(), etag);
     netCounters().requests++;
     const CURLcode rc = curl_easy_perform(t.curl);
     curl_slist_free_all(headers);
     netCounters().bytes += t.got - gotBefore;
     if (rc == CURLE_ABORTED_BY_CALLBACK && t.cancel && t.cancel->cancelled())
-      t.cancel->throwIfCancelled(target.display.empty() ? what : target.display);
+      t.cancel->throwIfCancelled(current->display.empty() ? what : current->display);
     if (t.multiDeclined) return;
     if (t.sinkFailure) std::rethrow_exception(t.sinkFailure);
     if (!t.refused.empty()) throwBadInput(what, t.refused);
@@ -480,7 +516,20 @@ void perform(Transfer& t, const HttpTarget& target, const std::string& what, con
         throwBadInput(what, "the object changed since it was opened (its ETag is no longer " + etag +
                                 "): reading on would mix two versions; open the dataset again");
       if (t.status == 416 && t.allowShort) return;  // an empty object
-      lastProblem = statusWords(t.status, t, target);
+      lastProblem = statusWords(t.status, t, *current);
+      if (current->s3 && !current->s3->anonymous() && credentialsExpired(t.status, t.errorBody)) {
+        if (!renewed) {
+          renewed = *current;
+          renewed->s3 = loadS3Config();
+          current = &*renewed;
+          --attempt;  // not a retry of the same request: another signature
+          continue;
+        }
+        // Not skippable (skip_bad_samples): every later sample would fail the same way.
+        throw Error(ErrorKind::Network, what, lastProblem + "; the credentials expired and those read again are " +
+                                                  (renewed->s3->anonymous() ? "none" : "expired too") +
+                                                  ": renew AWS_SESSION_TOKEN (or the profile's) and resume");
+      }
       if (retryableStatus(t.status)) continue;
       throwBadInput(what, lastProblem);
     }
@@ -488,8 +537,9 @@ void perform(Transfer& t, const HttpTarget& target, const std::string& what, con
       throwBadInput(what, std::string("TLS: ") + curl_easy_strerror(rc) +
                               " (the server's certificate does not verify; AWS_CA_BUNDLE=FILE trusts a private CA, "
                               "STOKER_TLS_INSECURE=1 skips the check)");
-    if (rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_UNSUPPORTED_PROTOCOL || rc == CURLE_URL_MALFORMAT)
-      throwBadInput(what, curl_easy_strerror(rc));
+    // A name that does not resolve is retried like a refused connection (a DNS server that timed
+    // out under load); after the budget it is a Network error, which skip_bad_samples does not skip.
+    if (rc == CURLE_UNSUPPORTED_PROTOCOL || rc == CURLE_URL_MALFORMAT) throwBadInput(what, curl_easy_strerror(rc));
     lastProblem = curl_easy_strerror(rc);
     if (!retryableCurl(rc)) throwBadInput(what, lastProblem);
   }
@@ -513,6 +563,37 @@ NetCounters& netCounters() {
 
 namespace {
 
+// The object's size from the last reply to a range read (the first read of an object learns it
+// here). A reply that does not say it is refused unless its body ended before what was asked (the
+// object ends there): taken as 0, a shard whose server sent no length read as an empty object.
+std::uint64_t objectSizeOf(const Transfer& t, const std::string& what, std::uint64_t offset, std::size_t n) {
+  const std::uint64_t end = offset + t.got;  // the bytes received, over every attempt
+  const bool ended = t.got < n;              // the body ended before what was asked
+  unsigned long long a = 0, b = 0, total = 0;
+  if (t.status == 206) {
+    if (std::sscanf(t.contentRange.c_str(), "bytes %llu-%llu/%llu", &a, &b, &total) == 3) return total;
+    if (ended) return end;  // "bytes a-b/*": the object's length unknown to the server, but it ended
+    throwBadInput(what, "the server does not say the object's size (Content-Range \"" + t.contentRange + "\")");
+  }
+  if (t.status == 200) {
+    if (t.contentLength >= 0) return static_cast<std::uint64_t>(t.contentLength);
+    if (ended) return end;
+    throwBadInput(what, "the server ignored the Range request and sent the whole object without its size");
+  }
+  if (t.status == 416) {
+    // "bytes */N": the object's size. A retry after the whole object came (its end was cut) asks
+    // from the end, and learns it is there; nothing came at all: the object is empty.
+    if (std::sscanf(t.contentRange.c_str(), "bytes */%llu", &total) == 1) {
+      if (total == end) return total;
+      throwBadInput(what, "HTTP 416: the object has " + std::to_string(total) + " bytes, " + std::to_string(end) +
+                              " were read (it changed while it was read?)");
+    }
+    if (t.got == 0) return 0;
+    throwBadInput(what, "HTTP 416 after " + std::to_string(t.got) + " bytes, without the object's size");
+  }
+  return end;
+}
+
 RangeReply getRange(Transfer& t, const HttpTarget& target, std::uint64_t offset, std::size_t n, const std::string& etag,
                     bool allowShort) {
   t.want = n;
@@ -521,18 +602,16 @@ RangeReply getRange(Transfer& t, const HttpTarget& target, std::uint64_t offset,
   const std::string what = "GET " + target.display + " bytes " + std::to_string(offset) + "-" + std::to_string(offset + n - 1);
   RangeReply reply;
   if (n == 0) return reply;
+  t.pinnedEtag = etag;
   perform(t, target, what, etag, [&] {
     t.wantStart = offset + t.got;
     return std::to_string(offset + t.got) + "-" + std::to_string(offset + n - 1);
   });
   if (!etag.empty() && !t.etag.empty() && t.etag != etag)
     throwBadInput(what, "the object changed since it was opened (ETag " + t.etag + ", opened as " + etag + ")");
-  reply.etag = t.etag;
+  reply.etag = t.etag.empty() ? t.pinnedEtag : t.etag;
   reply.got = t.got;
-  unsigned long long a = 0, b = 0, total = 0;
-  if (t.status == 206 && std::sscanf(t.contentRange.c_str(), "bytes %llu-%llu/%llu", &a, &b, &total) == 3) reply.objectSize = total;
-  else if (t.status == 200 && t.contentLength >= 0) reply.objectSize = static_cast<std::uint64_t>(t.contentLength);
-  else if (t.status == 416) reply.objectSize = 0;
+  if (allowShort) reply.objectSize = objectSizeOf(t, what, offset, n);  // only a first read needs it
   return reply;
 }
 

@@ -38,7 +38,7 @@ struct HttpTarget {
 };
 
 struct RangeReply {
-  std::uint64_t objectSize = 0;  // from Content-Range (or Content-Length of a whole-body 200)
+  std::uint64_t objectSize = 0;  // allowShort's reads: from Content-Range (or Content-Length of a whole-body 200)
   std::string etag;
   std::size_t got = 0;  // bytes written to dst
 };

@@ -49,7 +49,11 @@ std::string S3Config::describe() const {
 
 std::string S3Config::objectUrl(const std::string& bucket, const std::string& key) const {
   const std::size_t hostAt = endpoint.find("://") + 3;
-  if (pathStyle) return endpoint + "/" + bucket + (key.empty() ? "" : "/" + percentEncode(key, true));
+  // A bucket with dots (my.data) as a host name over TLS does not match the *.s3 wildcard
+  // certificate: botocore falls back to path-style there, and so does this (the certificate error
+  // advised STOKER_TLS_INSECURE=1, with signed requests and session tokens on the wire).
+  const bool dottedOverTls = !styleChosen && bucket.find('.') != std::string::npos && endpoint.rfind("https://", 0) == 0;
+  if (pathStyle || dottedOverTls) return endpoint + "/" + bucket + (key.empty() ? "" : "/" + percentEncode(key, true));
   return endpoint.substr(0, hostAt) + bucket + "." + endpoint.substr(hostAt) + "/" + percentEncode(key, true);
 }
 
@@ -104,6 +108,7 @@ S3Config loadS3Config() {
   if (c.endpoint.rfind("http://", 0) != 0 && c.endpoint.rfind("https://", 0) != 0)
     throwBadInput("endpoint " + c.endpoint, "an S3 endpoint is http://HOST[:PORT] or https://HOST[:PORT]");
   const std::string style = env("STOKER_S3_ADDRESSING");
+  c.styleChosen = !style.empty();
   if (style == "path") c.pathStyle = true;
   else if (style == "virtual") c.pathStyle = false;
   else if (!style.empty()) throwBadInput("STOKER_S3_ADDRESSING=" + style, "is path or virtual");

@@ -23,6 +23,7 @@ struct S3Config {
   std::string region = "us-east-1";
   std::string endpoint;  // scheme://host[:port], no trailing slash
   bool pathStyle = false;
+  bool styleChosen = false;  // STOKER_S3_ADDRESSING named the style: kept even for dotted buckets
   std::string source;    // where the keys came from: "environment", "profile default in FILE", "none (unsigned)"
 
   bool anonymous() const { return accessKeyId.empty(); }

@@ -7,6 +7,7 @@ Forwards every request to 127.0.0.1:UPSTREAM_PORT (headers, Host included, so S3
 and logs it. The test steers it with POST /__fault {"mode": M, "count": N, "latency_ms": L}: the
 next N GETs that carry a body get fault M, and every request waits L ms first (0 by default):
   status:CODE    answer CODE (503 and 429 with S3's SlowDown body) instead of forwarding
+  status:CODE:S3 the same with S3's error code S3 (status:400:ExpiredToken)
   drop           send the headers and half the body, then close the connection
   short          a clean reply whose Content-Length says half of what Content-Range says
   ignore_range   forward without the Range header (the server answers 200 with the whole object)
@@ -14,6 +15,10 @@ next N GETs that carry a body get fault M, and every request waits L ms first (0
                  which serves the first 10 of a request's ranges in a whole multipart reply)
   stall          send the headers and half the body, then stop sending for 60 s
   redirect:URL   answer 307 with Location: URL
+  etag:VALUE     the reply's ETag header says VALUE (a replica with another version)
+  no_length      the reply has no Content-Length: its body ends when the connection closes
+  unknown_total  a 206's Content-Range says "bytes A-B/*" (the object's size not known)
+  overlong       the reply's Content-Length says one byte more than its body (cut after its end)
 Faults combine: "ignore_range+short" puts both on one GET; "drop|ignore_range" gives the next GETs
 drop, then ignore_range, in turn (N in all).
 With --sigv4, every request signed with one of those key ids must carry the SigV4 signature S3
@@ -121,7 +126,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         fault = faults[0]
         if fault.startswith("status:"):
             code = int(fault.split(":")[1])
-            xml = b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
+            s3code = fault.split(":")[2] if fault.count(":") > 1 else "SlowDown"
+            xml = (f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{s3code}</Code>"
+                   f"<Message>Please reduce your request rate.</Message></Error>").encode()
             with lock:
                 log.append([self.command, self.path, self.headers.get("Range", ""), code, 0, concurrent])
             self.uncount()
@@ -146,11 +153,26 @@ class Handler(http.server.BaseHTTPRequestHandler):
             log.append([self.command, self.path, self.headers.get("Range", ""), resp.status, len(data), concurrent])
         self.uncount()
         self.send_response(resp.status)
+        etag = next((f[len("etag:"):] for f in faults if f.startswith("etag:")), None)
         for k, v in resp.getheaders():
             if k.lower() in ("connection", "keep-alive", "transfer-encoding", "content-length"):
                 continue
+            if k.lower() == "etag" and etag is not None:
+                v = etag
+            if k.lower() == "content-range" and "unknown_total" in faults:
+                v = v.rsplit("/", 1)[0] + "/*"
             self.send_header(k, v)
         half = len(data) // 2
+        if "no_length" in faults or "overlong" in faults:
+            if "overlong" in faults:
+                self.send_header("Content-Length", str(len(data) + 1))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)
+            self.close_connection = True
+            return
         if "short" in faults:
             self.send_header("Content-Length", str(half))
             self.end_headers()

@@ -2457,6 +2457,25 @@ torch.save(sd, sys.argv[1])
     }
   }
 
+  // Credentials that expire during a run (an STS session token lasts 1-12 hours) are read again
+  // once; still expired, the error is a Network one, which skip_bad_samples does not skip (every
+  // later sample would have been skipped). A host name that does not resolve is retried, then a
+  // Network error too: before, it was bad input at the first DNS hiccup.
+  void expiredCredentialsAndUnresolvedHosts() {
+    auto o = RemoteObject::open(s3("blob.bin").toStdString());
+    QByteArray got(1000, '\0');
+    QVERIFY(servers_.fault(false, "status:400:ExpiredToken", 1));
+    o->read(5000, got.data(), 1000, {});
+    QVERIFY(got == blob_.mid(5000, 1000));
+    QVERIFY(servers_.fault(false, "status:400:ExpiredToken", 100));
+    NAMED(expectError([&] { o->read(5000, got.data(), 1000, {}); }, ErrorKind::Network,
+                      {"ExpiredToken", "the credentials expired", "renew AWS_SESSION_TOKEN"}));
+    QVERIFY(servers_.fault(false, "", 0));
+    ScopedEnv attempts("STOKER_HTTP_ATTEMPTS", "2");
+    NAMED(expectError([&] { RemoteObject::open("http://nosuch.invalid/x.bin"); }, ErrorKind::Network,
+                      {"resolve", "after 2 attempts"}));
+  }
+
   // Replies that would be wrong data are refused at once: a server that ignores Range, a
   // Content-Length that disagrees with Content-Range, an object changed since it was opened.
   void wrongRepliesAreNeverData() {
@@ -2494,6 +2513,29 @@ torch.save(sd, sys.argv[1])
     servers_.takeLog(true);
     empty->read(0, whole.data(), 0, parts);
     QCOMPARE(servers_.takeLog(true).size(), 0);
+    // An open whose reply does not say the object's size: refused, unless its body ended before
+    // what was asked (then the object ends there). Before, the size was taken as 0: an empty shard.
+    const std::string smallUrl = servers_.httpUrl("small.bin").toStdString();
+    QVERIFY(servers_.fault(true, "ignore_range+no_length", 1));
+    NAMED(expectBadInput([&] { RemoteObject::open(smallUrl, 4096); }, {"sent the whole object without its size"}));
+    QVERIFY(servers_.fault(true, "unknown_total", 1));
+    NAMED(expectBadInput([&] { RemoteObject::open(smallUrl, 4096); }, {"does not say the object's size", "/*"}));
+    for (const char* mode : {"ignore_range+no_length", "unknown_total"}) {
+      QVERIFY(servers_.fault(true, mode, 1));
+      QCOMPARE(RemoteObject::open(smallUrl, 1 << 20)->size(), std::uint64_t(small.size()));
+    }
+    // The whole object came and then the reply broke (its length said one byte more): the retry
+    // from its end is a 416, which says the size. Before, a 416 meant "an empty object".
+    QVERIFY(servers_.fault(true, "ignore_range+overlong", 1));
+    QCOMPARE(RemoteObject::open(smallUrl, 1 << 20)->size(), std::uint64_t(small.size()));
+    // Every attempt's ETag is compared, not the last one's only: a replica with another version
+    // that broke off, then the right one resumed, made one read of two versions.
+    QVERIFY(servers_.fault(true, "drop+etag:\"another\"|", 2));
+    NAMED(expectBadInput([&] { RemoteObject::open(smallUrl, 1 << 20); }, {"changed while it was read", "\"another\""}));
+    auto pinned = RemoteObject::open(servers_.httpUrl("blob.bin").toStdString());
+    QVERIFY(servers_.fault(true, "drop+etag:\"another\"|", 2));
+    NAMED(expectBadInput([&] { pinned->read(4096, got.data(), 5000); }, {"changed while it was read"}));
+    QVERIFY(servers_.fault(true, "", 0));
     QVERIFY(writeFile(servers_.www() + "/changing.bin", randomBytes(10000, 3)));
     auto changing = RemoteObject::open(servers_.httpUrl("changing.bin").toStdString());
     QTest::qWait(1100);  // nginx's ETag holds the modification time in seconds
@@ -3173,6 +3215,10 @@ with tarfile.open(sys.argv[1], 'w') as tf:
       s = loadS3Config();
       QCOMPARE(QString::fromStdString(s.accessKeyId), QString("DEFAULTKEY"));
       QCOMPARE(QString::fromStdString(s.objectUrl("b-1", "k")), QString("https://b-1.s3.us-east-1.amazonaws.com/k"));
+      // A dotted bucket as a host name fails AWS's wildcard certificate: path-style, as botocore.
+      QCOMPARE(QString::fromStdString(s.objectUrl("my.data", "k")), QString("https://s3.us-east-1.amazonaws.com/my.data/k"));
+      ScopedEnv virtualHost("STOKER_S3_ADDRESSING", "virtual");
+      QCOMPARE(QString::fromStdString(loadS3Config().objectUrl("my.data", "k")), QString("https://my.data.s3.us-east-1.amazonaws.com/k"));
     }
     {
       ScopedEnv anonymous("AWS_NO_SIGN_REQUEST", "true");
