@@ -27,7 +27,7 @@ struct FeedArgs {
   FeedJobOptions job;
   std::string dataset = "fashion-mnist", device = "cpu", collectives = "auto", transforms, optionsFile;
   int workers = kNotGiven;  // not given: the options file's, else 1
-  double stepMicros = 0, rendezvousTimeout = 60;
+  double stepMicros = 0, rendezvousTimeout = 60, collectiveTimeout = DistGroup::kDefaultCollectiveTimeoutSeconds;
   std::vector<double> rankStepMicros;
   std::vector<std::string> publish;
   bool noShuffle = false, json = false, noShareScans = false;
@@ -46,6 +46,11 @@ void runFeed(FeedArgs& a) {
   // rank waits longer than that for another.
   if (!(a.rendezvousTimeout > 0 && a.rendezvousTimeout <= 7 * 86400))
     throwBadInput("--rendezvous-timeout", "must be more than 0 and at most 604800 seconds (a week)");
+  if (!(a.collectiveTimeout > 0 && a.collectiveTimeout <= 7 * 86400))
+    throwBadInput("--collective-timeout", "must be more than 0 and at most 604800 seconds (a week)");
+  // torchrun cannot give each rank its own --device: a bare "cuda" is this node's LOCAL_RANK'th
+  // GPU, as a PyTorch script's torch.device("cuda", local_rank). Before, every rank took GPU 0.
+  if (a.device == "cuda" && env) a.device = "cuda:" + std::to_string(env->localRank);
   // The loader's knobs (remote reads: part_size, max_inflight_parts, cache_dir, ...) from a
   // LoaderOptions file; the job's flags say what the plan needs.
   LoaderOptions o = a.optionsFile.empty() ? LoaderOptions{} : loadLoaderOptions(a.optionsFile);
@@ -80,7 +85,7 @@ void runFeed(FeedArgs& a) {
   // A backend named on the command line forms the group even for one rank, as
   // init_process_group does (gpu-check's NCCL rank on a machine with one GPU).
   if (env && (env->worldSize > 1 || a.collectives != "auto")) {
-    group = DistGroup::connect(*env, a.rendezvousTimeout, backend, cudaDevice);
+    group = DistGroup::connect(*env, a.rendezvousTimeout, backend, cudaDevice, a.collectiveTimeout);
     if (!a.json) std::fprintf(stderr, "rank %d: collectives over %s\n", rank, collectiveBackendName(backend).c_str());
   }
   // The group is formed first: ranks opening remote WebDataset shards share their scans over it.
@@ -159,14 +164,16 @@ void addFeedCommands(CLI::App& app, int& exitCode) {
   feed->add_option("--options", args->optionsFile,
                    "LoaderOptions JSON file (knob names as keys: part_size, max_inflight_parts, cache_dir, ...); "
                    "the batch size, drop_last and the deal come from the job's flags");
-  feed->add_option("--device", args->device, "cpu, sim:N or cuda:N (default cpu)");
+  feed->add_option("--device", args->device, "cpu, sim:N, cuda:N or cuda (this node's LOCAL_RANK'th GPU) (default cpu)");
   feed->add_option("--collectives", args->collectives,
                    "c10d backend of the ranks: auto (NCCL when --device is CUDA, else Gloo; no group for one rank), gloo or nccl (a group even for one rank)")
       ->check(CLI::IsMember({"auto", "gloo", "nccl"}));
   feed->add_option("--progress", j.progressFile, "rank 0 records the committed progress here after each step");
   feed->add_flag("--resume", j.resume, "continue from --progress (any world size)");
   feed->add_option("--record", j.recordDir, "each rank appends the samples of each step to DIR/rank<r>.txt");
-  feed->add_option("--rendezvous-timeout", args->rendezvousTimeout, "seconds to wait for every rank (default 60)");
+  feed->add_option("--rendezvous-timeout", args->rendezvousTimeout, "seconds to wait for every rank to join (default 60)");
+  feed->add_option("--collective-timeout", args->collectiveTimeout,
+                   "seconds a collective waits for the slowest rank (default 1800, torch's)");
   feed->add_option("--publish", args->publish, "send telemetry to HOST:PORT or file:PATH; repeatable");
   feed->add_flag("--json", args->json, "print one JSON document per rank");
   feed->callback([args, &exitCode] {

@@ -9,6 +9,7 @@
 #ifdef STOKER_WITH_C10D
 #include <ATen/ATen.h>
 #include <torch/version.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 // Our own macro, not torch's USE_C10D_GLOO: the wheels' CMake config defines that on every target
 // that links torch, though they ship no Gloo headers (built there with NCCL alone).
@@ -42,7 +43,7 @@ CollectiveBackend collectiveBackendFor(int cudaDevice) {
 struct DistGroup::Impl {
   DistEnv env;
   CollectiveBackend backend = CollectiveBackend::Gloo;
-  c10::intrusive_ptr<c10d::TCPStore> store;
+  c10::intrusive_ptr<c10d::Store> store;  // the TCPStore under this attempt's prefix
 #ifdef STOKER_WITH_GLOO
   c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
 #endif
@@ -110,8 +111,31 @@ auto collective(bool& failed, const char* name, F f) {
 
 bool distAvailable() { return true; }
 
+#ifdef STOKER_WITH_GLOO
+// Gloo's socket: on MASTER_ADDR where that is this host's (the master, a one-node job), else as
+// torch picks it: GLOO_SOCKET_IFNAME's interfaces, or the host name's address. Bound to
+// MASTER_ADDR alone, every rank on another node failed with "Cannot resolve ... to a (local) address".
+std::vector<std::shared_ptr<::gloo::transport::Device>> glooDevices(const DistEnv& env) {
+  if (const char* names = std::getenv("GLOO_SOCKET_IFNAME"); names && *names) {
+    std::vector<std::shared_ptr<::gloo::transport::Device>> devices;
+    std::string list = names;
+    for (std::size_t at = 0; at <= list.size();) {
+      const std::size_t comma = std::min(list.find(',', at), list.size());
+      if (comma > at) devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(list.substr(at, comma - at)));
+      at = comma + 1;
+    }
+    if (!devices.empty()) return devices;
+  }
+  try {
+    return {c10d::ProcessGroupGloo::createDeviceForHostname(env.masterAddr)};
+  } catch (const std::exception&) {
+    return {c10d::ProcessGroupGloo::createDefaultDevice()};
+  }
+}
+#endif
+
 std::unique_ptr<DistGroup> DistGroup::connect(const DistEnv& env, double timeoutSeconds, CollectiveBackend backend,
-                                              int cudaDevice) {
+                                              int cudaDevice, double collectiveTimeoutSeconds) {
 #ifndef STOKER_WITH_NCCL
   if (backend == CollectiveBackend::Nccl)
     throwBadInput("collectives nccl", "this stoker was built against a libtorch without CUDA/NCCL (use gloo)");
@@ -134,6 +158,9 @@ std::unique_ptr<DistGroup> DistGroup::connect(const DistEnv& env, double timeout
   impl->backend = backend;
   impl->cudaDevice = cudaDevice;
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeoutSeconds * 1000));
+  // A collective waits for the slowest rank's step (El Che's first round, a long scan), not for a
+  // join: torch's own default (30 min), not the rendezvous's minute.
+  const auto collectiveTimeout = std::chrono::milliseconds(static_cast<std::int64_t>(collectiveTimeoutSeconds * 1000));
 #ifdef STOKER_WITH_NCCL
   // A dead peer must end a collective with an error, not hang it until NCCL's watchdog aborts the
   // process: blocking wait makes work->wait() wait for the result and throw on timeout.
@@ -148,17 +175,21 @@ std::unique_ptr<DistGroup> DistGroup::connect(const DistEnv& env, double timeout
 #endif
   c10d::TCPStoreOptions so;
   so.port = static_cast<std::uint16_t>(env.masterPort);
-  so.isServer = env.rank == 0;
+  so.isServer = env.rank == 0 && !env.agentStore;  // under torchrun's agent, its store is there already
   so.waitWorkers = false;  // we wait ourselves, to say who is missing
   so.timeout = timeout;
   try {
-    impl->store = c10::make_intrusive<c10d::TCPStore>(env.masterAddr, so);
+    // Each attempt of an elastic job apart: the agent's store keeps the last attempt's keys, and
+    // its "joined" marks would have let this attempt's wait end before its ranks were there.
+    impl->store = c10::make_intrusive<c10d::PrefixStore>("stoker/attempt_" + std::to_string(env.restartCount),
+                                                         c10::make_intrusive<c10d::TCPStore>(env.masterAddr, so));
   } catch (const std::exception& e) {
-    if (env.rank == 0) throw Error(ErrorKind::Io, "rendezvous", "cannot host the store at " + where(env) + ": " + e.what());
+    if (so.isServer) throw Error(ErrorKind::Io, "rendezvous", "cannot host the store at " + where(env) + ": " + e.what());
     throw Error(ErrorKind::Timeout, "rendezvous",
-                "no store answered at " + where(env) + " within " + secs(timeoutSeconds) + " (is rank 0 running?)");
+                "no store answered at " + where(env) + " within " + secs(timeoutSeconds) +
+                    (env.agentStore ? " (is torchrun's agent running?)" : " (is rank 0 running?)"));
   }
-  const std::string prefix = "stoker/joined/";
+  const std::string prefix = "joined/";
   impl->store->set(prefix + std::to_string(env.rank), {1});
   std::vector<std::string> keys;
   for (int r = 0; r < env.worldSize; ++r) keys.push_back(prefix + std::to_string(r));
@@ -186,7 +217,7 @@ std::unique_ptr<DistGroup> DistGroup::connect(const DistEnv& env, double timeout
     try {
       c10::cuda::set_device(static_cast<c10::DeviceIndex>(cudaDevice));  // NCCL's communicator binds to the current GPU
       auto opts = c10d::ProcessGroupNCCL::Options::create();
-      opts->timeout = timeout;
+      opts->timeout = collectiveTimeout;
       impl->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl->store, env.rank, env.worldSize, opts);
     } catch (const std::exception& e) {
       throw Error(ErrorKind::Io, "rendezvous", std::string("NCCL could not connect the ranks: ") + e.what());
@@ -197,8 +228,8 @@ std::unique_ptr<DistGroup> DistGroup::connect(const DistEnv& env, double timeout
 #ifdef STOKER_WITH_GLOO
   try {
     auto opts = c10d::ProcessGroupGloo::Options::create();
-    opts->timeout = timeout;
-    opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(env.masterAddr));
+    opts->timeout = collectiveTimeout;
+    opts->devices = glooDevices(env);
     impl->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(impl->store, env.rank, env.worldSize, opts);
   } catch (const std::exception& e) {
     throw Error(ErrorKind::Io, "rendezvous", std::string("Gloo could not connect the ranks: ") + e.what());
@@ -273,7 +304,7 @@ struct DistGroup::Impl {
 
 bool distAvailable() { return false; }
 
-std::unique_ptr<DistGroup> DistGroup::connect(const DistEnv&, double, CollectiveBackend, int) {
+std::unique_ptr<DistGroup> DistGroup::connect(const DistEnv&, double, CollectiveBackend, int, double) {
   throwBadInput("distributed", "this stoker was built without libtorch's c10d (neither Gloo's headers nor nccl.h were "
                                "found: install libgloo-dev and rebuild)");
 }

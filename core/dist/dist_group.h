@@ -27,14 +27,18 @@ CollectiveBackend collectiveBackendFor(int cudaDevice);
 
 class DistGroup {
  public:
-  // Joins the job: rank 0 hosts the store at MASTER_ADDR:MASTER_PORT. Each
-  // rank registers, then waits for all WORLD_SIZE ranks; after
-  // `timeoutSeconds` it throws Error(Timeout) naming the ranks that never
-  // joined (or, for rank > 0, that no store answered). Collectives that
-  // fail because a peer died throw Error(Io) naming the collective.
+  // Joins the job: rank 0 hosts the store at MASTER_ADDR:MASTER_PORT (under
+  // torchrun's agent store, the agent does). Each rank registers, then waits
+  // for all WORLD_SIZE ranks; after `timeoutSeconds` it throws
+  // Error(Timeout) naming the ranks that never joined (or, for a client, that
+  // no store answered). Collectives that fail because a peer died, or wait
+  // longer than `collectiveTimeoutSeconds` (torch's default 30 min), throw
+  // Error(Io) naming the collective.
   // NCCL runs its collectives on `cudaDevice` (this rank's GPU).
   static std::unique_ptr<DistGroup> connect(const DistEnv& env, double timeoutSeconds,
-                                            CollectiveBackend backend = CollectiveBackend::Gloo, int cudaDevice = -1);
+                                            CollectiveBackend backend = CollectiveBackend::Gloo, int cudaDevice = -1,
+                                            double collectiveTimeoutSeconds = kDefaultCollectiveTimeoutSeconds);
+  static constexpr double kDefaultCollectiveTimeoutSeconds = 1800;
   ~DistGroup();
 
   int rank() const;

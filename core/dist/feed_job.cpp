@@ -143,6 +143,10 @@ struct EpochRun {
     const auto n = static_cast<std::int64_t>(order.size());
     const std::uint64_t digest = XXH3_64bits(order.data(), order.size() * sizeof(std::int64_t));
     ranks.agree("order of epoch " + std::to_string(e), digest);
+    // Each rank works out the others' slices from these: a rank with another batch size took
+    // samples another rank also took (the order alone agreed).
+    const std::int64_t settings[] = {o.batchSize, o.anchorBatches, o.dropLast ? 1 : 0};
+    ranks.agree("El Che's batch size, anchor batches and drop_last", XXH3_64bits(settings, sizeof settings));
     const int world = ranks.world(), me = ranks.rank();
     const std::int64_t bs = o.batchSize;
     FeedEpochReport report{e, resumeFrom, 0, 0, 0, hex(digest), {}};

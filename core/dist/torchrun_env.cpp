@@ -35,7 +35,19 @@ std::optional<DistEnv> distEnvFromEnvironment(const std::function<const char*(co
   if (env.rank < 0 || env.rank >= env.worldSize)
     throwBadInput("RANK", std::to_string(env.rank) + " is not a rank of WORLD_SIZE " + std::to_string(env.worldSize) +
                               " (0-" + std::to_string(env.worldSize - 1) + ")");
-  if (const char* local = getenv("LOCAL_RANK")) env.localRank = parseInt("LOCAL_RANK", local);
+  if (const char* local = getenv("LOCAL_RANK")) {
+    env.localRank = parseInt("LOCAL_RANK", local);
+    const char* localWorld = getenv("LOCAL_WORLD_SIZE");
+    const int ranksHere = localWorld ? parseInt("LOCAL_WORLD_SIZE", localWorld) : env.worldSize;
+    if (env.localRank < 0 || env.localRank >= ranksHere)
+      throwBadInput("LOCAL_RANK", std::to_string(env.localRank) + " is not a rank of this node's " + std::to_string(ranksHere) +
+                                      (localWorld ? " (LOCAL_WORLD_SIZE)" : " (WORLD_SIZE)"));
+  }
+  if (const char* agent = getenv("TORCHELASTIC_USE_AGENT_STORE")) env.agentStore = std::string(agent) == "True";
+  if (const char* restarts = getenv("TORCHELASTIC_RESTART_COUNT")) {
+    env.restartCount = parseInt("TORCHELASTIC_RESTART_COUNT", restarts);
+    if (env.restartCount < 0) throwBadInput("TORCHELASTIC_RESTART_COUNT", "must be 0 or more (got " + std::to_string(env.restartCount) + ")");
+  }
   if (const char* addr = getenv("MASTER_ADDR"); addr && *addr) env.masterAddr = addr;
   if (const char* port = getenv("MASTER_PORT")) env.masterPort = parseInt("MASTER_PORT", port);
   if (env.masterPort < 1 || env.masterPort > 65535)

@@ -14,16 +14,23 @@ namespace {
 // Batches a round for a device `ratio` times the anchor's speed (times its batches), held to
 // kMaxBatchesPerRound: times like 1e-300 against 1 made llround overflow (the fast device got 1
 // batch, the wrong way round) and the clamp's count x remaining wrap.
-constexpr double kMaxBatchesPerRound = 1 << 20;
 std::int64_t batchesForRatio(double batches) {
-  return std::max<std::int64_t>(1, std::llround(std::min(batches, kMaxBatchesPerRound)));
+  return std::max<std::int64_t>(1, std::llround(std::min(batches, static_cast<double>(kMaxBatchesPerRound))));
+}
+
+// The anchor's batches are a round's count too: 2^62 wrapped the round's total and every share
+// became 0, and the epoch never moved (bench and feed ran until killed).
+void requireAnchorBatches(std::int64_t anchorBatches) {
+  if (anchorBatches < 1 || anchorBatches > kMaxBatchesPerRound)
+    throwBadInput("anchor batches", "must be 1 to " + std::to_string(kMaxBatchesPerRound) + " (got " +
+                                        std::to_string(anchorBatches) + ")");
 }
 
 }  // namespace
 
 std::vector<std::int64_t> elCheCounts(const std::vector<double>& ms, std::int64_t anchorBatches) {
   if (ms.empty()) throwBadInput("step times", "no devices");
-  if (anchorBatches < 1) throwBadInput("anchor batches", "must be at least 1 (got " + std::to_string(anchorBatches) + ")");
+  requireAnchorBatches(anchorBatches);
   for (std::size_t d = 0; d < ms.size(); ++d)
     if (!(ms[d] > 0) || std::isinf(ms[d]))
       throwBadInput("step times", "device " + std::to_string(d) + " has a step time that is not a positive number");
@@ -67,7 +74,7 @@ std::vector<std::int64_t> elCheRoundShares(const std::vector<std::int64_t>& coun
 ElChe::ElChe(int devices, std::int64_t anchorBatches, std::size_t history)
     : anchorBatches_(anchorBatches), history_(std::max<std::size_t>(1, history)) {
   if (devices < 1) throwBadInput("El Che", "needs at least one device");
-  if (anchorBatches < 1) throwBadInput("anchor batches", "must be at least 1");
+  requireAnchorBatches(anchorBatches);
   readings_.resize(static_cast<std::size_t>(devices));
   counts_.assign(static_cast<std::size_t>(devices), anchorBatches);
 }

@@ -10,9 +10,13 @@
 
 namespace stoker {
 
+// Most batches a device runs in a round (the anchor's too).
+inline constexpr std::int64_t kMaxBatchesPerRound = std::int64_t{1} << 20;
+
 // count_d = max(1, round(anchorBatches * slowest_ms / ms_d)). Throws
-// Error(BadInput) for an empty list, anchorBatches < 1, or a time that is
+// Error(BadInput) for an empty list, anchorBatches outside 1..kMaxBatchesPerRound, or a time that is
 // not a positive finite number.
+
 std::vector<std::int64_t> elCheCounts(const std::vector<double>& msPerBatch, std::int64_t anchorBatches);
 
 // The counts for the last rounds of an epoch with `remainingBatches` left

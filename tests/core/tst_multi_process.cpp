@@ -21,6 +21,8 @@
 #include <map>
 #include <set>
 
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
 #include "dist/dist_group.h"
 #include "plan/shard_plan.h"
 #include "test_support.h"
@@ -32,11 +34,13 @@ namespace {
 struct Job {
   std::vector<std::unique_ptr<QProcess>> ranks;
 
-  // Starts `world` ranks of `stoker feed args` (rank r gets extra[r] too).
-  void start(int world, const QStringList& args, int port, const QList<QStringList>& extra = {}) {
+  // Starts `world` ranks of `stoker feed args` (rank r gets extra[r] too; every rank `vars`).
+  void start(int world, const QStringList& args, int port, const QList<QStringList>& extra = {},
+             const QStringList& vars = {}) {
     for (int r = 0; r < world; ++r) {
       auto p = std::make_unique<QProcess>();
       QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+      for (const QString& v : vars) env.insert(v.section('=', 0, 0), v.section('=', 1));
       env.insert("RANK", QString::number(r));
       env.insert("WORLD_SIZE", QString::number(world));
       env.insert("MASTER_ADDR", "127.0.0.1");
@@ -169,6 +173,76 @@ class TestMultiProcess : public QObject {
     }
     QCOMPARE(all.size(), std::size_t(2000));
     QCOMPARE(std::set<std::int64_t>(all.begin(), all.end()).size(), std::size_t(2000));
+  }
+
+  // Ranks whose El Che settings differ are refused: each works out the others' slices from its
+  // own batch size, so a rank with another one took samples another rank also took.
+  void elCheRanksAgreeOnTheirSettings() {
+    Job job;
+    job.start(2, {"--dataset", "synthetic:400,4", "--el-che", "--rendezvous-timeout", "30"}, test::freePort(),
+              {{"--batch-size", "16"}, {"--batch-size", "8"}});
+    QVERIFY(job.finish());
+    for (int r = 0; r < 2; ++r) {
+      QVERIFY(job.code(r) != 0);
+      const QByteArray err = job.err(r);
+      QVERIFY2(err.contains("El Che's batch size, anchor batches and drop_last") && err.contains("computed a different plan"),
+               err.constData());
+    }
+  }
+
+  // A collective waits for the slowest rank's step, not for the rendezvous's timeout: rank 0's
+  // 3 s step made rank 1's allgather give up after the 2 s meant for joining.
+  void aSlowStepOutlastsTheRendezvousTimeout() {
+    Job job;
+    job.start(2, {"--dataset", "synthetic:40,4", "--batch-size", "20", "--rank-step-us", "3000000,1000",
+                  "--rendezvous-timeout", "2", "--json"},
+              test::freePort());
+    QVERIFY(job.finish());
+    for (int r = 0; r < 2; ++r) QVERIFY2(job.code(r) == 0, job.err(r).constData());
+    auto r = stoker::test::runStoker({"feed", "--dataset", "synthetic:100,4", "--collective-timeout", "0"});
+    QVERIFY2(r.exitCode == 2 && r.err.contains("--collective-timeout: must be more than 0"), r.err.constData());
+  }
+
+  // Under torchrun (TORCHELASTIC_USE_AGENT_STORE=True) the agent hosts the store at MASTER_PORT and
+  // rank 0 joins it as a client, as torch's env:// does: before, rank 0 tried to host it too and
+  // failed with "address already in use". The agent's store outlives a restart of the workers:
+  // a failed attempt's keys do not count for the next one.
+  void ranksJoinTorchrunsAgentStore() {
+    const int port = test::freePort();
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<std::uint16_t>(port);
+    so.isServer = true;
+    so.waitWorkers = false;
+    so.timeout = std::chrono::seconds(30);
+    c10d::TCPStore agent("127.0.0.1", so);
+    agent.set("stoker/attempt_1/joined/1", {1});  // attempt 1's rank 1, which then died
+    QTemporaryDir dir;
+    Job job;
+    job.start(2, {"--dataset", "synthetic:200,4", "--batch-size", "10", "--record", dir.filePath("rec"), "--json",
+                  "--rendezvous-timeout", "30"},
+              port, {}, {"TORCHELASTIC_USE_AGENT_STORE=True", "TORCHELASTIC_RESTART_COUNT=2", "LOCAL_RANK=0"});
+    QVERIFY(job.finish());
+    std::set<std::int64_t> all;
+    for (int r = 0; r < 2; ++r) {
+      QVERIFY2(job.code(r) == 0, job.err(r).constData());
+      for (const auto& line : readRecord(dir.filePath(QString("rec/rank%1.txt").arg(r))))
+        all.insert(line.indices.begin(), line.indices.end());
+    }
+    QCOMPARE(all.size(), std::size_t(200));
+    QVERIFY(agent.check({"stoker/attempt_2/joined/0", "stoker/attempt_2/joined/1"}));
+    // Attempt 3 with only rank 0 started: attempt 1's and 2's marks do not let it start alone.
+    QProcess p;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    for (const auto& [k, v] : std::map<QString, QString>{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"},
+                                                         {"MASTER_PORT", QString::number(port)},
+                                                         {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                                                         {"TORCHELASTIC_RESTART_COUNT", "3"}})
+      env.insert(k, v);
+    p.setProcessEnvironment(env);
+    p.start(STOKER_CLI_PATH, {"feed", "--dataset", "synthetic:100,4", "--rendezvous-timeout", "2"});
+    QVERIFY(p.waitForFinished(60000));
+    const QByteArray err = p.readAllStandardError();
+    QVERIFY2(p.exitCode() == 1 && err.contains("only 1 of 2 ranks joined") && err.contains("missing rank 1"), err.constData());
   }
 
   void weightedSharesFollowTheWeights() {
@@ -312,6 +386,9 @@ class TestMultiProcess : public QObject {
         {{"RANK=x", "WORLD_SIZE=2"}, "RANK: \"x\" is not a whole number"},
         {{"RANK=0"}, "WORLD_SIZE: is not set"},
         {{"RANK=0", "WORLD_SIZE=2", "MASTER_PORT=70000"}, "MASTER_PORT: 70000 is not a port"},
+        {{"RANK=0", "WORLD_SIZE=2", "LOCAL_RANK=2"}, "LOCAL_RANK: 2 is not a rank of this node's 2 (WORLD_SIZE)"},
+        {{"RANK=0", "WORLD_SIZE=4", "LOCAL_RANK=-1", "LOCAL_WORLD_SIZE=2"}, "LOCAL_RANK: -1 is not a rank of this node's 2"},
+        {{"RANK=0", "WORLD_SIZE=2", "TORCHELASTIC_RESTART_COUNT=x"}, "TORCHELASTIC_RESTART_COUNT: \"x\" is not a whole number"},
     };
     for (const auto& [env, message] : cases) {
       const auto r = stoker::test::runStoker({"feed", "--dataset", "synthetic:100,4"}, env);

@@ -249,6 +249,13 @@ class TestPlanner : public QObject {
   }
 
   void elCheAdaptsToMeasuredTimesWithHysteresis() {
+    // An anchor past a round's most batches: 2^62 wrapped the round's total, every share was 0
+    // and the epoch never moved.
+    for (const std::int64_t anchor : {std::int64_t{0}, kMaxBatchesPerRound + 1, std::int64_t{1} << 62}) {
+      QVERIFY_THROWS_EXCEPTION(stoker::Error, ElChe(2, anchor));
+      QVERIFY_THROWS_EXCEPTION(stoker::Error, elCheCounts({1.0, 2.0}, anchor));
+    }
+    QCOMPARE(elCheCounts({1.0, 2.0}, kMaxBatchesPerRound)[1], kMaxBatchesPerRound);
     ElChe el(3, 4);
     QVERIFY(!el.calibrated());
     el.calibrate();  // no readings yet: counts stay at the anchor
@@ -469,6 +476,8 @@ class TestPlanner : public QObject {
         {{"--world-size", "1", "--shard-samples", "9223372036854775807,9223372036854775807,3"}, "add up past 2^63-1"},
         {{"--world-size", "2147483647"}, "world size: 2147483647 is more ranks than a plan holds"},
         {{"--world-size", "2", "--anchor-batches", "0"}, "--anchor-batches: used only with --step-ms"},
+        {{"--world-size", "2", "--batch-size", "2", "--step-ms", "1,2", "--anchor-batches", "4611686018427387904"},
+         "anchor batches: must be 1 to 1048576"},
     };
     for (const auto& [extra, message] : cases) {
       const auto r = stoker::test::runStoker(QStringList{"plan", "--samples", "10"} + extra);
