@@ -1,6 +1,8 @@
 #include "image/bmp_image.h"
 
 #include <algorithm>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -39,10 +41,49 @@ namespace {
 
 }  // namespace
 
+namespace {
+
+std::uint32_t le32(const std::uint8_t* p) {
+  return static_cast<std::uint32_t>(p[0]) | static_cast<std::uint32_t>(p[1]) << 8 | static_cast<std::uint32_t>(p[2]) << 16 |
+         static_cast<std::uint32_t>(p[3]) << 24;
+}
+std::uint16_t le16(const std::uint8_t* p) { return static_cast<std::uint16_t>(p[0] | p[1] << 8); }
+
+// What stb_image does not check before it allocates and fills the image, from the file's headers
+// (BITMAPINFOHEADER and later; the old 12-byte OS/2 header is left to stb):
+// - a palette image whose pixel offset lies inside its headers: stb's palette size came out
+//   negative, no entry was read, and every colour came from its uninitialised stack (pixels that
+//   changed from run to run; PIL reads the pixels from the offset written, or after the palette
+//   where it is 0: refused here, as corrupt);
+// - an uncompressed image cut short: stb allocated and zero-filled the whole image (up to 537 MB
+//   for a 54-byte file) before the end was noticed. Refused with PIL's rule: every row but the
+//   last with its padding, the last without.
+void checkBmpHeaders(const std::uint8_t* data, std::size_t size, int width, int height, const std::string& name) {
+  if (size < 54 || le32(data + 14) < 40) return;
+  const std::uint64_t offset = le32(data + 10), headers = 14 + static_cast<std::uint64_t>(le32(data + 14));
+  const unsigned bpp = le16(data + 28);
+  const std::uint32_t compression = le32(data + 30);
+  if (bpp <= 8 && offset < headers)
+    throwBadInput(name, "BMP whose pixel data offset " + std::to_string(offset) + " lies inside its " + std::to_string(headers) +
+                            " bytes of headers (corrupt)");
+  if ((compression == 0 || compression == 3) && offset >= headers && (bpp == 1 || bpp == 4 || bpp == 8 || bpp == 16 || bpp == 24 || bpp == 32)) {
+    const std::uint64_t rowBytes = (static_cast<std::uint64_t>(width) * bpp + 7) / 8, stride = (rowBytes + 3) / 4 * 4;
+    if (offset + stride * (static_cast<std::uint64_t>(height) - 1) + rowBytes > size)
+      throwBadInput(name, "truncated BMP (premature end of data)");
+  }
+}
+
+}  // namespace
+
 ImageSize bmpSize(const std::uint8_t* data, std::size_t size, const std::string& name) {
   int w = 0, h = 0, channels = 0;
   if (size > static_cast<std::size_t>(INT32_MAX)) throwBadInput(name, "BMP larger than 2 GiB");
   if (!stbi_info_from_memory(data, static_cast<int>(size), &w, &h, &channels)) refuse(name);
+  // A negative height is a top-down BMP (rows stored first to last), which stb's info returns as
+  // written: every one was refused as an image of Wx-H pixels. stb's decoder flips it itself.
+  if (h == INT_MIN) refuse(name);
+  h = std::abs(h);
+  if (w >= 1 && h >= 1 && static_cast<std::int64_t>(w) * h <= kMaxImagePixels) checkBmpHeaders(data, size, w, h, name);
   return {w, h};
 }
 

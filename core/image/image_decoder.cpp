@@ -81,6 +81,18 @@ struct ImageDecoder::Jpeg {
   JpegScanResume resume;           // entropy-decodes only the crop's MCUs, from a scan index
   bool indexGrew = false;          // the last decode recorded more of the index than it was given
   bool hooked = false;             // the last decode went through `resume`
+  jpeg_progress_mgr progress{};    // stops a file with more scans than kMaxJpegScans
+
+  // Each scan of a multi-scan file walks every block of the image: thousands of near-empty scans
+  // in a few kilobytes took minutes an image. libjpeg-turbo's TurboJPEG stops at 500 too.
+  static constexpr int kMaxJpegScans = 500;
+  static void onProgress(j_common_ptr c) {
+    auto* d = reinterpret_cast<j_decompress_ptr>(c);
+    if (d->input_scan_number <= kMaxJpegScans) return;
+    auto* e = reinterpret_cast<ErrorManager*>(c->err);
+    std::snprintf(e->message, sizeof e->message, "more than %d scans (a progressive JPEG has about 10)", kMaxJpegScans);
+    std::longjmp(e->jump, 1);
+  }
 
   static void onError(j_common_ptr c) {
     auto* e = reinterpret_cast<ErrorManager*>(c->err);
@@ -118,6 +130,8 @@ struct ImageDecoder::Jpeg {
     }
     jpeg_destroy_decompress(&cinfo);
     jpeg_create_decompress(&cinfo);
+    progress.progress_monitor = onProgress;
+    cinfo.progress = &progress;
     jpeg_mem_src(&cinfo, const_cast<unsigned char*>(data), static_cast<unsigned long>(size));
     jpeg_read_header(&cinfo, TRUE);
     return 0;
@@ -198,6 +212,32 @@ struct ImageDecoder::Jpeg {
 ImageDecoder::ImageDecoder() = default;
 ImageDecoder::~ImageDecoder() = default;
 
+namespace {
+
+// A progressive (or any multi-scan) JPEG is decoded into a buffer of every DCT coefficient of the
+// image, 128 bytes a block, zeroed at the start, whatever the file holds: a 150-byte file that
+// declares 13376x13376 pixels took 1 GiB a worker before it was found truncated. Refused when the
+// buffer exceeds both 256 MiB and 1024x the file (a real progressive photo needs 10-100x: 72 MB
+// for a 24-megapixel 4:2:0 file of 1-10 MB).
+void refuseCoefficientBomb(const jpeg_decompress_struct& cinfo, std::size_t size, const std::string& name) {
+  if (!jpeg_has_multiple_scans(const_cast<j_decompress_ptr>(&cinfo))) return;
+  std::uint64_t blocks = 0;
+  for (int c = 0; c < cinfo.num_components; ++c) {
+    const jpeg_component_info& comp = cinfo.comp_info[c];
+    const auto roundUp = [](std::uint64_t v, std::uint64_t m) { return m ? (v + m - 1) / m * m : v; };
+    blocks += roundUp(comp.width_in_blocks, static_cast<std::uint64_t>(comp.h_samp_factor)) *
+              roundUp(comp.height_in_blocks, static_cast<std::uint64_t>(comp.v_samp_factor));
+  }
+  const std::uint64_t bytes = blocks * DCTSIZE2 * sizeof(JCOEF);
+  constexpr std::uint64_t kFloor = std::uint64_t{256} << 20;
+  if (bytes > kFloor && bytes > std::uint64_t{1024} * size)
+    throwBadInput(name, "progressive JPEG of " + std::to_string(cinfo.image_width) + "x" + std::to_string(cinfo.image_height) +
+                            " in " + std::to_string(size) + " bytes: decoding it would hold " + std::to_string(bytes >> 20) +
+                            " MiB of coefficients (more than 1024x the file; a decompression bomb?)");
+}
+
+}  // namespace
+
 ImageSize ImageDecoder::open(const std::uint8_t* data, std::size_t size, const std::string& name) {
   releaseIfHuge(pixels_);  // the last image's, if it was a large one
   data_ = data;
@@ -208,6 +248,7 @@ ImageSize ImageDecoder::open(const std::uint8_t* data, std::size_t size, const s
     if (!jpeg_) jpeg_ = std::make_unique<Jpeg>();
     if (jpeg_->readHeader(data, size)) throwBadInput(name, std::string("corrupt JPEG: ") + jpeg_->err.message);
     size0_ = {static_cast<int>(jpeg_->cinfo.image_width), static_cast<int>(jpeg_->cinfo.image_height)};
+    refuseCoefficientBomb(jpeg_->cinfo, size, name);
     const J_COLOR_SPACE cs = jpeg_->cinfo.jpeg_color_space;
     jpeg_->cmyk = cs == JCS_CMYK || cs == JCS_YCCK;
   } else if (format_ == ImageFormat::Png) {

@@ -1269,6 +1269,55 @@ class TestImageDatasets : public QObject {
     QVERIFY2(msg.isEmpty(), qPrintable(msg));
   }
 
+  // Odd BMPs and JPEG bombs. A top-down BMP (negative height) is the same image as its bottom-up
+  // twin (every one was refused as "Wx-H pixels"); a palette BMP whose pixel offset lies in its
+  // headers is refused (stb took its colours from uninitialised memory); a 54-byte BMP that
+  // declares 13376x13376 pixels is truncated before 537 MB are allocated; a progressive JPEG of
+  // ~600 bytes that declares as many pixels would hold 1 GiB of coefficients (refused), and one
+  // with 600 scans stops at 500.
+  void oddBmpsAndJpegBombsAreNamed() {
+    if (!pythonTorchAvailable()) QSKIP("Debian's python3-torch is not installed");
+    const QString root = tmp_.filePath("odd-bmp");
+    const auto r = runPythonArgs({"-c",
+        "import sys, os, io; from PIL import Image; d = sys.argv[1] + '/c'; os.makedirs(d, exist_ok=True)\n"
+        "im = Image.open(sys.argv[2]).convert('RGB').resize((30, 20))\n"
+        "enc = lambda i, fmt, **kw: (lambda b: (i.save(b, fmt, **kw), b.getvalue())[1])(io.BytesIO())\n"
+        "bmp = enc(im, 'BMP'); open(d + '/0-bottom-up.bmp', 'wb').write(bmp)\n"
+        "off, stride = int.from_bytes(bmp[10:14], 'little'), 92\n"
+        "rows = [bmp[off + i * stride:off + (i + 1) * stride] for i in range(20)]\n"
+        "open(d + '/1-top-down.bmp', 'wb').write(bmp[:22] + (-20).to_bytes(4, 'little', signed=True) + bmp[26:off] + b''.join(rows[::-1]))\n"
+        "p = enc(im.convert('P'), 'BMP')\n"
+        "open(d + '/2-offset-zero.bmp', 'wb').write(p[:10] + bytes(4) + p[14:])\n"
+        "open(d + '/3-offset-inside.bmp', 'wb').write(p[:10] + (20).to_bytes(4, 'little') + p[14:])\n"
+        "big = (13376).to_bytes(4, 'little')\n"
+        "open(d + '/4-huge-short.bmp', 'wb').write(bmp[:18] + big + big + bmp[26:54])\n"
+        "j = enc(Image.new('RGB', (16, 16), (90, 20, 200)), 'JPEG', progressive=True)\n"
+        "sof = j.index(b'\\xff\\xc2'); sos = j.index(b'\\xff\\xda')\n"
+        "dim = (13376).to_bytes(2, 'big') * 2\n"
+        "open(d + '/5-progressive-bomb.jpg', 'wb').write(j[:sof + 5] + dim + j[sof + 9:sos + 40])\n"
+        "end = j.index(b'\\xff', sos + 2 + int.from_bytes(j[sos + 2:sos + 4], 'big'))\n"
+        "while j[end + 1] == 0: end = j.index(b'\\xff', end + 2)\n"
+        "open(d + '/6-many-scans.jpg', 'wb').write(j[:sos] + j[sos:end] * 600 + b'\\xff\\xd9')\n",
+        root, jpeg_});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    auto ds = openDataset("imagefolder:" + root.toStdString(), withTransforms("CenterCrop(16),ToDtype(u8)"));
+    QCOMPARE(ds->size(), std::int64_t(7));
+    std::vector<std::uint8_t> images[2];
+    for (int i = 0; i < 2; ++i) {
+      images[i].resize(static_cast<std::size_t>(ds->fields()[0].sampleBytes));
+      std::int64_t label = 0;
+      std::uint8_t* dst[2] = {images[i].data(), reinterpret_cast<std::uint8_t*>(&label)};
+      ds->readItem(i, dst);
+    }
+    QVERIFY2(images[0] == images[1], "the top-down BMP is not its bottom-up twin");
+    const QString msg = checkBadSamples(*ds, {{2, {"2-offset-zero.bmp", "pixel data offset 0 lies inside"}},
+                                              {3, {"3-offset-inside.bmp", "pixel data offset 20 lies inside"}},
+                                              {4, {"4-huge-short.bmp", "truncated BMP"}},
+                                              {5, {"5-progressive-bomb.jpg", "MiB of coefficients", "decompression bomb"}},
+                                              {6, {"6-many-scans.jpg", "more than 500 scans"}}});
+    QVERIFY2(msg.isEmpty(), qPrintable(msg));
+  }
+
   // A BMP cut short anywhere in its pixels is refused exactly where PIL refuses it (stb_image would
   // pad it with black), and accepted where PIL accepts it (only the last row's padding missing).
   void bmpCutAtEveryLengthIsRefusedLikePil() {
