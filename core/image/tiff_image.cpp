@@ -73,6 +73,32 @@ std::unique_ptr<TIFF, TiffClose> openTiff(Memory& m, const std::string& name) {
   return t;
 }
 
+// The Orientation tag (1-8, 1 where absent or out of range).
+int orientationOf(TIFF* t) {
+  std::uint16_t o = ORIENTATION_TOPLEFT;
+  TIFFGetFieldDefaulted(t, TIFFTAG_ORIENTATION, &o);
+  return o >= 1 && o <= 8 ? o : ORIENTATION_TOPLEFT;
+}
+
+// Orientations 5-8 put the stored rows in columns: the image's width and height swap.
+bool transposes(int orientation) { return orientation >= ORIENTATION_LEFTTOP; }
+
+// The stored pixel that lands at (x, y) of the image as PIL shows it: Pillow's TiffImagePlugin
+// transposes the stored rows by the Orientation tag (FLIP_LEFT_RIGHT, ROTATE_180, FLIP_TOP_BOTTOM,
+// TRANSPOSE, ROTATE_270, TRANSVERSE, ROTATE_90 for 2-8). `sw` x `sh` is the stored size.
+std::size_t storedPixel(int orientation, std::size_t x, std::size_t y, std::size_t sw, std::size_t sh) {
+  switch (orientation) {
+    case 2: return y * sw + (sw - 1 - x);
+    case 3: return (sh - 1 - y) * sw + (sw - 1 - x);
+    case 4: return (sh - 1 - y) * sw + x;
+    case 5: return x * sw + y;
+    case 6: return (sh - 1 - x) * sw + y;
+    case 7: return (sh - 1 - x) * sw + (sw - 1 - y);
+    case 8: return x * sw + (sw - 1 - y);
+    default: return y * sw + x;
+  }
+}
+
 }  // namespace
 
 bool isTiff(const std::uint8_t* data, std::size_t size) {
@@ -90,6 +116,7 @@ ImageSize tiffSize(const std::uint8_t* data, std::size_t size, const std::string
   char why[1024];
   if (!TIFFRGBAImageOK(t.get(), why)) throwBadInput(name, std::string("unsupported TIFF (libtiff: ") + why + ")");
   if (w > (1u << 20) || h > (1u << 20)) throwBadInput(name, "TIFF dimensions are too large");
+  if (transposes(orientationOf(t.get()))) std::swap(w, h);  // PIL turns the image on its side
   return {static_cast<int>(w), static_cast<int>(h)};
 }
 
@@ -118,16 +145,24 @@ void decodeTiff(const std::uint8_t* data, std::size_t size, const std::string& n
       for (int v = 0; v < 256; ++v) img.UaToAa[a * 256 + v] = static_cast<std::uint8_t>(v);
   if (img.Bitdepth16To8)
     for (int v = 0; v < 65536; ++v) img.Bitdepth16To8[v] = static_cast<std::uint8_t>(v >> 8);
-  img.req_orientation = ORIENTATION_TOPLEFT;
-  const int ok = TIFFRGBAImageGet(&img, rgba.data(), static_cast<std::uint32_t>(image.width), static_cast<std::uint32_t>(image.height));
+  // The rows as stored (libtiff flips nothing when asked for the file's own orientation), then
+  // turned as PIL turns them. libtiff's own turn only flips: 5 came out as stored, 6 and 8 mirrored,
+  // at the stored size, where PIL rotates them.
+  const int orientation = orientationOf(t.get());
+  const std::size_t sw = static_cast<std::size_t>(transposes(orientation) ? image.height : image.width);
+  const std::size_t sh = pixels / sw;
+  img.req_orientation = img.orientation;
+  const int ok = TIFFRGBAImageGet(&img, rgba.data(), static_cast<std::uint32_t>(sw), static_cast<std::uint32_t>(sh));
   TIFFRGBAImageEnd(&img);
   if (!ok || !m.error.empty())
     throwBadInput(name, "corrupt or truncated TIFF (" + (m.error.empty() ? std::string("libtiff could not read it") : m.error) + ")");
   if (out.size() < pixels * 3 + slack) out.resize(pixels * 3 + slack);
+  const auto width = static_cast<std::size_t>(image.width);
   for (std::size_t i = 0; i < pixels; ++i) {
-    out[i * 3] = static_cast<std::uint8_t>(TIFFGetR(rgba[i]));
-    out[i * 3 + 1] = static_cast<std::uint8_t>(TIFFGetG(rgba[i]));
-    out[i * 3 + 2] = static_cast<std::uint8_t>(TIFFGetB(rgba[i]));
+    const std::uint32_t p = orientation == ORIENTATION_TOPLEFT ? rgba[i] : rgba[storedPixel(orientation, i % width, i / width, sw, sh)];
+    out[i * 3] = static_cast<std::uint8_t>(TIFFGetR(p));
+    out[i * 3 + 1] = static_cast<std::uint8_t>(TIFFGetG(p));
+    out[i * 3 + 2] = static_cast<std::uint8_t>(TIFFGetB(p));
   }
 }
 

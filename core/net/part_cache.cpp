@@ -96,10 +96,16 @@ void PartCache::noteStored(std::size_t n) {
     std::lock_guard<std::mutex> lock(mutex_);
     counters_.bytesWritten += n;
   }
-  if (limit_ != 0 && (approxBytes_ += n) > limit_) {
+  if (limit_ == 0) return;
+  // Other processes (the node's other ranks) write to the folder too, and their bytes show only in
+  // a scan: so the folder is scanned again after every eighth of the limit this process wrote, not
+  // only once its own count passes the limit (8 ranks filled the folder to 8x the limit).
+  const std::uint64_t since = sinceScan_ += n;
+  if ((approxBytes_ += n) > limit_ || since > limit_ / 8) {
     std::lock_guard<std::mutex> lock(evictMutex_);
     const std::uint64_t before = approxBytes_.load();
-    if (before > limit_) {
+    if (before > limit_ || sinceScan_.load() > limit_ / 8) {
+      sinceScan_ = 0;
       // Stores finishing during the scan add after it began: keep their bytes (counted twice at
       // worst, which only brings the next scan sooner), never overwrite them.
       const std::uint64_t total = scan(true);

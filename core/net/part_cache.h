@@ -91,6 +91,7 @@ class PartCache {
   bool saidFull_ = false;                                               // guarded by mutex_
   std::mutex evictMutex_;
   std::atomic<std::uint64_t> approxBytes_{0};  // the folder's parts as last scanned, plus this process's writes
+  std::atomic<std::uint64_t> sinceScan_{0};    // this process's writes since the folder was last scanned
 };
 
 // The identity of an object's content for the cache: where it is (without credentials), its ETag

@@ -1239,6 +1239,32 @@ class TestImageDatasets : public QObject {
     QVERIFY2(msg.isEmpty(), qPrintable(msg));
   }
 
+  // A TIFF's Orientation tag turns the image as PIL turns it (flips for 2-4; for 5-8 a transpose or
+  // a rotation, width and height swapped), stored raw or compressed. libtiff's own turn only
+  // flips: 5 came out as stored, 6 and 8 mirrored, at the stored size.
+  void tiffOrientationsAsPil() {
+    if (!pythonTorchAvailable()) QSKIP("Debian's python3-torch is not installed");
+    const QString root = tmp_.filePath("tiff-orientation");
+    const auto r = runPythonArgs({"-c", "import sys, os; from PIL import Image; d = sys.argv[1] + '/c'; os.makedirs(d, exist_ok=True)\n"
+                                        "im = Image.open(sys.argv[2]).convert('RGB').resize((40, 24))\n"
+                                        "for o in range(1, 9):\n"
+                                        "  for c in ('raw', 'tiff_lzw'):\n"
+                                        "    im.save(f'{d}/{o}-{c}.tif', compression=c, tiffinfo={274: o})\n",
+                                  root, jpeg_});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    const std::string transforms = "CenterCrop(16),ToDtype(u8)";
+    auto ds = openDataset("imagefolder:" + root.toStdString(), withTransforms(transforms));
+    QCOMPARE(ds->size(), std::int64_t(16));
+    const QString ref = tmp_.filePath("ref-tiff-orientation");
+    const auto t = runPythonArgs({kScripts + "torchvision_reference.py", root, ref, "--transforms", QString::fromStdString(transforms)});
+    QVERIFY2(t.exitCode == 0, t.err.constData());
+    const at::Tensor want = readNpy((ref + "/images.npy").toStdString()).toTorch();
+    const at::Tensor got = readAll(*ds)[0];
+    for (std::int64_t i = 0; i < 16; ++i)
+      QVERIFY2(at::equal(got[i], want[i]), qPrintable(QString("orientation %1 (%2): not PIL's pixels").arg(i / 2 + 1).arg(i % 2 ? "lzw" : "raw")));
+    QVERIFY(!at::equal(got[0], got[10]));  // 6 is not 1
+  }
+
   // TIFF and BMP that are cut short, corrupt or of a kind the libraries do not decode are named,
   // never padded with black; PPM/PGM are named as not decoded (stb_image's reader failed fuzzing).
   void badTiffBmpAndPnmAreNamed() {

@@ -3681,6 +3681,32 @@ with tarfile.open(sys.argv[1], 'w') as tf:
     NAMED(expectBadInput([] { LoaderOptions::builder().cacheLimit(-1).build(); }, {"cache_limit", "got -1"}));
   }
 
+  // Parts other processes (the node's other ranks) write count against the limit too: the folder
+  // is scanned again after every eighth of the limit this process writes. Before, a process
+  // counted only its own writes on top of the folder it found, and 8 ranks filled it to 8x.
+  void othersPartsCountAgainstTheLimit() {
+    const QString dir = tmp_.filePath("shared-cache");
+    const QByteArray data = randomBytes(1 << 20, 9);
+    QVERIFY(writeFile(servers_.www() + "/shared-cache.bin", data));
+    PartOptions parts{32 << 10, 1, PartCache::at(dir.toStdString(), 1 << 20)};  // the folder is scanned now
+    auto o = RemoteObject::open(servers_.httpUrl("shared-cache.bin").toStdString());
+    // Another rank's parts, written since: 1.5 MiB, older than this process's.
+    for (int i = 0; i < 48; ++i) {
+      const QString path = dir + QString("/00000000000000%1-32768-0.part").arg(i, 2, 10, QChar('0'));
+      QVERIFY(writeFile(path, QByteArray(32 << 10, 'x')));
+      QFile f(path);
+      QVERIFY(f.open(QIODevice::ReadWrite));
+      QVERIFY(f.setFileTime(QDateTime::currentDateTime().addSecs(-600), QFileDevice::FileModificationTime));
+    }
+    QVERIFY(cacheFolder(dir).bytes > (1 << 20));
+    QByteArray got(512 << 10, '\0');  // 16 parts: more than an eighth of the limit
+    o->read(0, got.data(), static_cast<std::size_t>(got.size()), parts);
+    QVERIFY(got == data.left(got.size()));
+    const CacheFolder c = cacheFolder(dir);
+    QVERIFY2(c.bytes <= (1 << 20), qPrintable(QString("%1 bytes in the folder").arg(c.bytes)));
+  }
+
+
   // A full cache disk costs no sample (the parts that do not fit come from the network, said once),
   // and a process killed while writing a part leaves nothing that a later run reads as a part.
   void aFullOrKilledCacheCostsNoSample() {
