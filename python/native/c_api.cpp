@@ -48,6 +48,8 @@ void setErrorFromCurrentException() {
   }
 }
 
+std::string jsonText(const nlohmann::json& doc) { return doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
 char* copyString(const std::string& text) {
   char* out = static_cast<char*>(std::malloc(text.size() + 1));
   if (!out) throw std::bad_alloc();
@@ -76,7 +78,7 @@ char* stoker_build_info(void) {
     const bool cuda = false;
 #endif
     const nlohmann::json doc = {{"stoker", STOKER_VERSION}, {"torch", TORCH_VERSION}, {"cuda", cuda}, {"abi", 1}};
-    return copyString(doc.dump());
+    return copyString(jsonText(doc));
   });
 }
 
@@ -99,12 +101,12 @@ char* stoker_knobs(void) {
     for (const KnobInfo& k : knobTable())
       doc.push_back({{"name", k.name}, {"export_only", k.exportOnly}, {"effect", k.effect}, {"group", k.group},
                      {"pytorch", k.pytorch}, {"choices", knobChoices(k.name)}});
-    return copyString(doc.dump());
+    return copyString(jsonText(doc));
   });
 }
 
 char* stoker_dataset_kinds(void) {
-  return guarded<>(static_cast<char*>(nullptr), [] { return copyString(nlohmann::json(datasetKinds()).dump()); });
+  return guarded<>(static_cast<char*>(nullptr), [] { return copyString(jsonText(nlohmann::json(datasetKinds()))); });
 }
 
 char* stoker_plan(const char* requestJson) {

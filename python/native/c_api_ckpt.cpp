@@ -46,7 +46,7 @@ class CallbackProgress : public ProgressSink {
 nlohmann::json parseRequest(const char* json) { return nlohmann::json::parse(json && *json ? json : "{}"); }
 
 // The answer as `stoker ckpt ... --json` prints it: a URL's password or presigned signature hidden.
-char* answer(const nlohmann::json& doc) { return copyString(redactedUrl(doc.dump())); }
+char* answer(const nlohmann::json& doc) { return copyString(redactedUrl(jsonText(doc))); }
 
 }  // namespace
 

@@ -33,6 +33,13 @@ class CallsInFlight {
     std::lock_guard<std::mutex> lock(mutex_);
     if (--count_ == 0) idle_.notify_all();
   }
+  // In a fork's child, where the parent's threads (and their calls) are gone: their count kept
+  // the child's exit waiting the whole quiesce, and a mutex held at the fork would deadlock it.
+  void forgetAfterFork() {
+    new (&mutex_) std::mutex();
+    new (&idle_) std::condition_variable();
+    count_ = 0;
+  }
   // True once none is in flight, false after `ms` with some still running.
   bool waitIdle(int ms) {
     std::unique_lock<std::mutex> lock(mutex_);

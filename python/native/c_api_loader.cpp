@@ -51,13 +51,16 @@ DLManagedTensor* exportField(const at::Tensor& t, std::shared_ptr<void> keep) {
     c10::SmallVector<int64_t, 6> shape, strides;
   };
   const c10::DeviceType type = t.device().type();  // CPU or CUDA: checked for the whole batch first
+  // torch 1.13's DLPack has no bool: a bool field goes as its bytes (uint8), and Python views it as
+  // bool again (as the extension's path hands it). Before, the export threw half-way.
+  const DLDataType dtype = t.scalar_type() == at::kBool ? DLDataType{kDLUInt, 8, 1} : at::getDLDataType(t);
   auto* e = new Export{{}, t, std::move(keep), {t.sizes().begin(), t.sizes().end()}, {t.strides().begin(), t.strides().end()}};
   DLTensor& d = e->managed.dl_tensor;
   d.data = t.data_ptr();
   d.device.device_type = type == c10::kCUDA ? kDLCUDA : kDLCPU;
   d.device.device_id = type == c10::kCUDA ? t.device().index() : 0;
   d.ndim = static_cast<int32_t>(t.dim());
-  d.dtype = at::getDLDataType(t);
+  d.dtype = dtype;
   d.shape = e->shape.data();
   d.strides = e->strides.data();
   d.byte_offset = 0;
@@ -166,7 +169,8 @@ int nextBatch(StokerEpoch* handle, int waitMs, int capacity, Emit&& emit) {
     std::optional<Batch> batch = takeBatch(e, capacity, keep);
     return batch ? emit(*batch, keep) : 0;
   });
-  return n < 0 && e.closed ? STOKER_CLOSED : n;
+  // Closed while it waited: the epoch's close, or its loader's (whose closing cancelled the wait).
+  return n < 0 && (e.closed || e.loader->closing.cancelled()) ? STOKER_CLOSED : n;
 }
 
 // A view of `t` whose storage also holds `keep` (only under reuse_buffers: a tensor of its own costs
@@ -293,6 +297,8 @@ void stoker_loader_free(StokerLoader* handle) {
 
 int stoker_quiesce(int waitMs) { return CallsInFlight::instance().waitIdle(waitMs) ? 1 : 0; }
 
+void stoker_forget_calls_after_fork(void) { CallsInFlight::instance().forgetAfterFork(); }
+
 char* stoker_loader_describe(StokerLoader* handle) {
   return guarded<>(static_cast<char*>(nullptr), [&] {
     const Use<StokerLoader> used = useLoader(handle);
@@ -324,7 +330,7 @@ char* stoker_loader_describe(StokerLoader* handle) {
     // What the process has asked remote storage for (as the telemetry's net_* fields).
     if (const NetCounters& net = netCounters(); net.requests > 0)
       doc["network"] = {{"requests", net.requests.load()}, {"bytes", net.bytes.load()}, {"retries", net.retries.load()}};
-    return copyString(doc.dump());
+    return copyString(jsonText(doc));
   });
 }
 
@@ -382,7 +388,17 @@ int stoker_epoch_queue_next(StokerEpoch* handle, int64_t nextEpoch, const int64_
 int stoker_epoch_next(StokerEpoch* handle, int waitMs, void** fields, int capacity) {
   return nextBatch(handle, waitMs, capacity, [&](Batch& batch, const std::shared_ptr<void>& keep) {
     const int n = static_cast<int>(batch.tensors.size());
-    for (int f = 0; f < n; ++f) fields[f] = exportField(batch.tensors[static_cast<std::size_t>(f)], keep);
+    int f = 0;
+    try {
+      for (; f < n; ++f) fields[f] = exportField(batch.tensors[static_cast<std::size_t>(f)], keep);
+    } catch (...) {  // the fields exported before it hold the batch's block: give them back
+      for (int i = 0; i < f; ++i) {
+        auto* m = static_cast<DLManagedTensor*>(fields[i]);
+        m->deleter(m);
+        fields[i] = nullptr;
+      }
+      throw;
+    }
     return n;
   });
 }

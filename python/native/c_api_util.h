@@ -6,6 +6,8 @@
 #include <exception>
 #include <string>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "stoker_c.h"
 
 namespace stoker::capi {
@@ -16,6 +18,9 @@ void clearError();
 // std::bad_alloc map to bad input and out of memory).
 void setErrorFromCurrentException();
 char* copyString(const std::string& text);
+// A document as text for Python, invalid UTF-8 (a file name from a hostile folder) replaced, never
+// thrown: strict dump() failed describe() -- and so the Loader itself -- on such a name.
+std::string jsonText(const nlohmann::json& doc);
 
 // Runs `body`, returning its result, or `failed` with the error set when it throws.
 template <typename R, typename F>

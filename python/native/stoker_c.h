@@ -80,6 +80,9 @@ STOKER_C_API void stoker_loader_free(StokerLoader* loader);
 /* Waits up to `wait_ms` for every call in flight (on any thread) to return: 1 when none is left.
  * For exit, after freeing every loader: no thread is then still tearing one down. */
 STOKER_C_API int stoker_quiesce(int wait_ms);
+/* In a fork's child (Python's os.register_at_fork): the parent's calls in flight are not the
+   child's to wait for. */
+STOKER_C_API void stoker_forget_calls_after_fork(void);
 /* {"description", "samples", "batches", "samples_per_epoch", "mode", "prefetch_depth", "notes", "advice",
  *  "fields": [{"name", "dtype", "shape"}], "options": {...}, "memory": {...}, "last_epoch": {...}}. */
 STOKER_C_API char* stoker_loader_describe(StokerLoader* loader);

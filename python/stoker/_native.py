@@ -96,6 +96,7 @@ lib.stoker_epoch_indices.restype = _void_p
 NOT_READY = -2
 CLOSED = -3  # the epoch was closed, also by another thread while this one waited in it
 lib.stoker_quiesce.argtypes, lib.stoker_quiesce.restype = [ctypes.c_int], ctypes.c_int
+lib.stoker_forget_calls_after_fork.argtypes, lib.stoker_forget_calls_after_fork.restype = [], None
 lib.stoker_epoch_free.argtypes = [_void_p]
 
 
@@ -183,6 +184,12 @@ def dumps(value):
 
 def encode(text):
     return None if text is None else str(text).encode("utf-8")
+
+
+def encode_path(path):
+    """A file system path or dataset spec as the bytes the file system holds: a name that is not
+    UTF-8 (os.listdir gives it with surrogates) failed with UnicodeEncodeError under encode()."""
+    return None if path is None else os.fsencode(path)
 
 
 _from_dlpack = getattr(torch._C, "_from_dlpack", None) or torch.utils.dlpack.from_dlpack

@@ -10,7 +10,7 @@ from .tuning import _callback
 
 def inspect(path):
     """``stoker ckpt inspect --json``: format, world size, tensors (name, dtype, shape, shards)."""
-    return _native.take_json(lib.stoker_ckpt_inspect(_native.encode(os.fspath(path))))
+    return _native.take_json(lib.stoker_ckpt_inspect(_native.encode_path(path)))
 
 
 def convert(src, dst, to, *, dtype="keep", memory_budget="256MiB", jobs=0, resume=False, force=False,
@@ -26,7 +26,7 @@ def convert(src, dst, to, *, dtype="keep", memory_budget="256MiB", jobs=0, resum
                "force": force, "dry_run": dry_run, "include": list(include), "exclude": list(exclude),
                "rank": int(rank), "world_size": int(world_size)}
     return _callback(progress).run(lambda cb: _native.take_json(
-        lib.stoker_ckpt_convert(_native.encode(os.fspath(src)), _native.encode(os.fspath(dst)),
+        lib.stoker_ckpt_convert(_native.encode_path(src), _native.encode_path(dst),
                                 _native.encode(_native.dumps(request)), cb, None)))
 
 
@@ -35,4 +35,4 @@ def verify(a, b, *, progress=None):
     ``{"equal": bool, "tensors_compared": n, "non_tensor_items_not_compared": k,
     "first_difference": {...} | None}`` (verify compares tensors; DCP's non-tensor items are counted)."""
     return _callback(progress).run(lambda cb: _native.take_json(
-        lib.stoker_ckpt_verify(_native.encode(os.fspath(a)), _native.encode(os.fspath(b)), cb, None)))
+        lib.stoker_ckpt_verify(_native.encode_path(a), _native.encode_path(b), cb, None)))

@@ -148,10 +148,10 @@ class Loader:
                                                    options_json, _native.encode(self.device), publish_json,
                                                    _native.encode(name), self.rank)
             self.spec = None
-        elif isinstance(dataset, (str, os.PathLike)):
-            self.spec = os.fspath(dataset)
+        elif isinstance(dataset, (str, bytes, os.PathLike)):
+            self.spec = os.fsdecode(os.fspath(dataset))  # a bytes path too (it became "b'/data...'")
             exchange = _scan_sharing.Exchange() if _scan_sharing.wanted(self.spec, self.options, share_scans) else None
-            handle = lib.stoker_loader_open(_native.encode(self.spec), options_json, _native.encode(self.device),
+            handle = lib.stoker_loader_open(_native.encode_path(self.spec), options_json, _native.encode(self.device),
                                             publish_json, _native.encode(name), self.rank,
                                             exchange.callback if exchange else _native.EXCHANGE(), None)
             if not handle and exchange and exchange.error:
@@ -180,6 +180,9 @@ class Loader:
             # loader (through from_options or a subclass too).
             warnings.warn(text, _native.StokerWarning, stacklevel=_outside_package())
         self.fields = [f["name"] for f in info["fields"]]
+        if _batches_next is None:
+            # The ctypes path's DLPack has no bool (torch 1.13): bool fields come as their bytes.
+            self._bool_fields |= frozenset(i for i, f in enumerate(info["fields"]) if f["dtype"] == "Bool")
         self._samples = info["samples"]
         self._batches = info["batches"]
         self._own_order = info["own_order"]  # the dataset orders its epochs itself (WebDataset)
@@ -276,7 +279,9 @@ class Loader:
         if n < 0:
             _native.raise_last_error()
         out = torch.empty(n, dtype=torch.int64)
-        lib.stoker_loader_order(self._handle, int(epoch), ctypes.cast(out.data_ptr(), ctypes.POINTER(ctypes.c_int64)), n)
+        # The handle checked again: closed by another thread in between, the fill fails (out unfilled).
+        if lib.stoker_loader_order(self._require(), int(epoch), ctypes.cast(out.data_ptr(), ctypes.POINTER(ctypes.c_int64)), n) != n:
+            _native.raise_last_error()
         return out
 
     @property
@@ -423,6 +428,7 @@ class _EpochIterator:
         self.epoch = epoch
         self._indices = None  # of the last batch, fetched from the core when asked for
         self._fields = (ctypes.c_void_p * _MAX_FIELDS)()
+        self._taking = threading.Lock()  # the ctypes path's fields, one thread at a time
         self.next_epoch_queued = False  # whether the next epoch's batches are being made already
         self._ahead, self._ahead_thread, self._plan_next, self._first_out = None, None, None, False
         if order is None:
@@ -498,19 +504,25 @@ class _EpochIterator:
         if not handle:
             raise StopIteration
         fields = self._fields
-        try:
-            n = _epoch_next(handle, _WAIT_MS, fields, _MAX_FIELDS)
-            while n == _NOT_READY:  # waits of _WAIT_MS, so Ctrl-C reaches Python between them
+        # One thread at a time from the call until its pointers are wrapped: `fields` is the
+        # iterator's, and two threads sharing the iterator wrapped each other's batches (every
+        # deleter ran twice: heap corruption).
+        with self._taking:
+            try:
                 n = _epoch_next(handle, _WAIT_MS, fields, _MAX_FIELDS)
-        except BaseException:  # KeyboardInterrupt: stop the workers before it propagates
-            self.close()
-            raise
-        if n <= 0:
-            self._end(n)
-        first = _from_dlpack(_capsule_new(fields[0], _DLTENSOR, None))
-        if n == 2:
-            return self._hand_out((first, _from_dlpack(_capsule_new(fields[1], _DLTENSOR, None))))
-        return self._hand_out((first, *[_from_dlpack(_capsule_new(fields[i], _DLTENSOR, None)) for i in range(1, n)]))
+                while n == _NOT_READY:  # waits of _WAIT_MS, so Ctrl-C reaches Python between them
+                    n = _epoch_next(handle, _WAIT_MS, fields, _MAX_FIELDS)
+            except BaseException:  # KeyboardInterrupt: stop the workers before it propagates
+                self.close()
+                raise
+            if n <= 0:
+                self._end(n)
+            first = _from_dlpack(_capsule_new(fields[0], _DLTENSOR, None))
+            if n == 2:
+                batch = (first, _from_dlpack(_capsule_new(fields[1], _DLTENSOR, None)))
+            else:
+                batch = (first, *[_from_dlpack(_capsule_new(fields[i], _DLTENSOR, None)) for i in range(1, n)])
+        return self._hand_out(batch)
 
     def _end(self, n):
         """The epoch's end (n == 0) or a worker's error (n < 0): the workers stop, and it is said.
@@ -591,6 +603,7 @@ def _close_all():
 def _after_fork_in_child():
     for loader in list(_live):
         loader._forget_after_fork()
+    lib.stoker_forget_calls_after_fork()
 
 
 atexit.register(_close_all)

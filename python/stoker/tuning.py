@@ -48,7 +48,7 @@ def tune(dataset, budget_s=60, *, device="cpu", options=None, progress=None, **f
     base = _options.build(options, **fixed)
     request = {"budget_s": float(budget_s), "device": str(device)}
     return _callback(progress).run(lambda cb: _native.take_json(
-        lib.stoker_tune(_native.encode(dataset), _native.encode(_native.dumps(base)),
+        lib.stoker_tune(_native.encode_path(dataset), _native.encode(_native.dumps(base)),
                         _native.encode(_native.dumps(request)), cb, None)))
 
 

@@ -1,6 +1,7 @@
 """stoker.Loader used wrongly or interrupted: every case a clear Python exception, never a crash."""
 
 import io
+import json
 import os
 import resource
 import shutil
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 
 import numpy as np
@@ -317,6 +319,40 @@ try:
     def failing(done, total, item):
         raise ZeroDivisionError("in the callback")
     expect(ZeroDivisionError, lambda: stoker.tune("synthetic:200,4", 2, progress=failing), "in the callback")
-    result(cases=len(checked), ctrl_c_latency_s=round(latency, 3), rss_growth_mb=round(rss_200 - rss_20, 1))
+    # File names that are not UTF-8: a path is passed as its bytes (ckpt.inspect raised
+    # UnicodeEncodeError), and describe() of a folder whose skipped sample has such a name works
+    # (strict JSON made it, and so every later Loader over the folder, fail).
+    odd = os.path.join(os.fsencode(tmp), b"caf\xe9")
+    os.makedirs(odd + b"/c")
+    buffer = io.BytesIO()
+    torch.save({"w": torch.zeros(3)}, buffer)
+    with open(odd + b"/model.pt", "wb") as f:
+        f.write(buffer.getvalue())
+    assert stoker.ckpt.inspect(os.fsdecode(odd + b"/model.pt"))["tensors"][0]["name"] == "w"
+    Image.fromarray(np.zeros((40, 48, 3), np.uint8)).save(os.fsdecode(odd + b"/c/a.jpg"))
+    with open(odd + b"/c/b-\xe9.jpg", "wb") as f:
+        f.write(b"\xff\xd8\xff not a jpeg")
+    odd_loader = stoker.Loader(b"imagefolder:" + odd, batch_size=2, transforms="Resize(32),CenterCrop(32)", skip_bad_samples=True)
+    assert sum(len(y) for _, y in odd_loader) == 1
+    assert "caf\ufffd/c/b-\ufffd.jpg" in odd_loader.describe()["last_epoch"]["first_skipped"]
+    odd_loader.close()
+    checked.append("non-UTF-8 names")
+    # A fork while another thread waits in next(): the child exits at once. The parent's call in
+    # flight was counted in the child too, and its exit waited the whole 2 s quiesce.
+    slow = stoker.Loader("synthetic:20,4,f32,0,300000", batch_size=1, num_workers=1)
+    waiter = threading.Thread(target=lambda: sum(1 for _ in slow), daemon=True)
+    waiter.start()
+    time.sleep(0.2)
+    forked = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        sys.exit(0)  # atexit runs: the loaders' close and the quiesce
+    os.waitpid(pid, 0)
+    child_s = time.monotonic() - forked
+    assert child_s < 1.5, f"the forked child took {child_s:.2f} s to exit"
+    slow.close()
+    checked.append("fork")
+    result(cases=len(checked), ctrl_c_latency_s=round(latency, 3), rss_growth_mb=round(rss_200 - rss_20, 1),
+           forked_child_exit_s=round(child_s, 2))
 finally:
     shutil.rmtree(tmp, ignore_errors=True)

@@ -56,6 +56,9 @@ cases = [
     # Three fields from tensors the script holds, as a dict, with a short last batch.
     ({"x": x, "y": torch.arange(1000), "w": torch.rand(1000, dtype=torch.float64)},
      dict(batch_size=64, shuffle=True, as_dict=True, num_workers=1)),
+    # A dataset's bool field: torch 1.13's DLPack has none, and the ctypes path failed half-way
+    # (leaking the fields it had exported).
+    ("synthetic:40,4,bool", dict(batch_size=8, num_workers=1)),
 ]
 for dataset, kw in cases:
     ext = run(dataset, True, **kw) if built else None
@@ -83,6 +86,30 @@ for extension in ([True, False] if built else [False]):
     assert torch.equal(first_x, snapshot[0]) and torch.equal(first_y, snapshot[1]), \
         f"a batch Python still held was overwritten (extension={extension})"
     keep.close()
+loader_module._batches_next = fast
+
+# Two threads taking batches from one iterator: every sample once, on each path. The ctypes path
+# shared one array of field pointers, and the threads wrapped each other's batches (each deleter
+# ran twice: "malloc(): unsorted double linked list corrupted").
+import threading  # noqa: E402
+for extension in ([True, False] if built else [False]):
+    loader_module._batches_next = fast if extension else None
+    shared = stoker.Loader((torch.arange(40000),), batch_size=2, num_workers=2)
+    it = iter(shared)
+    seen = [[], []]
+
+    def take(k):
+        for (b,) in it:
+            seen[k].append(b)
+    threads = [threading.Thread(target=take, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    got = torch.cat(seen[0] + seen[1]).sort().values
+    assert torch.equal(got, torch.arange(40000)), f"extension={extension}: samples lost or repeated"
+    assert seen[0] and seen[1], "one thread took every batch"
+    shared.close()
 loader_module._batches_next = fast
 
 result(batches_compared=compared, extension=built)
