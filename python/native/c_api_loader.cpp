@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "c_api_handles.h"
@@ -106,6 +107,9 @@ struct StokerLoader {
   // next() on another thread): that call then ends at once, and the loader with it.
   CancelToken closing;
   std::unique_ptr<Loader> loader;
+  // Epochs freed while a call on another thread still waits in them: each runs until that call
+  // returns (at most a wait slice), and a new epoch waits for them (stoker_epoch_start).
+  std::atomic<int> epochsClosing{0};
   ~StokerLoader() {
     loader.reset();
     if (publisher) publisher->flush(500);
@@ -118,6 +122,11 @@ struct StokerEpoch {
   std::mutex consumer;              // one call at a time takes batches (threads sharing an iterator)
   std::atomic<bool> closed{false};  // stoker_epoch_free came while a call was using the epoch
   at::Tensor lastIndices;           // of the batch handed out last (stoker_epoch_indices)
+  bool countedClosing = false;      // in loader->epochsClosing until the core's epoch is gone
+  ~StokerEpoch() {
+    epoch.reset();
+    if (countedClosing) --loader->epochsClosing;
+  }
 };
 
 namespace {
@@ -354,6 +363,10 @@ StokerEpoch* stoker_epoch_start(StokerLoader* handle, int64_t epoch, const int64
                                 const int64_t* sizes, int64_t sizeCount) {
   return guarded<>(static_cast<StokerEpoch*>(nullptr), [&] {
     const Use<StokerLoader> used = useLoader(handle);
+    // An epoch the script freed while another thread's call still waits in it ends when that call
+    // returns: a new `for` waits for it (2 s at most) rather than failing with "epoch N is still
+    // being iterated" (the README says close and replace may come from another thread).
+    for (int i = 0; i < 400 && used->epochsClosing.load() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     auto made = std::make_shared<StokerEpoch>();
     made->loader = used.shared();
     Loader& loader = *used->loader;
@@ -427,7 +440,13 @@ void stoker_epoch_free(StokerEpoch* handle) {
   try {
     std::shared_ptr<StokerEpoch> epoch = epochs().remove(handle);
     // Still used by a call on another thread: it returns STOKER_CLOSED and the epoch ends there.
-    if (epoch) epoch->closed = true;
+    if (epoch) {
+      epoch->closed = true;
+      if (epoch.use_count() > 1 && !epoch->countedClosing) {  // whoever drops it last uncounts it
+        ++epoch->loader->epochsClosing;
+        epoch->countedClosing = true;
+      }
+    }
   } catch (...) {
   }
 }

@@ -352,6 +352,19 @@ try:
     assert child_s < 1.5, f"the forked child took {child_s:.2f} s to exit"
     slow.close()
     checked.append("fork")
+    # A new `for` while another thread waits in the loader's running epoch: that loop ends and
+    # the new epoch starts (it failed with "epoch 0 is still being iterated" while the other
+    # thread's wait had not yet returned).
+    replaced = stoker.Loader("synthetic:50,4,f32,0,100000", batch_size=1, num_workers=1)
+    other = threading.Thread(target=lambda: sum(1 for _ in replaced), daemon=True)
+    other.start()
+    time.sleep(0.3)
+    replaced.set_epoch(0)  # not the epoch made ahead: the running one must be over first
+    assert len(next(iter(replaced))) == 2
+    other.join(5)
+    assert not other.is_alive()
+    replaced.close()
+    checked.append("replaced from another thread")
     result(cases=len(checked), ctrl_c_latency_s=round(latency, 3), rss_growth_mb=round(rss_200 - rss_20, 1),
            forked_child_exit_s=round(child_s, 2))
 finally:
