@@ -380,7 +380,10 @@ void prepare(Transfer& t, const HttpTarget& target, const Settings& s, curl_slis
   curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, target.s3 && !target.s3->anonymous() ? 0L : 1L);
   curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, s.connectS);
-  curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  // A stall is less than 1 KiB/s over STOKER_HTTP_STALL_S, not only no byte at all: a proxy that
+  // trickled 100 B/s held an 8 MiB part (and every reader waiting for it, and the loader's close)
+  // for a day. The retry resumes at the byte where it broke.
+  curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1024L);
   curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, s.stallS);
   curl_easy_setopt(c, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
   curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, "identity");

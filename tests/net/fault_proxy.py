@@ -14,6 +14,7 @@ next N GETs that carry a body get fault M, and every request waits L ms first (0
   first_ranges:K forward a Range of several ranges with its first K only (a server such as lighttpd,
                  which serves the first 10 of a request's ranges in a whole multipart reply)
   stall          send the headers and half the body, then stop sending for 60 s
+  trickle        send the body 100 bytes a second
   redirect:URL   answer 307 with Location: URL
   etag:VALUE     the reply's ETag header says VALUE (a replica with another version)
   no_length      the reply has no Content-Length: its body ends when the connection closes
@@ -181,6 +182,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         if self.command == "HEAD":
+            return
+        if "trickle" in faults:
+            try:
+                for at in range(0, len(data), 100):
+                    self.wfile.write(data[at:at + 100])
+                    self.wfile.flush()
+                    time.sleep(1)
+            except OSError:  # the client gave up on it
+                pass
+            self.close_connection = True
             return
         if "drop" in faults or "stall" in faults:
             self.wfile.write(data[:half])

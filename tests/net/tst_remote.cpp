@@ -2362,7 +2362,7 @@ torch.save(sd, sys.argv[1])
     for (const bool http : {true, false}) {
       const std::string url = (http ? servers_.httpUrl("blob.bin") : s3("blob.bin")).toStdString();
       auto o = RemoteObject::open(url);
-      for (const QString& mode : {"status:503", "status:429", "status:500", "drop", "stall"}) {
+      for (const QString& mode : {"status:503", "status:429", "status:500", "drop", "stall", "trickle"}) {
         ScopedEnv stall("STOKER_HTTP_STALL_S", "1");
         QVERIFY(servers_.fault(http, mode, 2));
         servers_.takeLog(http);
