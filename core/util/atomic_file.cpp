@@ -74,6 +74,15 @@ const std::string& temporaryHost() {
 }
 }  // namespace
 
+bool isTemporaryOfAnotherHost(const std::string& name) {
+  const auto at = name.find(".stoker-tmp-");
+  if (at == std::string::npos) return false;
+  const auto dash = name.find('-', at + 12);
+  const auto dot = dash == std::string::npos ? std::string::npos : name.find('.', dash);
+  // Without a host (a name from before hosts were named): nobody can tell whose it is.
+  return dot == std::string::npos || name.compare(dot + 1, std::string::npos, temporaryHost()) != 0;
+}
+
 bool isOrphanedTemporary(const std::string& name) {
   const auto at = name.find(".stoker-tmp-");
   if (at == std::string::npos) return false;
@@ -242,11 +251,15 @@ void AtomicFile::commit(bool durable) {
   committed_ = true;
   if (!durable) return;
   // Make the rename itself durable.
+  // A failure is said: the caller (a conversion's journal) records the file as done on it.
   int dfd = ::open(directoryOf(finalPath_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
+  if (dfd < 0) throwIo(finalPath_, "cannot open its folder to sync the rename", errno);
+  if (::fsync(dfd) != 0 && errno != EINVAL) {  // EINVAL: a file system without directory sync
+    const int err = errno;
     ::close(dfd);
+    throwIo(finalPath_, "cannot sync its folder after the rename", err);
   }
+  ::close(dfd);
 }
 
 }  // namespace stoker

@@ -13,6 +13,8 @@ namespace stoker {
 // True for the name of an AtomicFile temporary whose writer has died: a process of this host
 // that no longer runs (a temporary of another host's process, on a shared file system, is not).
 bool isOrphanedTemporary(const std::string& fileName);
+// A temporary named for another host, or for none (a name from before hosts were named).
+bool isTemporaryOfAnotherHost(const std::string& fileName);
 
 class AtomicFile {
  public:

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -35,6 +36,8 @@ class KeptThreads {
   }
 
   bool busy() const { return busy_; }
+  // This thread's helpers stayed in the parent of a fork.
+  bool forkedAway() const { return ::getpid() != owner_; }
 
   // body() on `helpers` helper threads while the caller runs `own`; returns once every run has
   // returned. Neither may throw.
@@ -89,7 +92,15 @@ class KeptThreads {
 void forEachFetchedInOrder(std::int64_t count, int threads, const std::function<void(std::int64_t)>& fetch,
                            const std::function<void(std::int64_t)>& use, double* waited) {
   using Clock = std::chrono::steady_clock;
-  thread_local KeptThreads kept;
+  thread_local std::unique_ptr<KeptThreads> keptThreads;
+  if (keptThreads && keptThreads->forkedAway()) {
+    // A forked child's copy holds the parent's helpers, which do not run here: the job was handed
+    // to nobody and the caller waited for ever. Its lock may even have been held at the fork, so
+    // it is left as it is (a few bytes) and new helpers are made.
+    (void)keptThreads.release();
+  }
+  if (!keptThreads) keptThreads = std::make_unique<KeptThreads>();
+  KeptThreads& kept = *keptThreads;
   const int helpers = static_cast<int>(std::clamp<std::int64_t>(count, 1, std::max(threads, 1)));
   if (count <= 1 || kept.busy()) {
     const auto start = Clock::now();

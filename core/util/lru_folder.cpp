@@ -1,5 +1,7 @@
 #include "util/lru_folder.h"
 
+#include "util/atomic_file.h"
+
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,7 +15,10 @@
 namespace stoker {
 
 namespace {
-constexpr int kStaleTempSeconds = 600;  // a temporary file this old belongs to a process that died
+// Another node's temporary (its process cannot be asked) this old belongs to a process that died:
+// a day, not minutes, since a part on a slow link may take many minutes and the file system's
+// clock (NFS: the server's) may disagree with this host's.
+constexpr int kStaleOtherHostTempSeconds = 24 * 3600;
 }
 
 LruFolder LruFolder::read(const std::string& dir, std::initializer_list<std::string_view> suffixes) {
@@ -27,7 +32,11 @@ LruFolder LruFolder::read(const std::string& dir, std::initializer_list<std::str
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
     if (name.find(".stoker-tmp-") != std::string::npos) {
-      if (now - st.st_mtim.tv_sec > kStaleTempSeconds) ::unlink(path.c_str());
+      // A live writer's temporary is never removed (by age alone, a fetch slower than 10 minutes
+      // lost its file under it, and the read failed with every byte in hand): this host's when
+      // its process is gone, another host's after a day.
+      if (isOrphanedTemporary(name) || (isTemporaryOfAnotherHost(name) && now - st.st_mtim.tv_sec > kStaleOtherHostTempSeconds))
+        ::unlink(path.c_str());
       continue;
     }
     if (std::none_of(suffixes.begin(), suffixes.end(), [&](std::string_view s) { return endsWith(name, s); })) continue;

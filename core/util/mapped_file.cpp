@@ -30,7 +30,10 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
     // Private and writable: tensors handed out over the mapping may be
     // modified in place by their users; those pages are copied on write and
     // the file itself never changes.
-    void* p = ::mmap(nullptr, file->size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    // MAP_NORESERVE: a private writable mapping is otherwise charged in full against the commit
+    // limit, and a file larger than RAM + swap (a 30 GB shard, a TB token file) could not be
+    // opened at all ("Cannot allocate memory"). Only pages a user writes take memory.
+    void* p = ::mmap(nullptr, file->size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_NORESERVE, fd, 0);
     if (p == MAP_FAILED) {
       int err = errno;
       ::close(fd);

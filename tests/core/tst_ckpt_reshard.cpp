@@ -15,7 +15,12 @@
 #include <set>
 #include <thread>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
+
+#include <csignal>
 
 #include "io/host_tensor_torch.h"
 #include "ckpt/async_saver.h"
@@ -30,6 +35,8 @@
 #include "io/safetensors_writer.h"
 #include "util/atomic_file.h"
 #include "util/job_threads.h"
+#include "util/lru_folder.h"
+#include "util/mapped_file.h"
 #include "util/error.h"
 #include "util/progress.h"
 #include "util/remove_tree.h"
@@ -557,6 +564,66 @@ class TestCkptReshard : public QObject {
     QVERIFY(!isOrphanedTemporary(dead + "other-node"));
     QVERIFY(!isOrphanedTemporary(".x.stoker-tmp-" + std::to_string(::getpid()) + "-0." + h));
     QVERIFY(!isOrphanedTemporary("x.safetensors"));
+    // A cache folder's scan removes only temporaries whose writer is gone: this host's dead
+    // process's at once, another host's after a day; a live writer's never, however old (by age
+    // alone, a part fetched for over 10 minutes lost its file under its writer).
+    const std::string cache = path("lru");
+    std::filesystem::create_directories(cache);
+    bool agedAll = true;
+    const auto aged = [&](const std::string& name, int hours) {
+      const std::string file = cache + "/" + name;
+      std::ofstream(file) << "part";
+      const timespec times[2] = {{::time(nullptr) - hours * 3600, 0}, {::time(nullptr) - hours * 3600, 0}};
+      agedAll &= ::utimensat(AT_FDCWD, file.c_str(), times, 0) == 0;
+      return file;
+    };
+    const std::string live = aged(".p.part.stoker-tmp-" + std::to_string(::getpid()) + "-9." + h, 3);
+    const std::string gone = aged(dead + h, 0);
+    const std::string farOld = aged(dead + "other-node", 30), farNew = aged(dead + "other-node2", 1);
+    QVERIFY(agedAll);
+    LruFolder::read(cache, {".part"});
+    QVERIFY(std::filesystem::exists(live));
+    QVERIFY(!std::filesystem::exists(gone));
+    QVERIFY(!std::filesystem::exists(farOld));
+    QVERIFY(std::filesystem::exists(farNew));
+  }
+
+  // A file larger than RAM + swap maps (MAP_NORESERVE): a private writable mapping was charged in
+  // full against the commit limit, and a 30 GB shard on a 23 GiB machine failed to open.
+  void hugeFilesMap() {
+    const std::string file = path("sparse.bin");
+    {
+      std::ofstream(file) << "x";
+    }
+    std::error_code ec;
+    std::filesystem::resize_file(file, std::uintmax_t{1} << 40, ec);  // 1 TiB, sparse
+    if (ec) QSKIP("this file system has no sparse files");
+    const auto map = MappedFile::open(file);
+    QCOMPARE(map->size(), std::size_t{1} << 40);
+    QCOMPARE(map->data()[0], std::uint8_t('x'));
+    QCOMPARE(map->data()[(std::size_t{1} << 40) - 1], std::uint8_t(0));
+    std::filesystem::remove(file);
+  }
+
+  // forEachFetchedInOrder in a forked child: the thread's kept helpers stayed in the parent, and
+  // the child's call waited for ever for fetches nobody ran.
+  void keptThreadsWorkInAForkedChild() {
+    forEachFetchedInOrder(8, 3, [](std::int64_t) {}, [](std::int64_t) {});  // this thread's helpers exist
+    const pid_t child = ::fork();
+    if (child == 0) {
+      std::atomic<int> fetched{0};
+      forEachFetchedInOrder(8, 3, [&](std::int64_t) { ++fetched; }, [](std::int64_t) {});
+      ::_exit(fetched == 8 ? 0 : 1);
+    }
+    QVERIFY(child > 0);
+    int status = 0;
+    for (int i = 0; i < 200 && ::waitpid(child, &status, WNOHANG) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (::waitpid(child, &status, WNOHANG) == 0) {
+      ::kill(child, SIGKILL);
+      ::waitpid(child, &status, 0);
+      QFAIL("the forked child's fetches never ran");
+    }
+    QVERIFY(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   }
 
   // forEachFetchedInOrder's helpers are kept: every item fetched once, on several threads, the
