@@ -26,8 +26,18 @@ namespace {
 
 std::string pyBool(bool b) { return b ? "True" : "False"; }
 
-// A Python string literal (JSON's escaping is valid Python for these).
-std::string pyString(const std::string& s) { return nlohmann::json(s).dump(); }
+// A Python string literal (JSON's escaping is valid Python for these). A path that is not UTF-8
+// cannot be written into Python source as text: said plainly (it was "internal: type_error.316").
+std::string pyString(const std::string& s) {
+  try {
+    return nlohmann::json(s).dump();
+  } catch (const nlohmann::json::exception&) {
+    throwBadInput(s, "is not UTF-8: the export writes it into Python source; rename it");
+  }
+}
+
+// Seconds as Python reads them back exactly (the shortest round-trip form: 0.1234567891, 60.0).
+std::string fmtSeconds(double v) { return nlohmann::json(v).dump(); }
 
 // An exported snippet is pasted, shared and committed: a dataset URL's password or presigned
 // signature is left out (redactedUrl), and the snippet says so where it would have been.
@@ -98,10 +108,14 @@ std::string pytorchDatasetDefinition(const std::string& spec, const LoaderOption
     s << "import numpy as np\nfrom torch.utils.data import TensorDataset\n\n"
       << "dataset = TensorDataset(torch.from_numpy(np.load(" << pyString(spec) << ")))\n";
   } else if (endsWith(spec, ".safetensors")) {
-    s << "from safetensors.torch import load_file  # pip install safetensors\n"
+    s << "import json\nfrom safetensors.torch import load_file  # pip install safetensors\n"
       << "from torch.utils.data import TensorDataset\n\n"
       << "tensors = load_file(" << pyString(spec) << ")\n"
-      << "dataset = TensorDataset(*(tensors[name] for name in sorted(tensors)))\n";
+      << "# The fields in the file's order (Stoker's), not by name: safetensors' writer stores by dtype.\n"
+      << "with open(" << pyString(spec) << ", \"rb\") as f:\n"
+      << "    header = json.loads(f.read(int.from_bytes(f.read(8), \"little\")))\n"
+      << "names = sorted((k for k in header if k != \"__metadata__\"), key=lambda k: header[k][\"data_offsets\"][0])\n"
+      << "dataset = TensorDataset(*(tensors[name] for name in names))\n";
   } else {
     // tokens:, megatron:, wds:: PyTorch has no reader of its own; the script stops there and says so.
     s << "raise NotImplementedError(" << pyString("PyTorch has no built-in reader for " + kind +
@@ -167,6 +181,7 @@ std::string exportPyTorchSnippet(const LoaderOptions& o, const std::string& ds, 
   std::ostringstream s;
   s << "import torch\n";
   if (weighted) s << "import json\n";
+  if (dist || ((weighted || replacement) && o.shard_world_size > 1)) s << "import os\n";
   s << "from torch.utils.data import DataLoader, ";
   if (dist) s << "DistributedSampler";
   else if (weighted) s << "WeightedRandomSampler";
@@ -174,14 +189,16 @@ std::string exportPyTorchSnippet(const LoaderOptions& o, const std::string& ds, 
   else s << "SequentialSampler";
   if (!o.transforms.empty()) {
     // The same names and arguments: give it to the dataset, e.g. ImageFolder(root, transform=transform).
-    s << "\nfrom torchvision import transforms\n\ntransform = " << parseImageTransforms(o.transforms).torchvisionCompose()
+    s << "\nimport functools  # transforms.Lambda's step, picklable for spawn workers\nfrom torchvision import transforms\n\ntransform = " << parseImageTransforms(o.transforms).torchvisionCompose()
       << "  # " << ds << " = torchvision.datasets.ImageFolder(ROOT, transform=transform)\n";
   }
   s << "\n\nSEED = " << o.seed << "\n";
   if (seeded) s << "generator = torch.Generator()\n";
   if (dist) {
-    s << "sampler = DistributedSampler(" << ds << ", num_replicas=" << o.shard_world_size << ", rank=" << o.shard_rank
-      << ", shuffle=" << pyBool(o.shuffle) << ", seed=SEED, drop_last=" << pyBool(o.drop_last) << ")\n";
+    // torchrun's variables first: pasted into a job, a fixed rank made every rank read one shard.
+    s << "sampler = DistributedSampler(" << ds << ", num_replicas=int(os.environ.get(\"WORLD_SIZE\", " << o.shard_world_size
+      << ")), rank=int(os.environ.get(\"RANK\", " << o.shard_rank << ")), shuffle=" << pyBool(o.shuffle)
+      << ", seed=SEED, drop_last=" << pyBool(o.drop_last) << ")\n";
   } else if (weighted) {
     s << "with open(" << pyString(weightsFile) << ") as f:  # " << o.weights.size() << " weights, one per sample\n"
       << "    weights = torch.tensor(json.load(f), dtype=torch.double)\n"
@@ -210,8 +227,8 @@ std::string exportPyTorchSnippet(const LoaderOptions& o, const std::string& ds, 
       << "    def __iter__(self):\n"
       << "        draws = list(self.sampler)\n"
       << "        return iter([draws[i % len(draws)] for i in range(self.rank, len(self) * self.num_replicas, self.num_replicas)])\n\n\n"
-      << "sampler = ShardOfDraws(sampler, num_replicas=" << o.shard_world_size << ", rank=" << o.shard_rank
-      << ", drop_last=" << pyBool(o.drop_last) << ")\n";
+      << "sampler = ShardOfDraws(sampler, num_replicas=int(os.environ.get(\"WORLD_SIZE\", " << o.shard_world_size
+      << ")), rank=int(os.environ.get(\"RANK\", " << o.shard_rank << ")), drop_last=" << pyBool(o.drop_last) << ")\n";
   }
   const bool flips = o.enable_transforms && o.transforms.empty();
   // enable_transforms: the same transform; the draws are torch's default RNG, which DataLoader
@@ -236,11 +253,16 @@ std::string exportPyTorchSnippet(const LoaderOptions& o, const std::string& ds, 
       << "    persistent_workers=" << pyBool(o.persistent_workers) << ",\n";
     if (!o.multiprocessing_context.empty()) s << "    multiprocessing_context=" << pyString(o.multiprocessing_context) << ",\n";
   }
-  s << "    pin_memory=" << pyBool(o.pin_memory) << ",\n    timeout=" << o.timeout << ",\n)\n\n\n"
+  // DataLoader takes a timeout only with workers: with none it asserts timeout == 0 at the first batch
+  // (debug_mode's export crashed there).
+  s << "    pin_memory=" << pyBool(o.pin_memory) << ",\n";
+  if (o.num_workers > 0) s << "    timeout=" << fmtSeconds(o.timeout) << ",\n";
+  else if (o.timeout > 0) s << "    # timeout=" << fmtSeconds(o.timeout) << ": PyTorch takes one only with num_workers > 0\n";
+  s << ")\n\n\n"
     << "def set_epoch(epoch):\n"
     << "    \"\"\"Call before each epoch: the loader then serves Stoker's samples for that epoch.\"\"\"\n";
   if (dist) s << "    sampler.set_epoch(epoch)\n";
-  else if (seeded) s << "    generator.manual_seed(SEED + epoch)\n";
+  else if (seeded) s << "    generator.manual_seed((SEED + epoch) % 2**64)  # as Stoker's seed + epoch wraps\n";
   else s << "    pass  # in order every epoch\n";
   s << "\n\n# for epoch in range(epochs):\n#     set_epoch(epoch)\n#     for batch in loader:\n";
   if (o.memory_format == MemoryFormat::Nhwc)

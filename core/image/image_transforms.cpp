@@ -313,7 +313,9 @@ std::string ImageTransforms::torchvisionCompose() const {
   if (hasFlip) steps.push_back("transforms.RandomHorizontalFlip(" + fmt(flipP) + ")");
   if (dtype == ImageDtype::U8) {
     steps.push_back("transforms.PILToTensor()");
-    steps.push_back("transforms.Lambda(lambda t: t.permute(1, 2, 0).contiguous())  # HWC uint8, as Stoker's u8");
+    // HWC uint8, as Stoker's u8 (default_collate's stack makes it contiguous). A partial of
+    // torch.permute, not a lambda: spawn and forkserver workers (Python 3.14's default) pickle it.
+    steps.push_back("transforms.Lambda(functools.partial(torch.permute, dims=(1, 2, 0)))");
   } else {
     steps.push_back("transforms.ToTensor()");
     if (normalize)

@@ -23,6 +23,17 @@ std::size_t rawPasswordEnd(const std::string& s, std::size_t authority, std::siz
   return at != std::string::npos && at > pathAt ? at : std::string::npos;
 }
 
+// A query parameter whose value is a credential by its name: the presigned schemes' (above) and
+// the generic ones hubs and CDNs use (?token=, ?access_token=, ?api_key=, ?key=, ...).
+bool secretParameter(std::string key) {
+  for (auto& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* exact : {"key", "sig", "auth", "pwd", "apikey", "api_key", "access_key", "accesskey"})
+    if (key == exact) return true;
+  for (const char* part : {"token", "secret", "password", "passwd", "signature", "credential"})
+    if (key.find(part) != std::string::npos) return true;
+  return false;
+}
+
 }  // namespace
 
 std::string redactedUrl(const std::string& url) {
@@ -54,6 +65,17 @@ std::string redactedUrl(const std::string& url) {
       const std::size_t end = out.find_first_of("&#, \t\n\"'", v);
       out.replace(v, (end == std::string::npos ? out.size() : end) - v, "***");
     }
+  }
+  // Any other parameter named like a credential, in a URL's query.
+  for (std::size_t q = out.find_first_of("?&", out.find("://")); q != std::string::npos && out.find("://") != std::string::npos;
+       q = out.find_first_of("?&", q + 1)) {
+    const std::size_t eq = out.find('=', q + 1);
+    const std::size_t stop = out.find_first_of("&#, \t\n\"'/?", q + 1);
+    if (eq == std::string::npos || (stop != std::string::npos && stop < eq)) continue;
+    if (!secretParameter(out.substr(q + 1, eq - q - 1))) continue;
+    const std::size_t end = out.find_first_of("&#, \t\n\"'", eq + 1);
+    const std::size_t n = (end == std::string::npos ? out.size() : end) - eq - 1;
+    if (out.compare(eq + 1, n, "***") != 0) out.replace(eq + 1, n, "***");
   }
   return out;
 }

@@ -102,6 +102,41 @@ class TestCliBench : public QObject {
     QCOMPARE(runStoker({"bench", "--options", oneKnob, "--export-cpp", "--save-options", deep}).exitCode, 0);
     QVERIFY2(stoker::test::readFile(deep).contains("\"prefetch\": 4"), stoker::test::readFile(deep).constData());  // LoaderOptions' default
 
+    // A .safetensors dataset's fields in the file's order (Stoker's), not by name: safetensors'
+    // writer stores by dtype, so "labels" often comes first. The exported script runs against a
+    // small reader of the format standing in for the safetensors package (not packaged here).
+    {
+      const QString file = dir_.filePath("ordered.safetensors"), lib = dir_.filePath("pylib/safetensors");
+      QVERIFY(QDir().mkpath(lib));
+      QVERIFY(stoker::test::writeFile(lib + "/__init__.py", ""));
+      QVERIFY(stoker::test::writeFile(lib + "/torch.py",
+                                      "import json, torch\n"
+                                      "def load_file(path):\n"
+                                      "    raw = open(path, 'rb').read()\n"
+                                      "    n = int.from_bytes(raw[:8], 'little')\n"
+                                      "    header = json.loads(raw[8:8 + n])\n"
+                                      "    types = {'I64': torch.int64, 'F32': torch.float32}\n"
+                                      "    return {k: torch.frombuffer(bytearray(raw[8 + n + v['data_offsets'][0]:8 + n + v['data_offsets'][1]]),\n"
+                                      "                                dtype=types[v['dtype']]).reshape(v['shape'])\n"
+                                      "            for k, v in header.items() if k != '__metadata__'}\n"));
+      auto made = stoker::test::runPythonArgs({"-c",
+          "import sys, json, struct, torch\n"
+          "labels, images = torch.arange(6), torch.arange(12, dtype=torch.float32).reshape(6, 2)\n"
+          "header = {'labels': {'dtype': 'I64', 'shape': [6], 'data_offsets': [0, 48]},\n"
+          "          'images': {'dtype': 'F32', 'shape': [6, 2], 'data_offsets': [48, 96]}}\n"
+          "h = json.dumps(header).encode()\n"
+          "open(sys.argv[1], 'wb').write(struct.pack('<Q', len(h)) + h + labels.numpy().tobytes() + images.numpy().tobytes())\n",
+          file});
+      QVERIFY2(made.exitCode == 0, made.err.constData());
+      auto exported = runStoker({"bench", "--dataset", file, "--batch-size", "6", "--export-pytorch"});
+      QVERIFY2(exported.exitCode == 0, exported.err.constData());
+      const QString script = QString::fromUtf8(exported.out) + "\nbatch = next(iter(loader))\nprint(batch[0].dtype)\n";
+      auto ran = stoker::test::runPythonArgs({"-c", "import sys; sys.path.insert(0, sys.argv[1]); exec(sys.argv[2])",
+                                              dir_.filePath("pylib"), script});
+      QVERIFY2(ran.exitCode == 0, qPrintable(QString::fromUtf8(ran.err) + "\n" + script));
+      QCOMPARE(ran.out.trimmed(), QByteArray("torch.int64"));  // labels first, as Stoker's field 0
+    }
+
     // A weighted sampler's export writes the weights file its snippets load.
     const QString weighted = dir_.filePath("weighted.json"), weights = dir_.filePath("w.json");
     QFile f(weighted);

@@ -1179,7 +1179,7 @@ class TestImageDatasets : public QObject {
     QCOMPARE(parseImageTransforms(t.text).text, t.text);  // the canonical text parses to itself
     if (!pythonTorchAvailable()) return;
     // The exported Compose is real torchvision: it runs on an image and gives the same shape.
-    const auto r = runPythonArgs({"-c", "import sys, torch; from torchvision import transforms; from PIL import Image; "
+    const auto r = runPythonArgs({"-c", "import sys, functools, torch; from torchvision import transforms; from PIL import Image; "
                                     "t = eval(sys.argv[1]); x = t(Image.new('RGB', (500, 375))); print(list(x.shape))",
                                     QString::fromStdString(t.torchvisionCompose())});
     QVERIFY2(r.exitCode == 0, r.err.constData());

@@ -193,6 +193,10 @@ class TestLoaderOptions : public QObject {
     // On several ranks, one draw dealt across them (each rank's share, as DistributedSampler deals):
     // before, every rank took the whole draw, so every GPU trained on the same batches.
     QTest::newRow("weighted-rank-1-of-3") << R"({"batch_size": 5, "num_workers": 0, "sampler_type": "weighted", "num_samples": 34, "seed": 2, "drop_last": false, "shard_rank": 1, "shard_world_size": 3})";
+    // A timeout without workers: DataLoader asserts timeout == 0 at the first batch (debug_mode's
+    // export crashed there); with workers, the seconds exactly.
+    QTest::newRow("timeout-no-workers") << R"({"batch_size": 4, "num_workers": 0, "timeout": 60, "seed": 1})";
+    QTest::newRow("timeout-workers") << R"({"batch_size": 4, "num_workers": 1, "timeout": 30.1234567891, "seed": 1})";
     QTest::newRow("replacement-rank-2-of-4-drop") << R"({"batch_size": 3, "num_workers": 0, "sampler_type": "random_with_replacement", "num_samples": 70, "seed": 9, "drop_last": true, "shard_rank": 2, "shard_world_size": 4})";
   }
   // The exported DataLoader, run by Debian's torch, serves the same samples in the same batches

@@ -2652,6 +2652,12 @@ torch.save(sd, sys.argv[1])
              std::string("https://storage.googleapis.com/b/k?X-Goog-Algorithm=x&X-Goog-Credential=***&X-Goog-Signature=***"));
     QCOMPARE(redactedUrl("https://a.blob.core.windows.net/c/k?sv=1&sig=s%3D&config=keep"),
              std::string("https://a.blob.core.windows.net/c/k?sv=1&sig=***&config=keep"));
+    // Generic credentials by their parameter's name (a hub's ?token=, an API's ?key=): the PyTorch
+    // export wrote such a token twice.
+    QCOMPARE(redactedUrl("https://hub/x.safetensors?token=SECRET1&rev=main"), std::string("https://hub/x.safetensors?token=***&rev=main"));
+    QCOMPARE(redactedUrl("wds:https://h/s.tar?Access_Token=A1,shuffle"), std::string("wds:https://h/s.tar?Access_Token=***,shuffle"));
+    QCOMPARE(redactedUrl("https://h/x?key=AIza9&api_key=k2&keyword=keep&monkey=keep"),
+             std::string("https://h/x?key=***&api_key=***&keyword=keep&monkey=keep"));
     QVERIFY(!holdsSecret("https://host/x.bin?config=1&design=2"));
     QVERIFY(!holdsSecret("tokens:https://host/x.bin,ctx=8"));
     QVERIFY(!holdsSecret("tokens:https://***@host/x.bin,ctx=8"));  // hidden already
