@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 import weakref
+from collections.abc import Mapping
 
 from ._publisher import Publisher
 
@@ -32,6 +33,20 @@ _HOST = socket.gethostname()
 # Epochs counted per iterable, so that `for batch in watch(loader)` written inside the epoch loop
 # (a new Watched every epoch) still counts them.
 _epochs = weakref.WeakKeyDictionary()
+
+
+def _unwatched():
+    return None
+
+
+def _forget_publishers():
+    """In a fork's child: the parent's publishers have no thread here, and their lock may be held."""
+    global _publishers_lock
+    _publishers.clear()
+    _publishers_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_publishers)
 
 
 def publisher_for(address):
@@ -74,7 +89,7 @@ def _first_tensor(batch, depth=0):
         return None
     if hasattr(batch, "shape") and hasattr(batch, "dtype"):
         return batch
-    if isinstance(batch, dict):
+    if isinstance(batch, Mapping):  # a dict, or HF's BatchEncoding (a UserDict)
         for v in batch.values():
             t = _first_tensor(v, depth + 1)
             if t is not None:
@@ -97,7 +112,7 @@ def _batch_bytes(batch, depth=0):
         if nbytes is None and hasattr(batch, "element_size"):
             nbytes = batch.element_size() * batch.numel()
         return int(nbytes) if nbytes is not None else None
-    items = batch.values() if isinstance(batch, dict) else batch if isinstance(batch, (tuple, list)) else ()
+    items = batch.values() if isinstance(batch, Mapping) else batch if isinstance(batch, (tuple, list)) else ()
     total = None
     for v in items:
         b = _batch_bytes(v, depth + 1)
@@ -116,7 +131,7 @@ def _batch_samples(batch):
     if t is not None:
         shape = t.shape
         return int(shape[0]) if len(shape) > 0 else 1
-    if not isinstance(batch, (tuple, list, dict, str, bytes)) and hasattr(batch, "__len__"):
+    if not isinstance(batch, (tuple, list, Mapping, str, bytes)) and hasattr(batch, "__len__"):
         try:
             return len(batch)
         except TypeError:
@@ -155,7 +170,12 @@ class Watched:
         self.name = name
         self.interval = interval_ms / 1000.0
         self.epoch = 0
-        self.rank = _env_int("RANK") or 0
+        self.rank = _env_int("RANK")
+        if self.rank is None:  # mp.spawn sets no RANK: the process group's, as DistributedSampler's
+            torch = _torch()
+            dist = getattr(torch, "distributed", None) if torch is not None else None
+            self.rank = dist.get_rank() if dist is not None and dist.is_available() and dist.is_initialized() else 0
+        self.publish_errors = 0
         self.local_rank = _env_int("LOCAL_RANK")
         self.world_size = _env_int("WORLD_SIZE")
         self.pid = os.getpid()
@@ -166,6 +186,12 @@ class Watched:
 
     def __iter__(self):
         return _WatchedIterator(self, iter(self.iterable))
+
+    def __reduce__(self):
+        # Zero-code mode keeps a loader's Watched in the loader: a pickled or copied loader (its
+        # publisher holds a lock and a thread, which do not pickle) is watched afresh where it is
+        # iterated. Before, pickle.dumps(loader) and deepcopy failed once it had been iterated.
+        return (_unwatched, ())
 
     def _next_epoch(self):
         """Called when an iteration yields its first batch (a peek with next(iter(loader)) that
@@ -197,38 +223,65 @@ class Watched:
         return int(workers) * int(factor) if workers > 0 else 0
 
     def _steps_total(self):
+        # An IterableDataset's length is only a hint, and asking a DataLoader for it makes PyTorch
+        # warn on every batch once more come than it said: left unknown (0).
+        torch = _torch()
+        dataset = getattr(self.iterable, "dataset", None)
+        if torch is not None and dataset is not None and isinstance(dataset, torch.utils.data.IterableDataset):
+            return 0
         try:
             return len(self.iterable)
-        except TypeError:
+        except Exception:  # no length, or one that raises (NotImplementedError): unknown
             return 0
 
-    def _device_and_memory(self, batch):
+    def _device_and_memory(self, batch_device):
         torch = _torch()
         record = {}
         device = "cpu"
         cuda = torch is not None and hasattr(torch, "cuda") and torch.cuda.is_available() and torch.cuda.is_initialized()
-        t = _first_tensor(batch)
-        if t is not None and getattr(getattr(t, "device", None), "type", None) == "cuda":
-            index = t.device.index if t.device.index is not None else torch.cuda.current_device()
+        if getattr(batch_device, "type", None) == "cuda":
+            index = batch_device.index if batch_device.index is not None else torch.cuda.current_device()
             device = f"cuda:{index}"
         elif cuda:
-            device = f"cuda:{torch.cuda.current_device()}"
+            # CPU batches (a DataLoader's): the rank's GPU is torchrun's LOCAL_RANK where it names
+            # one, as DDP scripts that move batches with .to(local_rank) use it without set_device;
+            # current_device() is GPU 0 there, for every rank.
+            index = torch.cuda.current_device()
+            if self.local_rank is not None and 0 <= self.local_rank < torch.cuda.device_count():
+                index = self.local_rank
+            device = f"cuda:{index}"
         if device.startswith("cuda:") and cuda:
             index = int(device[5:])
             record["mem_allocated"] = int(torch.cuda.memory_allocated(index))
             record["mem_reserved"] = int(torch.cuda.memory_reserved(index))
-            try:
-                free, total = torch.cuda.mem_get_info(index)
-                record["mem_total"] = int(total)
-                record["mem_used"] = int(total - free)
-            except (RuntimeError, AttributeError):
-                pass
+            # mem_get_info makes a CUDA context on a GPU this process has not used (300-500 MB
+            # there, in every rank): asked only where the allocator already holds memory.
+            if record["mem_reserved"] > 0:
+                try:
+                    free, total = torch.cuda.mem_get_info(index)
+                    record["mem_total"] = int(total)
+                    record["mem_used"] = int(total - free)
+                except (RuntimeError, AttributeError):
+                    pass
         return device, record
 
-    def _publish(self, window, now, step, batch, epoch_end, epoch):
+    def _publish(self, window, now, step, batch_device, epoch_end, epoch):
+        # Telemetry never stops training: an error here (a length that raises, a device query)
+        # is counted, not raised from the script's `for`.
+        try:
+            self._publish_record(window, now, step, batch_device, epoch_end, epoch)
+        except Exception:
+            self.publish_errors += 1
+
+    def _publish_record(self, window, now, step, batch_device, epoch_end, epoch):
+        if self.pid != os.getpid():
+            # A forked child: the parent's publisher has no thread here (its records were queued
+            # for ever, with the parent's pid), and its lock may have been held at the fork.
+            self.pid = os.getpid()
+            self.publisher = publisher_for(self.publisher.address)
         span = max(now - window.start, 1e-9)
         batches = max(window.batches, 1)
-        device, memory = self._device_and_memory(batch)
+        device, memory = self._device_and_memory(batch_device)
         record = {
             "time": time.time(),
             "host": _HOST,
@@ -272,7 +325,7 @@ class _WatchedIterator:
         self.it = it
         self.step = 0
         self.handed = None  # when the last batch was handed over
-        self.last_batch = None
+        self.last_device = None  # of the last batch (the batch itself is not kept: its memory is the script's)
         now = time.perf_counter()
         self.window = _Window(now)
         self.epoch_total = _Window(now)  # the epoch-end record summarises the whole epoch
@@ -305,7 +358,7 @@ class _WatchedIterator:
             if not self.finished:
                 self.finished = True
                 epoch = self.epoch if self.epoch is not None else self.watched.epoch
-                self.watched._publish(total, time.perf_counter(), self.step, self.last_batch, True, epoch)
+                self.watched._publish(total, time.perf_counter(), self.step, self.last_device, True, epoch)
             raise
         end = time.perf_counter()
         if self.epoch is None:
@@ -322,9 +375,9 @@ class _WatchedIterator:
             else:
                 acc.bytes += b
         self.step += 1
-        self.last_batch = batch
+        self.last_device = getattr(_first_tensor(batch), "device", None)
         if end - w.start >= self.watched.interval:
-            self.watched._publish(w, end, self.step, batch, False, self.epoch)
+            self.watched._publish(w, end, self.step, self.last_device, False, self.epoch)
             self.window = _Window(end)
         self.handed = time.perf_counter()
         return batch

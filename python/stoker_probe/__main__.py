@@ -13,6 +13,27 @@ import sys
 from . import _patch, shutdown
 
 
+def _split(argv):
+    """(the probe's own options, module, script, the rest): everything after `-m MODULE` or the
+    script is the program's, options too (argparse's REMAINDER left `-m train --epochs 3`'s
+    `--epochs 3` to the probe, which refused it)."""
+    own, i = [], 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "-m":
+            return own, (argv[i + 1] if i + 1 < len(argv) else None), None, argv[i + 2:]
+        if token.startswith("-m") and not token.startswith("--"):
+            return own, token[2:], None, argv[i + 1:]
+        if not token.startswith("-"):
+            return own, None, token, argv[i + 1:]
+        own.append(token)
+        if token in ("--publish", "--interval-ms") and i + 1 < len(argv):
+            own.append(argv[i + 1])
+            i += 1
+        i += 1
+    return own, None, None, []
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python3 -m stoker_probe",
@@ -22,10 +43,10 @@ def main(argv=None):
                         help="HOST:PORT of `stoker monitor` or the workbench's Monitor, file:PATH, or listen:PORT "
                              "(monitors dial in); default $STOKER_PROBE_PUBLISH")
     parser.add_argument("--interval-ms", type=int, default=500, help="one record per loader this often (default 500)")
-    parser.add_argument("-m", dest="module", help="run a module, as python3 -m does")
-    parser.add_argument("script", nargs="?", help="the training script")
-    parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
-    a = parser.parse_args(argv)
+    parser.usage = "python3 -m stoker_probe [--publish ADDR] [--interval-ms N] (script.py | -m module) ARGS..."
+    own, module, script, rest = _split(sys.argv[1:] if argv is None else list(argv))
+    a = parser.parse_args(own)
+    a.module, a.script, a.args = module, script, rest
     if not a.publish:
         parser.error("--publish is required (or set STOKER_PROBE_PUBLISH)")
     if a.interval_ms <= 0:
@@ -39,7 +60,7 @@ def main(argv=None):
         return 2
     try:
         if a.module:
-            sys.argv = [a.module] + ([a.script] if a.script else []) + a.args
+            sys.argv = [a.module] + a.args
             runpy.run_module(a.module, run_name="__main__", alter_sys=True)
         else:
             if not os.path.isfile(a.script):

@@ -198,7 +198,8 @@ class TestProbe : public QObject {
     const std::map<QString, std::pair<int, qint64>> want = {
         {"tensor", {4, 32}},     {"tuple", {7, 56 + 28}}, {"list", {3, 3 * 784 * 4 + 12}},
         {"dict", {9, 9 * 16 * 8 + 36}}, {"nested", {2, 16}}, {"numpy", {11, 176}},
-        {"custom", {5, -1}},     {"sized", {6, -1}},      {"scalar", {1, -1}}};
+        {"custom", {5, -1}},     {"sized", {6, -1}},      {"scalar", {1, -1}},
+        {"mapping", {9, 9 * 16 * 8}}};  // a UserDict counted as a dict (it was 1 sample, no bytes)
     for (const auto& [name, expect] : want) {
       const QJsonObject c = got[name].toObject();
       QVERIFY2(c["samples"].toInt() == expect.first, qPrintable(name));
@@ -284,6 +285,32 @@ class TestProbe : public QObject {
         QCOMPARE(ends[e]->prefetch_depth, 0);  // num_workers = 0: nothing is fetched ahead
       }
     }
+  }
+
+  // Telemetry never breaks the script: a length that raises (the loop crashed at the first
+  // record), a loader pickled after zero-code mode watched it (its publisher's lock did not
+  // pickle), a watched iterable iterated in a forked child (its records stayed queued on the
+  // parent's publisher, which has no thread there).
+  void theProbeNeverBreaksTheScript() {
+    QTemporaryDir dir;
+    const ProcessResult r = runPython({kProbeDir + "/probe_cases.py", "robust", dir.filePath("robust.jsonl")});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    const QJsonObject got = QJsonDocument::fromJson(r.out.trimmed().split('\n').last()).object();
+    QCOMPARE(got["items"].toInt(), 5);
+    QVERIFY2(got["child_records"].toInt() > 0, r.out.constData());
+    QVERIFY(got["parent_records"].toInt() > 0);
+  }
+
+  // `python3 -m stoker_probe ... -m MODULE ARGS`: the module's own options are its own (argparse's
+  // REMAINDER left `--epochs 3` after `-m MODULE` to the probe, which refused it).
+  void moduleArgumentsAreTheModules() {
+    QTemporaryDir dir;
+    QVERIFY(stoker::test::writeFile(dir.filePath("echo_args.py"), "import sys\nprint(sys.argv[1:])\n"));
+    const ProcessResult r = runPython({"-m", "stoker_probe", "--publish", "file:" + dir.filePath("p.jsonl"), "-m", "echo_args",
+                                       "--epochs", "3", "--publish", "x"},
+                                      {"PYTHONPATH=" + dir.path() + ":" STOKER_SOURCE_DIR "/python"});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    QCOMPARE(r.out.trimmed(), QByteArray("['--epochs', '3', '--publish', 'x']"));
   }
 
   void badUsageIsOneClearLine() {

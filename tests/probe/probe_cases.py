@@ -1,6 +1,7 @@
 """Cases the probe tests (tst_probe) run: `python3 probe_cases.py CASE ARGS...` with
 PYTHONPATH pointing at the repository's python/ folder. Each prints what the C++ side checks."""
 
+import collections
 import json
 import os
 import sys
@@ -55,6 +56,7 @@ def shapes():
         "custom": Custom(),
         "sized": Sized(),
         "scalar": 3.5,
+        "mapping": collections.UserDict({"input_ids": torch.zeros(9, 16, dtype=torch.int64)}),  # HF's BatchEncoding
     }
     print(json.dumps({k: {"samples": _batch_samples(v), "bytes": _batch_bytes(v)} for k, v in cases.items()}))
 
@@ -104,6 +106,46 @@ def listen(seconds):
     for _ in stoker_probe.watch(forever(), publish="listen:127.0.0.1:0", interval_ms=50):
         time.sleep(0.01)
     stoker_probe.shutdown(0.2)
+
+
+def robust(path):
+    """Telemetry never breaks the script: a length that raises, a loader pickled after zero-code
+    mode watched it, a watched iterable iterated again in a forked child (whose records are its
+    own, not queued for ever on the parent's publisher)."""
+    import copy
+    import pickle
+
+    import torch
+    from stoker_probe import _patch
+
+    publish = "file:" + path
+
+    class NoLength:
+        def __iter__(self):
+            return iter([torch.zeros(2)] * 5)
+
+        def __len__(self):
+            raise NotImplementedError
+
+    items = sum(1 for _ in stoker_probe.watch(NoLength(), publish=publish, interval_ms=1))
+    _patch.install(publish, 1)
+    loader = torch.utils.data.DataLoader(list(range(8)), batch_size=2)
+    assert len(list(loader)) == 4
+    pickle.loads(pickle.dumps(loader))
+    copy.deepcopy(loader)
+    watched = stoker_probe.watch([torch.zeros(3)] * 4, publish=publish, name="forked", interval_ms=1)
+    list(watched)
+    child = os.fork()
+    if child == 0:
+        list(watched)
+        stoker_probe.shutdown()
+        os._exit(0)
+    os.waitpid(child, 0)
+    stoker_probe.shutdown()
+    with open(path) as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    print(json.dumps({"items": items, "child_records": sum(1 for r in records if r["pid"] == child),
+                      "parent_records": sum(1 for r in records if r["pid"] == os.getpid())}))
 
 
 if __name__ == "__main__":
