@@ -1,5 +1,9 @@
 #include "data/worker_pool.h"
 
+#include <system_error>
+
+#include "util/error.h"
+
 namespace stoker {
 namespace {
 std::atomic<std::int64_t> gThreadsStarted{0};
@@ -7,9 +11,23 @@ std::atomic<std::int64_t> gThreadsStarted{0};
 
 WorkerPool::WorkerPool(int threads, bool persistent) : threads_(threads), persistent_(persistent) {
   if (!persistent_) return;
-  for (int w = 0; w < threads_; ++w) {
-    gThreadsStarted.fetch_add(1);
-    pool_.emplace_back([this, w] { park(w); });
+  try {
+    for (int w = 0; w < threads_; ++w) {
+      pool_.emplace_back([this, w] { park(w); });
+      gThreadsStarted.fetch_add(1);
+    }
+  } catch (const std::system_error& e) {
+    // No thread to be had (a pids cgroup or RLIMIT_NPROC): the ones started are stopped and the
+    // loader says why. Before, the destructor never ran and the joinable threads terminated the
+    // process.
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      quit_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : pool_) t.join();
+    throw Error(ErrorKind::Io, "worker threads", "cannot start " + std::to_string(threads_) + " (" + e.what() +
+                                                     "; a limit on processes or threads? fewer num_workers need fewer)");
   }
 }
 
@@ -57,12 +75,22 @@ void WorkerPool::run(Job job) {
   job_ = std::move(job);
   running_ = threads_;
   for (int w = 0; w < threads_; ++w) {
-    gThreadsStarted.fetch_add(1);
-    pool_.emplace_back([this, w] {
-      job_(w);
+    try {
+      pool_.emplace_back([this, w] {
+        job_(w);
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (--running_ == 0) done_.notify_all();
+      });
+    } catch (const std::system_error&) {
+      // No more threads to be had: the workers started pull every batch (fewer of them); the
+      // ones not started are not waited for (join() waited for ever).
+      if (w == 0) throw Error(ErrorKind::Io, "worker threads", "cannot start one (a limit on processes or threads?)");
       std::lock_guard<std::mutex> lock(mutex_);
-      if (--running_ == 0) done_.notify_all();
-    });
+      running_ -= threads_ - w;
+      if (running_ == 0) done_.notify_all();
+      break;
+    }
+    gThreadsStarted.fetch_add(1);
   }
 }
 

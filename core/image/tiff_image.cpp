@@ -13,7 +13,9 @@
 namespace stoker {
 namespace {
 
-// The encoded bytes as a read-only libtiff "file", mapped so that strips are read in place.
+// The encoded bytes as a read-only libtiff "file". Opened with "rm": 'm' turns libtiff's mapping
+// off, so mapProc is never asked and strips are copied out through readProc (a strip's copy is
+// small beside its decode; mapProc stays for a caller that opens with "r").
 struct Memory {
   const std::uint8_t* data;
   std::size_t size;

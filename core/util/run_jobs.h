@@ -9,6 +9,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -21,11 +22,16 @@ namespace stoker {
 inline void runJobs(int count, const std::function<void()>& body) {
   const OpenProgress open = currentOpenProgress();
   std::vector<std::thread> threads;
-  for (int j = 1; j < count; ++j)
-    threads.emplace_back([&body, open] {
-      OpenProgressScope scope(open);
-      body();
-    });
+  for (int j = 1; j < count; ++j) {
+    try {
+      threads.emplace_back([&body, open] {
+        OpenProgressScope scope(open);
+        body();
+      });
+    } catch (const std::system_error&) {
+      break;  // no more threads to be had: the bodies pull their items, so fewer threads do it all
+    }
+  }
   body();
   for (auto& t : threads) t.join();
 }

@@ -1300,7 +1300,8 @@ class TestImageDatasets : public QObject {
   // headers is refused (stb took its colours from uninitialised memory); a 54-byte BMP that
   // declares 13376x13376 pixels is truncated before 537 MB are allocated; a progressive JPEG of
   // ~600 bytes that declares as many pixels would hold 1 GiB of coefficients (refused), and one
-  // with 600 scans stops at 500.
+  // with 600 scans stops at 500. A valid JPEG libjpeg-turbo does not decode (12-bit) is
+  // "unsupported", not "corrupt".
   void oddBmpsAndJpegBombsAreNamed() {
     if (!pythonTorchAvailable()) QSKIP("Debian's python3-torch is not installed");
     const QString root = tmp_.filePath("odd-bmp");
@@ -1323,11 +1324,13 @@ class TestImageDatasets : public QObject {
         "open(d + '/5-progressive-bomb.jpg', 'wb').write(j[:sof + 5] + dim + j[sof + 9:sos + 40])\n"
         "end = j.index(b'\\xff', sos + 2 + int.from_bytes(j[sos + 2:sos + 4], 'big'))\n"
         "while j[end + 1] == 0: end = j.index(b'\\xff', end + 2)\n"
-        "open(d + '/6-many-scans.jpg', 'wb').write(j[:sos] + j[sos:end] * 600 + b'\\xff\\xd9')\n",
+        "open(d + '/6-many-scans.jpg', 'wb').write(j[:sos] + j[sos:end] * 600 + b'\\xff\\xd9')\n"
+        "b = enc(Image.new('RGB', (16, 16), (90, 20, 200)), 'JPEG'); sof = b.index(b'\\xff\\xc0')\n"
+        "open(d + '/7-twelve-bit.jpg', 'wb').write(b[:sof + 4] + bytes([12]) + b[sof + 5:])\n",
         root, jpeg_});
     QVERIFY2(r.exitCode == 0, r.err.constData());
     auto ds = openDataset("imagefolder:" + root.toStdString(), withTransforms("CenterCrop(16),ToDtype(u8)"));
-    QCOMPARE(ds->size(), std::int64_t(7));
+    QCOMPARE(ds->size(), std::int64_t(8));
     std::vector<std::uint8_t> images[2];
     for (int i = 0; i < 2; ++i) {
       images[i].resize(static_cast<std::size_t>(ds->fields()[0].sampleBytes));
@@ -1340,7 +1343,8 @@ class TestImageDatasets : public QObject {
                                               {3, {"3-offset-inside.bmp", "pixel data offset 20 lies inside"}},
                                               {4, {"4-huge-short.bmp", "truncated BMP"}},
                                               {5, {"5-progressive-bomb.jpg", "MiB of coefficients", "decompression bomb"}},
-                                              {6, {"6-many-scans.jpg", "more than 500 scans"}}});
+                                              {6, {"6-many-scans.jpg", "more than 500 scans"}},
+                                              {7, {"7-twelve-bit.jpg", "unsupported JPEG: ", "precision 12"}}});
     QVERIFY2(msg.isEmpty(), qPrintable(msg));
   }
 
