@@ -54,6 +54,14 @@ std::string pytorchDatasetDefinition(const std::string& spec, const LoaderOption
   const auto colon = spec.find(':');
   const std::string kind = colon == std::string::npos ? spec : spec.substr(0, colon);
   const std::string rest = colon == std::string::npos ? std::string() : spec.substr(colon + 1);
+  // Remote data (s3://, http(s)://): np.load, ImageFolder and load_file read local paths only, and
+  // the script written "as pasted" failed on a URL. It stops there and says so, as for tokens.
+  if (spec.find("://") != std::string::npos) {
+    s << "raise NotImplementedError(" << pyString("PyTorch's readers take local paths, not " + spec +
+                                                  "; the \"Python (stoker)\" export reads it remotely: stoker.Loader(\"" + spec + "\", ...)")
+      << ")\n";
+    return s.str();
+  }
   if (kind == "fashion-mnist") {
     // The same files and the same tensors as Stoker's (float32 / 255, as ToTensor), no download.
     const std::string dir = rest.empty() ? "/usr/share/datasets/fashion-mnist" : rest;

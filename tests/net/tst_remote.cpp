@@ -656,6 +656,13 @@ assert ring(options={'prefetch': 5}) == (16, 5), ring(options={'prefetch': 5})
           QCOMPARE(requests, open == 0 ? 2 : 1);  // the open and the file's one part, then the open alone
         }
       }
+      // The PyTorch export of a remote file stops and says so (np.load and load_file take local
+      // paths: the script "as pasted" failed on the URL), pointing at the stoker export.
+      const auto exported = runStoker({"bench", "--dataset", servers_.httpUrl(name), "--export-pytorch"});
+      QVERIFY2(exported.exitCode == 0, exported.err.constData());
+      QVERIFY2(exported.out.contains("raise NotImplementedError(") && exported.out.contains("take local paths") &&
+                   !exported.out.contains("np.load(\"http"),
+               exported.out.constData());
     }
   }
 
