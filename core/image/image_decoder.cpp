@@ -214,6 +214,21 @@ ImageDecoder::~ImageDecoder() = default;
 
 namespace {
 
+// Whether an EOI marker (FF D9) lies at or after `from` (where the first scan's entropy-coded data
+// starts): such data holds no FF D9 (an FF byte is stuffed as FF 00), so a file cut short has none
+// there (an EXIF thumbnail's EOI lies before the scan). Searched from the end: at once for a whole
+// file, also one with trailing bytes after it (a Motion Photo's video).
+bool eoiAfter(const std::uint8_t* data, std::size_t size, std::size_t from) {
+  for (std::size_t end = size; end > from + 1;) {
+    const void* hit = ::memrchr(data + from + 1, 0xD9, end - from - 1);
+    if (!hit) return false;
+    const std::size_t at = static_cast<std::size_t>(static_cast<const std::uint8_t*>(hit) - data);
+    if (data[at - 1] == 0xFF) return true;
+    end = at;
+  }
+  return false;
+}
+
 // libjpeg's message as what it is: a valid JPEG of a kind libjpeg-turbo does not decode (12-bit
 // precision, lossless, arithmetic coding or a conversion not built in) is no corrupt file. By the
 // message's code: "Unsupported marker type" is corruption, whatever its first word.
@@ -260,6 +275,7 @@ ImageSize ImageDecoder::open(const std::uint8_t* data, std::size_t size, const s
     refuseCoefficientBomb(jpeg_->cinfo, size, name);
     const J_COLOR_SPACE cs = jpeg_->cinfo.jpeg_color_space;
     jpeg_->cmyk = cs == JCS_CMYK || cs == JCS_YCCK;
+    jpegEnds_ = eoiAfter(data, size, static_cast<std::size_t>(jpeg_->cinfo.src->next_input_byte - data));
   } else if (format_ == ImageFormat::Png) {
     spng_ctx* ctx = spng_ctx_new(0);
     if (!ctx) throw Error(ErrorKind::Io, name, "out of memory for a PNG decoder");
@@ -311,6 +327,13 @@ RgbRegion ImageDecoder::decode(PixelRect want, int denom, JpegIndexSlot slot, bo
     case ImageFormat::Bmp: decodeBmp(data_, size_, name_, size0_, pixels_, kResampleSlack); return wholeImage();
     case ImageFormat::Pnm:
     case ImageFormat::Unknown: throwBadInput(name_, "no image opened");
+  }
+  if (!jpegEnds_) {
+    // No EOI after the scan: cut short, or a writer that left it out. A region's decode never
+    // reaches the end, so it would take a cut file that a whole decode (PIL's) refuses, depending
+    // on the crop: the whole image is decoded, and libjpeg's end-of-data warning decides.
+    want = {0, 0, full.width, full.height};
+    slot.cache = nullptr;
   }
   unsigned x = static_cast<unsigned>(want.x), w = static_cast<unsigned>(want.width);
   // The scan index, when the dataset keeps one: looked up and published here, outside the function

@@ -88,6 +88,7 @@ class ImageDecoder {
   std::string name_;
   ImageFormat format_ = ImageFormat::Unknown;
   ImageSize size0_;
+  bool jpegEnds_ = true;  // an EOI marker follows the JPEG's first scan (see open())
   std::unique_ptr<Jpeg> jpeg_;
   PixelBuffer pixels_;
 };

@@ -181,16 +181,16 @@ class TestJpegScanIndex : public QObject {
     QVERIFY(index && index->ended);
     const std::int64_t total = static_cast<std::int64_t>(index->mcusPerRow) * index->mcuRows;
     QVERIFY2(index->covered >= total - index->mcusPerRow, qPrintable(QString("%1 of %2").arg(index->covered).arg(total)));
+    // A file cut short is refused whatever the crop, with an index slot or without (a whole decode,
+    // PIL's, refuses it: before, a crop above the cut was taken), and no index is kept for it.
     const QByteArray cut = bytes.left(bytes.size() * 2 / 3);
-    ImageDecoder plain, indexed;
     const PixelRect top{100, 0, 40, 20};
-    plain.open(reinterpret_cast<const std::uint8_t*>(cut.constData()), static_cast<std::size_t>(cut.size()), "cut.jpg");
-    indexed.open(reinterpret_cast<const std::uint8_t*>(cut.constData()), static_cast<std::size_t>(cut.size()), "cut.jpg");
-    const QByteArray want = pixelsOf(plain.decode(top, 1), top);
-    QCOMPARE(pixelsOf(indexed.decode(top, 1, {&cache, 1}), top), want);  // records as far as the data goes
-    QVERIFY(cache.get(1) && cache.get(1)->ended && cache.get(1)->covered < total);
-    indexed.open(reinterpret_cast<const std::uint8_t*>(cut.constData()), static_cast<std::size_t>(cut.size()), "cut.jpg");
-    QCOMPARE(pixelsOf(indexed.decode(top, 1, {&cache, 1}), top), want);
+    for (const JpegIndexSlot slot : {JpegIndexSlot{}, JpegIndexSlot{&cache, 1}}) {
+      ImageDecoder d2;
+      d2.open(reinterpret_cast<const std::uint8_t*>(cut.constData()), static_cast<std::size_t>(cut.size()), "cut.jpg");
+      QCOMPARE(expectBadInput([&] { d2.decode(top, 1, slot); }, {"cut.jpg", "truncated JPEG"}), QString());
+    }
+    QVERIFY(!cache.get(1));
   }
 
   // The slot's index was made from other bytes (the file changed): it is not used, and the crop is
@@ -323,6 +323,23 @@ class TestJpegScanIndex : public QObject {
     QVERIFY(goodIndex.get(0));
     const QByteArray cutPlain = outcome(cut, {});
     QVERIFY2(cutPlain.contains("truncated JPEG") && cutPlain.contains("bad.jpg"), cutPlain.constData());
+    // A region before the cut is refused too, as a whole decode (PIL's) refuses the file: the
+    // region's decode never reached the end, and the file was taken or refused by the crop. Bytes
+    // after the EOI (a Motion Photo's video) are no cut.
+    auto region = [](const QByteArray& bytes) -> QByteArray {
+      ImageDecoder d;
+      try {
+        d.open(reinterpret_cast<const std::uint8_t*>(bytes.constData()), static_cast<std::size_t>(bytes.size()), "bad.jpg");
+        const PixelRect top{0, 0, 16, 16};
+        return pixelsOf(d.decode(top, 1, {}), top);
+      } catch (const Error& e) {
+        return QByteArray("error: ") + e.what();
+      }
+    };
+    const QByteArray cutRegion = region(cut);
+    QVERIFY2(cutRegion.contains("truncated JPEG"), cutRegion.constData());
+    QCOMPARE(region(good + QByteArray(4096, '\x01')), region(good));
+    QVERIFY(!region(good).startsWith("error"));
     for (const QByteArray& bad : {cut, corrupt}) {
       const QByteArray plain = outcome(bad, {});
       QCOMPARE(outcome(bad, {&goodIndex, 0}), plain);
