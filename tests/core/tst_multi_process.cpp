@@ -245,6 +245,22 @@ class TestMultiProcess : public QObject {
     QVERIFY2(p.exitCode() == 1 && err.contains("only 1 of 2 ranks joined") && err.contains("missing rank 1"), err.constData());
   }
 
+  // Gloo's socket on GLOO_SOCKET_IFNAME's interface, as torch binds it (a rank on a node other
+  // than MASTER_ADDR's cannot bind that address); an interface that does not exist is named.
+  void glooBindsTheNamedInterface() {
+    Job job;
+    job.start(2, {"--dataset", "synthetic:40,4", "--batch-size", "10", "--json", "--rendezvous-timeout", "30"},
+              test::freePort(), {}, {"GLOO_SOCKET_IFNAME=lo"});
+    QVERIFY(job.finish());
+    for (int r = 0; r < 2; ++r) QVERIFY2(job.code(r) == 0, job.err(r).constData());
+    Job bad;
+    bad.start(2, {"--dataset", "synthetic:40,4", "--batch-size", "10", "--rendezvous-timeout", "10"}, test::freePort(), {},
+              {"GLOO_SOCKET_IFNAME=nosuch0"});
+    QVERIFY(bad.finish());
+    const QByteArray err = bad.err(0);
+    QVERIFY2(bad.code(0) != 0 && err.contains("Gloo could not connect the ranks") && err.contains("nosuch0"), err.constData());
+  }
+
   void weightedSharesFollowTheWeights() {
     QTemporaryDir dir;
     Job job;
