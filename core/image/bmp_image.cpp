@@ -95,16 +95,33 @@ ImageSize bmpSize(const std::uint8_t* data, std::size_t size, const std::string&
 // needs every byte it asks for.) A skip past the end is not flagged by itself: if pixels follow, their
 // refill finds nothing; if it skipped the last row's padding, PIL does not need that either.
 // tst_image_datasets cuts BMPs at every length and checks that Stoker refuses exactly what PIL does.
+//
+// A BMP of 16 bits or more whose pixels do not follow its headers (an optional colour table, a gap,
+// a V5 header's profile before them): stb refuses it ("bad offset"), PIL reads the pixels at the
+// offset written. stb is shown the file without the gap: the headers (their offset field saying
+// the pixels follow them), then the bytes from the offset on (`joinAt`, `pixelsAt`).
 struct Source {
   const std::uint8_t* data;
   std::size_t size, at = 0;
   bool overran = false;
+  std::size_t joinAt = SIZE_MAX, pixelsAt = 0;  // where the shown file jumps to the pixels
+  std::uint8_t header[256] = {};                // the first joinAt bytes, offset patched
+  // Byte `i` of the file stb is shown (i < shownSize()).
+  std::uint8_t byteAt(std::size_t i) const { return i < joinAt ? header[i] : data[pixelsAt + (i - joinAt)]; }
+  std::size_t shownSize() const { return joinAt == SIZE_MAX ? size : joinAt + (size - pixelsAt); }
   static int read(void* user, char* dst, int n) {
     auto* s = static_cast<Source*>(user);
     const auto want = static_cast<std::size_t>(std::max(n, 0));
-    const std::size_t k = std::min(want, s->size - std::min(s->at, s->size));
+    const std::size_t total = s->shownSize();
+    const std::size_t k = std::min(want, total - std::min(s->at, total));
     if (k == 0 || (k < want && want != sizeof(stbi__context::buffer_start))) s->overran = true;
-    std::memcpy(dst, s->data + s->at, k);
+    if (s->joinAt == SIZE_MAX) {
+      std::memcpy(dst, s->data + s->at, k);
+    } else {
+      std::size_t i = 0;
+      for (; i < k && s->at + i < s->joinAt; ++i) dst[i] = static_cast<char>(s->header[s->at + i]);
+      if (i < k) std::memcpy(dst + i, s->data + s->pixelsAt + (s->at + i - s->joinAt), k - i);
+    }
     std::memset(dst + k, 0, want - k);
     s->at += k;
     return static_cast<int>(k);
@@ -112,17 +129,34 @@ struct Source {
   static void skip(void* user, int n) {
     auto* s = static_cast<Source*>(user);
     s->at = n < 0 ? s->at - std::min(s->at, static_cast<std::size_t>(-static_cast<long>(n)))
-                  : std::min(s->size, s->at + static_cast<std::size_t>(n));
+                  : std::min(s->shownSize(), s->at + static_cast<std::size_t>(n));
   }
   static int eof(void* user) {
     auto* s = static_cast<Source*>(user);
-    return s->at >= s->size;
+    return s->at >= s->shownSize();
+  }
+  // The gap left out, where stb would refuse it (see above).
+  void joinPixelsToHeaders() {
+    if (size < 54 || le32(data + 14) < 40) return;
+    const std::uint32_t hsz = le32(data + 14), compression = le32(data + 30);
+    const unsigned bpp = le16(data + 28);
+    // What stb reads before the pixels: the file header, the info header, and a 40-byte header's
+    // three BITFIELDS masks after it.
+    const std::size_t headers = 14 + static_cast<std::size_t>(hsz) + (hsz == 40 && compression == 3 ? 12 : 0);
+    const std::size_t offset = le32(data + 10);
+    if (bpp < 16 || offset <= headers || offset > size || headers > sizeof header) return;
+    std::memcpy(header, data, headers);
+    header[10] = static_cast<std::uint8_t>(headers), header[11] = static_cast<std::uint8_t>(headers >> 8);
+    header[12] = header[13] = 0;
+    joinAt = headers;
+    pixelsAt = offset;
   }
 };
 
 void decodeBmp(const std::uint8_t* data, std::size_t size, const std::string& name, ImageSize image,
                PixelBuffer& out, std::size_t slack) {
   Source source{data, size};
+  source.joinPixelsToHeaders();
   const stbi_io_callbacks io{Source::read, Source::skip, Source::eof};
   int w = 0, h = 0, channels = 0;
   std::unique_ptr<stbi_uc, void (*)(void*)> pixels(stbi_load_from_callbacks(&io, &source, &w, &h, &channels, 3), stbi_image_free);

@@ -1296,7 +1296,8 @@ class TestImageDatasets : public QObject {
   }
 
   // Odd BMPs and JPEG bombs. A top-down BMP (negative height) is the same image as its bottom-up
-  // twin (every one was refused as "Wx-H pixels"); a palette BMP whose pixel offset lies in its
+  // twin (every one was refused as "Wx-H pixels"), and so is one with bytes between its headers
+  // and its pixels (stb refused it: "bad offset"; PIL reads at the offset); a palette BMP whose pixel offset lies in its
   // headers is refused (stb took its colours from uninitialised memory); a 54-byte BMP that
   // declares 13376x13376 pixels is truncated before 537 MB are allocated; a progressive JPEG of
   // ~600 bytes that declares as many pixels would hold 1 GiB of coefficients (refused), and one
@@ -1316,6 +1317,8 @@ class TestImageDatasets : public QObject {
         "p = enc(im.convert('P'), 'BMP')\n"
         "open(d + '/2-offset-zero.bmp', 'wb').write(p[:10] + bytes(4) + p[14:])\n"
         "open(d + '/3-offset-inside.bmp', 'wb').write(p[:10] + (20).to_bytes(4, 'little') + p[14:])\n"
+        "gap = bmp[:2] + (len(bmp) + 16).to_bytes(4, 'little') + bmp[6:10] + (off + 16).to_bytes(4, 'little') + bmp[14:off] + bytes(range(16)) + bmp[off:]\n"
+        "open(d + '/1b-gap.bmp', 'wb').write(gap)\n"
         "big = (13376).to_bytes(4, 'little')\n"
         "open(d + '/4-huge-short.bmp', 'wb').write(bmp[:18] + big + big + bmp[26:54])\n"
         "j = enc(Image.new('RGB', (16, 16), (90, 20, 200)), 'JPEG', progressive=True)\n"
@@ -1330,21 +1333,22 @@ class TestImageDatasets : public QObject {
         root, jpeg_});
     QVERIFY2(r.exitCode == 0, r.err.constData());
     auto ds = openDataset("imagefolder:" + root.toStdString(), withTransforms("CenterCrop(16),ToDtype(u8)"));
-    QCOMPARE(ds->size(), std::int64_t(8));
-    std::vector<std::uint8_t> images[2];
-    for (int i = 0; i < 2; ++i) {
+    QCOMPARE(ds->size(), std::int64_t(9));
+    std::vector<std::uint8_t> images[3];
+    for (int i = 0; i < 3; ++i) {
       images[i].resize(static_cast<std::size_t>(ds->fields()[0].sampleBytes));
       std::int64_t label = 0;
       std::uint8_t* dst[2] = {images[i].data(), reinterpret_cast<std::uint8_t*>(&label)};
       ds->readItem(i, dst);
     }
     QVERIFY2(images[0] == images[1], "the top-down BMP is not its bottom-up twin");
-    const QString msg = checkBadSamples(*ds, {{2, {"2-offset-zero.bmp", "pixel data offset 0 lies inside"}},
-                                              {3, {"3-offset-inside.bmp", "pixel data offset 20 lies inside"}},
-                                              {4, {"4-huge-short.bmp", "truncated BMP"}},
-                                              {5, {"5-progressive-bomb.jpg", "MiB of coefficients", "decompression bomb"}},
-                                              {6, {"6-many-scans.jpg", "more than 500 scans"}},
-                                              {7, {"7-twelve-bit.jpg", "unsupported JPEG: ", "precision 12"}}});
+    QVERIFY2(images[0] == images[2], "the BMP with a gap before its pixels is not its twin");
+    const QString msg = checkBadSamples(*ds, {{3, {"2-offset-zero.bmp", "pixel data offset 0 lies inside"}},
+                                              {4, {"3-offset-inside.bmp", "pixel data offset 20 lies inside"}},
+                                              {5, {"4-huge-short.bmp", "truncated BMP"}},
+                                              {6, {"5-progressive-bomb.jpg", "MiB of coefficients", "decompression bomb"}},
+                                              {7, {"6-many-scans.jpg", "more than 500 scans"}},
+                                              {8, {"7-twelve-bit.jpg", "unsupported JPEG: ", "precision 12"}}});
     QVERIFY2(msg.isEmpty(), qPrintable(msg));
   }
 
