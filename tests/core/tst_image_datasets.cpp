@@ -1297,12 +1297,12 @@ class TestImageDatasets : public QObject {
 
   // Odd BMPs and JPEG bombs. A top-down BMP (negative height) is the same image as its bottom-up
   // twin (every one was refused as "Wx-H pixels"), and so is one with bytes between its headers
-  // and its pixels (stb refused it: "bad offset"; PIL reads at the offset); a palette BMP whose pixel offset lies in its
-  // headers is refused (stb took its colours from uninitialised memory); a 54-byte BMP that
-  // declares 13376x13376 pixels is truncated before 537 MB are allocated; a progressive JPEG of
-  // ~600 bytes that declares as many pixels would hold 1 GiB of coefficients (refused), and one
-  // with 600 scans stops at 500. A valid JPEG libjpeg-turbo does not decode (12-bit) is
-  // "unsupported", not "corrupt".
+  // and its pixels (stb refused it: "bad offset"; PIL reads at the offset). A palette BMP whose
+  // pixel offset lies in its headers is refused (stb took its colours from uninitialised memory);
+  // a 54-byte BMP that declares 13376x13376 pixels is truncated before 537 MB are allocated; a
+  // progressive JPEG of ~600 bytes that declares as many pixels would hold 1 GiB of coefficients
+  // (refused), and one with 600 scans stops at 500. A valid JPEG libjpeg-turbo does not decode
+  // (12-bit) is "unsupported", not "corrupt".
   void oddBmpsAndJpegBombsAreNamed() {
     if (!pythonTorchAvailable()) QSKIP("Debian's python3-torch is not installed");
     const QString root = tmp_.filePath("odd-bmp");

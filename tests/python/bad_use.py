@@ -35,6 +35,15 @@ def expect(exc, fn, *words):
     raise AssertionError(f"no {exc.__name__} raised (wanted one naming {words})")
 
 
+def waiting_in_another_thread(spec):
+    """A slow loader (one batch at a time) whose epoch another thread waits in, and that thread."""
+    loader = stoker.Loader(spec, batch_size=1, num_workers=1)
+    thread = threading.Thread(target=lambda: sum(1 for _ in loader), daemon=True)
+    thread.start()
+    time.sleep(0.25)
+    return loader, thread
+
+
 tmp = tempfile.mkdtemp()
 try:
     # An unknown spec, a missing folder, an unknown keyword, a Python Dataset object, bad values.
@@ -339,10 +348,7 @@ try:
     checked.append("non-UTF-8 names")
     # A fork while another thread waits in next(): the child exits at once. The parent's call in
     # flight was counted in the child too, and its exit waited the whole 2 s quiesce.
-    slow = stoker.Loader("synthetic:20,4,f32,0,300000", batch_size=1, num_workers=1)
-    waiter = threading.Thread(target=lambda: sum(1 for _ in slow), daemon=True)
-    waiter.start()
-    time.sleep(0.2)
+    slow, _ = waiting_in_another_thread("synthetic:20,4,f32,0,300000")
     forked = time.monotonic()
     pid = os.fork()
     if pid == 0:
@@ -355,10 +361,7 @@ try:
     # A new `for` while another thread waits in the loader's running epoch: that loop ends and
     # the new epoch starts (it failed with "epoch 0 is still being iterated" while the other
     # thread's wait had not yet returned).
-    replaced = stoker.Loader("synthetic:50,4,f32,0,100000", batch_size=1, num_workers=1)
-    other = threading.Thread(target=lambda: sum(1 for _ in replaced), daemon=True)
-    other.start()
-    time.sleep(0.3)
+    replaced, other = waiting_in_another_thread("synthetic:50,4,f32,0,100000")
     replaced.set_epoch(0)  # not the epoch made ahead: the running one must be over first
     assert len(next(iter(replaced))) == 2
     other.join(5)
