@@ -106,8 +106,6 @@ struct Source {
   bool overran = false;
   std::size_t joinAt = SIZE_MAX, pixelsAt = 0;  // where the shown file jumps to the pixels
   std::uint8_t header[256] = {};                // the first joinAt bytes, offset patched
-  // Byte `i` of the file stb is shown (i < shownSize()).
-  std::uint8_t byteAt(std::size_t i) const { return i < joinAt ? header[i] : data[pixelsAt + (i - joinAt)]; }
   std::size_t shownSize() const { return joinAt == SIZE_MAX ? size : joinAt + (size - pixelsAt); }
   static int read(void* user, char* dst, int n) {
     auto* s = static_cast<Source*>(user);

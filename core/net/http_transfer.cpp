@@ -436,8 +436,6 @@ std::string statusWords(long status, const Transfer& t, const HttpTarget& target
   return out;
 }
 
-// Runs one request with retries. `first` is where the body starts in the object (range reads);
-// every retry of a range read asks only for the bytes not yet received.
 // S3's answers to credentials that were good when the object was opened and have since expired
 // (an STS session token lasts 1-12 hours; a training run often longer).
 bool credentialsExpired(long status, const std::string& errorBody) {
@@ -447,6 +445,8 @@ bool credentialsExpired(long status, const std::string& errorBody) {
   return false;
 }
 
+// Runs one request with retries. `first` is where the body starts in the object (range reads);
+// every retry of a range read asks only for the bytes not yet received.
 void perform(Transfer& t, const HttpTarget& openedTarget, const std::string& what, const std::string& etag,
              const std::function<std::string()>& rangeOfRest) {
   const Settings s = settings();
@@ -522,8 +522,13 @@ void perform(Transfer& t, const HttpTarget& openedTarget, const std::string& wha
       lastProblem = statusWords(t.status, t, *current);
       if (current->s3 && !current->s3->anonymous() && credentialsExpired(t.status, t.errorBody)) {
         if (!renewed) {
+          // The keys only: the URL was made for the opened region, endpoint and addressing.
+          const S3Config fresh = loadS3Config();
           renewed = *current;
-          renewed->s3 = loadS3Config();
+          renewed->s3->accessKeyId = fresh.accessKeyId;
+          renewed->s3->secretAccessKey = fresh.secretAccessKey;
+          renewed->s3->sessionToken = fresh.sessionToken;
+          renewed->s3->source = fresh.source;
           current = &*renewed;
           --attempt;  // not a retry of the same request: another signature
           continue;
