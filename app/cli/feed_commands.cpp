@@ -49,8 +49,14 @@ void runFeed(FeedArgs& a) {
   if (!(a.collectiveTimeout > 0 && a.collectiveTimeout <= 7 * 86400))
     throwBadInput("--collective-timeout", "must be more than 0 and at most 604800 seconds (a week)");
   // torchrun cannot give each rank its own --device: a bare "cuda" is this node's LOCAL_RANK'th
-  // GPU, as a PyTorch script's torch.device("cuda", local_rank). Before, every rank took GPU 0.
-  if (a.device == "cuda" && env) a.device = "cuda:" + std::to_string(env->localRank);
+  // GPU, as a PyTorch script's torch.device("cuda", local_rank) (before, every rank took GPU 0),
+  // where the process sees that many: a launcher that binds each rank to one GPU
+  // (CUDA_VISIBLE_DEVICES) leaves it cuda:0.
+  if (a.device == "cuda" && env) {
+    int visible = 0;
+    for (const DeviceSpec& d : expandDevices("all")) visible += d.kind == DeviceKind::Cuda ? 1 : 0;
+    a.device = "cuda:" + std::to_string(env->localRank < visible ? env->localRank : 0);
+  }
   // The loader's knobs (remote reads: part_size, max_inflight_parts, cache_dir, ...) from a
   // LoaderOptions file; the job's flags say what the plan needs.
   LoaderOptions o = a.optionsFile.empty() ? LoaderOptions{} : loadLoaderOptions(a.optionsFile);

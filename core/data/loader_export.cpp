@@ -43,7 +43,7 @@ std::string fmtSeconds(double v) { return nlohmann::json(v).dump(); }
 // signature is left out (redactedUrl), and the snippet says so where it would have been.
 std::string secretNote(const std::string& spec) {
   if (!holdsSecret(spec)) return {};
-  return "# The dataset URL held a password or a presigned signature, shown as ***: put it back, or give\n"
+  return "# The dataset URL held a password, a presigned signature or a token, shown as ***: put it back, or give\n"
          "# the credentials as AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) instead.\n";
 }
 

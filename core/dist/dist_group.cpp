@@ -112,9 +112,10 @@ auto collective(bool& failed, const char* name, F f) {
 bool distAvailable() { return true; }
 
 #ifdef STOKER_WITH_GLOO
-// Gloo's socket: on MASTER_ADDR where that is this host's (the master, a one-node job), else as
-// torch picks it: GLOO_SOCKET_IFNAME's interfaces, or the host name's address. Bound to
-// MASTER_ADDR alone, every rank on another node failed with "Cannot resolve ... to a (local) address".
+// Gloo's socket, in torch's order: GLOO_SOCKET_IFNAME's interfaces where it is set; else on
+// MASTER_ADDR where that is this host's (the master, a one-node job), else the host name's
+// address. Bound to MASTER_ADDR alone, every rank on another node failed with "Cannot resolve ...
+// to a (local) address".
 std::vector<std::shared_ptr<::gloo::transport::Device>> glooDevices(const DistEnv& env) {
   if (const char* names = std::getenv("GLOO_SOCKET_IFNAME"); names && *names) {
     std::vector<std::shared_ptr<::gloo::transport::Device>> devices;

@@ -4,12 +4,14 @@
 #include <pugixml.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cmath>
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -215,10 +217,11 @@ std::size_t onBody(char* data, std::size_t size, std::size_t count, void* user) 
     t->errorBody.append(data, std::min(n, std::size_t(8192) - std::min(t->errorBody.size(), std::size_t(8192))));
     return n;
   }
-  if (!t->versionChecked) {
-    // Every attempt's bytes are kept (a retry resumes where the last broke), so every attempt's
-    // ETag is compared, not only the last one's: a replica with the old version that dropped the
-    // connection, then the new version resumed, made one part of two versions.
+  if (!t->versionChecked && (t->dst || t->sink || t->multi)) {
+    // A range read keeps every attempt's bytes (a retry resumes where the last broke), so every
+    // attempt's ETag is compared, not only the last one's: a replica with the old version that
+    // dropped the connection, then the new version resumed, made one part of two versions. (A
+    // text's retry starts over: its bytes are one version.)
     t->versionChecked = true;
     if (!t->etag.empty()) {
       if (t->pinnedEtag.empty()) {
@@ -436,6 +439,31 @@ std::string statusWords(long status, const Transfer& t, const HttpTarget& target
   return out;
 }
 
+// Keys read again after others expired, for every later request signed with the expired ones
+// (each would otherwise fail first, then read the AWS files again).
+struct RenewedKeys {
+  std::mutex mutex;
+  std::atomic<bool> any{false};
+  std::map<std::string, S3Config> byExpired;  // access key id + session token -> the keys read since
+  static std::string keyOf(const S3Config& c) { return c.accessKeyId + '\n' + c.sessionToken; }
+};
+RenewedKeys& renewedKeys() {
+  static auto* keys = new RenewedKeys;  // used by threads still running at exit
+  return *keys;
+}
+// `c` with the keys read since its own expired, if they did.
+void applyRenewedKeys(S3Config& c) {
+  RenewedKeys& r = renewedKeys();
+  if (!r.any.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(r.mutex);
+  for (int hops = 0; hops < 8; ++hops) {  // renewed more than once during a long run
+    const auto it = r.byExpired.find(RenewedKeys::keyOf(c));
+    if (it == r.byExpired.end()) return;
+    c.accessKeyId = it->second.accessKeyId, c.secretAccessKey = it->second.secretAccessKey;
+    c.sessionToken = it->second.sessionToken, c.source = it->second.source;
+  }
+}
+
 // S3's answers to credentials that were good when the object was opened and have since expired
 // (an STS session token lasts 1-12 hours; a training run often longer).
 bool credentialsExpired(long status, const std::string& errorBody) {
@@ -454,6 +482,12 @@ void perform(Transfer& t, const HttpTarget& openedTarget, const std::string& wha
   // environment and the AWS files (a job that renews its session token there goes on).
   std::optional<HttpTarget> renewed;
   const HttpTarget* current = &openedTarget;
+  if (openedTarget.s3 && !openedTarget.s3->anonymous() && renewedKeys().any.load(std::memory_order_acquire)) {
+    renewed = openedTarget;
+    applyRenewedKeys(*renewed->s3);
+    current = &*renewed;
+  }
+  bool reread = false;
   std::string lastProblem;
   const auto started = std::chrono::steady_clock::now();
   HandleLease handle;
@@ -521,22 +555,31 @@ void perform(Transfer& t, const HttpTarget& openedTarget, const std::string& wha
       if (t.status == 416 && t.allowShort) return;  // an empty object
       lastProblem = statusWords(t.status, t, *current);
       if (current->s3 && !current->s3->anonymous() && credentialsExpired(t.status, t.errorBody)) {
-        if (!renewed) {
-          // The keys only: the URL was made for the opened region, endpoint and addressing.
-          const S3Config fresh = loadS3Config();
-          renewed = *current;
-          renewed->s3->accessKeyId = fresh.accessKeyId;
-          renewed->s3->secretAccessKey = fresh.secretAccessKey;
-          renewed->s3->sessionToken = fresh.sessionToken;
-          renewed->s3->source = fresh.source;
-          current = &*renewed;
-          --attempt;  // not a retry of the same request: another signature
-          continue;
-        }
         // Not skippable (skip_bad_samples): every later sample would fail the same way.
-        throw Error(ErrorKind::Network, what, lastProblem + "; the credentials expired and those read again are " +
-                                                  (renewed->s3->anonymous() ? "none" : "expired too") +
-                                                  ": renew AWS_SESSION_TOKEN (or the profile's) and resume");
+        const auto expired = [&](const std::string& why) {
+          throw Error(ErrorKind::Network, what, lastProblem + "; the credentials expired and " + why +
+                                                    ": renew AWS_SESSION_TOKEN (or the profile's) and resume");
+        };
+        if (reread) expired("those read again are expired too");
+        reread = true;
+        // The keys only: the URL was made for the opened region, endpoint and addressing.
+        const S3Config fresh = loadS3Config();
+        if (fresh.anonymous()) expired("none are found now");  // unsigned, a private bucket says 403
+        S3Config keys = *current->s3;
+        const std::string expiredKey = RenewedKeys::keyOf(keys);
+        keys.accessKeyId = fresh.accessKeyId, keys.secretAccessKey = fresh.secretAccessKey;
+        keys.sessionToken = fresh.sessionToken, keys.source = fresh.source;
+        if (RenewedKeys::keyOf(keys) != expiredKey) {
+          RenewedKeys& r = renewedKeys();
+          std::lock_guard<std::mutex> lock(r.mutex);
+          r.byExpired[expiredKey] = keys;
+          r.any.store(true, std::memory_order_release);
+        }
+        renewed = *current;
+        renewed->s3 = keys;
+        current = &*renewed;
+        --attempt;  // not a retry of the same request: another signature
+        continue;
       }
       if (retryableStatus(t.status)) continue;
       throwBadInput(what, lastProblem);

@@ -15,6 +15,9 @@
 namespace stoker {
 
 namespace {
+// This host's temporary whose process is gone, once it is this old: a process in another PID
+// namespace (a container sharing the host name) looks gone while it writes.
+constexpr int kStaleTempSeconds = 600;
 // Another node's temporary (its process cannot be asked) this old belongs to a process that died:
 // a day, not minutes, since a part on a slow link may take many minutes and the file system's
 // clock (NFS: the server's) may disagree with this host's.
@@ -34,8 +37,10 @@ LruFolder LruFolder::read(const std::string& dir, std::initializer_list<std::str
     if (name.find(".stoker-tmp-") != std::string::npos) {
       // A live writer's temporary is never removed (by age alone, a fetch slower than 10 minutes
       // lost its file under it, and the read failed with every byte in hand): this host's when
-      // its process is gone, another host's after a day.
-      if (isOrphanedTemporary(name) || (isTemporaryOfAnotherHost(name) && now - st.st_mtim.tv_sec > kStaleOtherHostTempSeconds))
+      // its process is gone and 10 minutes have passed, another host's after a day.
+      const std::int64_t age = now - st.st_mtim.tv_sec;
+      if ((age > kStaleTempSeconds && isOrphanedTemporary(name)) ||
+          (age > kStaleOtherHostTempSeconds && isTemporaryOfAnotherHost(name)))
         ::unlink(path.c_str());
       continue;
     }

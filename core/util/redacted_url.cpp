@@ -24,12 +24,15 @@ std::size_t rawPasswordEnd(const std::string& s, std::size_t authority, std::siz
 }
 
 // A query parameter whose value is a credential by its name: the presigned schemes' (above) and
-// the generic ones hubs and CDNs use (?token=, ?access_token=, ?api_key=, ?key=, ...).
+// the generic ones hubs and APIs use (?token=, ?access_token=, ?api_key=, ...). Exact names: a
+// redacted URL also names the dataset (a resume's check, an export), and ?key=shard-000.tar or
+// ?max_tokens= are not secrets.
 bool secretParameter(std::string key) {
   for (auto& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (const char* exact : {"key", "sig", "auth", "pwd", "apikey", "api_key", "access_key", "accesskey"})
+  for (const char* exact : {"token", "access_token", "auth_token", "id_token", "refresh_token", "session_token",
+                            "api_key", "apikey", "x-api-key", "access_key", "secret_key", "auth", "pwd"})
     if (key == exact) return true;
-  for (const char* part : {"token", "secret", "password", "passwd", "signature", "credential"})
+  for (const char* part : {"secret", "password", "passwd"})
     if (key.find(part) != std::string::npos) return true;
   return false;
 }

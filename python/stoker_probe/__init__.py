@@ -176,6 +176,7 @@ class Watched:
             dist = getattr(torch, "distributed", None) if torch is not None else None
             self.rank = dist.get_rank() if dist is not None and dist.is_available() and dist.is_initialized() else 0
         self.publish_errors = 0
+        self.attached = False  # kept in its loader by zero-code mode (_patch)
         self.local_rank = _env_int("LOCAL_RANK")
         self.world_size = _env_int("WORLD_SIZE")
         self.pid = os.getpid()
@@ -187,11 +188,14 @@ class Watched:
     def __iter__(self):
         return _WatchedIterator(self, iter(self.iterable))
 
-    def __reduce__(self):
+    def __reduce_ex__(self, protocol):
         # Zero-code mode keeps a loader's Watched in the loader: a pickled or copied loader (its
         # publisher holds a lock and a thread, which do not pickle) is watched afresh where it is
         # iterated. Before, pickle.dumps(loader) and deepcopy failed once it had been iterated.
-        return (_unwatched, ())
+        # A Watched the script made (watch()) copies as any object does.
+        if self.attached:
+            return (_unwatched, ())
+        return super().__reduce_ex__(protocol)
 
     def _next_epoch(self):
         """Called when an iteration yields its first batch (a peek with next(iter(loader)) that

@@ -39,6 +39,7 @@ def _patch_dataloader(module):
         if w is None:
             w = Watched(self, publisher=publisher_for(_state["publish"]), name=_call_site(),
                         interval_ms=_state["interval_ms"])
+            w.attached = True
             self.__dict__[_ATTR] = w  # not setattr: DataLoader guards some attributes after init
         from . import _WatchedIterator
         return _WatchedIterator(w, it)

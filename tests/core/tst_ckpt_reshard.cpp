@@ -565,8 +565,8 @@ class TestCkptReshard : public QObject {
     QVERIFY(!isOrphanedTemporary(".x.stoker-tmp-" + std::to_string(::getpid()) + "-0." + h));
     QVERIFY(!isOrphanedTemporary("x.safetensors"));
     // A cache folder's scan removes only temporaries whose writer is gone: this host's dead
-    // process's at once, another host's after a day; a live writer's never, however old (by age
-    // alone, a part fetched for over 10 minutes lost its file under its writer).
+    // process's after 10 minutes, another host's after a day; a live writer's never, however old
+    // (by age alone, a part fetched for over 10 minutes lost its file under its writer).
     const std::string cache = path("lru");
     std::filesystem::create_directories(cache);
     bool agedAll = true;
@@ -578,12 +578,13 @@ class TestCkptReshard : public QObject {
       return file;
     };
     const std::string live = aged(".p.part.stoker-tmp-" + std::to_string(::getpid()) + "-9." + h, 3);
-    const std::string gone = aged(dead + h, 0);
+    const std::string gone = aged(dead + h, 1), justGone = aged(".y.stoker-tmp-" + std::to_string(INT32_MAX - 7) + "-1." + h, 0);
     const std::string farOld = aged(dead + "other-node", 30), farNew = aged(dead + "other-node2", 1);
     QVERIFY(agedAll);
     LruFolder::read(cache, {".part"});
     QVERIFY(std::filesystem::exists(live));
     QVERIFY(!std::filesystem::exists(gone));
+    QVERIFY(std::filesystem::exists(justGone));  // its pid may be another PID namespace's writer
     QVERIFY(!std::filesystem::exists(farOld));
     QVERIFY(std::filesystem::exists(farNew));
   }

@@ -135,6 +135,7 @@ def robust(path):
     copy.deepcopy(loader)
     watched = stoker_probe.watch([torch.zeros(3)] * 4, publish=publish, name="forked", interval_ms=1)
     list(watched)
+    assert isinstance(copy.copy(watched), stoker_probe.Watched)  # watch()'s result copies as before
     child = os.fork()
     if child == 0:
         list(watched)

@@ -1,5 +1,6 @@
 """stoker.Loader used wrongly or interrupted: every case a clear Python exception, never a crash."""
 
+import atexit
 import io
 import json
 import os
@@ -352,7 +353,10 @@ try:
     forked = time.monotonic()
     pid = os.fork()
     if pid == 0:
-        sys.exit(0)  # atexit runs: the loaders' close and the quiesce
+        # The loaders' close and the quiesce, as at exit; not sys.exit: SystemExit would run this
+        # script's `finally` in the child and remove the parent's temporary folder.
+        atexit._run_exitfuncs()
+        os._exit(0)
     os.waitpid(pid, 0)
     child_s = time.monotonic() - forked
     assert child_s < 1.5, f"the forked child took {child_s:.2f} s to exit"
