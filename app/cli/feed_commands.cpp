@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -44,10 +45,10 @@ void runFeed(FeedArgs& a) {
                                         std::to_string(env->worldSize));
   // At most a week: the seconds become milliseconds in an int64 (1e300 overflowed it), and no
   // rank waits longer than that for another.
-  if (!(a.rendezvousTimeout > 0 && a.rendezvousTimeout <= 7 * 86400))
-    throwBadInput("--rendezvous-timeout", "must be more than 0 and at most 604800 seconds (a week)");
-  if (!(a.collectiveTimeout > 0 && a.collectiveTimeout <= 7 * 86400))
-    throwBadInput("--collective-timeout", "must be more than 0 and at most 604800 seconds (a week)");
+  for (const auto& [flag, seconds] : {std::pair{"--rendezvous-timeout", a.rendezvousTimeout},
+                                      std::pair{"--collective-timeout", a.collectiveTimeout}})
+    if (!(seconds > 0 && seconds <= 7 * 86400))
+      throwBadInput(flag, "must be more than 0 and at most 604800 seconds (a week)");
   // torchrun cannot give each rank its own --device: a bare "cuda" is this node's LOCAL_RANK'th
   // GPU, as a PyTorch script's torch.device("cuda", local_rank) (before, every rank took GPU 0),
   // where the process sees that many: a launcher that binds each rank to one GPU

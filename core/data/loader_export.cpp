@@ -186,10 +186,15 @@ std::string exportPyTorchSnippet(const LoaderOptions& o, const std::string& ds, 
   // seeded seed + epoch (data/sampler.h); shuffle=false serves in order.
   const bool random = o.sampler_type == SamplerType::Random && o.shuffle;
   const bool seeded = weighted || replacement || random;
+  // One draw dealt across the ranks (ShardOfDraws, below).
+  const bool dealsDraws = (weighted || replacement) && o.shard_world_size > 1;
+  // torchrun's variables first: pasted into a job, a fixed rank made every rank read one shard.
+  const std::string shardArgs = "num_replicas=int(os.environ.get(\"WORLD_SIZE\", " + std::to_string(o.shard_world_size) +
+                                ")), rank=int(os.environ.get(\"RANK\", " + std::to_string(o.shard_rank) + "))";
   std::ostringstream s;
   s << "import torch\n";
   if (weighted) s << "import json\n";
-  if (dist || ((weighted || replacement) && o.shard_world_size > 1)) s << "import os\n";
+  if (dist || dealsDraws) s << "import os\n";
   s << "from torch.utils.data import DataLoader, ";
   if (dist) s << "DistributedSampler";
   else if (weighted) s << "WeightedRandomSampler";
@@ -203,9 +208,7 @@ std::string exportPyTorchSnippet(const LoaderOptions& o, const std::string& ds, 
   s << "\n\nSEED = " << o.seed << "\n";
   if (seeded) s << "generator = torch.Generator()\n";
   if (dist) {
-    // torchrun's variables first: pasted into a job, a fixed rank made every rank read one shard.
-    s << "sampler = DistributedSampler(" << ds << ", num_replicas=int(os.environ.get(\"WORLD_SIZE\", " << o.shard_world_size
-      << ")), rank=int(os.environ.get(\"RANK\", " << o.shard_rank << ")), shuffle=" << pyBool(o.shuffle)
+    s << "sampler = DistributedSampler(" << ds << ", " << shardArgs << ", shuffle=" << pyBool(o.shuffle)
       << ", seed=SEED, drop_last=" << pyBool(o.drop_last) << ")\n";
   } else if (weighted) {
     s << "with open(" << pyString(weightsFile) << ") as f:  # " << o.weights.size() << " weights, one per sample\n"
@@ -220,7 +223,7 @@ std::string exportPyTorchSnippet(const LoaderOptions& o, const std::string& ds, 
   } else {
     s << "sampler = SequentialSampler(" << ds << ")\n";
   }
-  if ((weighted || replacement) && o.shard_world_size > 1) {
+  if (dealsDraws) {
     // Stoker deals one draw across the ranks; PyTorch has no sampler for that, so the snippet does
     // it: the same draw on every rank (the generator seeded alike), this rank's positions of it.
     s << "\n\nclass ShardOfDraws(torch.utils.data.Sampler):\n"
@@ -235,8 +238,7 @@ std::string exportPyTorchSnippet(const LoaderOptions& o, const std::string& ds, 
       << "    def __iter__(self):\n"
       << "        draws = list(self.sampler)\n"
       << "        return iter([draws[i % len(draws)] for i in range(self.rank, len(self) * self.num_replicas, self.num_replicas)])\n\n\n"
-      << "sampler = ShardOfDraws(sampler, num_replicas=int(os.environ.get(\"WORLD_SIZE\", " << o.shard_world_size
-      << ")), rank=int(os.environ.get(\"RANK\", " << o.shard_rank << ")), drop_last=" << pyBool(o.drop_last) << ")\n";
+      << "sampler = ShardOfDraws(sampler, " << shardArgs << ", drop_last=" << pyBool(o.drop_last) << ")\n";
   }
   const bool flips = o.enable_transforms && o.transforms.empty();
   // enable_transforms: the same transform; the draws are torch's default RNG, which DataLoader

@@ -20,12 +20,7 @@ WorkerPool::WorkerPool(int threads, bool persistent) : threads_(threads), persis
     // No thread to be had (a pids cgroup or RLIMIT_NPROC): the ones started are stopped and the
     // loader says why. Before, the destructor never ran and the joinable threads terminated the
     // process.
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      quit_ = true;
-    }
-    wake_.notify_all();
-    for (auto& t : pool_) t.join();
+    stopThreads();
     throw Error(ErrorKind::Io, "worker threads", "cannot start " + std::to_string(threads_) + " (" + e.what() +
                                                      "; a limit on processes or threads? fewer num_workers need fewer)");
   }
@@ -33,6 +28,10 @@ WorkerPool::WorkerPool(int threads, bool persistent) : threads_(threads), persis
 
 WorkerPool::~WorkerPool() {
   join();
+  stopThreads();
+}
+
+void WorkerPool::stopThreads() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     quit_ = true;

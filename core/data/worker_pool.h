@@ -31,6 +31,7 @@ class WorkerPool {
 
  private:
   void park(int worker);
+  void stopThreads();  // parked threads quit, and every thread is joined
 
   int threads_;
   bool persistent_;

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include "util/error.h"
 
@@ -49,6 +50,19 @@ std::uint32_t le32(const std::uint8_t* p) {
 }
 std::uint16_t le16(const std::uint8_t* p) { return static_cast<std::uint16_t>(p[0] | p[1] << 8); }
 
+// The fields of a BITMAPINFOHEADER (or a later one) that stb_image does not check; nullopt for the
+// old 12-byte OS/2 header or a file too short for one, which are left to stb.
+struct InfoHeader {
+  std::uint64_t offset;    // where the pixels start (bfOffBits)
+  std::uint32_t size;      // the info header's own size (40 and more)
+  std::uint32_t compression;
+  unsigned bpp;
+};
+std::optional<InfoHeader> infoHeaderOf(const std::uint8_t* data, std::size_t size) {
+  if (size < 54 || le32(data + 14) < 40) return std::nullopt;
+  return InfoHeader{le32(data + 10), le32(data + 14), le32(data + 30), le16(data + 28)};
+}
+
 // What stb_image does not check before it allocates and fills the image, from the file's headers
 // (BITMAPINFOHEADER and later; the old 12-byte OS/2 header is left to stb):
 // - a palette image whose pixel offset lies inside its headers: stb's palette size came out
@@ -59,10 +73,11 @@ std::uint16_t le16(const std::uint8_t* p) { return static_cast<std::uint16_t>(p[
 //   for a 54-byte file) before the end was noticed. Refused with PIL's rule: every row but the
 //   last with its padding, the last without.
 void checkBmpHeaders(const std::uint8_t* data, std::size_t size, int width, int height, const std::string& name) {
-  if (size < 54 || le32(data + 14) < 40) return;
-  const std::uint64_t offset = le32(data + 10), headers = 14 + static_cast<std::uint64_t>(le32(data + 14));
-  const unsigned bpp = le16(data + 28);
-  const std::uint32_t compression = le32(data + 30);
+  const std::optional<InfoHeader> info = infoHeaderOf(data, size);
+  if (!info) return;
+  const std::uint64_t offset = info->offset, headers = 14 + static_cast<std::uint64_t>(info->size);
+  const unsigned bpp = info->bpp;
+  const std::uint32_t compression = info->compression;
   if (bpp <= 8 && offset < headers)
     throwBadInput(name, "BMP whose pixel data offset " + std::to_string(offset) + " lies inside its " + std::to_string(headers) +
                             " bytes of headers (corrupt)");
@@ -135,14 +150,13 @@ struct Source {
   }
   // The gap left out, where stb would refuse it (see above).
   void joinPixelsToHeaders() {
-    if (size < 54 || le32(data + 14) < 40) return;
-    const std::uint32_t hsz = le32(data + 14), compression = le32(data + 30);
-    const unsigned bpp = le16(data + 28);
+    const std::optional<InfoHeader> info = infoHeaderOf(data, size);
+    if (!info) return;
     // What stb reads before the pixels: the file header, the info header, and a 40-byte header's
     // three BITFIELDS masks after it.
-    const std::size_t headers = 14 + static_cast<std::size_t>(hsz) + (hsz == 40 && compression == 3 ? 12 : 0);
-    const std::size_t offset = le32(data + 10);
-    if (bpp < 16 || offset <= headers || offset > size || headers > sizeof header) return;
+    const std::size_t headers = 14 + static_cast<std::size_t>(info->size) + (info->size == 40 && info->compression == 3 ? 12 : 0);
+    const std::size_t offset = static_cast<std::size_t>(info->offset);
+    if (info->bpp < 16 || offset <= headers || offset > size || headers > sizeof header) return;
     std::memcpy(header, data, headers);
     header[10] = static_cast<std::uint8_t>(headers), header[11] = static_cast<std::uint8_t>(headers >> 8);
     header[12] = header[13] = 0;

@@ -63,6 +63,15 @@ void cmykToRgb(const std::uint8_t* in, unsigned width, std::uint8_t* out) {
   }
 }
 
+// libjpeg's message as what it is: a valid JPEG of a kind libjpeg-turbo does not decode (12-bit
+// precision, lossless, arithmetic coding or a conversion not built in) is no corrupt file. By the
+// message's code: "Unsupported marker type" is corruption, whatever its first word.
+std::string jpegProblem(int code, const char* message) {
+  const bool unsupported = code == JERR_BAD_PRECISION || code == JERR_SOF_UNSUPPORTED || code == JERR_ARITH_NOTIMPL ||
+                           code == JERR_NOT_COMPILED || code == JERR_CONVERSION_NOTIMPL;
+  return std::string(unsupported ? "unsupported JPEG: " : "corrupt JPEG: ") + message;
+}
+
 }  // namespace
 
 // libjpeg reports errors by calling error_exit, which must not return: it longjmps back to the
@@ -93,6 +102,9 @@ struct ImageDecoder::Jpeg {
     std::snprintf(e->message, sizeof e->message, "more than %d scans (a progressive JPEG has about 10)", kMaxJpegScans);
     std::longjmp(e->jump, 1);
   }
+
+  // The last error's words, "unsupported" or "corrupt" (jpegProblem).
+  std::string problem() const { return jpegProblem(err.pub.msg_code, err.message); }
 
   static void onError(j_common_ptr c) {
     auto* e = reinterpret_cast<ErrorManager*>(c->err);
@@ -229,14 +241,6 @@ bool eoiAfter(const std::uint8_t* data, std::size_t size, std::size_t from) {
   return false;
 }
 
-// libjpeg's message as what it is: a valid JPEG of a kind libjpeg-turbo does not decode (12-bit
-// precision, lossless, arithmetic coding or a conversion not built in) is no corrupt file. By the
-// message's code: "Unsupported marker type" is corruption, whatever its first word.
-std::string jpegProblem(int code, const char* message) {
-  const bool unsupported = code == JERR_BAD_PRECISION || code == JERR_SOF_UNSUPPORTED || code == JERR_ARITH_NOTIMPL ||
-                           code == JERR_NOT_COMPILED || code == JERR_CONVERSION_NOTIMPL;
-  return std::string(unsupported ? "unsupported JPEG: " : "corrupt JPEG: ") + message;
-}
 
 // A progressive (or any multi-scan) JPEG is decoded into a buffer of every DCT coefficient of the
 // image, 128 bytes a block, zeroed at the start, whatever the file holds: a 150-byte file that
@@ -270,7 +274,7 @@ ImageSize ImageDecoder::open(const std::uint8_t* data, std::size_t size, const s
   format_ = sniffImageFormat(data, size);
   if (format_ == ImageFormat::Jpeg) {
     if (!jpeg_) jpeg_ = std::make_unique<Jpeg>();
-    if (jpeg_->readHeader(data, size)) throwBadInput(name, jpegProblem(jpeg_->err.pub.msg_code, jpeg_->err.message));
+    if (jpeg_->readHeader(data, size)) throwBadInput(name, jpeg_->problem());
     size0_ = {static_cast<int>(jpeg_->cinfo.image_width), static_cast<int>(jpeg_->cinfo.image_height)};
     refuseCoefficientBomb(jpeg_->cinfo, size, name);
     const J_COLOR_SPACE cs = jpeg_->cinfo.jpeg_color_space;
@@ -309,7 +313,7 @@ ImageSize ImageDecoder::open(const std::uint8_t* data, std::size_t size, const s
 ImageSize ImageDecoder::scaledSize(int denom) const {
   if (denom == 1 || format_ != ImageFormat::Jpeg) return size0_;
   unsigned w = 0, h = 0;
-  if (jpeg_->scaledSize(denom, &w, &h)) throwBadInput(name_, jpegProblem(jpeg_->err.pub.msg_code, jpeg_->err.message));
+  if (jpeg_->scaledSize(denom, &w, &h)) throwBadInput(name_, jpeg_->problem());
   return {static_cast<int>(w), static_cast<int>(h)};
 }
 
@@ -346,7 +350,7 @@ RgbRegion ImageDecoder::decode(PixelRect want, int denom, JpegIndexSlot slot, bo
   if (jpeg_->decode(denom, &x, &w, static_cast<unsigned>(want.y), static_cast<unsigned>(want.height), &pixels_,
                     indexed ? data_ : nullptr, size_, fingerprint, known.get(), indexed ? slot.cache->pointSpacing() : 0,
                     gray))
-    throwBadInput(name_, jpegProblem(jpeg_->err.pub.msg_code, jpeg_->err.message));
+    throwBadInput(name_, jpeg_->problem());
   if (jpeg_->err.truncated) throwBadInput(name_, "truncated JPEG (premature end of data)");
   if (jpeg_->indexGrew) slot.cache->put(slot.sample, std::make_shared<const JpegScanIndex>(jpeg_->resume.index()));
   RgbRegion r;

@@ -451,6 +451,12 @@ RenewedKeys& renewedKeys() {
   static auto* keys = new RenewedKeys;  // used by threads still running at exit
   return *keys;
 }
+// `to` signs with `from`'s keys (its region, endpoint and addressing stay: the URL was made for them).
+void takeKeys(S3Config& to, const S3Config& from) {
+  to.accessKeyId = from.accessKeyId, to.secretAccessKey = from.secretAccessKey;
+  to.sessionToken = from.sessionToken, to.source = from.source;
+}
+
 // `c` with the keys read since its own expired, if they did.
 void applyRenewedKeys(S3Config& c) {
   RenewedKeys& r = renewedKeys();
@@ -459,8 +465,7 @@ void applyRenewedKeys(S3Config& c) {
   for (int hops = 0; hops < 8; ++hops) {  // renewed more than once during a long run
     const auto it = r.byExpired.find(RenewedKeys::keyOf(c));
     if (it == r.byExpired.end()) return;
-    c.accessKeyId = it->second.accessKeyId, c.secretAccessKey = it->second.secretAccessKey;
-    c.sessionToken = it->second.sessionToken, c.source = it->second.source;
+    takeKeys(c, it->second);
   }
 }
 
@@ -562,13 +567,11 @@ void perform(Transfer& t, const HttpTarget& openedTarget, const std::string& wha
         };
         if (reread) expired("those read again are expired too");
         reread = true;
-        // The keys only: the URL was made for the opened region, endpoint and addressing.
         const S3Config fresh = loadS3Config();
         if (fresh.anonymous()) expired("none are found now");  // unsigned, a private bucket says 403
         S3Config keys = *current->s3;
         const std::string expiredKey = RenewedKeys::keyOf(keys);
-        keys.accessKeyId = fresh.accessKeyId, keys.secretAccessKey = fresh.secretAccessKey;
-        keys.sessionToken = fresh.sessionToken, keys.source = fresh.source;
+        takeKeys(keys, fresh);
         if (RenewedKeys::keyOf(keys) != expiredKey) {
           RenewedKeys& r = renewedKeys();
           std::lock_guard<std::mutex> lock(r.mutex);

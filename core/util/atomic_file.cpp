@@ -72,15 +72,22 @@ const std::string& temporaryHost() {
   }();
   return host;
 }
+
+// Whose a temporary ".<name>.stoker-tmp-<pid>-<n>.<host>" is, by the host after "<pid>-<n>."
+// (searched from `afterPid`, where its pid ends). None: a name from before hosts were named.
+enum class TemporaryHost { None, This, Another };
+TemporaryHost temporaryHostOf(const std::string& name, std::size_t afterPid) {
+  const auto dot = name.find('.', afterPid);
+  if (dot == std::string::npos) return TemporaryHost::None;
+  return name.compare(dot + 1, std::string::npos, temporaryHost()) == 0 ? TemporaryHost::This : TemporaryHost::Another;
+}
 }  // namespace
 
 bool isTemporaryOfAnotherHost(const std::string& name) {
   const auto at = name.find(".stoker-tmp-");
   if (at == std::string::npos) return false;
-  const auto dash = name.find('-', at + 12);
-  const auto dot = dash == std::string::npos ? std::string::npos : name.find('.', dash);
-  // Without a host (a name from before hosts were named): nobody can tell whose it is.
-  return dot == std::string::npos || name.compare(dot + 1, std::string::npos, temporaryHost()) != 0;
+  // Without a host: nobody can tell whose it is.
+  return temporaryHostOf(name, name.find('-', at + 12)) != TemporaryHost::This;
 }
 
 bool isOrphanedTemporary(const std::string& name) {
@@ -91,9 +98,8 @@ bool isOrphanedTemporary(const std::string& name) {
   errno = 0;
   const long pid = std::strtol(p, &end, 10);
   if (end == p || errno || pid <= 0 || pid > INT32_MAX || *end != '-') return false;
-  // The host after "<pid>-<n>.": another node's process cannot be asked whether it still runs.
-  const auto dot = name.find('.', static_cast<std::size_t>(end - name.c_str()));
-  if (dot != std::string::npos && name.compare(dot + 1, std::string::npos, temporaryHost()) != 0) return false;
+  // Another node's process cannot be asked whether it still runs.
+  if (temporaryHostOf(name, static_cast<std::size_t>(end - name.c_str())) == TemporaryHost::Another) return false;
   return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
 }
 
