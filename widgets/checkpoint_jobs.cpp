@@ -53,6 +53,13 @@ std::shared_ptr<const ReshardPlan> CheckpointJobs::lastPlan() const {
 
 bool CheckpointJobs::open(const QString& path) {
   return launch([this, path] {
+    {
+      // The checkpoint open before is closed now: an open that fails or is cancelled leaves none,
+      // so no later Convert or Verify acts on it under this path's name.
+      std::lock_guard<std::mutex> lock(mutex_);
+      source_.reset();
+      plan_.reset();
+    }
     // Cancel (and closing the window) stops a remote inspect's requests, also one in flight on a
     // server that stopped answering (without it, up to every retry's stall timeout: minutes).
     OpenProgressScope cancellable({nullptr, cancelToken()});

@@ -214,7 +214,10 @@ CheckpointsWorkspace::CheckpointsWorkspace(QWidget* parent) : QWidget(parent), j
     auto src = jobs_->source();
     for (const auto& p : src->problems) log("problem: " + QString::fromStdString(p));
     rememberRecent(openedPath_);
-    if (destination_->text().isEmpty()) destination_->setText(defaultDestination(openedPath_));
+    if (destination_->text().isEmpty() || destination_->text() == defaultedDestination_) {
+      defaultedDestination_ = defaultDestination(openedPath_);
+      destination_->setText(defaultedDestination_);
+    }
     Q_EMIT checkpointOpened(summary);
   });
   connect(jobs_, &CheckpointJobs::planned, this, [this](const QString& text) {
@@ -260,7 +263,12 @@ CheckpointsWorkspace::CheckpointsWorkspace(QWidget* parent) : QWidget(parent), j
   });
   connect(jobs_, &BackgroundJob::stopped, this, [this] {
     setBusy(false);
-    status_->setText(tr("Cancelled. Finished files stay; Resume completes the conversion."));
+    switch (lastJob_) {
+      case JobKind::Open: status_->setText(tr("Cancelled: no checkpoint is open.")); break;
+      case JobKind::Plan: status_->setText(tr("Dry run cancelled.")); break;
+      case JobKind::Convert: status_->setText(tr("Cancelled. Finished files stay; Resume completes the conversion.")); break;
+      case JobKind::Verify: status_->setText(tr("Verify cancelled.")); break;
+    }
     log("cancelled");
     Q_EMIT jobStopped();
   });
@@ -277,6 +285,7 @@ CheckpointsWorkspace::CheckpointsWorkspace(QWidget* parent) : QWidget(parent), j
   jobsSpin_->setValue(setting("jobs", 2).toInt());
   updateTargetWidgets();
   rememberRecent({});  // fills the menu
+  setBusy(false);      // nothing open yet: nothing to convert or verify
 }
 
 CheckpointsWorkspace::~CheckpointsWorkspace() {
@@ -362,10 +371,12 @@ void CheckpointsWorkspace::openPath(const QString& path) {
   layoutView_->setLayout({});
   verdict_->clear();
   verdict_->setStyleSheet(kVerdictIdle);
+  lastJob_ = JobKind::Open;
   if (jobs_->open(path)) setBusy(true, tr("Inspecting %1…").arg(withoutSecrets(path)));
 }
 
 void CheckpointsWorkspace::dryRun() {
+  lastJob_ = JobKind::Plan;
   if (jobs_->plan(settings())) setBusy(true, tr("Planning…"));
 }
 void CheckpointsWorkspace::convert() { startConvert(false); }
@@ -377,6 +388,7 @@ void CheckpointsWorkspace::startConvert(bool resume) {
   saveSettings();
   verdict_->clear();
   verdict_->setStyleSheet(kVerdictIdle);
+  lastJob_ = JobKind::Convert;
   if (jobs_->convert(s, resume)) {
     log(QString("%1 %2 -> %3 (%4, dtype %5)").arg(resume ? "resume" : "convert", openedPath_, s.destination, s.target, s.dtype));
     setBusy(true, resume ? tr("Resuming…") : tr("Converting…"));
@@ -384,11 +396,15 @@ void CheckpointsWorkspace::startConvert(bool resume) {
 }
 
 void CheckpointsWorkspace::verify() {
+  lastJob_ = JobKind::Verify;
   if (jobs_->verify(destination_->text().trimmed())) setBusy(true, tr("Verifying…"));
 }
 
 void CheckpointsWorkspace::setBusy(bool busy, const QString& what) {
-  for (auto* b : {dryRunButton_, convertButton_, resumeButton_, verifyButton_}) b->setEnabled(!busy);
+  // Each acts on the open checkpoint: none while a failed or cancelled open left none (Convert
+  // wrote the checkpoint opened before, under the new one's name in the log).
+  const bool opened = jobs_->source() != nullptr;
+  for (auto* b : {dryRunButton_, convertButton_, resumeButton_, verifyButton_}) b->setEnabled(!busy && opened);
   cancelButton_->setEnabled(busy);
   if (busy) {
     progress_->setValue(0);

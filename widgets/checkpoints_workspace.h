@@ -102,6 +102,11 @@ class CheckpointsWorkspace : public QWidget {
   QLabel* verdict_;
   QPlainTextEdit* log_;
   QString openedPath_;
+  // The destination this workspace filled in for the open checkpoint: replaced by the next one's
+  // while the user has not typed another (B was written into A-converted, over A's output).
+  QString defaultedDestination_;
+  // What a Cancel stopped, for its message (only a conversion leaves something to resume).
+  enum class JobKind { Open, Plan, Convert, Verify } lastJob_ = JobKind::Open;
 };
 
 }  // namespace stoker

@@ -12,6 +12,7 @@
 #include <QJsonObject>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMap>
 #include <QSpinBox>
 #include <QVBoxLayout>
 #include <limits>
@@ -33,7 +34,7 @@ QString jsonScalarText(const QJsonValue& v) {
     for (const auto& x : v.toArray()) parts << QString::number(x.toDouble(), 'g', 10);
     return parts.join(',');
   }
-  if (v.isDouble()) return QString::number(static_cast<qint64>(v.toDouble()));
+  if (v.isDouble()) return QString::number(v.toInteger());  // exact: through a double, a seed lost its low digits
   return v.toString();
 }
 
@@ -154,12 +155,17 @@ void LoaderOptionsForm::setOptions(const LoaderOptions& options) {
     else if (auto* d = qobject_cast<QDoubleSpinBox*>(e)) d->setValue(v.toDouble());
     else if (auto* s = qobject_cast<QSpinBox*>(e)) s->setValue(v.toInt());
   }
+  // Seeds are uint64 (torch.initial_seed() is at or above 2^63 half the time): QJsonValue holds
+  // only int64 exactly, so they are taken from the options themselves.
+  for (const auto& [name, value] : {std::pair<QString, std::uint64_t>{"seed", options.seed}, {"generator_seed", options.generator_seed}})
+    if (auto* l = qobject_cast<QLineEdit*>(editors_.value(name))) l->setText(QString::number(value));
   loading_ = false;
   revalidate();
 }
 
 QString LoaderOptionsForm::formJson() const {
   QJsonObject o;
+  QMap<QString, QString> beyondInt64;  // knob -> digits above int64's range (QJsonValue has no uint64)
   for (const QString& name : order_) {
     QWidget* e = editors_.value(name);
     if (auto* c = qobject_cast<QComboBox*>(e)) {
@@ -183,6 +189,10 @@ QString LoaderOptionsForm::formJson() const {
         bool ok = false;
         const qlonglong n = text.toLongLong(&ok);
         o.insert(name, ok ? QJsonValue(n) : QJsonValue(text));
+        if (!ok) {
+          text.toULongLong(&ok);
+          if (ok) beyondInt64.insert(name, text);  // a uint64 seed: written as a bare number below
+        }
       }
     } else if (auto* d = qobject_cast<QDoubleSpinBox*>(e)) {
       o.insert(name, d->value());
@@ -190,7 +200,10 @@ QString LoaderOptionsForm::formJson() const {
       o.insert(name, s->value());
     }
   }
-  return QString::fromUtf8(QJsonDocument(o).toJson(QJsonDocument::Compact));
+  QString json = QString::fromUtf8(QJsonDocument(o).toJson(QJsonDocument::Compact));
+  for (auto it = beyondInt64.cbegin(); it != beyondInt64.cend(); ++it)
+    json.replace("\"" + it.key() + "\":\"" + it.value() + "\"", "\"" + it.key() + "\":" + it.value());
+  return json;
 }
 
 LoaderOptions LoaderOptionsForm::options() const {

@@ -33,6 +33,7 @@
 #include "util/byte_size.h"
 #include "util/open_progress.h"
 #include "util/error.h"
+#include "util/redacted_url.h"
 
 namespace stoker {
 namespace {
@@ -229,11 +230,11 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
             // One marker per change: every device reports it.
             const auto markers = plots_->markers();
             if (markers.isEmpty() || markers.back().label != change) plots_->addMarker(time, change);
-            log_->appendPlainText(QString("%1: %2 (%3)").arg(device, change,
+            appendLog(QString("%1: %2 (%3)").arg(device, change,
                                                              atEpochEnd ? tr("from the next epoch")
                                                                         : tr("from the next batch")));
             lastLiveChange_ = tr("applied: %1").arg(change);
-            status_->setText(tr("Applied: %1").arg(change));
+            setStatus(tr("Applied: %1").arg(change));
           });
   connect(form_, &LoaderOptionsForm::validityChanged, this, [this](bool valid, const QString&) {
     runButton_->setEnabled(valid && !runner_->busy());
@@ -242,7 +243,7 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
   });
 
   connect(runner_, &LoaderRunner::started, this, [this](const QStringList& notes, int networkWorkers) {
-    for (const auto& n : notes) log_->appendPlainText(n);
+    for (const auto& n : notes) appendLog(n);
     runNetworkWorkers_ = networkWorkers;
   });
   connect(runner_, &LoaderRunner::opening, this, [this](qint64 done, qint64 total, const QString& unit) {
@@ -250,16 +251,16 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
     u.done = static_cast<std::uint64_t>(done);
     u.total = static_cast<std::uint64_t>(total);
     u.unit = unit.toStdString();
-    status_->setText(tr("Opening: %1… Stop ends it.").arg(QString::fromStdString(describeOpenProgress(u))));
+    setStatus(tr("Opening: %1… Stop ends it.").arg(QString::fromStdString(describeOpenProgress(u))));
   });
-  connect(runner_, &LoaderRunner::note, this, [this](const QString& text) { log_->appendPlainText(text); });
+  connect(runner_, &LoaderRunner::note, this, [this](const QString& text) { appendLog(text); });
   connect(runner_, &LoaderRunner::progress, this, [this](qint64 done, qint64 total, double rate, double eta) {
     if (total > 0) progress_->setValue(static_cast<int>(1000.0 * static_cast<double>(done) / static_cast<double>(total)));
     if (rate > 0 && total > 0)
-      status_->setText(tr("Running: %1/s, about %2 left")
+      setStatus(tr("Running: %1/s, about %2 left")
                            .arg(QString::fromStdString(humanBytes(static_cast<std::uint64_t>(rate))), etaText(eta)));
     else if (rate > 0 && liveRun_)  // until Stop: the rate, and the last live change so it stays readable
-      status_->setText(tr("Running until Stop: %1/s%2")
+      setStatus(tr("Running until Stop: %1/s%2")
                            .arg(QString::fromStdString(humanBytes(static_cast<std::uint64_t>(rate))),
                                 lastLiveChange_.isEmpty() ? QString() : " — " + lastLiveChange_));
   });
@@ -271,21 +272,21 @@ LoaderWorkspace::LoaderWorkspace(QWidget* parent)
       progress_->setValue(0);
       progress_->setFormat(tr("stopped"));
     }
-    status_->setText(summary.section('\n', -1));
-    log_->appendPlainText(summary);
+    setStatus(summary.section('\n', -1));
+    appendLog(summary);
     Q_EMIT runFinished(samplesPerS);
   });
   connect(runner_, &LoaderRunner::failed, this, [this](const QString& message) {
     setRunning(false);
-    status_->setText(tr("Failed: %1").arg(message));
-    log_->appendPlainText("error: " + message);
+    setStatus(tr("Failed: %1").arg(message));
+    appendLog("error: " + message);
     Q_EMIT runFailed(message);
   });
   connect(runner_, &LoaderRunner::stopped, this, [this] {
     setRunning(false);
     progress_->setFormat(tr("stopped"));
-    status_->setText(tr("Stopped."));
-    log_->appendPlainText("stopped");
+    setStatus(tr("Stopped."));
+    appendLog("stopped");
     Q_EMIT runStopped();
   });
   drainTimer_->setInterval(40);  // 25 Hz: the plots' redraw rate
@@ -322,13 +323,16 @@ QString LoaderWorkspace::badgeText() const { return badge_->text(); }
 QString LoaderWorkspace::bottleneckText() const { return bottleneck_->text(); }
 QString LoaderWorkspace::statusText() const { return status_->text(); }
 
+void LoaderWorkspace::setStatus(const QString& text) { status_->setText(QString::fromStdString(redactedUrl(text.toStdString()))); }
+void LoaderWorkspace::appendLog(const QString& text) { log_->appendPlainText(QString::fromStdString(redactedUrl(text.toStdString()))); }
+
 bool LoaderWorkspace::makeRequest(LoaderRunRequest& request) {
   if (!form_->isValid()) {
-    status_->setText(tr("Fix the options first: %1").arg(form_->validationMessage()));
+    setStatus(tr("Fix the options first: %1").arg(form_->validationMessage()));
     return false;
   }
   if (dataset().isEmpty()) {
-    status_->setText(tr("Choose a dataset first."));
+    setStatus(tr("Choose a dataset first."));
     return false;
   }
   request.dataset = dataset();
@@ -365,10 +369,10 @@ void LoaderWorkspace::run() {
   runNetworkWorkers_ = 0;  // until the run has opened its dataset (started)
   openEnded_ = request.epochs == 0;
   if (openEnded_) progress_->setRange(0, 0);  // until Stop: busy, no end to show
-  status_->setText(request.epochs == 0 ? tr("Opening %1 on %2… Runs until Stop; changes in the form apply live.")
+  setStatus(request.epochs == 0 ? tr("Opening %1 on %2… Runs until Stop; changes in the form apply live.")
                                              .arg(request.dataset, request.devices)
                                        : tr("Opening %1 on %2…").arg(request.dataset, request.devices));
-  log_->appendPlainText(QString("run: %1 on %2, %3")
+  appendLog(QString("run: %1 on %2, %3")
                             .arg(request.dataset, request.devices,
                                  request.epochs == 0 ? QString("until Stop") : QString("%1 epochs").arg(request.epochs)));
   saveSettings();
@@ -380,9 +384,9 @@ void LoaderWorkspace::stop() { runner_->stop(); }
 void LoaderWorkspace::applyPreset(const QString& name) {
   try {
     form_->setOptions(presetByName(name.toStdString()));
-    status_->setText(tr("Preset %1 applied.").arg(name));
+    setStatus(tr("Preset %1 applied.").arg(name));
   } catch (const Error& e) {
-    status_->setText(QString::fromStdString(e.what()));
+    setStatus(QString::fromStdString(e.what()));
   }
 }
 
@@ -394,11 +398,11 @@ void LoaderWorkspace::retuneRunningLoader() {
   QString error;
   if (runner_->retune(next, &error)) {
     runOptions_ = next;
-    status_->setText(tr("Applying %1 at the next safe point…").arg(change));
+    setStatus(tr("Applying %1 at the next safe point…").arg(change));
   } else {
     lastLiveChange_ = tr("cannot apply: %1").arg(error);
-    status_->setText(tr("Cannot apply while running: %1").arg(error));
-    log_->appendPlainText("cannot apply: " + error);
+    setStatus(tr("Cannot apply while running: %1").arg(error));
+    appendLog("cannot apply: " + error);
   }
 }
 

@@ -126,6 +126,10 @@ class LoaderWorkspace : public QWidget {
   QProgressBar* progress_;
   QLabel* badge_;
   QLabel* status_;
+  // The status line and the log show a dataset URL without its password or presigned signature
+  // (the spec as run is kept whole; only what is shown is redacted, as the CLI's notes are).
+  void setStatus(const QString& text);
+  void appendLog(const QString& text);
   QLabel* bottleneck_;
   QString lastLiveChange_;  // shown beside the rate while a run goes until Stop
   QTimer* retuneTimer_;   // edits settle for a moment before the run takes them

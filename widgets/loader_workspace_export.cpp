@@ -26,10 +26,10 @@ namespace stoker {
 bool LoaderWorkspace::importOptions(const QString& path) {
   try {
     form_->setOptions(loadLoaderOptions(path.toStdString()));
-    status_->setText(tr("Imported %1.").arg(path));
+    setStatus(tr("Imported %1.").arg(path));
     return true;
   } catch (const Error& e) {
-    status_->setText(tr("Cannot import: %1").arg(QString::fromStdString(e.what())));
+    setStatus(tr("Cannot import: %1").arg(QString::fromStdString(e.what())));
     return false;
   }
 }
@@ -37,10 +37,10 @@ bool LoaderWorkspace::importOptions(const QString& path) {
 bool LoaderWorkspace::exportOptions(const QString& path) {
   try {
     saveLoaderOptions(path.toStdString(), form_->options());
-    status_->setText(tr("Exported to %1.").arg(path));
+    setStatus(tr("Exported to %1.").arg(path));
     return true;
   } catch (const Error& e) {
-    status_->setText(tr("Cannot export: %1").arg(QString::fromStdString(e.what())));
+    setStatus(tr("Cannot export: %1").arg(QString::fromStdString(e.what())));
     return false;
   }
 }
@@ -95,12 +95,12 @@ bool LoaderWorkspace::saveSnippet(const QString& path, Snippet kind) {
     if (!file.open(QIODevice::WriteOnly | QIODevice::Truncate) || file.write(QByteArray::fromStdString(text)) < 0 ||
         !file.flush())
       throw Error(ErrorKind::Io, path.toStdString(), file.errorString().toStdString());
-    status_->setText(o.sampler_type == SamplerType::Weighted
+    setStatus(o.sampler_type == SamplerType::Weighted
                          ? tr("Saved %1 and the weights it loads, %2.").arg(path, QString::fromStdString(weights))
                          : tr("Saved %1.").arg(path));
     return true;
   } catch (const Error& e) {
-    status_->setText(tr("Cannot save the snippet: %1").arg(QString::fromStdString(e.what())));
+    setStatus(tr("Cannot save the snippet: %1").arg(QString::fromStdString(e.what())));
     return false;
   }
 }

@@ -126,7 +126,7 @@ void LoaderWorkspace::connectTuning() {
             if (error.isEmpty())  // each measured setting on the plots, as the README says
               plots_->addTrial(QDateTime::currentMSecsSinceEpoch() / 1000.0,
                                tr("%1: %L2/s").arg(change.isEmpty() ? tr("start") : change).arg(sps, 0, 'f', 0), sps);
-            status_->setText(tr("Auto-tune: %1 settings measured in %2 s").arg(row + 1).arg(seconds, 0, 'f', 0));
+            setStatus(tr("Auto-tune: %1 settings measured in %2 s").arg(row + 1).arg(seconds, 0, 'f', 0));
           });
   connect(runner_, &LoaderRunner::tuneFinished, this,
           [this](const QString& change, const QString& json, double sps, double ci, double start, const QString& confidence) {
@@ -142,10 +142,10 @@ void LoaderWorkspace::connectTuning() {
                                            .arg(change).arg(sps, 0, 'f', 0).arg(ci, 0, 'f', 0).arg(start, 0, 'f', 0)
                                            .arg(sure);
             tuneSummary_->setText(text);
-            status_->setText(change.isEmpty()
+            setStatus(change.isEmpty()
                                  ? tr("Auto-tune done: the settings you started with measured fastest; nothing to apply.")
                                  : tr("Auto-tune done. Apply copies the best setting into the form."));
-            log_->appendPlainText("auto-tune: " + text);
+            appendLog("auto-tune: " + text);
             updateApplyState();
             Q_EMIT tuneFinished(!change.isEmpty());
           });
@@ -167,7 +167,7 @@ void LoaderWorkspace::connectTuning() {
               if (c == values.size() && error.isEmpty()) item->setData(Qt::UserRole, sps);  // the rate, as a number
               sweepTable_->setItem(index, c, item);
             }
-            status_->setText(tr("Sweep: %1 of %2 done").arg(index + 1).arg(count));
+            setStatus(tr("Sweep: %1 of %2 done").arg(index + 1).arg(count));
             if (error.isEmpty()) {  // each measured point on the plots
               QStringList setting;
               for (int a = 0; a < values.size() && a < sweepAxisNames_.size(); ++a)
@@ -205,7 +205,7 @@ void LoaderWorkspace::connectTuning() {
           f.setBold(true);
           item->setFont(f);
         }
-      status_->setText(similar.isEmpty()
+      setStatus(similar.isEmpty()
                            ? tr("Sweep done: row %1 is fastest (%2 samples/s). Apply best copies it into the form.")
                                  .arg(best + 1)
                                  .arg(sweepTable_->item(best, sweepAxisNames_.size())->text())
@@ -215,7 +215,7 @@ void LoaderWorkspace::connectTuning() {
                                  .arg(sweepTable_->item(best, sweepAxisNames_.size())->text())
                                  .arg(similar.size()));
     } else {
-      status_->setText(tr("Sweep done: every combination failed (see the error column)."));
+      setStatus(tr("Sweep done: every combination failed (see the error column)."));
     }
     sweepTable_->resizeColumnsToContents();  // every column readable, the error column last and stretched
     updateApplyState();
@@ -241,7 +241,7 @@ void LoaderWorkspace::runSweep() {
       sweepAxisNames_ << sweepKnob_[i]->currentText();
     }
   if (axes.isEmpty()) {
-    status_->setText(tr("Choose at least one knob to sweep."));
+    setStatus(tr("Choose at least one knob to sweep."));
     return;
   }
   bestRow_ = -1;
@@ -256,7 +256,7 @@ void LoaderWorkspace::runSweep() {
   if (!runner_->startSweep(request, axes)) return;
   setRunning(true);
   tabs_->setCurrentWidget(sweepPage_);
-  status_->setText(tr("Sweeping %1…").arg(sweepAxisNames_.join(" × ")));
+  setStatus(tr("Sweeping %1…").arg(sweepAxisNames_.join(" × ")));
   saveSettings();
   Q_EMIT runStarted();
 }
@@ -272,9 +272,9 @@ void LoaderWorkspace::applyBestSweepRow() {
       o.insert(sweepAxisNames_[c], QJsonDocument::fromJson("[" + value + "]").array().at(0));
     }
     form_->setOptions(loaderOptionsFromJson(QJsonDocument(o).toJson().toStdString(), "sweep"));
-    status_->setText(tr("Applied sweep row %1 to the form.").arg(bestRow_ + 1));
+    setStatus(tr("Applied sweep row %1 to the form.").arg(bestRow_ + 1));
   } catch (const Error& e) {
-    status_->setText(tr("Cannot apply: %1").arg(QString::fromStdString(e.what())));
+    setStatus(tr("Cannot apply: %1").arg(QString::fromStdString(e.what())));
   }
 }
 
@@ -291,7 +291,7 @@ void LoaderWorkspace::runAutoTune() {
   if (!runner_->startTune(request)) return;
   setRunning(true);
   tabs_->setCurrentWidget(tunePage_);
-  status_->setText(tr("Auto-tuning %1 on %2…").arg(request.dataset, request.devices));
+  setStatus(tr("Auto-tuning %1 on %2…").arg(request.dataset, request.devices));
   saveSettings();
   Q_EMIT runStarted();
 }
@@ -320,9 +320,9 @@ void LoaderWorkspace::applyTuned() {
   if (!canApplyTuned()) return;
   try {
     form_->setOptions(loaderOptionsFromJson(tunedJson_.toStdString(), "auto-tune"));
-    status_->setText(tr("Applied the auto-tuner's best setting to the form."));
+    setStatus(tr("Applied the auto-tuner's best setting to the form."));
   } catch (const Error& e) {
-    status_->setText(tr("Cannot apply: %1").arg(QString::fromStdString(e.what())));
+    setStatus(tr("Cannot apply: %1").arg(QString::fromStdString(e.what())));
   }
 }
 

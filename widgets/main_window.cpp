@@ -23,6 +23,7 @@
 #include "theme.h"
 #include "workspace_page.h"
 #include "util/open_file_limit.h"
+#include "util/redacted_url.h"
 
 namespace stoker {
 namespace {
@@ -97,7 +98,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   statusBar()->showMessage(tr("Ready"));
   // The status bar says what runs, wherever the user is: "Ready" only when nothing does.
   connect(loader_, &LoaderWorkspace::runStarted, this, [this] {
-    statusBar()->showMessage(tr("Loader: running %1 — Stop (Ctrl+.) ends it").arg(loader_->dataset()));
+    statusBar()->showMessage(tr("Loader: running %1 — Stop (Ctrl+.) ends it").arg(QString::fromStdString(redactedUrl(loader_->dataset().toStdString()))));
   });
   connect(loader_, &LoaderWorkspace::runFinished, this, [this] { statusBar()->showMessage(tr("Ready")); });
   connect(loader_, &LoaderWorkspace::runStopped, this, [this] { statusBar()->showMessage(tr("Ready: the loader stopped")); });
@@ -171,6 +172,7 @@ void MainWindow::buildMenus() {
                                 "Ctrl+.  Stop / Cancel\n"
                                 "Ctrl+D  Dry run (Checkpoints)\n"
                                 "Ctrl+O  Open a checkpoint\n"
+                                "Ctrl+Shift+O  Replay or follow telemetry (Monitor)\n"
                                 "Ctrl+Q  Quit"));
   });
   help->addAction(tr("&About Stoker"), this, [this] {

@@ -134,9 +134,11 @@ MonitorWorkspace::MonitorWorkspace(QWidget* parent)
   connectButton_->setToolTip(tr("Dial a publisher that listens (--publish listen:PORT): for jobs behind a firewall "
                                 "that lets only this workstation connect out"));
   followButton_ = new QPushButton(tr("Open…"), this);
-  followButton_->setShortcut(QKeySequence::Open);
+  // Not Ctrl+O: that is File > Open checkpoint everywhere, and two live shortcuts on one key made
+  // Qt call it ambiguous and run neither.
+  followButton_->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O));
   followButton_->setToolTip(tr("Replay a saved session, or follow a telemetry file a job writes with "
-                               "--publish file:PATH as it grows"));
+                               "--publish file:PATH as it grows (Ctrl+Shift+O)"));
   stopButton_ = new QPushButton(tr("Stop"), this);
   stopButton_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Period));
   stopButton_->setEnabled(false);

@@ -137,14 +137,17 @@ bool RankHeatMap::savePng(const QString& path, int width, int height) {
 }
 
 void RankHeatMap::redraw(bool evenIfHidden) {
-  if (!dirty_ || (!isVisible() && !evenIfHidden)) return;
-  dirty_ = false;
+  if (!dirty_) return;
   long long first = latestSecond_ - windowSeconds_ + 1;
   long long earliest = latestSecond_;
+  // Seconds out of the window go while the map is hidden too (the Plots tab, another workspace):
+  // 256 ranks added 256 cells a second for as long as the Monitor listened.
   for (auto& [rank, row] : cells_) {
-    row.erase(row.begin(), row.lower_bound(first));  // out of the window
+    row.erase(row.begin(), row.lower_bound(first));
     if (!row.empty()) earliest = std::min(earliest, row.begin()->first);
   }
+  if (!isVisible() && !evenIfHidden) return;  // still dirty: drawn once shown
+  dirty_ = false;
   // A young session fills the width: the window grows with it from 30 s up to windowSeconds.
   const int columns = static_cast<int>(std::clamp<long long>(latestSecond_ - earliest + 1, 30, windowSeconds_));
   first = latestSecond_ - columns + 1;

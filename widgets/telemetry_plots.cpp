@@ -467,21 +467,32 @@ int TelemetryPlots::liveSeries() const {
 
 int TelemetryPlots::clippedPoints(Plot plot) const { return clipped_[plot]; }
 
+int TelemetryPlots::pointCount(Plot p) const {
+  int n = 0;
+  for (int g = 0; g < plots_[p]->graphCount(); ++g) n += plots_[p]->graph(g)->data()->size();
+  return n;
+}
+
 void TelemetryPlots::redraw() {
-  if (!dirty_ || !isVisible()) return;
-  dirty_ = false;
+  if (!dirty_) return;
   const double from = latest_ - windowSeconds_;
-  while (!markers_.isEmpty() && markers_.front().x < from) {  // scrolled out of the window
+  // What scrolled out of the window goes whether or not the plots are shown: hidden (another tab,
+  // the heat map past 8 series) they grew by every record for hours, and the first redraw after
+  // freed millions of points at once.
+  while (!markers_.isEmpty() && markers_.front().x < from) {
     for (auto* item : markerItems_.front().items) item->parentPlot()->removeItem(item);
     markerItems_.erase(markerItems_.begin());
     markers_.pop_front();
   }
+  for (QCustomPlot* plot : plots_)
+    for (int g = 0; g < plot->graphCount(); ++g) plot->graph(g)->data()->removeBefore(from);
+  if (!isVisible()) return;  // still dirty: drawn once shown
+  dirty_ = false;
   const double left = std::max(0.0, from), right = std::max(latest_, 0.25);
   for (int p = 0; p < PlotCount; ++p) {
     QCustomPlot* plot = plots_[p];
     bool anyValue = false;
     for (int g = 0; g < plot->graphCount(); ++g) {
-      plot->graph(g)->data()->removeBefore(from);
       if (plot->graph(g) == clipGraph_[p]) continue;
       bool found = false;
       plot->graph(g)->getValueRange(found);

@@ -83,6 +83,8 @@ class TelemetryPlots : public QWidget {
   // Points above the plot's robust y range now (drawn as triangles on the top edge).
   int clippedPoints(Plot plot) const;  // the plot has series but none reports its figure
   int replots() const { return replots_; }
+  // Points a plot holds over all its graphs (tests: what scrolled out of the window is gone).
+  int pointCount(Plot p) const;
   QRectF plotArea(Plot plot) const;  // the axis rectangle, in pixels
   // The marker labels shown on a plot, with their boxes in pixels.
   QList<QPair<QString, QRectF>> markerLabels(Plot plot) const;

@@ -5,13 +5,17 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <new>
 #include <optional>
 #include <vector>
 
@@ -19,6 +23,7 @@
 #include "util/byte_vector.h"
 #include "util/ends_with.h"
 #include "util/error.h"
+#include "util/file_lock.h"
 #include "util/lru_folder.h"
 #include "util/mapped_file.h"
 
@@ -26,15 +31,55 @@ namespace stoker {
 namespace {
 
 constexpr const char* kSuffix = ".part";
+constexpr const char* kSumAttribute = "user.stoker.xxh3";  // 16 hex digits: the part's XXH3-64
+
+std::string hexOf(std::uint64_t v) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(v));
+  return hex;
+}
+
+// When this boot began (seconds since the epoch); 0 where /proc/stat does not say.
+std::int64_t bootTime() {
+  static const std::int64_t boot = [] {
+    std::ifstream in("/proc/stat");
+    std::string key;
+    std::int64_t value = 0;
+    while (in >> key) {
+      if (key == "btime" && (in >> value)) return value;
+      in.ignore(1 << 20, '\n');
+    }
+    return std::int64_t(0);
+  }();
+  return boot;
+}
+
+// Whether a part's bytes may not be what was written: it was last renamed or used before this boot
+// (so a power cut may have come between), or the boot is unknown, or the user asks for every check.
+bool mayHaveLostBytes(const struct stat& st) {
+  const char* verify = std::getenv("STOKER_CACHE_VERIFY");
+  if (verify && std::strcmp(verify, "always") == 0) return true;
+  const std::int64_t boot = bootTime();
+  return boot == 0 || static_cast<std::int64_t>(st.st_ctim.tv_sec) <= boot;
+}
+
+bool sumMatches(const std::string& path, const MappedFile& map) {
+  char kept[17] = {};
+  if (::getxattr(path.c_str(), kSumAttribute, kept, 16) != 16) return false;  // none: cannot tell
+  return hexOf(XXH3_64bits(map.data(), map.size())) == kept;
+}
+
+void keepSum(AtomicFile& file, std::uint64_t sum) {
+  const std::string hex = hexOf(sum);
+  file.setAttribute(kSumAttribute, hex.data(), hex.size());  // none taken: checked after a reboot, fetched again
+}
 
 }  // namespace
 
 std::string objectIdOf(const std::string& locator, const std::string& etag, std::uint64_t size) {
   if (etag.empty()) return {};
   const std::string text = locator + '\n' + etag + '\n' + std::to_string(size);
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(XXH3_64bits(text.data(), text.size())));
-  return hex;
+  return hexOf(XXH3_64bits(text.data(), text.size()));
 }
 
 std::shared_ptr<PartCache> PartCache::at(const std::string& dir, std::uint64_t limitBytes) {
@@ -74,6 +119,12 @@ std::shared_ptr<const MappedFile> PartCache::mapIfThere(const std::string& path,
   try {
     auto map = MappedFile::open(path);
     if (map->size() != bytes) return nullptr;
+    if (mayHaveLostBytes(st) && !sumMatches(path, *map)) {
+      ::unlink(path.c_str());
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++counters_.damaged;
+      return nullptr;
+    }
     ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // used now: the last to be evicted
     return map;
   } catch (const Error&) {
@@ -155,7 +206,15 @@ PartCache::Part PartCache::once(const std::string& path, std::size_t bytes, cons
   };
   try {
     Part out;
-    if ((out.bytes = mapIfThere(path, bytes))) {
+    std::optional<FileLock> fetching;
+    if (!(out.bytes = mapIfThere(path, bytes))) {
+      // The node's other ranks miss the same parts at the same time (random token windows): the
+      // first takes the part's lock and fetches, the others wait for it and map its file, so the
+      // node downloads each part once. A holder that dies or fails lets the next one fetch.
+      fetching.emplace(path + ".lock");
+      out.bytes = mapIfThere(path, bytes);
+    }
+    if (out.bytes) {
       out.onDisk = true;
       std::lock_guard<std::mutex> lock(mutex_);
       ++counters_.hits;
@@ -193,6 +252,7 @@ PartCache::Part PartCache::fetchAndStore(const std::string& path, std::size_t by
   Part out;
   if (file) {
     fetch(into);  // an error: the temporary file goes with `file`
+    keepSum(*file, XXH3_64bits(into, bytes));
     try {
       file->commit(false);
       noteStored(bytes);
@@ -235,6 +295,10 @@ PartCache::Part PartCache::streamAndStore(const std::string& path, std::size_t b
     thread_local ByteVector piece;  // one a fetching thread (workers, warm-up threads): 2 MiB each
     piece.resize(kPiece);
     std::size_t filled = 0, arrived = 0;
+    // The sum of the bytes as they arrive (each once, in order: a retry resumes).
+    const std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> sum(XXH3_createState(), XXH3_freeState);
+    if (!sum) throw std::bad_alloc();
+    XXH3_64bits_reset(sum.get());
     std::optional<Error> diskFailure;
     const auto writePiece = [&] {
       try {
@@ -248,6 +312,7 @@ PartCache::Part PartCache::streamAndStore(const std::string& path, std::size_t b
     try {
       fetch([&](const std::uint8_t* data, std::size_t n) {
         arrived += n;
+        XXH3_64bits_update(sum.get(), data, n);
         while (n > 0) {
           const std::size_t take = std::min(n, kPiece - filled);
           std::memcpy(piece.data() + filled, data, take);
@@ -262,6 +327,7 @@ PartCache::Part PartCache::streamAndStore(const std::string& path, std::size_t b
       // every later size check and be served as the part's bytes.
       if (arrived != bytes)
         throw Error(ErrorKind::Network, path, "the part's fetch ended after " + std::to_string(arrived) + " of " + std::to_string(bytes) + " bytes");
+      keepSum(*file, XXH3_64bits_digest(sum.get()));
       // Mapped before the rename: the bytes stay readable here if it fails, or if another process's
       // eviction removes the part at once.
       out.bytes = MappedFile::open(file->tempPath());

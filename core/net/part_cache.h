@@ -12,6 +12,13 @@
 // - Several processes (ranks on one node) may share a folder: they write under their own temporary
 //   names, a rename replaces an equal file, and a part removed by another process's eviction stays
 //   readable through the mapping that already holds it.
+// - Without fsync a power cut can keep the rename and lose the bytes: the part has its size but
+//   zeros (its blocks were reserved) or stale pages. So each part carries the XXH3 of its bytes as
+//   an extended attribute (metadata: it reaches the disk with the rename), and a part written
+//   before this boot -- its ctime older than /proc/stat's btime; a use sets ctime -- is checked
+//   against it before it is served, and fetched again when it differs or has none (a file system
+//   without user xattrs). Parts written since the boot are in the page cache as written: not
+//   checked, unless STOKER_CACHE_VERIFY=always.
 // - cache_limit: when the parts exceed it, the least recently used are removed (a part's
 //   modification time is set when a process first maps it) until they fill 90 % of it.
 // - A full disk (ENOSPC) costs no sample: the part is served from memory, the failure is counted
@@ -40,6 +47,7 @@ struct PartCacheCounters {
   std::uint64_t bytesWritten = 0;   // into the folder
   std::uint64_t evicted = 0;        // parts removed by this process for cache_limit
   std::uint64_t writeFailures = 0;  // parts that could not be written (disk full...)
+  std::uint64_t damaged = 0;        // parts whose bytes failed their checksum: fetched again
 };
 
 class PartCache {
@@ -54,7 +62,8 @@ class PartCache {
   };
   // The bytes of one part: mapped from the folder, or fetched by `fetch` (which fills `bytes` bytes)
   // and stored. Threads asking for a part another thread is fetching wait for that fetch (and get
-  // its error). `objectId`: what identifies the object's content (objectIdOf).
+  // its error); processes sharing the folder wait for one another's fetch too (`<part>.lock`, an
+  // flock) and then map its file. `objectId`: what identifies the object's content (objectIdOf).
   Part part(const std::string& objectId, std::uint64_t partSize, std::uint64_t index,
                                          std::size_t bytes, const std::function<void(std::uint8_t*)>& fetch);
   // As part(), for a fetch that hands the bytes over in order as they arrive (httpGetRange's sink):

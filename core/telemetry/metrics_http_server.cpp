@@ -61,8 +61,8 @@ struct MetricsHttpServer::Impl {
 
   // The reply to a whole request: GET /metrics, GET / (what this is), else an error status.
   std::string answer(const std::string& request) const {
-    const std::size_t lineEnd = request.find("\r\n");
-    const std::string line = request.substr(0, lineEnd);
+    std::string line = request.substr(0, request.find('\n'));
+    if (!line.empty() && line.back() == '\r') line.pop_back();  // CRLF, or a bare LF (RFC 9112 2.2)
     const std::size_t sp1 = line.find(' '), sp2 = line.rfind(' ');
     if (sp1 == std::string::npos || sp2 == sp1 || line.compare(sp2 + 1, 5, "HTTP/") != 0)
       return reply(400, "Bad Request", "text/plain; charset=utf-8", "bad request\n");
@@ -102,7 +102,7 @@ struct MetricsHttpServer::Impl {
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return false;
       if (n < 0) return true;
       c.in.append(buffer, static_cast<std::size_t>(n));
-      if (c.in.find("\r\n\r\n") == std::string::npos) {
+      if (c.in.find("\r\n\r\n") == std::string::npos && c.in.find("\n\n") == std::string::npos) {
         if (c.in.size() <= kMaxRequestBytes) return true;
         c.out = reply(431, "Request Header Fields Too Large", "text/plain; charset=utf-8", "request too large\n");
       } else {
@@ -116,7 +116,14 @@ struct MetricsHttpServer::Impl {
       if (n < 0) return errno == EAGAIN || errno == EINTR;
       c.sent += static_cast<std::size_t>(n);
     }
-    return false;  // all sent: Connection: close
+    // All sent: Connection: close. Bytes of the client's not read (a pipelined request, a body)
+    // would make close() send a reset, which can destroy the reply before the client reads it:
+    // so the reply ends with a FIN and what came after the request is read and dropped first.
+    ::shutdown(c.fd, SHUT_WR);
+    char drop[4096];
+    for (int k = 0; k < 16 && ::recv(c.fd, drop, sizeof drop, MSG_DONTWAIT) > 0; ++k) {
+    }
+    return false;
   }
 
   void run() {

@@ -24,5 +24,10 @@ int connectNonBlocking(const SocketAddress& a);
 int listenOn(const SocketAddress& a);
 // The port a listening socket got (for port 0).
 int boundPort(int fd);
+// Turns on TCP keepalive on a connection: a peer whose host died or lost the network (no FIN, no
+// RST) is found dead after `idleS` seconds of silence plus `count` unanswered probes `intervalS`
+// apart, and its reads fail, so it does not hold a slot for good. A peer that is alive but quiet
+// (a job stopped in a debugger) answers the probes and stays. Failures are ignored (not TCP).
+void keepAlive(int fd, int idleS = 60, int intervalS = 10, int count = 6);
 
 }  // namespace stoker

@@ -54,7 +54,10 @@ void TelemetryListener::redial() {
     if (now < d.nextAttempt) continue;
     d.nextAttempt = now + std::chrono::seconds(1);
     d.fd = connectNonBlocking(d.address);
-    if (d.fd >= 0) peers_[d.fd];
+    if (d.fd >= 0) {
+      keepAlive(d.fd);
+      peers_[d.fd];
+    }
   }
 }
 
@@ -84,6 +87,7 @@ std::vector<TelemetryRecord> TelemetryListener::poll(int timeoutMs) {
         ++refusedConnections_;
         continue;
       }
+      keepAlive(fd);  // a publisher's host that died sends no FIN: found in about two minutes
       peers_[fd];
     }
     if (errno == EMFILE || errno == ENFILE) {

@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "util/error.h"
@@ -241,6 +242,10 @@ void AtomicFile::copyFrom(int srcFd, std::uint64_t offset, std::uint64_t n, cons
   }
   written_ += n;
   startWriteback();
+}
+
+bool AtomicFile::setAttribute(const char* name, const void* value, std::size_t n) {
+  return !committed_ && fd_ >= 0 && ::fsetxattr(fd_, name, value, n, 0) == 0;
 }
 
 void AtomicFile::commit(bool durable) {

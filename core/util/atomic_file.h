@@ -46,6 +46,10 @@ class AtomicFile {
   // arrive -- and not in a write() halfway. Those bytes pass the fault hooks here, not when written.
   void reserve(std::size_t n);
   std::uint64_t bytesWritten() const { return written_; }
+  // Sets an extended attribute of the file (before commit()): false where the file system takes
+  // none (ENOTSUP, a full xattr block), for callers that treat it as a hint -- it is metadata, so
+  // it reaches the disk with the rename, unlike data written without fsync.
+  bool setAttribute(const char* name, const void* value, std::size_t n);
 
   // Flushes, fsyncs, renames to the final name and fsyncs the directory. `durable` false skips
   // both fsyncs: still never a half file under the final name after a killed process, but not

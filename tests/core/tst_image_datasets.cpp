@@ -848,6 +848,31 @@ class TestImageDatasets : public QObject {
     NAMED(expectIndex("v1.2 1\ncls 512 1 a.cls\n", {"sample \"a\"", "has no image member"}));
     NAMED(expectIndex("v1.2 1\njpg 512 10 a.jpg\n", {"sample \"a\"", "no .cls member"}));
     NAMED(expectIndex("", {"train-000000.idx", "is empty"}));
+    NAMED(expectIndex("v1.2 x\n", {"train-000000.idx", "first line is not \"v1.2 SAMPLES\" (it is \"v1.2 x\")"}));
+    // A CRLF index (git's autocrlf) reads as its LF twin: its data lines did; its first line was refused.
+    {
+      r = runPythonArgs({kScripts + "make_dali_index.py", one + ".tar"});
+      QVERIFY2(r.exitCode == 0, r.err.constData());
+      QByteArray crlf = readFile(one + ".idx");
+      crlf.replace("\n", "\r\n");
+      QVERIFY(writeFile(one + ".idx", crlf));
+      QCOMPARE(openDataset(spec, withTransforms(t))->size(), std::int64_t(7));
+    }
+    // DALI names an index by the shard's name up to its first dot: "imagenet.train-000000.tar" and
+    // "imagenet.train-000001.tar" would share "imagenet.idx" (written, one overwrote the other;
+    // read, every shard took one shard's index). Refused, naming both shards, before any is written.
+    {
+      const QString dotted = tmp_.filePath("dotted");
+      QVERIFY(QDir().mkpath(dotted));
+      for (int k = 0; k < 2; ++k)
+        QVERIFY(QFile::copy(shards + QString("/train-%1.tar").arg(k, 6, 10, QChar('0')), dotted + QString("/imagenet.train-%1.tar").arg(k, 6, 10, QChar('0'))));
+      const std::string both = "wds:" + dotted.toStdString() + "/imagenet.train-{000000..000001}.tar";
+      NAMED(expectBadInput([&] { writeDaliIndexes(both, "", LoaderOptions{}); },
+                           {"imagenet.idx", "imagenet.train-000000.tar", "imagenet.train-000001.tar"}));
+      QVERIFY(!QFile::exists(dotted + "/imagenet.idx"));
+      NAMED(expectBadInput([&] { openDataset(both + ",index=dali", withTransforms(t)); }, {"imagenet.idx", "both"}));
+      QCOMPARE(openDataset(both, withTransforms(t))->size(), std::int64_t(14));  // without index=dali: scanned, as before
+    }
     NAMED(expectBadInput([&] { openDataset("wds:" + one.toStdString() + ".tar,index=json", withTransforms(t)); },
                          {"index=json", "index=dali"}));
     QVERIFY(QFile::remove(one + ".idx"));
@@ -979,7 +1004,13 @@ class TestImageDatasets : public QObject {
                                         "with tarfile.open(sys.argv[1] + '/dup.tar', 'w') as tf:\n"
                                         "    add(tf, 'a.jpg', jpg); add(tf, 'a.cls', b'1'); add(tf, 'a.cls', b'2')\n"
                                         "with tarfile.open(sys.argv[1] + '/upper.tar', 'w') as tf:\n"
-                                        "    add(tf, 'a.JPG', jpg); add(tf, 'a.CLS', b' 2\\n')\n",
+                                        "    add(tf, 'a.JPG', jpg); add(tf, 'a.CLS', b' 2\\n')\n"
+                                        "with tarfile.open(sys.argv[1] + '/macos.tar', 'w') as tf:\n"  // AppleDouble before each file
+                                        "    for k, label in (('a', b'3'), ('b', b'4')):\n"
+                                        "        add(tf, '._' + k + '.cls', b'AD'); add(tf, k + '.cls', label); add(tf, '._' + k + '.jpg', b'AD'); add(tf, k + '.jpg', jpg)\n"
+                                        "with tarfile.open(sys.argv[1] + '/between.tar', 'w') as tf:\n"
+                                        "    add(tf, 'a.cls', b'5'); d = tarfile.TarInfo('sub'); d.type = tarfile.DIRTYPE; tf.addfile(d)\n"
+                                        "    add(tf, 'README', b'x'); add(tf, 'a.jpg', jpg)\n",
                                   dir, jpeg_});
     QVERIFY2(r.exitCode == 0, r.err.constData());
     QVERIFY(writeFile(dir + "/garbage.tar", QByteArray(3000, 'g')));
@@ -1003,6 +1034,17 @@ class TestImageDatasets : public QObject {
     // Suffixes are compared lower-cased, as webdataset's group_by_keys(lcase=True).
     auto upper = openDataset("wds:" + (dir + "/upper.tar").toStdString(), withTransforms("CenterCrop(8),ToDtype(u8)"));
     QCOMPARE(readAll(*upper)[1].item<std::int64_t>(), std::int64_t(2));
+    // Members without a key (macOS tar's "._a.jpg" AppleDouble files, a directory, a README) are
+    // passed over inside a sample, as webdataset and DALI pass over them: they split "a" into two
+    // samples, each refused ("has no image member"). `stoker dataset index` already passed over them.
+    auto macos = openDataset("wds:" + (dir + "/macos.tar").toStdString(), withTransforms("CenterCrop(8),ToDtype(u8)"));
+    QCOMPARE(macos->size(), std::int64_t(2));
+    const at::Tensor macosLabels = std::get<0>(readAll(*macos)[1].sort());
+    QCOMPARE(macosLabels[0].item<std::int64_t>(), std::int64_t(3));
+    QCOMPARE(macosLabels[1].item<std::int64_t>(), std::int64_t(4));
+    auto between = openDataset("wds:" + (dir + "/between.tar").toStdString(), withTransforms("CenterCrop(8),ToDtype(u8)"));
+    QCOMPARE(between->size(), std::int64_t(1));
+    QCOMPARE(readAll(*between)[1].item<std::int64_t>(), std::int64_t(5));
 
     // With skip_bad_samples a sample that makes no sense is kept, fails when read, and the loader
     // skips and counts it like an undecodable image; a shard that is not a tar still stops.

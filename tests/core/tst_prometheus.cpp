@@ -15,10 +15,15 @@
 
 #include <httplib.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 
 #include "telemetry/metrics_http_server.h"
 #include "telemetry/prometheus_exporter.h"
@@ -99,32 +104,61 @@ class TestPrometheus : public QObject {
     lean.loader = "train.py:42";
     e.onRecord(lean);
     const std::string text = e.render();
-    const std::string r0 = "{rank=\"0\",device=\"cuda:0\",host=\"node-a\"";
+    const std::string r0 = "{rank=\"0\",device=\"cuda:0\",host=\"node-a\",pid=\"100\"";
+    const std::string process0 = "{rank=\"0\",host=\"node-a\",pid=\"100\"";  // the process's own counters
     QVERIFY(hasLine(text, "stoker_samples_per_second" + r0 + "} 1000\n"));
     QVERIFY(hasLine(text, "stoker_data_wait_ratio" + r0 + "} 0.1\n"));
     QVERIFY(hasLine(text, "stoker_step_seconds" + r0 + "} 0.018\n"));
     QVERIFY(hasLine(text, "stoker_stage_seconds" + r0 + ",stage=\"decode\"} 0.00725\n"));
     QVERIFY(hasLine(text, "stoker_device_memory_bytes" + r0 + ",kind=\"total\"} 85899345920\n"));
-    QVERIFY(hasLine(text, "stoker_records_dropped_total" + r0 + "} 4\n"));
-    QVERIFY(hasLine(text, "stoker_net_requests_total" + r0 + "} 1200\n"));
-    QVERIFY(hasLine(text, "stoker_net_received_bytes_total" + r0 + "} 3221225472\n"));
-    QVERIFY(hasLine(text, "stoker_net_retries_total" + r0 + "} 2\n"));
+    QVERIFY(hasLine(text, "stoker_records_dropped_total" + process0 + "} 4\n"));
+    QVERIFY(hasLine(text, "stoker_net_requests_total" + process0 + "} 1200\n"));
+    QVERIFY(hasLine(text, "stoker_net_received_bytes_total" + process0 + "} 3221225472\n"));
+    QVERIFY(hasLine(text, "stoker_net_retries_total" + process0 + "} 2\n"));
+    QVERIFY(!hasLine(text, "stoker_net_requests_total" + r0));  // not once a device as well
     QVERIFY(hasLine(text, "stoker_last_record_timestamp_seconds" + r0 + "} 1.7e+09\n"));
-    const std::string r1 = "{rank=\"1\",device=\"cuda:1\",host=\"node \\\"b\\\"\\\\\\nx\",loader=\"train.py:42\"";
+    const std::string r1 = "{rank=\"1\",device=\"cuda:1\",host=\"node \\\"b\\\"\\\\\\nx\",pid=\"101\",loader=\"train.py:42\"";
     QVERIFY2(hasLine(text, "stoker_data_wait_ratio" + r1 + "} 0.9\n"), text.c_str());
     // Unknown figures have no sample at all (never a 0).
     for (const char* absent : {"stoker_bytes_per_second", "stoker_device_memory_bytes", "stoker_stage_seconds",
                                "stoker_batch_latency_seconds", "stoker_ready_batches", "stoker_records_dropped_total",
                                "stoker_net_requests_total", "stoker_net_retries_total"})
-      QVERIFY2(!hasLine(text, absent + r1), absent);
+      QVERIFY2(!hasLine(text, absent + r1) && !hasLine(text, absent + std::string("{rank=\"1\",host")), absent);
     if (promtoolAvailable()) {
       const auto check = promtool(text);
       QVERIFY2(check.exitCode == 0, (check.out + check.err).constData());
     }
     // A series silent for longer than the stale limit is left out.
-    const std::string later = e.render(1e11);
+    const std::string later = e.render(1e9);
     QVERIFY(later.find("rank=\"0\"") == std::string::npos);
     QCOMPARE(e.seriesCount(), std::size_t(2));
+  }
+
+  // Two processes on one host with the same rank, device and loader (two single-GPU experiments,
+  // two `stoker bench` runs) are two series: in one, its counters jumped back and forth between
+  // the two, and rate() read every drop as a reset. A process's own counters (its remote requests,
+  // its dropped records) are one series a process, so sum() over a job counts each process once
+  // however many devices it reports. Series refused at the cap are counted where a scrape sees it.
+  void eachProcessIsItsOwnSeries() {
+    PrometheusExporter e;
+    TelemetryRecord a = record(0, 1, 9), b = record(0, 1, 9), a1 = record(0, 1, 9);
+    a.pid = 100, b.pid = 200, a1.pid = 100;
+    a1.device = "cuda:1";  // the first process's second device
+    a.net_requests = 1200, a1.net_requests = 1300, b.net_requests = 7;
+    b.samples_per_s = 5;
+    for (const TelemetryRecord& r : {a, a1, b}) e.onRecord(r);
+    const std::string text = e.render();
+    QVERIFY2(hasLine(text, "stoker_samples_per_second{rank=\"0\",device=\"cuda:0\",host=\"node-a\",pid=\"100\"} 1000\n"), text.c_str());
+    QVERIFY(hasLine(text, "stoker_samples_per_second{rank=\"0\",device=\"cuda:0\",host=\"node-a\",pid=\"200\"} 5\n"));
+    QVERIFY(hasLine(text, "stoker_samples_per_second{rank=\"0\",device=\"cuda:1\",host=\"node-a\",pid=\"100\"} 1000\n"));
+    QVERIFY(hasLine(text, "stoker_net_requests_total{rank=\"0\",host=\"node-a\",pid=\"100\"} 1300\n"));  // its latest
+    QVERIFY(hasLine(text, "stoker_net_requests_total{rank=\"0\",host=\"node-a\",pid=\"200\"} 7\n"));
+    QCOMPARE(QString::fromStdString(text).count("stoker_net_requests_total{"), 2);
+    QVERIFY(hasLine(text, "stoker_series_refused_total 0\n"));
+    if (promtoolAvailable()) {
+      const auto check = promtool(text);
+      QVERIFY2(check.exitCode == 0, (check.out + check.err).constData());
+    }
   }
 
   // A peer inventing host names cannot grow the exporter past its cap; stale series make room.
@@ -137,6 +171,7 @@ class TestPrometheus : public QObject {
     }
     QCOMPARE(e.seriesCount(), PrometheusExporter::kMaxSeries);
     QCOMPARE(e.refusedSeries(), std::int64_t(50));
+    QVERIFY(hasLine(e.render(), "stoker_series_refused_total 50\n"));
     PrometheusExporter stale(-1);  // everything is stale at once: old series give way to new ones
     for (std::size_t i = 0; i < PrometheusExporter::kMaxSeries + 50; ++i) {
       TelemetryRecord r = record(0, 1, 9);
@@ -162,7 +197,7 @@ class TestPrometheus : public QObject {
     int status = 0;
     const std::string text = scrape(port, &status);
     QCOMPARE(status, 200);
-    QVERIFY2(text.find("stoker_samples_per_second{rank=\"3\",device=\"cuda:3\",host=\"node-a\"} 4000") !=
+    QVERIFY2(text.find("stoker_samples_per_second{rank=\"3\",device=\"cuda:3\",host=\"node-a\",pid=\"103\"} 4000") !=
                  std::string::npos,
              text.c_str());
     httplib::Client c("127.0.0.1", port);
@@ -230,6 +265,57 @@ class TestPrometheus : public QObject {
     QVERIFY2(r.err.startsWith("error: address nonsense: ") && r.err.count('\n') == 1, r.err.constData());
   }
 
+  // ":PORT" serves IPv4 and IPv6 (getaddrinfo's first answer, 0.0.0.0, was all it bound: an
+  // IPv6-only scraper was refused), and a request whose lines end in a bare LF is answered
+  // (it waited for CRLF CRLF until the 5 s deadline closed it without a status line).
+  void anyInterfaceServesBothFamilies() {
+    MetricsHttpServer any(":0", [] { return std::string("stoker_x 1\n"); });
+    const auto get = [&](int family, const std::string& request) {
+      const int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fd < 0) return std::string("no socket");
+      timeval fiveS{5, 0};
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &fiveS, sizeof fiveS);
+      sockaddr_storage to{};
+      socklen_t len = 0;
+      if (family == AF_INET) {
+        auto* a = reinterpret_cast<sockaddr_in*>(&to);
+        a->sin_family = AF_INET;
+        a->sin_port = htons(static_cast<std::uint16_t>(any.port()));
+        a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        len = sizeof *a;
+      } else {
+        auto* a = reinterpret_cast<sockaddr_in6*>(&to);
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons(static_cast<std::uint16_t>(any.port()));
+        a->sin6_addr = in6addr_loopback;
+        len = sizeof *a;
+      }
+      std::string reply;
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&to), len) == 0 &&
+          ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size())) {
+        char buffer[4096];
+        for (ssize_t n; (n = ::recv(fd, buffer, sizeof buffer, 0)) > 0;) reply.append(buffer, static_cast<std::size_t>(n));
+      } else {
+        reply = std::string("connect: ") + std::strerror(errno);
+      }
+      ::close(fd);
+      return reply;
+    };
+    std::string r = get(AF_INET, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    QVERIFY2(r.find(" 200 OK") != std::string::npos && r.find("stoker_x 1") != std::string::npos, r.c_str());
+    r = get(AF_INET, "GET /metrics HTTP/1.0\n\n");
+    QVERIFY2(r.find(" 200 OK") != std::string::npos && r.find("stoker_x 1") != std::string::npos, r.c_str());
+    const int v6 = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in6 loop6{};
+    loop6.sin6_family = AF_INET6;
+    loop6.sin6_addr = in6addr_loopback;
+    const bool hasV6 = v6 >= 0 && ::bind(v6, reinterpret_cast<sockaddr*>(&loop6), sizeof loop6) == 0;
+    if (v6 >= 0) ::close(v6);
+    if (!hasV6) QSKIP("this host has no IPv6 loopback: the IPv4 half passed");
+    r = get(AF_INET6, "GET /metrics HTTP/1.1\r\n\r\n");
+    QVERIFY2(r.find(" 200 OK") != std::string::npos && r.find("stoker_x 1") != std::string::npos, r.c_str());
+  }
+
   // `stoker monitor --prometheus` aggregates what ranks send; Debian's Prometheus scrapes it and its
   // query API returns the series of rank 1 with its labels.
   void realPrometheusScrapesTheMonitor() {
@@ -258,7 +344,7 @@ class TestPrometheus : public QObject {
       QTest::qWait(100);
       text = scrape(metrics);
     }
-    QVERIFY2(text.find("stoker_data_wait_ratio{rank=\"1\",device=\"cuda:1\",host=\"node-a\"} 0.75") != std::string::npos,
+    QVERIFY2(text.find("stoker_data_wait_ratio{rank=\"1\",device=\"cuda:1\",host=\"node-a\",pid=\"101\"} 0.75") != std::string::npos,
              text.c_str());
     if (promtoolAvailable()) {
       const auto check = promtool(text);

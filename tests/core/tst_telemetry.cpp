@@ -4,6 +4,8 @@
 #include <QtTest>
 
 #include <sys/resource.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -468,6 +470,46 @@ class TestTelemetry : public QObject {
     QVERIFY2(received > 20, qPrintable(QString::number(received)));
     for (int fd : hoarders) ::close(fd);
     ::close(honest);
+  }
+
+  // A publisher whose host dies sends no FIN: its connection held a listener's slot (of 4096) for
+  // good. The listener's connections, accepted or dialled, now probe with TCP keepalive (60 s
+  // idle, 6 probes 10 s apart), so such a peer is closed in about two minutes; a quiet live one
+  // answers the probes and stays. Checked on the listener's own sockets (/proc/self/fd).
+  void listenerConnectionsProbeDeadPeers() {
+    const auto keepAliveOfPeer = [](int localPort) {  // the listener's socket whose peer is localPort
+      QDir fds("/proc/self/fd");
+      for (const QString& name : fds.entryList(QDir::System | QDir::Files | QDir::NoDotAndDotDot)) {
+        const int fd = name.toInt();
+        sockaddr_in peer{};
+        socklen_t len = sizeof peer;
+        if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0 || peer.sin_family != AF_INET ||
+            ntohs(peer.sin_port) != localPort)
+          continue;
+        int on = 0, idle = 0;
+        socklen_t n = sizeof on;
+        ::getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, &n);
+        n = sizeof idle;
+        ::getsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, &n);
+        return on ? idle : 0;
+      }
+      return -1;  // no such socket
+    };
+    TelemetryListener listener("127.0.0.1:0");
+    const int client = stoker::test::connectToLoopback(listener.port());
+    QVERIFY(client >= 0);
+    QTRY_COMPARE_WITH_TIMEOUT((listener.poll(50), listener.connections()), 1, 10000);
+    sockaddr_in mine{};
+    socklen_t mineLen = sizeof mine;
+    QCOMPARE(::getsockname(client, reinterpret_cast<sockaddr*>(&mine), &mineLen), 0);
+    QCOMPARE(keepAliveOfPeer(ntohs(mine.sin_port)), 60);
+    ::close(client);
+    // Dialled: the listener connects to a publisher's `listen:` address.
+    TelemetryPublisher publisher({"listen:127.0.0.1:0"});
+    QTRY_VERIFY_WITH_TIMEOUT(publisher.listeningPort(0) > 0, 10000);
+    listener.dial("127.0.0.1:" + std::to_string(publisher.listeningPort(0)));
+    QTRY_COMPARE_WITH_TIMEOUT((listener.poll(50), listener.connections()), 1, 10000);
+    QCOMPARE(keepAliveOfPeer(publisher.listeningPort(0)), 60);
   }
 
   void publishersReachAListener() {

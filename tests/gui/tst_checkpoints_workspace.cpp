@@ -6,6 +6,8 @@
 #include <QtTest>
 
 #include <QCheckBox>
+#include <QLineEdit>
+#include <QPushButton>
 
 #include <QMimeData>
 #include <QSettings>
@@ -265,6 +267,45 @@ class TestCheckpointsWorkspace : public QObject {
     QVERIFY(force->isChecked());
     w.convert();
     QVERIFY(waitForCount(finished, 2));
+  }
+
+  // An open that fails (or is cancelled) closes the checkpoint open before: Convert, Dry run and
+  // Verify are off, and Convert refuses rather than write the earlier checkpoint under the new
+  // one's name. The destination this workspace filled in follows the open checkpoint; one the
+  // user typed stays. A cancelled open does not speak of resuming a conversion.
+  void aFailedOpenLeavesNothingToConvert() {
+    CheckpointsWorkspace w;
+    auto* convertButton = w.findChild<QPushButton*>("convert");
+    auto* destination = w.findChild<QLineEdit*>("destination");
+    QVERIFY(convertButton && destination);
+    QVERIFY(!convertButton->isEnabled());  // nothing open yet
+    QSignalSpy failed(&w, &CheckpointsWorkspace::jobFailed), opened(&w, &CheckpointsWorkspace::checkpointOpened),
+        stopped(&w, &CheckpointsWorkspace::jobStopped);
+    w.openPath(ranks3_);
+    QVERIFY(waitFor(opened));
+    QVERIFY(convertButton->isEnabled());
+    QCOMPARE(destination->text(), ranks3_ + "-converted");
+    const QString other = dir_.filePath("other3");
+    test::writeRanks(other.toStdString(), test::sampleModel(2), 3);
+    w.openPath(other);
+    QVERIFY(waitForCount(opened, 2));
+    QCOMPARE(destination->text(), other + "-converted");  // not ranks3-converted: B went over A's output
+    w.setDestination(dir_.filePath("mine"));
+    w.openPath(dir_.filePath("gone.safetensors"));
+    QVERIFY(waitFor(failed));
+    QVERIFY(!convertButton->isEnabled());
+    QCOMPARE(destination->text(), dir_.filePath("mine"));
+    w.convert();
+    QVERIFY(waitForCount(failed, 2));
+    QVERIFY2(failed.last().at(0).toString().contains("open a checkpoint first"), qPrintable(failed.last().at(0).toString()));
+    QVERIFY(!QFileInfo::exists(dir_.filePath("mine")));
+    w.openPath(big_);
+    w.cancel();
+    QTRY_VERIFY_WITH_TIMEOUT(!stopped.isEmpty() || opened.count() == 3, 60000);  // the cancel may come after the open
+    if (!stopped.isEmpty()) {
+      QVERIFY2(!w.statusText().contains("Resume"), qPrintable(w.statusText()));
+      QVERIFY(!convertButton->isEnabled());
+    }
   }
 
   void droppingAFolderOpensIt() {

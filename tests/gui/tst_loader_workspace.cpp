@@ -23,6 +23,7 @@
 #include <QTableWidget>
 #include <QWheelEvent>
 #include <QLineEdit>
+#include <QPlainTextEdit>
 
 #include "data/dataset.h"
 #include "data/loader.h"
@@ -34,6 +35,7 @@
 #include "loader_runner.h"
 #include "loader_workspace.h"
 #include "stage_breakdown_view.h"
+#include "util/error.h"
 #include "telemetry_plots.h"
 #include "test_support.h"
 
@@ -91,6 +93,31 @@ class TestLoaderWorkspace : public QObject {
   }
   // A wheel over a combo box or spin box the user has not clicked scrolls the form; once it has
   // focus, the wheel changes its value as usual.
+  // Seeds are uint64: torch.initial_seed() is at or above 2^63 half the time. Through a double
+  // the form rounded 1234567890123456789 to ...768 (another order, no warning), and one above
+  // 2^63 became int64's minimum, which the core refused, so Run stayed off.
+  void seedsKeepAllTheirDigits() {
+    LoaderOptionsForm form;
+    for (const std::uint64_t seed : {std::uint64_t(1234567890123456789ULL), std::uint64_t(18446744073709551557ULL), std::uint64_t(7)}) {
+      LoaderOptions o;
+      o.seed = seed;
+      o.generator_seed = seed - 1;
+      form.setOptions(o);
+      QCOMPARE(qobject_cast<QLineEdit*>(form.editor("seed"))->text(), QString::number(seed));
+      QCOMPARE(form.options().seed, seed);
+      QCOMPARE(form.options().generator_seed, seed - 1);
+    }
+    qobject_cast<QLineEdit*>(form.editor("seed"))->setText("18446744073709551615");  // typed
+    QCOMPARE(form.options().seed, std::uint64_t(18446744073709551615ULL));
+    qobject_cast<QLineEdit*>(form.editor("seed"))->setText("18446744073709551616");  // past uint64: the core names it
+    try {
+      form.options();
+      QFAIL("a seed past uint64 was taken");
+    } catch (const Error& e) {
+      QVERIFY2(QString::fromStdString(e.what()).contains("seed"), e.what());
+    }
+  }
+
   void theWheelScrollsTheFormUnlessAnEditorHasFocus() {
     LoaderOptionsForm form;
     form.show();
@@ -365,6 +392,25 @@ class TestLoaderWorkspace : public QObject {
     w.run();
     QVERIFY(waitForCount(failed, 3));
     QVERIFY2(failed.last().at(0).toString().contains("tpu:0"), qPrintable(failed.last().at(0).toString()));
+  }
+
+  // A dataset URL's password is never shown: not in "Opening …", the log's "run:" line or the
+  // error (the Checkpoints workspace hid it; this one showed the spec as typed).
+  void datasetUrlSecretsAreNotShown() {
+    qputenv("STOKER_HTTP_ATTEMPTS", "1");
+    LoaderWorkspace w;
+    w.form()->setOptions(smallOptions());
+    QSignalSpy failed(&w, &LoaderWorkspace::runFailed);
+    w.setDataset("tokens:https://alice:hunter2@127.0.0.1:1/t.bin,ctx=8");
+    w.run();
+    const QString opening = w.statusText();
+    QVERIFY(waitFor(failed));
+    qunsetenv("STOKER_HTTP_ATTEMPTS");
+    QVERIFY2(opening.contains("127.0.0.1") && !opening.contains("hunter2"), qPrintable(opening));
+    QVERIFY2(!w.statusText().contains("hunter2"), qPrintable(w.statusText()));
+    QVERIFY2(!failed.last().at(0).toString().contains("hunter2"), qPrintable(failed.last().at(0).toString()));
+    for (const QPlainTextEdit* log : w.findChildren<QPlainTextEdit*>())
+      QVERIFY2(!log->toPlainText().contains("hunter2"), qPrintable(log->toPlainText()));
   }
 
   void importExportAndSnippets() {

@@ -3,6 +3,9 @@
 #include <QtTest>
 
 #include <QImage>
+#include <QAbstractButton>
+#include <QAction>
+#include <QMap>
 #include <QProgressBar>
 #include <QSignalSpy>
 #include <QListWidget>
@@ -91,6 +94,28 @@ class TestMainWindow : public QObject {
     auto* nav = w.findChild<QListWidget*>();
     nav->setCurrentRow(3);
     QCOMPARE(w.currentWorkspace(), QString("monitor"));
+  }
+
+  // No key has two live shortcuts in any workspace: Qt calls such a key ambiguous and runs
+  // neither (the Monitor's Open… and File > Open checkpoint were both Ctrl+O).
+  void noShortcutIsAmbiguous() {
+    stoker::MainWindow w;
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    for (const QString& id : stoker::MainWindow::workspaceIds()) {
+      QVERIFY(w.showWorkspace(id));
+      QMap<QString, QString> owner;  // key -> what it runs
+      const auto claim = [&](const QKeySequence& key, const QString& what) {
+        if (key.isEmpty() || key[0].keyboardModifiers() == Qt::AltModifier) return;  // mnemonics cycle: not ambiguous
+        QVERIFY2(!owner.contains(key.toString()),
+                 qPrintable(QString("%1: %2 is both %3 and %4").arg(id, key.toString(), owner.value(key.toString()), what)));
+        owner.insert(key.toString(), what);
+      };
+      for (const QAction* a : w.findChildren<QAction*>())
+        for (const QKeySequence& key : a->shortcuts()) claim(key, "action " + a->text());
+      for (const QAbstractButton* b : w.findChildren<QAbstractButton*>())
+        if (b->isVisibleTo(&w) && !b->shortcut().isEmpty()) claim(b->shortcut(), "button " + b->text());
+    }
   }
 
   // The Monitor's "Tune in Loader" fills the Loader workspace with the running loader's dataset

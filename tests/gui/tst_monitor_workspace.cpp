@@ -374,6 +374,34 @@ class TestMonitorWorkspace : public QObject {
     QCOMPARE(map.shownValue(136, 1.7e9), 0.02);
   }
 
+  // Hidden (another tab, another workspace, the heat map shown past 8 series), the plots and the
+  // heat map still let go of what scrolled out of their window: they grew by every record for as
+  // long as the Monitor listened (50-90 MB an hour), and the first redraw after froze the window.
+  void hiddenViewsKeepOnlyTheirWindow() {
+    TelemetryPlots plots, shown;  // `shown` holds what a plot on screen keeps
+    RankHeatMap map;
+    plots.setWindowSeconds(60);
+    shown.setWindowSeconds(60);
+    map.setWindowSeconds(60);
+    shown.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&shown));
+    for (int second = 0; second < 600; ++second) {
+      std::vector<TelemetryRecord> records;
+      for (int k = 0; k < 10; ++k) records.push_back(record(0, "cuda:0", 1, 19, 1.7e9 + second + 0.1 * k));
+      plots.addRecords(records);
+      shown.addRecords(records);
+      map.addRecords(records);
+      if (second % 100 == 99) QTest::qWait(300);  // the views' timers tick while they are hidden
+    }
+    QTest::qWait(300);
+    QVERIFY(!plots.isVisible() && !map.isVisible());
+    const int points = plots.pointCount(TelemetryPlots::Throughput);  // untrimmed: 6,000 a graph
+    QVERIFY2(points > 0 && points == shown.pointCount(TelemetryPlots::Throughput),
+             qPrintable(QString("%1 points hidden, %2 shown").arg(points).arg(shown.pointCount(TelemetryPlots::Throughput))));
+    QVERIFY(qIsNaN(map.cell(0, 1.7e9 + 10)));  // out of the window: gone
+    QVERIFY(!qIsNaN(map.cell(0, 1.7e9 + 599)));
+  }
+
   // Sorting by a column orders rows by its number, not its text ("9.00" before "10.00").
   void tableSortsByNumbers() {
     MonitorWorkspace w;
@@ -517,7 +545,7 @@ class TestMonitorWorkspace : public QObject {
           return body.find("rank=\"3\"") != std::string::npos;
         },
         30000));
-    QVERIFY2(body.find("stoker_data_wait_ratio{rank=\"3\",device=\"cuda:3\",host=\"node\"} 0.3") != std::string::npos,
+    QVERIFY2(body.find("stoker_data_wait_ratio{rank=\"3\",device=\"cuda:3\",host=\"node\",pid=\"103\"} 0.3") != std::string::npos,
              body.c_str());
     QVERIFY2(w.statusText().contains(QString("Prometheus metrics on port %1").arg(w.prometheusPort())),
              qPrintable(w.statusText()));

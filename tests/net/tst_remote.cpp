@@ -22,6 +22,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/xattr.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -3639,6 +3640,35 @@ with tarfile.open(sys.argv[1], 'w') as tf:
     QVERIFY(sameTensors(readAll(*healed, idx), want));
     QVERIFY(sameTensors(readAll(*healedS3, idx), want));
     QVERIFY(QFileInfo(damaged).size() > 5);
+    // A power cut can keep a part's rename and size but not its bytes (its blocks were reserved:
+    // zeros). Each part carries its checksum as an xattr; one written before this boot is checked
+    // against it before it is served (STOKER_CACHE_VERIFY=always: every part, as after a reboot),
+    // and one whose bytes differ, or that has no checksum, is fetched again.
+    {
+      char sum[17] = {};
+      QCOMPARE(::getxattr(QFile::encodeName(damaged).constData(), "user.stoker.xxh3", sum, 16), ssize_t(16));
+      const QStringList parts = QDir(dir).entryList({"*.part"}, QDir::Files, QDir::Name);
+      QVERIFY(parts.size() >= 2);
+      const QString zeroed = QDir(dir).filePath(parts[0]), unsummed = QDir(dir).filePath(parts[1]);
+      const QByteArray good = readFile(zeroed);
+      {
+        QFile f(zeroed);  // rewritten in place: the file keeps its name, size and checksum
+        QVERIFY(f.open(QIODevice::ReadWrite));
+        QCOMPARE(f.write(QByteArray(good.size(), '\0')), qint64(good.size()));
+      }
+      QCOMPARE(::removexattr(QFile::encodeName(unsummed).constData(), "user.stoker.xxh3"), 0);
+      const std::uint64_t damagedBefore = PartCache::at(o.cache_dir, 0)->counters().damaged;
+      {
+        ScopedEnv verify("STOKER_CACHE_VERIFY", "always");
+        for (const std::string& url : {servers_.httpUrl("tokens/tokens.bin").toStdString(), s3("tokens/tokens.bin").toStdString()}) {
+          auto checked = openDataset("tokens:" + url + ",ctx=64", o);  // the parts are the two objects'
+          QVERIFY(sameTensors(readAll(*checked, idx), want));
+        }
+      }
+      QCOMPARE(PartCache::at(o.cache_dir, 0)->counters().damaged - damagedBefore, std::uint64_t(2));
+      QVERIFY(readFile(zeroed) == good);  // fetched again, with its checksum
+      QCOMPARE(::getxattr(QFile::encodeName(unsummed).constData(), "user.stoker.xxh3", sum, 16), ssize_t(16));
+    }
     // An unusable folder is named.
     LoaderOptions bad = o;
     bad.cache_dir = (servers_.www() + "/blob.bin/cache").toStdString();
@@ -3701,6 +3731,42 @@ with tarfile.open(sys.argv[1], 'w') as tf:
     QVERIFY(c.parts >= 1);
     QVERIFY(PartCache::at(o.cache_dir, static_cast<std::uint64_t>(o.cache_limit))->counters().evicted > 0);
     NAMED(expectBadInput([] { LoaderOptions::builder().cacheLimit(-1).build(); }, {"cache_limit", "got -1"}));
+  }
+
+  // Ranks of a node that miss the same parts at once (random token windows): one fetches each part,
+  // the others wait for its file (`<part>.lock`), so the node downloads it once. Four PartCaches on
+  // one folder stand for four processes: flock's locks belong to open files, not to processes.
+  void ranksOfANodeFetchEachPartOnce() {
+    const QString dir = tmp_.filePath("one-fetch");
+    QVERIFY(QDir().mkpath(dir));
+    const QByteArray data = randomBytes(256 << 10, 11);
+    QVERIFY(writeFile(servers_.www() + "/one-fetch.bin", data));
+    const std::string url = servers_.httpUrl("one-fetch.bin").toStdString();
+    servers_.takeLog(true);
+    QVERIFY(servers_.fault(true, "", 0, 300));  // every reply 300 ms late: the ranks' misses overlap
+    std::vector<QByteArray> got(4, QByteArray(data.size(), '\0'));
+    std::vector<std::string> errors(4);
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < 4; ++r)
+      ranks.emplace_back([&, r] {
+        try {
+          PartOptions parts{64 << 10, 2, std::make_shared<PartCache>(dir.toStdString(), 0)};
+          RemoteObject::open(url)->read(0, got[r].data(), static_cast<std::size_t>(got[r].size()), parts);
+        } catch (const std::exception& e) {
+          errors[r] = e.what();
+        }
+      });
+    for (std::thread& t : ranks) t.join();
+    QVERIFY(servers_.fault(true, "", 0));
+    for (int r = 0; r < 4; ++r) {
+      QVERIFY2(errors[r].empty(), errors[r].c_str());
+      QVERIFY(got[r] == data);
+    }
+    const QJsonArray log = servers_.takeLog(true);
+    QCOMPARE(log.size(), 4 + 4);  // each rank's open, then the four parts once (without the lock: up to 16)
+    const CacheFolder c = cacheFolder(dir);
+    QCOMPARE(c.parts, 4);
+    QCOMPARE(QDir(dir).entryList({"*.lock"}, QDir::Files).size(), 0);  // each holder removed its lock file
   }
 
   // Parts other processes (the node's other ranks) write count against the limit too: the folder

@@ -18,6 +18,8 @@
 #include <random>
 #include <sstream>
 #include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "data/datasets/byte_source.h"
 #include "data/datasets/dataset_spec.h"
@@ -121,6 +123,23 @@ std::string daliIndexPathOf(const std::string& shard, const std::string& dir) {
 }
 
 namespace {
+
+// DALI's naming (the name up to the first dot after the last '/') gives
+// "imagenet.train-000000.tar" and "imagenet.train-000001.tar" one index, "imagenet.idx", as it
+// gives train/a.tar and val/a.tar one under index=dali:DIR: written, each shard's overwrote the
+// last's; read, every shard took one shard's index (the bytes of another shard, or its first M
+// samples only). Two shards sharing an index path are refused, naming both.
+void requireAnIndexEach(const std::vector<std::string>& shards, const std::string& dir) {
+  std::unordered_map<std::string, const std::string*> shardOfIndex;
+  for (const std::string& shard : shards) {
+    const std::string index = daliIndexPathOf(shard, dir);
+    const auto [it, added] = shardOfIndex.emplace(index, &shard);
+    if (!added)
+      throwBadInput(index, "would be the DALI index of both " + *it->second + " and " + shard +
+                               " (DALI names an index by the shard's name up to its first dot): rename the shards, or "
+                               "index them in separate folders");
+  }
+}
 
 // The shards in the order epoch `epoch` reads them, all ranks' (shard k to rank k % world).
 std::vector<std::int64_t> shardOrderOf(std::size_t shards, const ShardDeal& deal, std::int64_t epoch) {
@@ -871,7 +890,9 @@ std::uint64_t WebDataset::parseIndex(std::int64_t shard, const std::string& text
   head >> version >> count;
   if (version != "v1.1" && version != "v1.2")
     throwBadInput(path, "is not a DALI WebDataset index of version v1.1 or v1.2 (its first line is \"" + line.substr(0, 40) + "\")");
-  if (count < 0 || !head.eof()) throwBadInput(path, "its first line is not \"" + version + " SAMPLES\"");
+  head >> std::ws;  // a CRLF file (git's autocrlf) or a trailing space: as the data lines take them
+  if (count < 0 || !head.eof())
+    throwBadInput(path, "its first line is not \"" + version + " SAMPLES\" (it is \"" + line.substr(0, 40) + "\")");
   const std::size_t fields = version == "v1.1" ? 3 : 4;
   std::uint64_t indexedEnd = 0;
   long long lines = 0;
@@ -924,12 +945,15 @@ void WebDataset::group(std::int64_t shard, const std::vector<Member>& members, s
     const Member* image = nullptr;
     const Member* cls = nullptr;
     std::string problem;
-    std::vector<std::string> exts;
-    for (; j < members.size() && members[j].key == members[i].key; ++j) {
+    std::unordered_set<std::string_view> exts;  // a set: a hostile sample of 1M members is not 1M^2 compares
+    // Members without a key (a directory, README, macOS tar's AppleDouble "._a.jpg" before each
+    // file) are passed over without ending the sample, as webdataset and DALI pass over them: they
+    // split "a" into an "a" of .cls alone and an "a" of .jpg alone, each refused.
+    for (; j < members.size() && (members[j].key.empty() || members[j].key == members[i].key); ++j) {
       const Member& m = members[j];
-      if (problem.empty() && std::find(exts.begin(), exts.end(), m.ext) != exts.end())
+      if (m.key.empty()) continue;
+      if (!exts.insert(m.ext).second && problem.empty())
         problem = "has the member ." + m.ext + " twice (webdataset refuses a duplicate file name)";
-      exts.push_back(m.ext);
       if (isImageExtension(m.ext) && !image) image = &m;
       if (m.ext == "cls") cls = &m;
     }
@@ -1230,6 +1254,7 @@ std::shared_ptr<Dataset> makeWebDataset(const std::string& text, const LoaderOpt
   try {
     w = webDatasetOptionsOf(spec, options);  // cache_dir: a folder this node may not be able to make
     shards = expandShardPattern(spec.path);  // an s3:// glob: a listing
+    if (w.daliIndex) requireAnIndexEach(shards, w.indexDir);
   } catch (...) {
     // The other ranks may have got past these and wait in the exchange for this rank's scans: it
     // takes part with none (they scan its share themselves), then says why it could not open.
@@ -1265,6 +1290,7 @@ std::vector<WrittenIndex> writeDaliIndexes(const std::string& text, const std::s
     if (outDir.empty() && isRemotePath(shard))
       throwBadInput(shard, "is remote: name a local folder to write its index into (--out-dir), then open the shards with "
                            "index=dali:DIR (or upload the indexes beside them)");
+  requireAnIndexEach(shards, outDir);  // before any is written
   WebDatasetOptions w = webDatasetOptionsOf(spec, options);
   w.keepBadSamples = true;  // an index lists every member, as wds2idx does; reading decides what a bad sample is
   w.keepComponents = true;
