@@ -1,5 +1,7 @@
 #include "monitor_workspace.h"
 
+#include "session_export.h"
+
 #include <algorithm>
 
 #include <QComboBox>
@@ -27,7 +29,6 @@
 #include "telemetry/prometheus_exporter.h"
 #include "telemetry/input_bound.h"
 #include "telemetry/stragglers.h"
-#include "telemetry/telemetry_csv.h"
 #include <QDateTime>
 #include <QLocale>
 #include <limits>
@@ -233,13 +234,27 @@ MonitorWorkspace::MonitorWorkspace(QWidget* parent)
   connect(saveButton_, &QPushButton::clicked, this, [this] {
     const QString f = QFileDialog::getSaveFileName(this, tr("Save session"), "monitor-session.jsonl",
                                                    tr("JSON lines (*.jsonl)"));
-    if (!f.isEmpty() && !saveSession(f)) status_->setText(tr("Error: cannot write %1").arg(f));
+    if (f.isEmpty()) return;
+    if (saveSession(f)) status_->setText(tr("Saving the session to %1…").arg(f));
+    else status_->setText(tr("Error: cannot save to %1 (no session recorded, or a save is under way)").arg(f));
   });
   connect(exportButton_, &QPushButton::clicked, this, [this] {
     const QString f = QFileDialog::getSaveFileName(this, tr("Export plots (PNG) and records (CSV)"), "monitor.png",
                                                    tr("PNG image (*.png)"));
-    if (!f.isEmpty() && !exportSession(f)) status_->setText(tr("Error: cannot write %1").arg(f));
+    if (f.isEmpty()) return;
+    if (exportSession(f)) status_->setText(tr("Exporting the records to %1…").arg(sessionExportPath_));
+    else status_->setText(tr("Error: cannot export to %1 (no session recorded, the PNGs cannot be written, or an export is under way)").arg(f));
   });
+  sessionExport_ = new SessionExport(this);
+  connect(sessionExport_, &SessionExport::written, this, [this](const QString& path, qint64 records) {
+    status_->setText(tr("Wrote %1 records to %2").arg(records).arg(path));
+    Q_EMIT sessionWritten(path, true);
+  });
+  connect(sessionExport_, &BackgroundJob::failed, this, [this](const QString& message) {
+    status_->setText(tr("Error: %1").arg(message));
+    Q_EMIT sessionWritten(sessionExportPath_, false);
+  });
+  connect(sessionExport_, &BackgroundJob::stopped, this, [this] { Q_EMIT sessionWritten(sessionExportPath_, false); });
   connect(tuneButton_, &QPushButton::clicked, this, [this] {
     const int row = std::max(0, table_->currentRow());
     if (row >= table_->rowCount()) return;
@@ -316,6 +331,8 @@ MonitorWorkspace::~MonitorWorkspace() {
   // workspace (and no emission is still running while its connections are dropped).
   source_->stopAndWait();
   source_->disconnect(this);
+  sessionExport_->stopAndWait();  // a save under way stops; its temporary file goes
+  sessionExport_->disconnect(this);
   background_settings::set({{"monitor/address", address_->text()}, {"monitor/prometheus", prometheus_->text()}});
   background_settings::flush();  // in the file before the application ends
   if (session_) session_->remove();
@@ -568,14 +585,14 @@ QString MonitorWorkspace::cellText(int rank, const QString& device, const QStrin
 }
 
 bool MonitorWorkspace::saveSession(const QString& path) {
-  if (!session_) return false;
+  if (!session_ || sessionExport_->busy()) return false;
   session_->flush();
-  QFile::remove(path);
-  return QFile::copy(session_->fileName(), path);
+  sessionExportPath_ = path;
+  return sessionExport_->saveCopy(session_->fileName(), session_->size(), path);
 }
 
 bool MonitorWorkspace::exportSession(const QString& path) {
-  if (!session_) return false;
+  if (!session_ || sessionExport_->busy()) return false;
   const QFileInfo info(path);
   const QString base = info.dir().filePath(info.suffix() == "png" || info.suffix() == "csv" ? info.completeBaseName()
                                                                                               : info.fileName());
@@ -586,19 +603,8 @@ bool MonitorWorkspace::exportSession(const QString& path) {
   ok = heatMap_->savePng(base + "-heatmap.png", size.width(), size.height()) && ok;
   // The CSV comes from the recorded session, so it holds every record, not only what the plots keep.
   session_->flush();
-  QFile in(session_->fileName()), out(base + ".csv");
-  if (!in.open(QIODevice::ReadOnly) || !out.open(QIODevice::WriteOnly | QIODevice::Truncate)) return false;
-  out.write(QByteArray::fromStdString(telemetryCsvHeader() + "\n"));
-  while (!in.atEnd()) {
-    const QByteArray line = in.readLine().trimmed();
-    if (line.isEmpty()) continue;
-    try {
-      out.write(QByteArray::fromStdString(telemetryCsvRow(telemetryFromJson(line.toStdString())) + "\n"));
-    } catch (const std::exception&) {
-      // every recorded line came from telemetryToJson: none is expected here
-    }
-  }
-  return ok && out.error() == QFile::NoError;
+  sessionExportPath_ = base + ".csv";
+  return ok && sessionExport_->saveCsv(session_->fileName(), session_->size(), sessionExportPath_);
 }
 
 void MonitorWorkspace::drain() {

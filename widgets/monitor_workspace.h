@@ -36,6 +36,7 @@ class QTimer;
 namespace stoker {
 
 class MetricsHttpServer;
+class SessionExport;
 // What tells two series apart: rank, device, host, pid, loader name.
 using SeriesKey = std::tuple<int, std::string, std::string, std::int64_t, std::string>;
 SeriesKey seriesKey(const TelemetryRecord& r);
@@ -83,9 +84,12 @@ class MonitorWorkspace : public QWidget {
   void connectToPublisher();  // dial the address (a publisher started with --publish listen:PORT)
   void followFile(const QString& path);
   void stop();
-  // The session so far as JSON lines (reopen it with followFile). False when it cannot be written.
+  // The session so far as JSON lines (reopen it with followFile), written off the GUI thread:
+  // sessionWritten says when. False when no session is recorded or a write is under way.
   bool saveSession(const QString& path);
-  // BASE.png (the plots), BASE-heatmap.png and BASE.csv (every record) for BASE.png/BASE.csv/BASE.
+  // BASE.png (the plots) and BASE-heatmap.png now, BASE.csv (every record) off the GUI thread
+  // (sessionWritten), for BASE.png/BASE.csv/BASE. False when the PNGs cannot be written or the
+  // CSV cannot start.
   bool exportSession(const QString& path);
 
  Q_SIGNALS:
@@ -94,6 +98,8 @@ class MonitorWorkspace : public QWidget {
   // "Tune in Loader": the dataset spec and LoaderOptions JSON of a running loader.
   void tuneRequested(const QString& dataset, const QString& optionsJson);
   void failed(const QString& message);
+  // A Save session or Export's file is written (ok) or could not be (the status line says why).
+  void sessionWritten(const QString& path, bool ok);
 
  private:
   void beginSession();  // a source started: clear the last session's rows and plots
@@ -124,6 +130,8 @@ class MonitorWorkspace : public QWidget {
   QPushButton* stopButton_;
   QPushButton* saveButton_;
   QPushButton* exportButton_;
+  SessionExport* sessionExport_;  // Save session and Export's CSV, off the GUI thread
+  QString sessionExportPath_;     // what it writes
   QPushButton* tuneButton_;
   QLabel* status_;
   QLabel* banner_;

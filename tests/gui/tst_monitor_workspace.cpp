@@ -508,9 +508,20 @@ class TestMonitorWorkspace : public QObject {
     QTest::qWait(200);
     const qint64 recorded = w.recordCount();
     const QString session = dir_.filePath("session.jsonl");
-    QVERIFY(w.saveSession(session));
+    QSignalSpy written(&w, &MonitorWorkspace::sessionWritten);
+    QVERIFY(w.saveSession(session));  // off the GUI thread: a session of a big job is GBs
+    QVERIFY(waitFor(written));
+    QCOMPARE(written.last().at(1).toBool(), true);
+    QVERIFY2(w.statusText().contains(QString("Wrote %1 records").arg(recorded)), qPrintable(w.statusText()));
     QCOMPARE(test::readFile(session).count('\n'), recorded);
     QVERIFY(w.exportSession(dir_.filePath("export.png")));
+    QVERIFY(waitForCount(written, 2));
+    QCOMPARE(written.last().at(0).toString(), dir_.filePath("export.csv"));
+    // A folder that cannot be written: said, and nothing half-written is left.
+    QVERIFY(w.saveSession(dir_.filePath("no-such-folder/session.jsonl")));
+    QVERIFY(waitForCount(written, 3));
+    QCOMPARE(written.last().at(1).toBool(), false);
+    QVERIFY2(w.statusText().startsWith("Error:") && w.statusText().contains("no-such-folder"), qPrintable(w.statusText()));
     QVERIFY(QImage(dir_.filePath("export.png")).width() > 100);
     QVERIFY(QImage(dir_.filePath("export-heatmap.png")).width() > 100);
     const QList<QByteArray> csv = test::readFile(dir_.filePath("export.csv")).trimmed().split('\n');
