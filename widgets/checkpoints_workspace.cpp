@@ -382,6 +382,7 @@ void CheckpointsWorkspace::dryRun() {
 void CheckpointsWorkspace::convert() { startConvert(false); }
 void CheckpointsWorkspace::resume() { startConvert(true); }
 void CheckpointsWorkspace::cancel() { jobs_->stop(); }
+bool CheckpointsWorkspace::converting() const { return jobs_->busy() && lastJob_ == JobKind::Convert; }
 
 void CheckpointsWorkspace::startConvert(bool resume) {
   const ConvertSettings s = settings();

@@ -34,6 +34,8 @@ class CheckpointsWorkspace : public QWidget {
   ShardLayoutView* layoutView() const { return layoutView_; }
   QString verdictText() const;
   QString statusText() const;
+  // A conversion (or its resume) is under way: closing the window would stop it.
+  bool converting() const;
   QString logText() const;
   QStringList recentFiles() const;
   // Where a conversion of `source` goes unless the user says: beside a local source, in the working

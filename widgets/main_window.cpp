@@ -183,6 +183,19 @@ void MainWindow::buildMenus() {
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
+  // A conversion stopped by closing is resumable, but a user who closed the window by habit (or
+  // by mistake) should not find it stopped an hour later: ask first.
+  if (checkpoints_->converting()) {
+    const auto answer = QMessageBox::question(this, tr("A conversion is running"),
+                                              tr("Stop the conversion and quit? The files it finished stay; Resume "
+                                                 "completes it later."),
+                                              QMessageBox::Yes | QMessageBox::No, QMessageBox::No);
+    if (answer != QMessageBox::Yes) {
+      event->ignore();
+      return;
+    }
+    checkpoints_->cancel();
+  }
   QSettings settings;
   settings.setValue("mainWindow/geometry", saveGeometry());
   settings.setValue("mainWindow/workspace", currentWorkspace());

@@ -17,6 +17,8 @@
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -25,6 +27,7 @@
 #include "plan/shard_plan.h"
 #include "plan_grid_view.h"
 #include "plan_rows_model.h"
+#include "util/byte_size.h"
 #include "util/error.h"
 
 namespace stoker {
@@ -111,8 +114,32 @@ PlanGrid gridOf(const ShardPlan& plan, const QString& caption) {
   return g;
 }
 
+// What a plan holds: every sample's index twice (the epoch's order, then the ranks'), a step size a
+// rank a step, and as much again for the resume preview.
+double planBytes(const PlannerInputs& in) {
+  const double samples = static_cast<double>(std::max<qint64>(in.samples, 0));
+  const double steps = samples / static_cast<double>(std::max<qint64>(in.batchSize, 1));
+  return (samples * 16 + steps * 8) * (in.resumeFrom > 0 ? 2 : 1);
+}
+
+// A quarter of this machine's memory: a plan of 2e9 samples (32 GB) was drawn until the system
+// killed the workbench, and a plan under way cannot be stopped.
+double planMemoryLimit() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) / 4 : double(4LL << 30);
+}
+
 PlannerResult computePlan(PlannerInputs in) {
   PlannerResult out;
+  if (const double bytes = planBytes(in), limit = planMemoryLimit(); bytes > limit) {
+    out.error = QObject::tr("A plan of %L1 samples holds every sample's index: about %2 here, more than a quarter of this "
+                            "machine's memory (%3). Plan fewer samples: padding and dropped samples depend on the "
+                            "remainder of the samples divided by ranks x batch size.")
+                    .arg(in.samples)
+                    .arg(QString::fromStdString(humanBytes(static_cast<std::uint64_t>(bytes))))
+                    .arg(QString::fromStdString(humanBytes(static_cast<std::uint64_t>(limit))));
+    return out;
+  }
   try {
     const auto start = std::chrono::steady_clock::now();
     PlanRequest r = requestOf(in);

@@ -9,7 +9,9 @@
 #include <QLineEdit>
 #include <QPushButton>
 
+#include <QMessageBox>
 #include <QMimeData>
+#include <QTimer>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QTreeWidget>
@@ -17,6 +19,7 @@
 #include "checkpoint_jobs.h"
 #include "ckpt/inspect.h"
 #include "checkpoints_workspace.h"
+#include "main_window.h"
 #include "core/ckpt_fixtures.h"
 #include "event_loop_probe.h"
 #include "wait_for.h"
@@ -306,6 +309,45 @@ class TestCheckpointsWorkspace : public QObject {
       QVERIFY2(!w.statusText().contains("Resume"), qPrintable(w.statusText()));
       QVERIFY(!convertButton->isEnabled());
     }
+  }
+
+  // Closing the window while a conversion runs asks first: No keeps the window and the
+  // conversion, Yes stops it (resumable) and closes.
+  void closingDuringAConversionAsks() {
+    MainWindow window;
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    CheckpointsWorkspace& w = *window.checkpoints();
+    QSignalSpy opened(&w, &CheckpointsWorkspace::checkpointOpened), stopped(&w, &CheckpointsWorkspace::jobStopped),
+        finished(&w, &CheckpointsWorkspace::conversionFinished);
+    w.openPath(big_);
+    QVERIFY(waitFor(opened));
+    w.setTarget("hf:20MB", "f16");
+    w.setDestination(dir_.filePath("big-closing"));
+    w.setMemoryBudget("8MiB");
+    w.setJobs(1);
+    w.convert();
+    QString asked;
+    const auto answer = [&](QMessageBox::StandardButton button) {
+      QTimer::singleShot(100, [&asked, button] {
+        if (auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget())) {
+          asked = box->text();
+          box->button(button)->click();
+        }
+      });
+    };
+    if (!w.converting()) QSKIP("the conversion ended before the window could be closed");
+    answer(QMessageBox::No);
+    QVERIFY(!window.close());
+    QVERIFY2(asked.contains("Stop the conversion and quit?"), qPrintable(asked));
+    QVERIFY(window.isVisible());
+    if (!w.converting()) QSKIP("the conversion ended while the question was open");
+    asked.clear();
+    answer(QMessageBox::Yes);
+    QVERIFY(window.close());
+    QVERIFY(!asked.isEmpty());
+    QTRY_VERIFY_WITH_TIMEOUT(!w.converting(), 60000);  // stopped at its next safe point (or it had just finished)
+    QVERIFY2(!stopped.isEmpty() || finished.size() == 1, qPrintable(w.statusText()));
   }
 
   void droppingAFolderOpensIt() {

@@ -86,6 +86,14 @@ class TestPlannerWorkspace : public QObject {
     w.setInputs(in);
     QVERIFY(!waitForPlan(w));
     QVERIFY2(w.errorText().contains("beyond the epoch"), qPrintable(w.errorText()));
+    // The largest count the form takes (2e9 samples: 32 GB of indices) is refused at once, not
+    // planned until the system kills the workbench (a plan under way cannot be stopped).
+    in.samples = 2000000000;
+    w.setInputs(in);
+    QVERIFY(!waitForPlan(w));
+    QVERIFY2(w.errorText().contains("2,000,000,000 samples") && w.errorText().contains("Plan fewer samples"),
+             qPrintable(w.errorText()));
+    in.samples = 100;
     in.resumeFrom = 0;
     w.setInputs(in);
     QVERIFY(waitForPlan(w));
