@@ -13,6 +13,7 @@
 #include <QFontDatabase>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMessageBox>
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QVBoxLayout>
@@ -122,7 +123,9 @@ void LoaderWorkspace::showSnippet(const QString& title, const QString& text, Sni
   connect(save, &QPushButton::clicked, &dialog, [this, &dialog, kind, python] {
     const QString f = QFileDialog::getSaveFileName(&dialog, tr("Save snippet"), python ? "loader.py" : "loader.cpp",
                                                    python ? tr("Python (*.py)") : tr("C++ (*.cpp)"));
-    if (!f.isEmpty() && saveSnippet(f, kind)) dialog.accept();
+    if (f.isEmpty()) return;
+    if (saveSnippet(f, kind)) dialog.accept();
+    else QMessageBox::warning(&dialog, tr("Save snippet"), statusText());  // the status line is behind this dialog
   });
   connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
   layout->addWidget(buttons);

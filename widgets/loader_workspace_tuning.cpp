@@ -266,12 +266,21 @@ void LoaderWorkspace::applyBestSweepRow() {
   try {
     // Overwrite the swept knobs with the best row's values (kept as JSON in
     // the cells' data), through JSON so any knob type works.
-    QJsonObject o = QJsonDocument::fromJson(QByteArray::fromStdString(loaderOptionsToJson(form_->options()))).object();
+    const LoaderOptions current = form_->options();
+    QJsonObject o = QJsonDocument::fromJson(QByteArray::fromStdString(loaderOptionsToJson(current))).object();
     for (int c = 0; c < sweepAxisNames_.size(); ++c) {
       const QByteArray value = sweepTable_->item(bestRow_, c)->data(Qt::UserRole).toString().toUtf8();
       o.insert(sweepAxisNames_[c], QJsonDocument::fromJson("[" + value + "]").array().at(0));
     }
-    form_->setOptions(loaderOptionsFromJson(QJsonDocument(o).toJson().toStdString(), "sweep"));
+    // QJsonValue holds no uint64: seeds not swept keep the form's exact values (one at or above
+    // 2^63 came back as a double the core refused, or rounded to another seed).
+    const bool seedSwept = sweepAxisNames_.contains("seed"), generatorSeedSwept = sweepAxisNames_.contains("generator_seed");
+    if (!seedSwept) o.insert("seed", 0);
+    if (!generatorSeedSwept) o.insert("generator_seed", 0);
+    LoaderOptions best = loaderOptionsFromJson(QJsonDocument(o).toJson().toStdString(), "sweep");
+    if (!seedSwept) best.seed = current.seed;
+    if (!generatorSeedSwept) best.generator_seed = current.generator_seed;
+    form_->setOptions(best);
     setStatus(tr("Applied sweep row %1 to the form.").arg(bestRow_ + 1));
   } catch (const Error& e) {
     setStatus(tr("Cannot apply: %1").arg(QString::fromStdString(e.what())));

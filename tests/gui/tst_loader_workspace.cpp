@@ -495,7 +495,11 @@ class TestLoaderWorkspace : public QObject {
     QVERIFY(!w.findChild<QPushButton*>("applyBest")->isEnabled());
     w.setDevices("cpu");
     QVERIFY(w.findChild<QPushButton*>("applyBest")->isEnabled());
+    LoaderOptions seeded = w.form()->options();
+    seeded.seed = 18446744073709551557ULL;  // uint64, past what a QJsonValue holds: kept whole by Apply best
+    w.form()->setOptions(seeded);
     w.applyBestSweepRow();
+    QCOMPARE(w.form()->options().seed, std::uint64_t(18446744073709551557ULL));
     QCOMPARE(w.form()->options().num_workers, t->item(best, 0)->text().toInt());
     QCOMPARE(QString::fromStdString(loadingModeName(w.form()->options().loading_mode)), t->item(best, 1)->text());
     saveScreenshot(&w, "loader-sweep");
