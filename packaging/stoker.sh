@@ -36,6 +36,7 @@ CTEST_JOBS="${STOKER_CTEST_JOBS:-2}"
 PACKAGES=(
   cmake ninja-build g++ pkg-config
   qt6-base-dev libqcustomplot-dev
+  qt6-wayland  # the workbench in a Wayland session without Xwayland (`run` takes WAYLAND_DISPLAY as a display)
   libtorch-dev libgloo-dev nlohmann-json3-dev libxxhash-dev libcli11-dev zlib1g-dev
   xvfb xauth
   dataset-fashion-mnist
@@ -59,19 +60,28 @@ PACKAGES=(
 # (shared by every build folder, ignored by git). Node.js and npm come from Debian unless a node
 # is already installed (NodeSource's bundles its own npm, which Debian's npm would conflict with).
 S3RVER_VERSION=3.7.1
+# Only the tests need it (`test`, `check`): `run` and `build` stay within Debian's packages.
 install_test_tools() {
   local tools="$ROOT/.test-tools"
-  [[ -f "$tools/node_modules/s3rver/package.json" ]] && return
+  # A marker written once npm succeeded: a half install, a version bump or a removed node installs again.
+  if [[ -f "$tools/.s3rver-$S3RVER_VERSION" ]] && command -v node >/dev/null; then
+    return
+  fi
   if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
     local sudo=""
-    [[ $(id -u) -ne 0 ]] && sudo=sudo
+    if [[ $(id -u) -ne 0 ]]; then
+      command -v sudo >/dev/null || { log "need root (or sudo) to install: nodejs npm"; exit 2; }
+      sudo=sudo
+    fi
     log "installing Debian packages: nodejs npm"
     $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nodejs npm >/dev/null
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
   fi
   log "installing s3rver $S3RVER_VERSION (npm) into $tools"
   mkdir -p "$tools"
+  rm -f "$tools"/.s3rver-*
   npm install --prefix "$tools" --no-audit --no-fund --loglevel=error "s3rver@$S3RVER_VERSION" >/dev/null
+  touch "$tools/.s3rver-$S3RVER_VERSION"
 }
 
 log() { printf 'stoker: %s\n' "$*" >&2; }
@@ -90,13 +100,18 @@ install_missing() {
     sudo=sudo
   fi
   log "installing Debian packages: ${missing[*]}"
+  # A first run interrupted while dpkg configured packages leaves them half installed: finish them.
+  if [[ -n "$($sudo dpkg --audit 2>/dev/null)" ]]; then
+    $sudo env DEBIAN_FRONTEND=noninteractive dpkg --configure -a
+  fi
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+  # sudo drops the environment: DEBIAN_FRONTEND goes through env. A fresh cloud machine's
+  # unattended upgrades may hold dpkg's lock for minutes: wait for it rather than fail.
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${missing[@]}" >/dev/null
 }
 
 build() {
   install_missing
-  install_test_tools
   if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
     cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release
   fi
@@ -105,17 +120,18 @@ build() {
 
 run_tests() {
   build
+  install_test_tools
   # GUI suites render offscreen; QT_QPA_PLATFORM is also set per test by CTest.
   QT_QPA_PLATFORM=offscreen ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$CTEST_JOBS"
   # The .deb install test installs into /usr: run it in CI (CI=true) or when asked.
-  if [[ -n "${CI:-}" || -n "${STOKER_TEST_DEB:-}" ]]; then
+  if [[ "${CI:-}" == true || -n "${STOKER_TEST_DEB:-}" ]]; then
     bash "$ROOT/packaging/test-deb.sh" "$BUILD_DIR"
   else
     log "skipping the .deb install test (it installs into /usr): STOKER_TEST_DEB=1 or packaging/test-deb.sh runs it"
   fi
   # CI also runs every suite under ASan+UBSan and a 20 s smoke run of every fuzz target
   # (`check` with STOKER_CHECK=tsan and `fuzz 600` are the longer passes, run by hand).
-  if [[ -n "${CI:-}" || -n "${STOKER_TEST_SANITIZERS:-}" ]]; then
+  if [[ "${CI:-}" == true || -n "${STOKER_TEST_SANITIZERS:-}" ]]; then
     STOKER_CHECK=asan run_check
     run_fuzz 20
   else
@@ -192,6 +208,8 @@ asan_build() {  # TARGETS
 
 run_check() {
   local which="${STOKER_CHECK:-all}"
+  install_missing
+  install_test_tools
   sanitizer_env
   if [[ "$which" == all || "$which" == asan ]]; then
     local asan_dir

@@ -196,6 +196,13 @@ void MainWindow::closeEvent(QCloseEvent* event) {
     }
     checkpoints_->cancel();
   }
+  if (monitor_->writingSession() &&
+      QMessageBox::question(this, tr("A session is being saved"),
+                            tr("Stop writing the Monitor's session and quit? The file is not written."),
+                            QMessageBox::Yes | QMessageBox::No, QMessageBox::No) != QMessageBox::Yes) {
+    event->ignore();
+    return;
+  }
   QSettings settings;
   settings.setValue("mainWindow/geometry", saveGeometry());
   settings.setValue("mainWindow/workspace", currentWorkspace());

@@ -247,10 +247,12 @@ MonitorWorkspace::MonitorWorkspace(QWidget* parent)
   });
   sessionExport_ = new SessionExport(this);
   connect(sessionExport_, &SessionExport::written, this, [this](const QString& path, qint64 records) {
+    fileNote_ = tr("; wrote %1 records to %2").arg(records).arg(path);
     status_->setText(tr("Wrote %1 records to %2").arg(records).arg(path));
     Q_EMIT sessionWritten(path, true);
   });
   connect(sessionExport_, &BackgroundJob::failed, this, [this](const QString& message) {
+    fileNote_ = tr("; could not write %1: %2").arg(sessionExportPath_, message);
     status_->setText(tr("Error: %1").arg(message));
     Q_EMIT sessionWritten(sessionExportPath_, false);
   });
@@ -362,6 +364,7 @@ void MonitorWorkspace::followFile(const QString& path) {
 
 void MonitorWorkspace::beginSession() {
   records_ = 0;
+  fileNote_.clear();  // a save of the last session is not this one's
   sourceText_.clear();
   plots_->clear();
   stages_->clear();
@@ -591,6 +594,8 @@ bool MonitorWorkspace::saveSession(const QString& path) {
   return sessionExport_->saveCopy(session_->fileName(), session_->size(), path);
 }
 
+bool MonitorWorkspace::writingSession() const { return sessionExport_->busy(); }
+
 bool MonitorWorkspace::exportSession(const QString& path) {
   if (!session_ || sessionExport_->busy()) return false;
   const QFileInfo info(path);
@@ -658,7 +663,7 @@ void MonitorWorkspace::drain() {
                          .arg(source_->connections())
                          .arg(latest_.size())
                          .arg(source_->badLines())
-                         .arg(metricsNote_ + (sessionFull_ ? tr("; recording stopped at 2 GiB (Save keeps it)") : QString()) +
+                         .arg(metricsNote_ + fileNote_ + (sessionFull_ ? tr("; recording stopped at 2 GiB (Save keeps it)") : QString()) +
                               (refusedRows_ ? tr("; %1 records of ranks beyond the table's 4096 rows ignored").arg(refusedRows_)
                                             : QString())));
 }

@@ -91,6 +91,8 @@ class MonitorWorkspace : public QWidget {
   // (sessionWritten), for BASE.png/BASE.csv/BASE. False when the PNGs cannot be written or the
   // CSV cannot start.
   bool exportSession(const QString& path);
+  // A Save session or Export is writing its file (closing the window would stop it).
+  bool writingSession() const;
 
  Q_SIGNALS:
   void listening(int port);
@@ -139,6 +141,7 @@ class MonitorWorkspace : public QWidget {
   QTimer* drainTimer_;
   QString sourceText_;
   QString metricsNote_;  // "; Prometheus metrics on port N", or why not
+  QString fileNote_;     // "; wrote N records to PATH" or why not: the last Save session / Export, kept in the status line
   int port_ = 0;
   qint64 records_ = 0;
   bool viewChosen_ = false;  // the user picked a tab: no automatic switch to the heat map

@@ -2,6 +2,7 @@
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QFile>
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
@@ -122,19 +123,28 @@ double planBytes(const PlannerInputs& in) {
   return (samples * 16 + steps * 8) * (in.resumeFrom > 0 ? 2 : 1);
 }
 
-// A quarter of this machine's memory: a plan of 2e9 samples (32 GB) was drawn until the system
-// killed the workbench, and a plan under way cannot be stopped.
+// A quarter of the memory this process may use (the machine's, or its cgroup's limit: a container,
+// a Slurm job), at most 16 GiB: a plan of 2e9 samples (32 GB) was drawn until the system killed the
+// workbench, and a plan under way cannot be stopped.
 double planMemoryLimit() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) / 4 : double(4LL << 30);
+  double memory = pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : double(16LL << 30);
+  QFile cgroup("/sys/fs/cgroup/memory.max");  // cgroup v2; "max" when unlimited
+  if (cgroup.open(QIODevice::ReadOnly)) {
+    bool number = false;
+    const double max = cgroup.readAll().trimmed().toDouble(&number);
+    if (number && max > 0) memory = std::min(memory, max);
+  }
+  return std::min(memory / 4, double(16LL << 30));
 }
 
 PlannerResult computePlan(PlannerInputs in) {
   PlannerResult out;
   if (const double bytes = planBytes(in), limit = planMemoryLimit(); bytes > limit) {
-    out.error = QObject::tr("A plan of %L1 samples holds every sample's index: about %2 here, more than a quarter of this "
-                            "machine's memory (%3). Plan fewer samples: padding and dropped samples depend on the "
-                            "remainder of the samples divided by ranks x batch size.")
+    out.error = QObject::tr("A plan of %L1 samples holds every sample's index: about %2 here, more than the Planner "
+                            "takes (%3: a quarter of the memory it may use, at most 16 GiB). Plan fewer samples: "
+                            "padding and dropped samples depend on the remainder of the samples divided by ranks x "
+                            "batch size.")
                     .arg(in.samples)
                     .arg(QString::fromStdString(humanBytes(static_cast<std::uint64_t>(bytes))))
                     .arg(QString::fromStdString(humanBytes(static_cast<std::uint64_t>(limit))));

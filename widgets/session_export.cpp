@@ -61,8 +61,8 @@ bool SessionExport::start(const QString& session, qint64 bytes, const QString& p
       if (n < 0) throwIo("the recorded session", "cannot read it", errno);
       if (n == 0) break;  // shorter than it was: what there is
       at += n;
-      for (ssize_t i = 0; i < n; ++i) records += buffer[static_cast<std::size_t>(i)] == '\n';
       if (!csv) {
+        for (ssize_t i = 0; i < n; ++i) records += buffer[static_cast<std::size_t>(i)] == '\n';
         out.write(buffer.data(), static_cast<std::size_t>(n));
         continue;
       }
@@ -76,6 +76,7 @@ bool SessionExport::start(const QString& session, qint64 bytes, const QString& p
           try {
             const std::string row = telemetryCsvRow(telemetryFromJson(line)) + "\n";
             out.write(row.data(), row.size());
+            ++records;
           } catch (const std::exception&) {
             // every recorded line came from telemetryToJson: none is expected here
           }

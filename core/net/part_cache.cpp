@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -26,12 +27,13 @@
 #include "util/file_lock.h"
 #include "util/lru_folder.h"
 #include "util/mapped_file.h"
+#include "util/open_progress.h"
 
 namespace stoker {
 namespace {
 
 constexpr const char* kSuffix = ".part";
-constexpr const char* kSumAttribute = "user.stoker.xxh3";  // 16 hex digits: the part's XXH3-64
+constexpr const char* kSumAttribute = "user.stoker.xxh3";  // "<XXH3-64, 16 hex digits> <host> <boot id>"
 
 std::string hexOf(std::uint64_t v) {
   char hex[17];
@@ -39,39 +41,48 @@ std::string hexOf(std::uint64_t v) {
   return hex;
 }
 
-// When this boot began (seconds since the epoch); 0 where /proc/stat does not say.
-std::int64_t bootTime() {
-  static const std::int64_t boot = [] {
-    std::ifstream in("/proc/stat");
-    std::string key;
-    std::int64_t value = 0;
-    while (in >> key) {
-      if (key == "btime" && (in >> value)) return value;
-      in.ignore(1 << 20, '\n');
-    }
-    return std::int64_t(0);
+// This machine and this boot: /proc/sys/kernel/random/boot_id changes at every boot (a UUID), and
+// the host name tells this machine's parts from other nodes' in a shared folder.
+const std::string& thisBoot() {
+  static const std::string boot = [] {
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    std::ifstream in("/proc/sys/kernel/random/boot_id");
+    std::string id;
+    in >> id;
+    std::string out = std::string(host) + " " + (id.empty() ? "unknown" : id);
+    for (char& c : out)
+      if (c == '\0' || c == '\n') c = '_';
+    return out;
   }();
   return boot;
 }
 
-// Whether a part's bytes may not be what was written: it was last renamed or used before this boot
-// (so a power cut may have come between), or the boot is unknown, or the user asks for every check.
-bool mayHaveLostBytes(const struct stat& st) {
+// The checksum a part was written with ("<16 hex digits> <host> <boot id>"): empty when it has
+// none (a file system without user xattrs), `sum` and whether it must be checked otherwise. A
+// part must be checked when this machine wrote it in an earlier boot (a power cut may have come
+// between its rename and its bytes reaching the disk), or when the user asks for every check. A
+// part another node wrote was closed there before its rename, which on NFS sends its bytes to the
+// server first: not checked. A part written in this boot is in the page cache as written.
+bool mustCheck(const std::string& path, std::string& sum) {
+  char kept[512] = {};
+  const ssize_t n = ::getxattr(path.c_str(), kSumAttribute, kept, sizeof kept - 1);
+  if (n < 17) return false;  // none: nothing to check against
+  const std::string value(kept, static_cast<std::size_t>(n));
+  sum = value.substr(0, 16);
   const char* verify = std::getenv("STOKER_CACHE_VERIFY");
   if (verify && std::strcmp(verify, "always") == 0) return true;
-  const std::int64_t boot = bootTime();
-  return boot == 0 || static_cast<std::int64_t>(st.st_ctim.tv_sec) <= boot;
+  const std::string writer = value.substr(17);
+  const std::string& mine = thisBoot();
+  const std::string myHost = mine.substr(0, mine.rfind(' '));
+  return writer != mine && writer.substr(0, writer.rfind(' ')) == myHost;
 }
 
-bool sumMatches(const std::string& path, const MappedFile& map) {
-  char kept[17] = {};
-  if (::getxattr(path.c_str(), kSumAttribute, kept, 16) != 16) return false;  // none: cannot tell
-  return hexOf(XXH3_64bits(map.data(), map.size())) == kept;
-}
+std::string sumAttribute(std::uint64_t sum) { return hexOf(sum) + " " + thisBoot(); }
 
 void keepSum(AtomicFile& file, std::uint64_t sum) {
-  const std::string hex = hexOf(sum);
-  file.setAttribute(kSumAttribute, hex.data(), hex.size());  // none taken: checked after a reboot, fetched again
+  const std::string value = sumAttribute(sum);
+  file.setAttribute(kSumAttribute, value.data(), value.size());  // none taken: such a part is never checked
 }
 
 }  // namespace
@@ -119,11 +130,19 @@ std::shared_ptr<const MappedFile> PartCache::mapIfThere(const std::string& path,
   try {
     auto map = MappedFile::open(path);
     if (map->size() != bytes) return nullptr;
-    if (mayHaveLostBytes(st) && !sumMatches(path, *map)) {
-      ::unlink(path.c_str());
-      std::lock_guard<std::mutex> lock(mutex_);
-      ++counters_.damaged;
-      return nullptr;
+    if (std::string sum; mustCheck(path, sum)) {
+      if (hexOf(XXH3_64bits(map->data(), map->size())) != sum) {
+        // Removed unless another process has since put a good part in its place (the same inode,
+        // still: it is the file read here).
+        struct stat now {};
+        if (::stat(path.c_str(), &now) == 0 && now.st_ino == st.st_ino && now.st_dev == st.st_dev) ::unlink(path.c_str());
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++counters_.damaged;
+        return nullptr;
+      }
+      // Its bytes were read back from the disk and match: checked for this boot, not again.
+      const std::string value = sumAttribute(std::strtoull(sum.c_str(), nullptr, 16));
+      ::setxattr(path.c_str(), kSumAttribute, value.data(), value.size(), 0);
     }
     ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // used now: the last to be evicted
     return map;
@@ -211,7 +230,9 @@ PartCache::Part PartCache::once(const std::string& path, std::size_t bytes, cons
       // The node's other ranks miss the same parts at the same time (random token windows): the
       // first takes the part's lock and fetches, the others wait for it and map its file, so the
       // node downloads each part once. A holder that dies or fails lets the next one fetch.
-      fetching.emplace(path + ".lock");
+      // Stop and Ctrl-C end the wait (an open's cancel); a holder that takes more than two minutes
+      // (stopped in a debugger) is not waited for.
+      fetching.emplace(path + ".lock", currentOpenProgress().cancel, path, std::chrono::minutes(2));
       out.bytes = mapIfThere(path, bytes);
     }
     if (out.bytes) {

@@ -13,12 +13,16 @@
 //   names, a rename replaces an equal file, and a part removed by another process's eviction stays
 //   readable through the mapping that already holds it.
 // - Without fsync a power cut can keep the rename and lose the bytes: the part has its size but
-//   zeros (its blocks were reserved) or stale pages. So each part carries the XXH3 of its bytes as
-//   an extended attribute (metadata: it reaches the disk with the rename), and a part written
-//   before this boot -- its ctime older than /proc/stat's btime; a use sets ctime -- is checked
-//   against it before it is served, and fetched again when it differs or has none (a file system
-//   without user xattrs). Parts written since the boot are in the page cache as written: not
-//   checked, unless STOKER_CACHE_VERIFY=always.
+//   zeros (its blocks were reserved) or stale pages. So each part carries the XXH3 of its bytes, the
+//   host and the boot that wrote it as an extended attribute (metadata: it reaches the disk with the
+//   rename), and a part this host wrote in an earlier boot is checked against it when first mapped
+//   (then marked checked for this boot), and fetched again when it differs. Parts of other hosts
+//   (NFS: closed, so on the server, before their rename) and parts without the attribute (a file
+//   system without user xattrs) are not checked; STOKER_CACHE_VERIFY=always checks every part
+//   that has one.
+// - A part missed by several processes at once is fetched by one (`<part>.lock`, util/file_lock);
+//   the others wait for its file (Stop ends the wait; a holder slower than two minutes is not
+//   waited for).
 // - cache_limit: when the parts exceed it, the least recently used are removed (a part's
 //   modification time is set when a process first maps it) until they fill 90 % of it.
 // - A full disk (ENOSPC) costs no sample: the part is served from memory, the failure is counted

@@ -84,7 +84,11 @@ int bindAndListen(const sockaddr* addr, socklen_t len, bool dualStack, int& err)
   }
   const int one = 1, zero = 0;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (dualStack) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+  if (dualStack && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero) != 0) {
+    err = EAFNOSUPPORT;  // IPv6 alone would refuse IPv4 scrapers: IPv4's any address instead
+    close(fd);
+    return -1;
+  }
   if (bind(fd, addr, len) != 0 || listen(fd, SOMAXCONN) != 0) {
     err = errno;
     close(fd);
@@ -107,7 +111,9 @@ int listenOn(const SocketAddress& a) {
     any6.sin6_port = htons(static_cast<std::uint16_t>(a.port));
     int fd = bindAndListen(reinterpret_cast<sockaddr*>(&any6), sizeof any6, true, err);
     if (fd >= 0) return fd;
-    if (err != EAFNOSUPPORT && err != EADDRNOTAVAIL && err != EPROTONOSUPPORT) throwIo(a.text(), "cannot listen", err);
+    // No IPv6 here (a kernel without it, a sandbox that refuses its sockets): IPv4's any address. A
+    // port in use is the same on both: said as it is.
+    if (err == EADDRINUSE) throwIo(a.text(), "cannot listen", err);
     sockaddr_in any4{};
     any4.sin_family = AF_INET;
     any4.sin_addr.s_addr = htonl(INADDR_ANY);

@@ -30,18 +30,27 @@ class FileLock {
   // With `cancel`, the wait polls it every 50 ms and throws Error(Cancelled) naming `subject` once
   // it is cancelled: the holder may be another process scanning a shard of GBs, and Stop or Ctrl-C
   // of this one waited until that scan ended.
-  explicit FileLock(std::string path, const CancelToken* cancel = nullptr, const std::string& subject = {})
+  // With `maxWait` above zero, a wait that lasts longer gives up: held() is false and the caller
+  // goes on unlocked (the holder may be a process stopped in a debugger).
+  explicit FileLock(std::string path, const CancelToken* cancel = nullptr, const std::string& subject = {},
+                    std::chrono::milliseconds maxWait = std::chrono::milliseconds(0))
       : path_(std::move(path)) {
+    const auto giveUpAt = std::chrono::steady_clock::now() + maxWait;
     for (;;) {
       fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
       if (fd_ < 0) return;
       int rc;
-      if (cancel) {
+      if (cancel || maxWait.count() > 0) {
         while ((rc = ::flock(fd_, LOCK_EX | LOCK_NB)) != 0 && (errno == EWOULDBLOCK || errno == EINTR)) {
-          if (cancel->cancelled()) {
+          if (cancel && cancel->cancelled()) {
             ::close(fd_);
             fd_ = -1;
             cancel->throwIfCancelled(subject.empty() ? path_ : subject);
+          }
+          if (maxWait.count() > 0 && std::chrono::steady_clock::now() >= giveUpAt) {
+            ::close(fd_);
+            fd_ = -1;
+            return;
           }
           std::this_thread::sleep_for(std::chrono::milliseconds(50));
         }
@@ -61,7 +70,10 @@ class FileLock {
   ~FileLock() {
     if (fd_ < 0) return;
     ::unlink(path_.c_str());  // while still held: no one holds the path's file without checking it
-    ::close(fd_);             // closing the descriptor releases the lock
+    // Let go explicitly: a child forked while the lock was held shares the open file, and closing
+    // only this descriptor would leave the lock held for as long as the child lives.
+    ::flock(fd_, LOCK_UN);
+    ::close(fd_);
   }
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;

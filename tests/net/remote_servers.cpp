@@ -100,7 +100,7 @@ http {
 
   const QString s3rver = QStringLiteral(STOKER_TEST_TOOLS "/node_modules/s3rver/bin/s3rver.js");
   if (!QFile::exists(s3rver))
-    return *error = s3rver + " is missing: bash packaging/stoker.sh build installs it (npm install s3rver)", false;
+    return *error = s3rver + " is missing: bash packaging/stoker.sh test installs it (npm install s3rver)", false;
   s3Port_ = freePort();
   s3rver_ = std::make_unique<QProcess>();
   dieWithParent(*s3rver_);
