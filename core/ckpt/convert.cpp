@@ -99,7 +99,7 @@ bool looksLikeOurOutput(const std::string& name) {
 void removeStaleTemporaries(const std::string& dst) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dst, ec))
-    if (isOrphanedTemporary(entry.path().filename().string())) fs::remove(entry.path(), ec);
+    if (isOrphanedTemporary(entry.path().string())) fs::remove(entry.path(), ec);
 }
 
 }  // namespace

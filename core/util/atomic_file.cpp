@@ -10,6 +10,7 @@
 #include <climits>
 #include <signal.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -91,7 +92,16 @@ bool isTemporaryOfAnotherHost(const std::string& name) {
   return temporaryHostOf(name, name.find('-', at + 12)) != TemporaryHost::This;
 }
 
-bool isOrphanedTemporary(const std::string& name) {
+bool isTemporaryLocked(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return false;
+  const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);  // a shared lock taken here goes with the descriptor
+  return held;
+}
+
+bool isOrphanedTemporary(const std::string& pathOrName) {
+  const std::string name = baseNameOf(pathOrName);
   const auto at = name.find(".stoker-tmp-");
   if (at == std::string::npos) return false;
   const char* p = name.c_str() + at + 12;
@@ -101,7 +111,8 @@ bool isOrphanedTemporary(const std::string& name) {
   if (end == p || errno || pid <= 0 || pid > INT32_MAX || *end != '-') return false;
   // Another node's process cannot be asked whether it still runs.
   if (temporaryHostOf(name, static_cast<std::size_t>(end - name.c_str())) == TemporaryHost::Another) return false;
-  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+  if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) return false;
+  return pathOrName.find('/') == std::string::npos || !isTemporaryLocked(pathOrName);
 }
 
 AtomicFile::AtomicFile(std::string finalPath) : finalPath_(std::move(finalPath)) {
@@ -113,7 +124,10 @@ AtomicFile::AtomicFile(std::string finalPath) : finalPath_(std::move(finalPath))
                 "-" + std::to_string(gTempCounter++) + "." + temporaryHost();
     // Read and write: a shared writable mapping (mapForWrite) needs both.
     fd_ = ::open(tempPath_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd_ >= 0) return;
+    if (fd_ >= 0) {
+      ::flock(fd_, LOCK_EX | LOCK_NB);  // held while this writer lives: isOrphanedTemporary asks it
+      return;
+    }
     if (errno != EEXIST || attempt == 1000) throwIo(finalPath_, "cannot create temporary file", errno);
   }
 }

@@ -10,11 +10,16 @@
 
 namespace stoker {
 
-// True for the name of an AtomicFile temporary whose writer has died: a process of this host
-// that no longer runs (a temporary of another host's process, on a shared file system, is not).
-bool isOrphanedTemporary(const std::string& fileName);
+// True for an AtomicFile temporary whose writer has died: a process of this host that no longer
+// runs (a temporary of another host's process, on a shared file system, is not). Given a path
+// (not a bare name), also false while a writer holds the temporary's lock: every AtomicFile holds
+// an flock on its temporary while it lives, so a writer in another PID namespace (a container
+// sharing the folder), whose pid this process cannot see, is known to be alive.
+bool isOrphanedTemporary(const std::string& pathOrName);
 // A temporary named for another host, or for none (a name from before hosts were named).
 bool isTemporaryOfAnotherHost(const std::string& fileName);
+// Whether a writer holds the lock of the temporary at `path` (false when it cannot be told).
+bool isTemporaryLocked(const std::string& path);
 
 class AtomicFile {
  public:

@@ -39,8 +39,8 @@ LruFolder LruFolder::read(const std::string& dir, std::initializer_list<std::str
       // lost its file under it, and the read failed with every byte in hand): this host's when
       // its process is gone and 10 minutes have passed, another host's after a day.
       const std::int64_t age = now - st.st_mtim.tv_sec;
-      if ((age > kStaleTempSeconds && isOrphanedTemporary(name)) ||
-          (age > kStaleOtherHostTempSeconds && isTemporaryOfAnotherHost(name)))
+      if ((age > kStaleTempSeconds && isOrphanedTemporary(path)) ||
+          (age > kStaleOtherHostTempSeconds && isTemporaryOfAnotherHost(name) && !isTemporaryLocked(path)))
         ::unlink(path.c_str());
       continue;
     }

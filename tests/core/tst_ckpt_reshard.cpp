@@ -16,6 +16,7 @@
 #include <thread>
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
@@ -578,11 +579,24 @@ class TestCkptReshard : public QObject {
       return file;
     };
     const std::string live = aged(".p.part.stoker-tmp-" + std::to_string(::getpid()) + "-9." + h, 3);
+    // A writer in another PID namespace (a container sharing the folder): its pid looks dead from
+    // here, but it holds its temporary's lock, as every AtomicFile does while it lives.
+    const std::string namespaced = aged(".z.stoker-tmp-" + std::to_string(INT32_MAX - 7) + "-2." + h, 1);
+    const int held = ::open(namespaced.c_str(), O_RDONLY | O_CLOEXEC);
+    QVERIFY(held >= 0 && ::flock(held, LOCK_EX | LOCK_NB) == 0);
+    QVERIFY(!isOrphanedTemporary(namespaced));
+    {
+      AtomicFile writing(cache + "/w.part");  // a live AtomicFile's temporary is locked
+      QVERIFY(isTemporaryLocked(writing.tempPath()));
+    }
     const std::string gone = aged(dead + h, 1), justGone = aged(".y.stoker-tmp-" + std::to_string(INT32_MAX - 7) + "-1." + h, 0);
     const std::string farOld = aged(dead + "other-node", 30), farNew = aged(dead + "other-node2", 1);
     QVERIFY(agedAll);
     LruFolder::read(cache, {".part"});
     QVERIFY(std::filesystem::exists(live));
+    QVERIFY(std::filesystem::exists(namespaced));  // locked: its writer lives
+    ::close(held);
+    QVERIFY(isOrphanedTemporary(namespaced));
     QVERIFY(!std::filesystem::exists(gone));
     QVERIFY(std::filesystem::exists(justGone));  // its pid may be another PID namespace's writer
     QVERIFY(!std::filesystem::exists(farOld));
