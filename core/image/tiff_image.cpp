@@ -160,11 +160,25 @@ void decodeTiff(const std::uint8_t* data, std::size_t size, const std::string& n
     throwBadInput(name, "corrupt or truncated TIFF (" + (m.error.empty() ? std::string("libtiff could not read it") : m.error) + ")");
   if (out.size() < pixels * 3 + slack) out.resize(pixels * 3 + slack);
   const auto width = static_cast<std::size_t>(image.width);
+  // Associated (premultiplied) alpha comes as stored; PIL reads it as RGBa and un-premultiplies it
+  // (Unpack.c's unpackRGBa: c * 255 / a, clipped; 0 where a is 0).
+  const bool associated = img.alpha == EXTRASAMPLE_ASSOCALPHA;
   for (std::size_t i = 0; i < pixels; ++i) {
     const std::uint32_t p = orientation == ORIENTATION_TOPLEFT ? rgba[i] : rgba[storedPixel(orientation, i % width, i / width, sw, sh)];
-    out[i * 3] = static_cast<std::uint8_t>(TIFFGetR(p));
-    out[i * 3 + 1] = static_cast<std::uint8_t>(TIFFGetG(p));
-    out[i * 3 + 2] = static_cast<std::uint8_t>(TIFFGetB(p));
+    std::uint32_t r = TIFFGetR(p), g = TIFFGetG(p), b = TIFFGetB(p);
+    if (associated) {
+      const std::uint32_t a = TIFFGetA(p);
+      if (a == 0) {
+        r = g = b = 0;
+      } else if (a < 255) {
+        r = std::min<std::uint32_t>(255, r * 255 / a);
+        g = std::min<std::uint32_t>(255, g * 255 / a);
+        b = std::min<std::uint32_t>(255, b * 255 / a);
+      }
+    }
+    out[i * 3] = static_cast<std::uint8_t>(r);
+    out[i * 3 + 1] = static_cast<std::uint8_t>(g);
+    out[i * 3 + 2] = static_cast<std::uint8_t>(b);
   }
 }
 

@@ -1471,7 +1471,7 @@ class TestImageDatasets : public QObject {
   // alpha, gray), WebP stills (lossy, lossless, with alpha), TIFFs (plain, LZW, deflate, gray,
   // palette, alpha, 16-bit RGB) and BMPs (24-bit, palette, gray, 1-bit) come out as RGB like PIL's
   // convert("RGB"), which keeps the colours under a varying alpha as stored (libtiff would
-  // premultiply them).
+  // premultiply them), and un-premultiplies a TIFF's associated alpha.
   // 16-bit grayscale is the one exception: PIL clips its I;16 values at 255 (a white image), where
   // Stoker keeps the high byte, as PIL itself does for 16-bit RGB.
   void pngAndGrayscaleMatchPil() {
@@ -1499,6 +1499,19 @@ class TestImageDatasets : public QObject {
     // PIL's high byte part: these must come out exactly as PIL reads them.
     const auto r16 = runPythonArgs({kScripts + "write_tiff16.py", root + "/c"});
     QVERIFY2(r16.exitCode == 0, r16.err.constData());
+    // Associated (premultiplied) alpha, ExtraSamples 1 (PIL writes none: alpha.tif's tag patched),
+    // which PIL reads as RGBa and un-premultiplies (c * 255 / a, 0 where a is 0); libtiff hands the
+    // colours over as stored.
+    const auto assoc = runPythonArgs({"-c", "import struct, sys\n"
+                                            "b = bytearray(open(sys.argv[1] + '/alpha.tif', 'rb').read())\n"
+                                            "assert b[:2] == b'II'\n"
+                                            "off = struct.unpack('<I', b[4:8])[0]\n"
+                                            "for i in range(struct.unpack('<H', b[off:off + 2])[0]):\n"
+                                            "    e = off + 2 + 12 * i\n"
+                                            "    if struct.unpack('<H', b[e:e + 2])[0] == 338: struct.pack_into('<H', b, e + 8, 1)\n"
+                                            "open(sys.argv[1] + '/assoc.tif', 'wb').write(b)\n",
+                                      root + "/c"});
+    QVERIFY2(assoc.exitCode == 0, assoc.err.constData());
     const QString ref = tmp_.filePath("ref-modes");
     const auto t = runPythonArgs({kScripts + "torchvision_reference.py", root, ref, "--transforms", "CenterCrop(64),ToDtype(u8)"});
     QVERIFY2(t.exitCode == 0, t.err.constData());
