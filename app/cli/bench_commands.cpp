@@ -64,6 +64,7 @@ struct BenchArgs {
   std::string split = "equal";  // equal, weights or el-che
   std::vector<double> deviceWeights, deviceStepMicros;
   std::int64_t anchorBatches = 4;
+  bool splitGiven = false, anchorBatchesGiven = false;  // typed, whatever the value (the default too)
 };
 
 LoaderOptions resolveOptions(const BenchArgs& a) {
@@ -315,8 +316,9 @@ void runBench(const BenchArgs& a) {
     return;
   }
   // The split of a step over several devices means nothing on one: say so rather than run without it.
-  if (a.split != "equal" || !a.deviceWeights.empty() || !a.deviceStepMicros.empty() || a.anchorBatches != 4)
-    throwBadInput(a.split != "equal"               ? "--split " + a.split
+  // Typed, not only other than the default: `--anchor-batches 4` with one device was taken silently.
+  if (a.splitGiven || !a.deviceWeights.empty() || !a.deviceStepMicros.empty() || a.anchorBatchesGiven)
+    throwBadInput(a.splitGiven                     ? "--split " + a.split
                   : !a.deviceWeights.empty()       ? std::string("--device-weights")
                   : !a.deviceStepMicros.empty()    ? std::string("--device-step-us")
                                                    : std::string("--anchor-batches"),
@@ -573,8 +575,7 @@ void runMonitor(const MonitorArgs& a) {
 void addBenchCommands(CLI::App& app, int& exitCode) {
   auto args = std::make_shared<BenchArgs>();
   auto* bench = app.add_subcommand("bench", "Run the loader on a dataset and report its throughput");
-  bench->add_option("--dataset", args->dataset,
-                    "fashion-mnist[:DIR], synthetic:N,SHAPE[,dtype][,cost_us[,wait_us]], FILE.safetensors or FILE.npy");
+  bench->add_option("--dataset", args->dataset, kDatasetSpecHelp);
   bench->add_option("--options", args->optionsFile, "LoaderOptions JSON file (knob names as keys)");
   bench->add_option("--preset", args->preset, "gpu_optimized (default), distributed_optimized or debug_mode");
   bench->add_option("--batch-size", args->batchSize, "samples per batch");
@@ -604,17 +605,20 @@ void addBenchCommands(CLI::App& app, int& exitCode) {
   bench->add_flag("--export-cpp", args->exportCpp, "print the C++ builder for these options and exit");
   bench->add_option("--weights-file", args->weightsFile,
                     "exports with a weighted sampler: write its weights here for the snippet to load (default weights.json)");
-  bench->add_option("--split", args->split, "several devices: equal, weights or el-che (default equal)")
-      ->check(CLI::IsMember({"equal", "weights", "el-che"}));
+  auto* splitOption = bench->add_option("--split", args->split, "several devices: equal, weights or el-che (default equal)")
+                          ->check(CLI::IsMember({"equal", "weights", "el-che"}));
   bench->add_option("--device-weights", args->deviceWeights, "--split weights: per-device shares (w0,w1,...)")
       ->delimiter(',');
   bench->add_option("--device-step-us", args->deviceStepMicros,
                     "per-device simulated step per batch, microseconds (unequal GPUs; u0,u1,...)")
       ->delimiter(',');
-  bench->add_option("--anchor-batches", args->anchorBatches, "--split el-che: batches of the slowest device per step");
+  auto* anchorOption =
+      bench->add_option("--anchor-batches", args->anchorBatches, "--split el-che: batches of the slowest device per step");
   bench->add_flag("--quiet", args->quiet, "no progress line");
   bench->add_flag("--json", args->json, "print one JSON document");
-  bench->callback([args, &exitCode] {
+  bench->callback([args, splitOption, anchorOption, &exitCode] {
+    args->splitGiven = splitOption->count() > 0;
+    args->anchorBatchesGiven = anchorOption->count() > 0;
     runBench(*args);
     exitCode = 0;
   });

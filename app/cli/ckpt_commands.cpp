@@ -38,7 +38,9 @@ void addInspect(CLI::App& ckpt, int& exitCode) {
   };
   auto args = std::make_shared<Args>();
   auto* cmd = ckpt.add_subcommand("inspect", "List the logical tensors of a checkpoint and how they are stored");
-  cmd->add_option("PATH", args->path, ".safetensors, .pt, ranks directory, HF directory or index file")->required();
+  cmd->add_option("PATH", args->path,
+                  ".safetensors, .pt, ranks directory, HF directory or index file, DCP directory; or an s3:// or "
+                  "http(s):// URL of one")->required();
   cmd->add_flag("--json", args->json, "print one JSON document");
   cmd->callback([args, &exitCode] {
     CheckpointInfo info = inspectCheckpoint(args->path);

@@ -16,6 +16,12 @@ namespace stoker {
 inline constexpr int kNotGiven = std::numeric_limits<int>::min();
 inline constexpr std::int64_t kNotGiven64 = std::numeric_limits<std::int64_t>::min();
 
+// What --dataset takes (bench, tune): every spec docs/cli.md lists, local or remote.
+inline constexpr const char* kDatasetSpecHelp =
+    "fashion-mnist[:DIR], synthetic:N,SHAPE[,dtype][,cost_us[,wait_us]], imagefolder:DIR, wds:SHARDS, "
+    "tokens:FILE.bin[,dtype=u16|u32][,ctx=N], megatron:PREFIX[,ctx=N], FILE.safetensors or FILE.npy; a path may be an s3:// or "
+    "http(s):// URL (docs/cli.md: dataset specs)";
+
 void addCkptCommands(CLI::App& app, int& exitCode);
 void addDatasetCommands(CLI::App& app, int& exitCode);
 void addBenchCommands(CLI::App& app, int& exitCode);  // bench, monitor

@@ -181,7 +181,9 @@ void addFeedCommands(CLI::App& app, int& exitCode) {
   feed->add_option("--rendezvous-timeout", args->rendezvousTimeout, "seconds to wait for every rank to join (default 60)");
   feed->add_option("--collective-timeout", args->collectiveTimeout,
                    "seconds a collective waits for the slowest rank (default 1800, torch's)");
-  feed->add_option("--publish", args->publish, "send telemetry to HOST:PORT or file:PATH; repeatable");
+  feed->add_option("--publish", args->publish,
+                   "send telemetry to HOST:PORT (stoker monitor), file:PATH, listen:PORT (the monitor dials in) or "
+                   "prometheus:PORT (serve /metrics); repeatable");
   feed->add_flag("--json", args->json, "print one JSON document per rank");
   feed->callback([args, &exitCode] {
     runFeed(*args);

@@ -108,7 +108,7 @@ void runTune(const TuneArgs& a) {
 void addTuneCommands(CLI::App& app, int& /*exitCode*/) {
   auto args = std::make_shared<TuneArgs>();
   CLI::App* tune = app.add_subcommand("tune", "search loader settings for the fastest within a time budget");
-  tune->add_option("--dataset", args->dataset, "fashion-mnist[:DIR], synthetic:N,SHAPE[,dtype][,cost_us[,wait_us]], FILE.safetensors or FILE.npy");
+  tune->add_option("--dataset", args->dataset, kDatasetSpecHelp);
   tune->add_option("--device", args->device, "cpu, sim:N, cuda:N, all, or a list (one loader per device)");
   tune->add_option("--options", args->optionsFile, "start from these LoaderOptions (JSON)");
   tune->add_option("--preset", args->preset, "start from a preset: gpu_optimized (default), distributed_optimized, debug_mode");

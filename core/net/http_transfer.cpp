@@ -585,6 +585,9 @@ void perform(Transfer& t, const HttpTarget& openedTarget, const std::string& wha
         continue;
       }
       if (retryableStatus(t.status)) continue;
+      // Another 5xx (501, 505, 507, a proxy's 52x) is the server's fault, not the sample's, and
+      // does not pass on a retry: a Network error at once, which skip_bad_samples does not skip.
+      if (t.status >= 500) throw Error(ErrorKind::Network, what, lastProblem);
       throwBadInput(what, lastProblem);
     }
     if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE)

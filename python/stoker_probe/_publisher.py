@@ -190,6 +190,11 @@ class _ListenTarget:
 
 
 def make_target(address):
+    if address.startswith("prometheus:"):
+        # Read as HOST:PORT it dialled a host named "prometheus" for ever, serving nothing.
+        raise ValueError(
+            "the probe publishes to HOST:PORT, file:PATH or listen:PORT; for "
+            "Prometheus, publish to `stoker monitor :PORT --prometheus :9464` (or the workbench's Monitor)")
     if address.startswith("file:"):
         return _FileTarget(address[len("file:"):])
     if address.startswith("listen:"):

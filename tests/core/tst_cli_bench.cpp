@@ -291,6 +291,7 @@ class TestCliBench : public QObject {
                                      << "--device-step-us: must be 0-10000000";
     QTest::newRow("split on one device") << s + QStringList{"--split", "el-che"} << "--split el-che: splits a step over several devices";
     QTest::newRow("device steps on one device") << s + QStringList{"--device-step-us", "100000"} << "--device-step-us: splits a step";
+    QTest::newRow("default anchor on one device") << s + QStringList{"--anchor-batches", "4"} << "--anchor-batches: splits a step";
     QTest::newRow("huge device weights") << s + QStringList{"--device", "sim:0,sim:1", "--split", "weights", "--device-weights",
                                                             "1e308,1e308", "--quiet"} << "";
   }

@@ -317,6 +317,12 @@ class TestProbe : public QObject {
     ProcessResult r = runPython({"-m", "stoker_probe", "--publish", "nowhere", kProbeDir + "/two_loaders.py"});
     QCOMPARE(r.exitCode, 2);
     QVERIFY2(r.err.startsWith("error: --publish nowhere: ") && r.err.count('\n') == 1, r.err.constData());
+    // prometheus: is `stoker bench`'s and `stoker monitor`'s; read as HOST:PORT the probe dialled a
+    // host named "prometheus" for ever.
+    r = runPython({"-m", "stoker_probe", "--publish", "prometheus:9464", kProbeDir + "/two_loaders.py"});
+    QCOMPARE(r.exitCode, 2);
+    QVERIFY2(r.err.startsWith("error: --publish prometheus:9464: ") && r.err.contains("stoker monitor :PORT --prometheus"),
+             r.err.constData());
     r = runPython({"-m", "stoker_probe", "--publish", "127.0.0.1:9", "/no/such/train.py"});
     QCOMPARE(r.exitCode, 2);
     QVERIFY2(r.err.contains("no such script"), r.err.constData());

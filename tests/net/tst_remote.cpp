@@ -2331,6 +2331,13 @@ torch.save(sd, sys.argv[1])
     QByteArray got(1000, '\0');
     NAMED(expectError([&] { failing.read(object, got.data(), 1000, 300000); }, ErrorKind::Network,
                       {servers_.httpUrl("blob.bin"), "HTTP 503", "after 4 attempts"}));
+    // A server error that a retry does not mend (507, 501, a proxy's 52x) is the server's, not the
+    // sample's: a Network error at once, which skip_bad_samples does not skip (it was bad input).
+    QVERIFY(servers_.fault(true, "status:507", 100));
+    const std::uint64_t retriesBefore = netCounters().retries;
+    NAMED(expectError([&] { failing.read(object, got.data(), 1000, 300000); }, ErrorKind::Network,
+                      {servers_.httpUrl("blob.bin"), "HTTP 507"}));
+    QCOMPARE(netCounters().retries, retriesBefore);  // not retried
     QVERIFY(servers_.fault(true, "", 0));
     failing.read(object, got.data(), 1000, 300000);  // asked again once the server is back
     QVERIFY(got == blob_.mid(300000, 1000));
