@@ -112,6 +112,10 @@ install_missing() {
 
 build() {
   install_missing
+  if [[ -f "$BUILD_DIR/CMakeCache.txt" && ! -f "$BUILD_DIR/build.ninja" ]]; then
+    log "$BUILD_DIR was configured with another generator than Ninja: remove it (or set STOKER_BUILD_DIR to another folder)"
+    exit 2
+  fi
   if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
     cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release
   fi
@@ -219,7 +223,7 @@ run_check() {
     log "ASan+UBSan: every suite"
     # ASan's allocator makes the GUI's replots ~3x slower (a loader run's longest event-loop gap:
     # 13-16 ms plain, 38-54 ms here): the 50 ms stall checks get twice that.
-    STOKER_TEST_SLOWDOWN=2 ctest --test-dir "$asan_dir" --output-on-failure --timeout 1200 -j "$CTEST_JOBS"
+    STOKER_TEST_SLOWDOWN=2 ctest --test-dir "$asan_dir" --output-on-failure -j "$CTEST_JOBS"
   fi
   if [[ "$which" == all || "$which" == tsan ]]; then
     local tsan_dir="${STOKER_TSAN_BUILD_DIR:-$ROOT/build-tsan}"
@@ -231,7 +235,7 @@ run_check() {
     export OMP_NUM_THREADS=1
     # Everything runs 5-15x slower: the workspaces' 50 ms stall checks get four times that.
     export STOKER_TEST_SLOWDOWN=4
-    ctest --test-dir "$tsan_dir" --output-on-failure --timeout 1800 -R "$TSAN_SUITES"
+    ctest --test-dir "$tsan_dir" --output-on-failure -R "$TSAN_SUITES"
     log "TSan: loader soak, hostile telemetry, conversions with --jobs 2, killed feed ranks"
     "$tsan_dir/bin/stoker_loader_soak" 1000 | grep -v '^csv,'
     "$tsan_dir/bin/stoker_telemetry_hostile" 20000 200 | tail -4
@@ -347,6 +351,8 @@ fetch_gpu_deps() {
   local dir="${1:-}"
   [[ -n "$dir" ]] || { echo "usage: bash packaging/stoker.sh gpu-deps DIR" >&2; exit 2; }
   mkdir -p "$dir"
+  # An image whose package lists were never fetched has nothing to download from.
+  [[ -n "$(ls -A /var/lib/apt/lists 2>/dev/null | grep -v '^lock$\|^partial$')" ]] || apt-get update -qq
   (cd "$dir" && apt-get download "${GPU_DEPS[@]}")
   log "$(ls "$dir"/*.deb | wc -l) packages in $dir: on the GPU machine, STOKER_GPU_DEPS=$dir bash packaging/stoker.sh gpu-check OUTDIR"
 }
