@@ -65,9 +65,13 @@ std::vector<SweepPoint> sweepPoints(const LoaderOptions& base, const std::vector
   return points;
 }
 
+// The knobs a dataset reads when it is opened: a trial or sweep point that changes one reads the
+// dataset opened with it (cache_dir and cache_limit pick the part cache, skip_bad_samples decides
+// what a WebDataset scan keeps; a sweep over cache_dir measured the first point's every time).
 bool datasetKnobsDiffer(const LoaderOptions& a, const LoaderOptions& b) {
   return a.reader_mode != b.reader_mode || a.part_size != b.part_size || a.max_inflight_parts != b.max_inflight_parts ||
-         a.transforms != b.transforms;
+         a.transforms != b.transforms || a.cache_dir != b.cache_dir || a.cache_limit != b.cache_limit ||
+         a.skip_bad_samples != b.skip_bad_samples;
 }
 
 SweepResult runSweep(const DatasetOpener& open, const LoaderOptions& base, const std::vector<SweepAxis>& axes,

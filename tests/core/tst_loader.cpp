@@ -1175,6 +1175,48 @@ class TestLoader : public QObject {
              qPrintable(QString("%1 of %2 records at 2,000 samples/s or more").arg(bursts).arg(seen->rates.size())));
   }
 
+  // Epochs shorter than a telemetry window (Fashion-MNIST at 1.5 M samples/s: 40 ms) have only
+  // their end's record, which covers the whole epoch: it counts, or no trial had a window and
+  // every interval read +-100 % (the default `stoker tune` told no two settings apart).
+  void epochsShorterThanAWindowAreMeasured() {
+    auto ds = parseSyntheticSpec("synthetic:4096,8,f32");
+    LoaderOptions o = LoaderOptions::builder().batchSize(256).numWorkers(1).loadingMode(LoadingMode::Streaming).build();
+    MeasureSpec spec;
+    spec.windowMs = 200;  // well past an epoch here
+    spec.warmupSeconds = 0.2;
+    spec.minSeconds = 1;
+    spec.maxSeconds = 1.5;
+    const Measurement m = measureLoader(ds, o, {DeviceSpec::parse("cpu")}, {}, spec, nullptr);
+    QVERIFY2(m.windows >= 3, qPrintable(QString::number(m.windows)));
+    QVERIFY2(m.samplesPerS > 0 && m.relativeCi() < 0.5, qPrintable(QString("%1 +- %2").arg(m.samplesPerS).arg(m.ciHalfWidth)));
+  }
+
+  // Under `auto`, a dataset that advises against resident (images, token windows) streams when
+  // the user runs it: the tuner measures it streaming too, not a copy decoded once for it.
+  void autoTuneMeasuresThePipelineThatWillRun() {
+    struct Streams : Dataset {
+      std::vector<FieldSpec> specs{FieldSpec{"v", c10::ScalarType::Long, {}, 8}};
+      std::string description() const override { return "streams"; }
+      std::int64_t size() const override { return 4096; }
+      const std::vector<FieldSpec>& fields() const override { return specs; }
+      void readItem(std::int64_t index, std::uint8_t* const* dst) const override { std::memcpy(dst[0], &index, 8); }
+      ResidentAdvice residentAdvice() const override { return {true, false, "decoded as read"}; }
+    };
+    auto ds = std::make_shared<Streams>();
+    TuneSpec spec;
+    spec.budgetSeconds = 3;
+    spec.candidates = {{"num_workers", {"0", "1"}}};
+    spec.measure.warmupSeconds = 0.1;
+    for (const LoadingMode mode : {LoadingMode::Auto, LoadingMode::Resident}) {
+      const LoaderOptions start = LoaderOptions::builder().batchSize(64).numWorkers(1).loadingMode(mode).build();
+      const TuneResult r = autoTune(ds, start, {DeviceSpec::parse("cpu")}, {}, spec, nullptr, nullptr);
+      const bool decoded = std::any_of(r.notes.begin(), r.notes.end(),
+                                       [](const std::string& n) { return n.find("decoded the dataset once") != std::string::npos; });
+      QCOMPARE(decoded, mode == LoadingMode::Resident);
+      QCOMPARE(QString::fromStdString(r.startMeasurement.mode), QString(mode == LoadingMode::Auto ? "streaming" : "resident"));
+    }
+  }
+
   // The auto-tuner on a dataset whose optimum is designed in: every sample waits 400 us on
   // "storage" (a sleep, so readers beyond the cores still help) and costs no CPU. The best
   // setting is the most workers offered with a ring deep enough for them; the search must
