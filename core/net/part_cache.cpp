@@ -115,6 +115,16 @@ std::string PartCache::fileOf(const std::string& objectId, std::uint64_t partSiz
   return dir_ + "/" + objectId + "-" + std::to_string(partSize) + "-" + std::to_string(index) + kSuffix;
 }
 
+bool PartCache::holdMapping(std::uint64_t bytes) {
+  std::uint64_t was = held_.load();
+  do {
+    if (limit_ != 0 && was + bytes > limit_) return false;
+  } while (!held_.compare_exchange_weak(was, was + bytes));
+  return true;
+}
+
+void PartCache::releaseMapping(std::uint64_t bytes) { held_ -= bytes; }
+
 PartCacheCounters PartCache::counters() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return counters_;

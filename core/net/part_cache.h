@@ -79,6 +79,14 @@ class PartCache {
   Part streamedPart(const std::string& objectId, std::uint64_t partSize, std::uint64_t index, std::size_t bytes,
                     const std::function<void(const ByteSink&)>& fetch);
 
+  // Mappings that objects keep for their life count against cache_limit. An evicted part's disk
+  // blocks stay allocated while a mapping holds it, so objects that kept every part they read held
+  // a dataset larger than the limit on disk whole (past the limit, until the disk was full). Past
+  // the limit, holdMapping() is false and the part serves the read that fetched it only.
+  bool holdMapping(std::uint64_t bytes);
+  void releaseMapping(std::uint64_t bytes);
+  std::uint64_t heldBytes() const { return held_.load(); }
+
   const std::string& dir() const { return dir_; }
   std::uint64_t limit() const { return limit_; }
   PartCacheCounters counters() const;
@@ -105,6 +113,7 @@ class PartCache {
   std::mutex evictMutex_;
   std::atomic<std::uint64_t> approxBytes_{0};  // the folder's parts as last scanned, plus this process's writes
   std::atomic<std::uint64_t> sinceScan_{0};    // this process's writes since the folder was last scanned
+  std::atomic<std::uint64_t> held_{0};         // bytes of the parts objects keep mapped (holdMapping)
 };
 
 // The identity of an object's content for the cache: where it is (without credentials), its ETag

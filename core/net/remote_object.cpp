@@ -150,9 +150,18 @@ RemoteObject::PartView RemoteObject::cachedPart(std::uint64_t index, std::uint64
   PartCache::Part p = parts.cache->streamedPart(cacheId_, partSize, index, bytes,
                                                 [&](const ByteSink& sink) { httpGetRange(target_, at, bytes, sink, etag_); });
   // A part held in memory (the disk was full) serves this read only: memory stays bounded by the
-  // parts in use. One on disk is kept for the object's life (a mapping costs pages only when read).
+  // parts in use. One on disk is kept for the object's life (a mapping costs pages only when read),
+  // within cache_limit: past it, it serves this read only too (a kept mapping holds the disk blocks
+  // of a part the limit's eviction removed).
   if (!p.onDisk) return {p.bytes.get(), p.bytes};
   std::lock_guard<std::mutex> lock(partsMutex_);
+  if (!parts.cache->holdMapping(p.bytes->size())) return {p.bytes.get(), p.bytes};
+  if (heldIn_ && heldIn_ != parts.cache) {  // one cache per object in practice; else counted where it was held
+    parts.cache->releaseMapping(p.bytes->size());
+    return {p.bytes.get(), p.bytes};
+  }
+  heldIn_ = parts.cache;
+  heldBytes_ += p.bytes->size();
   tableOwned_.push_back(p.bytes);
   if (tabled) table_[index].store(p.bytes.get(), std::memory_order_release);
   return {p.bytes.get(), nullptr};
@@ -161,6 +170,7 @@ RemoteObject::PartView RemoteObject::cachedPart(std::uint64_t index, std::uint64
 RemoteObject::~RemoteObject() {
   stopWarming_ = true;
   for (auto& t : warmers_) t.join();  // each finishes the part it is fetching
+  if (heldIn_) heldIn_->releaseMapping(heldBytes_);
 }
 
 void RemoteObject::warmCache(const PartOptions& parts) const {
@@ -174,7 +184,7 @@ void RemoteObject::warmCache(const PartOptions& parts) const {
     warmers_.emplace_back([this, parts, partSize, count] {
       try {
         for (std::uint64_t k; !stopWarming_ && (k = nextWarm_++) < count;)
-          if (cachedPart(k, partSize, parts).hold) break;  // the folder takes no more (disk full): warming would only download
+          if (cachedPart(k, partSize, parts).hold) break;  // the folder or cache_limit takes no more: warming would only download
       } catch (...) {
         stopWarming_ = true;  // the server failed: the reads that need these parts will say how
       }

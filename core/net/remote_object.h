@@ -120,6 +120,8 @@ class RemoteObject {
   mutable std::uint64_t tablePartSize_ = 0;
   mutable std::unique_ptr<std::atomic<const MappedFile*>[]> table_;
   mutable std::vector<std::shared_ptr<const MappedFile>> tableOwned_;
+  mutable std::shared_ptr<PartCache> heldIn_;  // the cache whose holdMapping() counts tableOwned_ (guarded by partsMutex_)
+  mutable std::uint64_t heldBytes_ = 0;        // guarded by partsMutex_
   mutable std::vector<std::thread> warmers_;  // guarded by partsMutex_
   mutable std::atomic<bool> stopWarming_{false};
   mutable std::atomic<std::uint64_t> nextWarm_{0};
