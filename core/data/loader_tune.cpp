@@ -117,10 +117,15 @@ TuneResult autoTune(std::shared_ptr<Dataset> dataset, const LoaderOptions& base,
   // A trial whose dataset-level knobs differ from the start's reads the dataset opened with them
   // (opened once per setting; the decoded-once dataset stands for every resident trial).
   std::vector<std::pair<LoaderOptions, std::shared_ptr<Dataset>>> opened;  // the options each was opened with
+  LoaderOptions current = base;  // the search's setting so far
   auto datasetFor = [&](const LoaderOptions& o) {
     if (!spec.reopen || decodedOnce || !datasetKnobsDiffer(base, o)) return dataset;
     for (const auto& [with, d] : opened)
       if (!datasetKnobsDiffer(with, o)) return d;
+    // Only the current setting's is kept besides the new one: each holds its parts' state (a remote
+    // WebDataset its kept blocks), and 12 part settings stayed open for the whole search.
+    opened.erase(std::remove_if(opened.begin(), opened.end(), [&](const auto& e) { return datasetKnobsDiffer(e.first, current); }),
+                 opened.end());
     opened.emplace_back(o, spec.reopen(o));
     return opened.back().second;
   };
@@ -148,7 +153,6 @@ TuneResult autoTune(std::shared_ptr<Dataset> dataset, const LoaderOptions& base,
 
   const TuneTrial first = measureTrial(base);
   if (!first.error.empty()) throw Error(ErrorKind::BadInput, "auto-tune", "the starting options fail: " + first.error);
-  LoaderOptions current = base;
   Measurement currentM = first.measurement;
   result.startMeasurement = currentM;
   for (bool improved = true; improved && !result.budgetSpent;) {
