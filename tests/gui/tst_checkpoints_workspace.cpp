@@ -53,6 +53,19 @@ class TestCheckpointsWorkspace : public QObject {
   QString ranks3_;  // a sample model saved on 3 ranks
   QString big_;     // 2 ranks, 96 MiB: slow enough to cancel
 
+  // Opens big_ and starts converting it to f16 HF shards into `destination`, one job at a time on
+  // a small budget: slow enough to cancel, or to close the window on.
+  bool startSlowConversion(CheckpointsWorkspace& w, QSignalSpy& opened, const QString& destination) {
+    w.openPath(big_);
+    if (!waitForCount(opened, opened.count() + 1)) return false;
+    w.setTarget("hf:20MB", "f16");
+    w.setDestination(destination);
+    w.setMemoryBudget("8MiB");
+    w.setJobs(1);
+    w.convert();
+    return true;
+  }
+
  private Q_SLOTS:
   void initTestCase() {
     QCoreApplication::setOrganizationName("StokerTest");
@@ -126,6 +139,7 @@ class TestCheckpointsWorkspace : public QObject {
     QVERIFY2(opened.first().at(0).toString().contains("dcp"), qPrintable(opened.first().at(0).toString()));
     w.setTarget("dcp:3", "keep");
     w.setDestination(dir_.filePath("dcp-3"));
+    w.setMemoryBudget("256MiB");  // not what a later test saved in the settings (8 MiB holds no DCP chunk here)
     w.dryRun();
     QVERIFY(waitFor(planned));
     w.selectTensor("model.grid");
@@ -200,13 +214,7 @@ class TestCheckpointsWorkspace : public QObject {
     CheckpointsWorkspace w;
     QSignalSpy opened(&w, &CheckpointsWorkspace::checkpointOpened), stopped(&w, &CheckpointsWorkspace::jobStopped);
     QSignalSpy finished(&w, &CheckpointsWorkspace::conversionFinished), verified(&w, &CheckpointsWorkspace::verifyFinished);
-    w.openPath(big_);
-    QVERIFY(waitFor(opened));
-    w.setTarget("hf:20MB", "f16");
-    w.setDestination(dir_.filePath("big-hf"));
-    w.setMemoryBudget("8MiB");
-    w.setJobs(1);
-    w.convert();
+    QVERIFY(startSlowConversion(w, opened, dir_.filePath("big-hf")));
     // Another checkpoint opened while the conversion runs: refused, saying why; the open one stays.
     w.openPath(dir_.filePath("another"));
     QVERIFY2(w.statusText().startsWith("A job is running"), qPrintable(w.statusText()));
@@ -320,13 +328,7 @@ class TestCheckpointsWorkspace : public QObject {
     CheckpointsWorkspace& w = *window.checkpoints();
     QSignalSpy opened(&w, &CheckpointsWorkspace::checkpointOpened), stopped(&w, &CheckpointsWorkspace::jobStopped),
         finished(&w, &CheckpointsWorkspace::conversionFinished);
-    w.openPath(big_);
-    QVERIFY(waitFor(opened));
-    w.setTarget("hf:20MB", "f16");
-    w.setDestination(dir_.filePath("big-closing"));
-    w.setMemoryBudget("8MiB");
-    w.setJobs(1);
-    w.convert();
+    QVERIFY(startSlowConversion(w, opened, dir_.filePath("big-closing")));
     QString asked;
     const auto answer = [&](QMessageBox::StandardButton button) {
       QTimer::singleShot(100, [&asked, button] {
