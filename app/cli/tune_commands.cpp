@@ -63,6 +63,7 @@ void runTune(const TuneArgs& a) {
     dataset = openDataset(a.dataset, base);
   }
   spec.remoteDataset = datasetIsRemote(a.dataset);
+  spec.keepOnCancel = true;  // Ctrl-C prints (and saves) the best so far, then exits 130
   spec.reopen = [&a, &cancel](const LoaderOptions& o) {
     // A trial's re-open of a remote WebDataset scans it again: it says so, and Ctrl-C stops it.
     OpeningProgress opening(a.json, &cancel);
@@ -93,6 +94,7 @@ void runTune(const TuneArgs& a) {
   if (a.json) {
     const nlohmann::json doc = tuneJson(r, a.dataset, a.device, spec.budgetSeconds);
     printJson(doc);  // a URL's secrets hidden, as in every --json
+    if (r.cancelled) throw Error(ErrorKind::Cancelled, "auto-tune", "cancelled");
     return;
   }
   std::printf("best: %s\n", r.bestChange.empty() ? "the starting options" : r.bestChange.c_str());
@@ -101,6 +103,7 @@ void runTune(const TuneArgs& a) {
               r.trials.size(), r.seconds, r.passes, r.passes == 1 ? "" : "es");
   std::printf("%s\n", r.confidence.c_str());
   if (!a.saveOptions.empty()) std::printf("saved to %s (stoker bench --options %s)\n", a.saveOptions.c_str(), a.saveOptions.c_str());
+  if (r.cancelled) throw Error(ErrorKind::Cancelled, "auto-tune", "cancelled");  // exit 130, as for any Ctrl-C
 }
 
 }  // namespace

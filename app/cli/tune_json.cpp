@@ -26,6 +26,7 @@ nlohmann::json tuneJson(const TuneResult& r, const std::string& dataset, const s
           {"seconds", r.seconds},
           {"passes", r.passes},
           {"budget_spent", r.budgetSpent},
+          {"cancelled", r.cancelled},
           {"best_change", r.bestChange},
           {"best", measurementJson(r.bestMeasurement)},
           {"start", measurementJson(r.startMeasurement)},

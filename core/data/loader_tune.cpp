@@ -155,50 +155,56 @@ TuneResult autoTune(std::shared_ptr<Dataset> dataset, const LoaderOptions& base,
   if (!first.error.empty()) throw Error(ErrorKind::BadInput, "auto-tune", "the starting options fail: " + first.error);
   Measurement currentM = first.measurement;
   result.startMeasurement = currentM;
-  for (bool improved = true; improved && !result.budgetSpent;) {
-    improved = false;
-    result.passes++;
-    for (const auto& [knob, values] : candidates) {
-      bool inactive = false;
-      for (const auto& k : inactiveKnobs(current, host, searchParts)) inactive = inactive || k.knob == knob;
-      if (!searchParts && spec.remoteDataset && (knob == "part_size" || knob == "max_inflight_parts")) inactive = true;
-      if (inactive) continue;
-      LoaderOptions bestHere = current;
-      Measurement bestHereM = currentM;
-      for (const std::string& v : values) {
-        if (elapsed() >= spec.budgetSeconds) {
-          result.budgetSpent = true;
-          break;
+  try {
+    for (bool improved = true; improved && !result.budgetSpent;) {
+      improved = false;
+      result.passes++;
+      for (const auto& [knob, values] : candidates) {
+        bool inactive = false;
+        for (const auto& k : inactiveKnobs(current, host, searchParts)) inactive = inactive || k.knob == knob;
+        if (!searchParts && spec.remoteDataset && (knob == "part_size" || knob == "max_inflight_parts")) inactive = true;
+        if (inactive) continue;
+        LoaderOptions bestHere = current;
+        Measurement bestHereM = currentM;
+        for (const std::string& v : values) {
+          if (elapsed() >= spec.budgetSeconds) {
+            result.budgetSpent = true;
+            break;
+          }
+          nlohmann::json j = nlohmann::json::parse(loaderOptionsToJson(current));
+          j[knob] = nlohmann::json::parse(v);
+          // More workers need a ring deep enough to keep them busy: at least PyTorch's default of two
+          // batches per worker (prefetch alone cannot help while the ring is too shallow for them).
+          if (knob == "num_workers" && j[knob].is_number_integer())
+            j["prefetch"] = std::max(j["prefetch"].get<int>(), 2 * j[knob].get<int>());
+          LoaderOptions o;
+          try {
+            o = loaderOptionsFromJson(j.dump(), "auto-tune");
+          } catch (const Error&) {
+            continue;  // a value these options refuse (e.g. prefetch below the workers' need)
+          }
+          const TuneTrial t = measureTrial(o);
+          // Move only to a clearly faster setting: chasing noise wanders. Disjoint intervals alone are
+          // not enough: windows of one run are correlated, so the intervals come out narrow (three
+          // identical searches each took a different +1 % "win"), and a win must be 3 % or more.
+          if (t.error.empty() && t.measurement.samplesPerS > bestHereM.samplesPerS * (1 + kMinGain) &&
+              clearlyDifferent(t.measurement, bestHereM)) {
+            bestHere = o;
+            bestHereM = t.measurement;
+          }
         }
-        nlohmann::json j = nlohmann::json::parse(loaderOptionsToJson(current));
-        j[knob] = nlohmann::json::parse(v);
-        // More workers need a ring deep enough to keep them busy: at least PyTorch's default of two
-        // batches per worker (prefetch alone cannot help while the ring is too shallow for them).
-        if (knob == "num_workers" && j[knob].is_number_integer())
-          j["prefetch"] = std::max(j["prefetch"].get<int>(), 2 * j[knob].get<int>());
-        LoaderOptions o;
-        try {
-          o = loaderOptionsFromJson(j.dump(), "auto-tune");
-        } catch (const Error&) {
-          continue;  // a value these options refuse (e.g. prefetch below the workers' need)
+        if (loaderOptionsToJson(bestHere) != loaderOptionsToJson(current)) {
+          current = bestHere;
+          currentM = bestHereM;
+          improved = true;
         }
-        const TuneTrial t = measureTrial(o);
-        // Move only to a clearly faster setting: chasing noise wanders. Disjoint intervals alone are
-        // not enough: windows of one run are correlated, so the intervals come out narrow (three
-        // identical searches each took a different +1 % "win"), and a win must be 3 % or more.
-        if (t.error.empty() && t.measurement.samplesPerS > bestHereM.samplesPerS * (1 + kMinGain) &&
-            clearlyDifferent(t.measurement, bestHereM)) {
-          bestHere = o;
-          bestHereM = t.measurement;
-        }
+        if (result.budgetSpent) break;
       }
-      if (loaderOptionsToJson(bestHere) != loaderOptionsToJson(current)) {
-        current = bestHere;
-        currentM = bestHereM;
-        improved = true;
-      }
-      if (result.budgetSpent) break;
     }
+  } catch (const Error& e) {
+    // A trial's measurement threw before `current` changed: the search so far stands.
+    if (e.kind() != ErrorKind::Cancelled || !spec.keepOnCancel) throw;
+    result.cancelled = true;
   }
   result.best = current;
   result.bestMeasurement = currentM;
@@ -216,6 +222,7 @@ TuneResult autoTune(std::shared_ptr<Dataset> dataset, const LoaderOptions& base,
                         std::to_string(result.withinNoise) + " other setting" + (result.withinNoise == 1 ? "" : "s") +
                         " tried " + (result.withinNoise == 1 ? "is" : "are") + " within noise of it.";
   if (result.budgetSpent) result.confidence += " The budget ran out before the search settled.";
+  if (result.cancelled) result.confidence += " Stopped (cancelled) before the search settled.";
   return result;
 }
 

@@ -31,6 +31,9 @@ struct TuneSpec {
   // set (after the first trial every read comes from the cache): a note says so.
   bool remoteDataset = false;
   std::function<std::shared_ptr<Dataset>(const LoaderOptions&)> reopen;
+  // A cancel after the starting options were measured returns the search so far (TuneResult::
+  // cancelled) instead of throwing: Ctrl-C at 55 s of a 60 s search threw its 20 trials away.
+  bool keepOnCancel = false;
 };
 
 // num_workers 0..2 x cores (storage latency lets more readers than cores help; at least 4), prefetch
@@ -57,6 +60,7 @@ struct TuneResult {
   int passes = 0;
   double seconds = 0;
   bool budgetSpent = false;  // stopped by the budget, not because nothing improved
+  bool cancelled = false;    // stopped by a cancel (TuneSpec::keepOnCancel): the best so far
   int withinNoise = 0;       // other trials whose interval overlaps the best's
   std::string confidence;    // how sure, in words
   std::vector<std::string> notes;  // e.g. the dataset was decoded once first

@@ -179,6 +179,33 @@ class TestCliBench : public QObject {
     }
   }
 
+  // Ctrl-C during `stoker tune`: the search so far is printed and saved, then it exits 130.
+  void aTuneStoppedByCtrlCKeepsItsBest() {
+    const QString start = dir_.filePath("start-ctrlc.json"), best = dir_.filePath("best-ctrlc.json");
+    QFile f(start);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(R"({"loading_mode": "streaming", "num_workers": 0, "prefetch": 1, "batch_size": 32})");
+    f.close();
+    QProcess tune;
+    tune.start(STOKER_CLI_PATH, {"tune", "--dataset", "synthetic:1000000,8,f32,0,400", "--options", start, "--budget", "120s",
+                                 "--save-options", best});
+    QVERIFY(tune.waitForStarted(10000));
+    QByteArray err;
+    for (int i = 0; i < 600 && err.count("samples/s") < 3; ++i) {
+      tune.waitForReadyRead(100);
+      err += tune.readAllStandardError();
+    }
+    QVERIFY2(err.count("samples/s") >= 3, err.constData());
+    ::kill(static_cast<pid_t>(tune.processId()), SIGINT);
+    QVERIFY(tune.waitForFinished(60000));
+    err += tune.readAllStandardError();
+    const QByteArray out = tune.readAllStandardOutput();
+    QCOMPARE(tune.exitCode(), 130);
+    QVERIFY2(out.contains("best: ") && out.contains("Stopped (cancelled)"), out.constData());
+    QVERIFY2(err.contains("cancelled: auto-tune"), err.constData());
+    QVERIFY(stoker::test::readFile(best).contains("\"num_workers\""));
+  }
+
   void severalDevicesSplitEachStep() {
     // Two unequal simulated GPUs: El Che gives the 3x faster one 3x the batches.
     auto r = runStoker({"bench", "--dataset", "synthetic:6000,16", "--device", "sim:0,sim:1", "--batch-size", "20",

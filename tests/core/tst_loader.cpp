@@ -1217,6 +1217,39 @@ class TestLoader : public QObject {
     }
   }
 
+  // Ctrl-C during a search: with keepOnCancel (the CLI) the search so far comes back, the best
+  // setting measured among it; without (Python's progress returning True, the workbench's Stop)
+  // the cancel is thrown as before.
+  void aCancelledSearchKeepsWhatItMeasured() {
+    auto ds = parseSyntheticSpec("synthetic:1000000,8,f32,0,400");
+    const LoaderOptions start = LoaderOptions::builder().batchSize(32).numWorkers(0).prefetch(1)
+                                    .loadingMode(LoadingMode::Streaming).build();
+    TuneSpec spec;
+    spec.budgetSeconds = 60;
+    spec.candidates = {{"num_workers", {"0", "1", "2", "4", "8"}}, {"prefetch", {"1", "2", "4", "8", "16"}}};
+    spec.measure.warmupSeconds = 0.1;
+    spec.measure.maxSeconds = 0.5;
+    for (const bool keep : {true, false}) {
+      spec.keepOnCancel = keep;
+      CancelToken cancel;
+      int trials = 0;
+      const auto onTrial = [&](const TuneTrial&, double) {
+        if (++trials == 3) cancel.cancel();
+      };
+      if (keep) {
+        const TuneResult r = autoTune(ds, start, {DeviceSpec::parse("cpu")}, {}, spec, &cancel, onTrial);
+        QVERIFY(r.cancelled);
+        QCOMPARE(r.trials.size(), std::size_t(3));
+        QVERIFY2(r.confidence.find("Stopped (cancelled)") != std::string::npos, r.confidence.c_str());
+        QVERIFY(r.bestMeasurement.samplesPerS > 0);
+      } else {
+        ErrorKind kind{};
+        errorOf([&] { autoTune(ds, start, {DeviceSpec::parse("cpu")}, {}, spec, &cancel, onTrial); }, &kind);
+        QCOMPARE(kind, ErrorKind::Cancelled);
+      }
+    }
+  }
+
   // The auto-tuner on a dataset whose optimum is designed in: every sample waits 400 us on
   // "storage" (a sleep, so readers beyond the cores still help) and costs no CPU. The best
   // setting is the most workers offered with a ring deep enough for them; the search must
