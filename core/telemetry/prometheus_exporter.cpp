@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "telemetry/input_bound.h"
@@ -173,7 +174,18 @@ std::size_t PrometheusExporter::seriesCount() const {
 
 std::string PrometheusExporter::render(double laterByS) const {
   const double now = steadyNow() + laterByS;
-  std::lock_guard<std::mutex> lock(mutex_);
+  // The live series copied under the lock, formatted without it: a scrape at the cap (10,000
+  // series, ~20 MB) held the lock while it formatted, and records arriving meanwhile waited (the
+  // Monitor's GUI thread hands them over).
+  std::vector<std::pair<Key, Series>> series;
+  std::int64_t refused = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    series.reserve(series_.size());
+    for (const auto& [key, s] : series_)
+      if (now - s.receivedAt <= staleAfterS_) series.emplace_back(key, s);
+    refused = refused_;
+  }
   std::string out;
   std::vector<std::pair<std::string, double>> samples;
   const auto labelsOf = [](int rank, const std::string* device, const std::string& host, std::int64_t pid) {
@@ -184,8 +196,7 @@ std::string PrometheusExporter::render(double laterByS) const {
     std::string body;
     // A process's own counters: the largest of its series' values (they only grow; its latest record).
     std::map<std::tuple<std::string, std::int64_t, int, std::string>, double> perProcess;  // host, pid, rank, extra labels
-    for (const auto& [key, s] : series_) {
-      if (now - s.receivedAt > staleAfterS_) continue;
+    for (const auto& [key, s] : series) {
       samples.clear();
       m.samples(s.last, s.records, samples);
       const auto& [host, pid, rank, device, loader] = key;
@@ -210,7 +221,7 @@ std::string PrometheusExporter::render(double laterByS) const {
   }
   // Series refused at the cap would vanish without a sign.
   out += "# HELP stoker_series_refused_total Records of new series refused because the exporter holds its most series.\n"
-         "# TYPE stoker_series_refused_total counter\nstoker_series_refused_total " + std::to_string(refused_) + "\n";
+         "# TYPE stoker_series_refused_total counter\nstoker_series_refused_total " + std::to_string(refused) + "\n";
   return out;
 }
 
