@@ -80,7 +80,9 @@ install_test_tools() {
   log "installing s3rver $S3RVER_VERSION (npm) into $tools"
   mkdir -p "$tools"
   rm -f "$tools"/.s3rver-*
-  npm install --prefix "$tools" --no-audit --no-fund --loglevel=error "s3rver@$S3RVER_VERSION" >/dev/null
+  # npm's cache inside .test-tools too: not the user's ~/.npm.
+  npm install --prefix "$tools" --cache "$tools/.npm-cache" --no-audit --no-fund --loglevel=error \
+    "s3rver@$S3RVER_VERSION" >/dev/null
   touch "$tools/.s3rver-$S3RVER_VERSION"
 }
 
