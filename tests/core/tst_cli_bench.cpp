@@ -31,6 +31,10 @@ int monitorPort(QProcess& monitor, QByteArray* err) {
   return 0;
 }
 
+// The tune tests' start: streaming with no workers and a ring of one, on a dataset whose samples
+// wait on "storage" (synthetic:...,0,400), so more workers are clearly faster.
+const QByteArray kSlowTuneStart = R"({"loading_mode": "streaming", "num_workers": 0, "prefetch": 1, "batch_size": 32})";
+
 class TestCliBench : public QObject {
   Q_OBJECT
   QTemporaryDir dir_;
@@ -156,10 +160,7 @@ class TestCliBench : public QObject {
   // it for `stoker bench --options`; bad budgets are refused with one line.
   void tuneFindsFasterSettingsWithinTheBudget() {
     const QString start = dir_.filePath("start.json"), best = dir_.filePath("best.json");
-    QFile f(start);
-    QVERIFY(f.open(QIODevice::WriteOnly));
-    f.write(R"({"loading_mode": "streaming", "num_workers": 0, "prefetch": 1, "batch_size": 32})");
-    f.close();
+    QVERIFY(stoker::test::writeFile(start, kSlowTuneStart));
     auto r = runStoker({"tune", "--dataset", "synthetic:1000000,8,f32,0,400", "--options", start, "--budget", "20s",
                         "--json", "--save-options", best});
     QVERIFY2(r.exitCode == 0, r.err.constData());
@@ -182,10 +183,7 @@ class TestCliBench : public QObject {
   // Ctrl-C during `stoker tune`: the search so far is printed and saved, then it exits 130.
   void aTuneStoppedByCtrlCKeepsItsBest() {
     const QString start = dir_.filePath("start-ctrlc.json"), best = dir_.filePath("best-ctrlc.json");
-    QFile f(start);
-    QVERIFY(f.open(QIODevice::WriteOnly));
-    f.write(R"({"loading_mode": "streaming", "num_workers": 0, "prefetch": 1, "batch_size": 32})");
-    f.close();
+    QVERIFY(stoker::test::writeFile(start, kSlowTuneStart));
     QProcess tune;
     tune.start(STOKER_CLI_PATH, {"tune", "--dataset", "synthetic:1000000,8,f32,0,400", "--options", start, "--budget", "120s",
                                  "--save-options", best});
